@@ -48,6 +48,11 @@ static const char s_usage[] =
     "  --target N        node to run for its effects (repeatable)\n"
     "  --out-dir DIR     also write each fetch to DIR/<name>.npy, with '/' and\n"
     "                    ':' in the name replaced by '_'\n"
+    "  --place MODE      first (the first valid device, TensorFlow's rule;\n"
+    "                    the --inprocess default) or balanced (the least\n"
+    "                    loaded valid device; the service's default)\n"
+    "  --allow-soft-placement  put a node whose device has no kernel for it\n"
+    "                    on a valid device of the same task instead\n"
     "  --quiet           print nothing but errors\n"
     "  --timeout-ms N    how long to wait for the service's answer (default\n"
     "                    60000; not for --inprocess)\n";
@@ -224,11 +229,11 @@ static zf_status_t s_parse_literal(const char *text, zf_dtype_t dtype, zf_tensor
 /* ---- the command -------------------------------------------------------------- */
 
 typedef struct {
-    const char *graph, *devices, *out_dir, *broker, *timeout_text;
+    const char *graph, *devices, *out_dir, *broker, *timeout_text, *place;
     int timeout_ms;
     const char **feed_specs, **fetches, **targets;
     int n_feeds, n_fetches, n_targets;
-    bool inprocess, quiet;
+    bool inprocess, quiet, soft_placement;
 } s_args_t;
 
 static bool s_is_digits(const char *s)
@@ -362,7 +367,10 @@ static zf_status_t s_run_step(const s_runner_t *r, const s_args_t *a, char **nam
                              a->targets,
                              a->n_targets};
     zf_client_set_timeout(r->client, a->timeout_ms);
-    return zf_status_prefix(zf_client_run_job(r->client, r->gd, NULL, &step, a->timeout_ms, got),
+    zf_client_session_options_t opts = ZF_CLIENT_SESSION_OPTIONS_DEFAULT;
+    opts.allow_soft_placement = a->soft_placement;
+    opts.place_first = a->place && strcmp(a->place, "first") == 0;
+    return zf_status_prefix(zf_client_run_job(r->client, r->gd, &opts, &step, a->timeout_ms, got),
                             "%s", a->graph);
 }
 
@@ -415,6 +423,8 @@ static bool s_valued_option(s_args_t *a, const char *opt, const char *v)
         a->broker = v;
     else if (strcmp(opt, "--timeout-ms") == 0)
         a->timeout_text = v;
+    else if (strcmp(opt, "--place") == 0)
+        a->place = v;
     else if (strcmp(opt, "--feed") == 0)
         a->feed_specs[a->n_feeds++] = v;
     else if (strcmp(opt, "--target") == 0)
@@ -435,6 +445,8 @@ static int s_parse_args(int argc, char **argv, s_args_t *a)
             a->inprocess = true;
         } else if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
             a->quiet = true;
+        } else if (strcmp(arg, "--allow-soft-placement") == 0) {
+            a->soft_placement = true;
         } else if (i + 1 < argc && s_valued_option(a, arg, argv[i + 1])) {
             i++;
             /* "--fetch a b c": more fetches follow, once GRAPH is known */
@@ -444,7 +456,7 @@ static int s_parse_args(int argc, char **argv, s_args_t *a)
             bool valued = strcmp(arg, "--devices") == 0 || strcmp(arg, "--out-dir") == 0 ||
                           strcmp(arg, "--feed") == 0 || strcmp(arg, "--target") == 0 ||
                           strcmp(arg, "--fetch") == 0 || strcmp(arg, "--broker") == 0 ||
-                          strcmp(arg, "--timeout-ms") == 0;
+                          strcmp(arg, "--timeout-ms") == 0 || strcmp(arg, "--place") == 0;
             return valued ? s_usage_error("%s needs a value", arg)
                           : s_usage_error("unknown option '%s'", arg);
         } else if (!a->graph) {
@@ -464,6 +476,8 @@ static int s_parse_args(int argc, char **argv, s_args_t *a)
                                  a->timeout_text);
         a->timeout_ms = (int)v;
     }
+    if (a->place && strcmp(a->place, "first") != 0 && strcmp(a->place, "balanced") != 0)
+        return s_usage_error("--place takes first or balanced, not '%s'", a->place);
     if (a->broker && a->devices)
         return s_usage_error("--devices does not apply with --broker: the service has its own");
     if (a->n_fetches == 0 && a->n_targets == 0)
@@ -476,6 +490,8 @@ static int s_run_inprocess(const s_args_t *a, const Tensorflow__GraphDef *gd)
     s_runner_t r = {0};
     zf_local_session_options_t opts = ZF_LOCAL_SESSION_OPTIONS_DEFAULT;
     opts.devices = a->devices;
+    opts.allow_soft_placement = a->soft_placement;
+    opts.balanced_placement = a->place && strcmp(a->place, "balanced") == 0;
     zf_status_t s = zf_status_prefix(zf_local_session_new(gd, &opts, &r.sess), "%s", a->graph);
     int rc = zf_ok(s) ? s_execute(a, &r) : zf_cli_fail("run", &s);
     zf_local_session_destroy(&r.sess);

@@ -257,6 +257,51 @@ static void test_cli_run_answers_bad_usage_with_exit_code_2(void **state)
     s_expect(&r, 1, "zflow run: INVALID_ARGUMENT: ");
 }
 
+/* Writes text to the test's directory as name; path gets its path. */
+static void s_write_graph(const s_tmp_t *t, const char *name, const char *text, char *path,
+                          size_t size)
+{
+    snprintf(path, size, "%s/%s", t->dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_cli_run_places_softly_and_by_mode_when_asked(void **state)
+{
+    char path[128];
+    s_write_graph(
+        *state, "soft.pbtxt",
+        "node { name: 'a' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } } }\n"
+        "node { name: 'b' op: 'Square' input: 'a' device: '/device:CPU:1'"
+        " attr { key: 'T' value { type: DT_FLOAT } } }\n",
+        path, sizeof path);
+    s_run_t r;
+    /* CPU:1 does not exist: an error, unless soft placement may move b. */
+    s_zflow(&r, "run %s --inprocess --feed a=[3] --fetch b", path);
+    s_expect(&r, 1, "Cannot assign a device for operation b");
+    s_zflow(&r, "run %s --inprocess --allow-soft-placement --feed a=[3] --fetch b", path);
+    s_expect(&r, 0, "soft placement: no device matching '/device:CPU:1'");
+    s_contains(&r, "falling back to the best valid device, /job:localhost/replica:0/task:0/"
+                   "device:CPU:0\nb =\n[9.]\n");
+    /* The same options travel to the service (an embedded local cluster). */
+    s_zflow(&r, "run %s --allow-soft-placement --place first --feed a=[3] --fetch b", path);
+    s_expect(&r, 0, NULL);
+    assert_string_equal(r.out, "b =\n[9.]\n");
+    s_zflow(&r, "run %s --place first --feed a=[3] --fetch b", path);
+    s_expect(&r, 1, "Cannot assign a device for operation b");
+    s_zflow(&r, "run " EXAMPLES
+                "/mlp.pbtxt --inprocess --devices cpu:2 --place balanced --feed " MLP_FEED
+                " --fetch probs");
+    s_expect(&r, 0, NULL);
+    assert_string_equal(r.out, MLP_PROBS);
+    s_zflow(&r, "run " EXAMPLES "/mlp.pbtxt --inprocess --place widely --fetch probs");
+    s_expect(&r, 2, "--place takes first or balanced, not 'widely'");
+    s_zflow(&r, "run " EXAMPLES "/mlp.pbtxt --inprocess --fetch probs --place");
+    s_expect(&r, 2, "--place needs a value");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -271,6 +316,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_run_refuses_what_it_cannot_run, s_setup,
                                         s_teardown),
         cmocka_unit_test(test_cli_run_answers_bad_usage_with_exit_code_2),
+        cmocka_unit_test_setup_teardown(test_cli_run_places_softly_and_by_mode_when_asked, s_setup,
+                                        s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
