@@ -1,6 +1,7 @@
 # Entry points for people and CI. The real build is CMake (CMakeLists.txt).
 #   make demo   install what is missing, build, run the main job
 #   make check  install what is missing, build with sanitizers, run every test
+#   make test-docker  build the image, test the docker-compose environment
 BUILD       ?= build
 CHECK_BUILD ?= build-check
 OPT_BUILD   ?= build-check-release
@@ -9,7 +10,7 @@ JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 FUZZ_TIME   ?= 60
 
-.PHONY: all deps build demo check bench fuzz format clean
+.PHONY: all deps build demo check test-docker bench fuzz format clean
 
 all: build
 
@@ -33,6 +34,10 @@ check: deps
 	@echo "== optimised build with -Werror (warnings only the optimiser sees)"
 	cmake -S . -B $(OPT_BUILD) -DCMAKE_BUILD_TYPE=Release -DZFLOW_WERROR=ON -DBUILD_TESTING=OFF $(CMAKE_FLAGS)
 	cmake --build $(OPT_BUILD) -j $(JOBS)
+
+# Needs root (installs docker.io/docker-compose, may start dockerd).
+test-docker:
+	@tests/docker/run.sh
 
 bench: build
 	@scripts/bench.sh $(BUILD)/bench
