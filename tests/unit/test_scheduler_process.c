@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "broker_test_util.h"
+#include "busy_test_util.h"
 #include "common/graphdef_io.h"
 #include "common/tensor_proto.h"
 #include "executor/local_session.h"
@@ -35,7 +36,10 @@ typedef struct {
 static void s_cluster_start(cluster_t *c)
 {
     memset(c, 0, sizeof *c);
-    const char *bargs[] = {"--heartbeat-ms", "200", "--heartbeat-misses", "3", NULL};
+    /* Dead after 2 s without a heartbeat: a loaded machine can hold a live
+     * executor's heartbeat back for more than half a second, and a live
+     * executor declared dead changes where steps run. */
+    const char *bargs[] = {"--heartbeat-ms", "200", "--heartbeat-misses", "10", NULL};
     zf_test_broker_start(&c->broker, bargs);
     const char *names[2] = {CPU(0), CPU(1)};
     const char *devices[2] = {"CPU:0", "CPU:1"};
@@ -55,13 +59,38 @@ static void s_cluster_start(cluster_t *c)
     c->next_id = 100;
 }
 
-static void s_cluster_stop(cluster_t *c)
+/* The processes are started by the setup and stopped by the teardown, so a
+ * test that fails half-way leaves none of them running. */
+static int s_setup_cluster(void **state)
 {
+    cluster_t *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    *state = c;
+    s_cluster_start(c);
+    return 0;
+}
+
+static int s_setup_nothing(void **state)
+{
+    cluster_t *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    *state = c;
+    return 0;
+}
+
+/* Stops what is still running; fails when the scheduler does not stop
+ * cleanly. */
+static int s_teardown(void **state)
+{
+    cluster_t *c = *state;
+    if (!c) return 0;
     zf_socket_destroy(&c->client);
     zf_zctx_destroy(&c->ctx);
-    assert_int_equal(zf_test_child_stop(&c->scheduler, SIGTERM, WAIT_MS), 0);
+    int rc = c->scheduler.pid > 0 ? zf_test_child_stop(&c->scheduler, SIGTERM, WAIT_MS) : 0;
     for (int i = 0; i < 2; i++) zf_test_child_stop(&c->executors[i], SIGTERM, WAIT_MS);
-    zf_test_broker_stop(&c->broker, SIGTERM);
+    if (c->broker.pid > 0) zf_test_broker_stop(&c->broker, SIGTERM);
+    free(c);
+    return rc == 0 ? 0 : -1;
 }
 
 /* Sends env and returns the reply to it (checked to echo its id). */
@@ -94,9 +123,9 @@ static char *s_create(cluster_t *c, Tensorflow__GraphDef *gd, bool soft)
     return id;
 }
 
-/* One step: feed x, fetch `fetch`; the status, and the value on success. */
-static zf_status_t s_run(cluster_t *c, const char *sid, zf_tensor_t *x, const char *fetch,
-                         zf_tensor_t **out)
+/* Sends one step (feed x, fetch `fetch`) without waiting; returns its
+ * request id. */
+static uint64_t s_run_start(cluster_t *c, const char *sid, zf_tensor_t *x, const char *fetch)
 {
     Tensorflow__TensorProto *tp = NULL;
     ASSERT_OK(zf_tensor_to_proto(x, &tp, true));
@@ -114,8 +143,19 @@ static zf_status_t s_run(cluster_t *c, const char *sid, zf_tensor_t *x, const ch
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP;
     env.run_step = &rs;
-    Zflow__Envelope *rep = s_call(c, &env, WAIT_MS);
+    env.request_id = c->next_id++;
+    zf_test_send(c->client, NULL, 0, &env);
     tensorflow__tensor_proto__free_unpacked(tp, NULL);
+    return env.request_id;
+}
+
+/* The reply to step `request`: its status, and the value on success. */
+static zf_status_t s_run_finish(cluster_t *c, uint64_t request, const char *fetch,
+                                zf_tensor_t **out)
+{
+    Zflow__Envelope *rep = zf_test_recv(c->client, WAIT_MS, NULL);
+    if (!rep) fail_msg("no reply within %d ms", WAIT_MS);
+    assert_int_equal(rep->request_id, request);
     assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY);
     zf_status_t st = zf_status_from_proto(rep->run_step_reply->status);
     if (out) *out = NULL;
@@ -126,6 +166,13 @@ static zf_status_t s_run(cluster_t *c, const char *sid, zf_tensor_t *x, const ch
     }
     zflow__envelope__free_unpacked(rep, NULL);
     return st;
+}
+
+/* One step: feed x, fetch `fetch`; the status, and the value on success. */
+static zf_status_t s_run(cluster_t *c, const char *sid, zf_tensor_t *x, const char *fetch,
+                         zf_tensor_t **out)
+{
+    return s_run_finish(c, s_run_start(c, sid, x, fetch), fetch, out);
 }
 
 static void s_expect_same(const zf_tensor_t *a, const zf_tensor_t *b)
@@ -202,7 +249,7 @@ static void s_submit_and_wait(cluster_t *c, Tensorflow__GraphDef *gd, zf_tensor_
 static void
 test_scheduler_process_runs_the_mlp_and_a_job_over_two_executors_like_local_session(void **state)
 {
-    (void)state;
+    cluster_t *c = *state;
     Tensorflow__GraphDef *gd = NULL;
     ASSERT_OK(zf_graphdef_read_file(EXAMPLES "/mlp.pbtxt", ZF_FORMAT_AUTO, &gd));
     for (size_t i = 0; i < gd->n_node; i++) { /* alternate nodes between the two CPUs */
@@ -218,12 +265,10 @@ test_scheduler_process_runs_the_mlp_and_a_job_over_two_executors_like_local_sess
     zf_tensor_t *want = NULL;
     ASSERT_OK(zf_local_session_run(local, &feed, &x, 1, &fetch, 1, NULL, 0, &want));
 
-    cluster_t c;
-    s_cluster_start(&c);
-    char *sid = s_create(&c, gd, false);
+    char *sid = s_create(c, gd, false);
     for (int k = 0; k < 3; k++) {
         zf_tensor_t *got = NULL;
-        ASSERT_OK(s_run(&c, sid, x, "probs", &got));
+        ASSERT_OK(s_run(c, sid, x, "probs", &got));
         s_expect_same(got, want);
         zf_tensor_unref(&got);
     }
@@ -232,13 +277,12 @@ test_scheduler_process_runs_the_mlp_and_a_job_over_two_executors_like_local_sess
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_CLOSE_SESSION;
     env.close_session = &cl;
-    Zflow__Envelope *rep = s_call(&c, &env, WAIT_MS);
+    Zflow__Envelope *rep = s_call(c, &env, WAIT_MS);
     assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_STATUS_REPLY);
     ASSERT_OK(zf_status_from_proto(rep->status_reply->status));
     zflow__envelope__free_unpacked(rep, NULL);
-    zf_test_expect_error(s_run(&c, sid, x, "probs", NULL), ZF_NOT_FOUND, "not found");
-    s_submit_and_wait(&c, gd, x, want);
-    s_cluster_stop(&c);
+    zf_test_expect_error(s_run(c, sid, x, "probs", NULL), ZF_NOT_FOUND, "not found");
+    s_submit_and_wait(c, gd, x, want);
 
     free(sid);
     zf_tensor_unref(&want);
@@ -249,38 +293,33 @@ test_scheduler_process_runs_the_mlp_and_a_job_over_two_executors_like_local_sess
 
 static void test_scheduler_process_fails_a_step_on_a_hung_executor_and_replaces(void **state)
 {
-    (void)state;
-    Tensorflow__GraphDef *gd = NULL;
-    const char *text = "node { name: 'x' op: 'Placeholder' device: '" CPU(
-        0) "'"
-           "  attr { key: 'dtype' value { type: DT_FLOAT } } }"
-           "node { name: 'y' op: 'Neg' input: 'x' device: '" CPU(
-               1) "'"
-                  "  attr { key: 'T' value { type: DT_FLOAT } } }"
-                  "node { name: 'z' op: 'Neg' input: 'y' device: '" CPU(
-                      0) "'"
-                         "  attr { key: 'T' value { type: DT_FLOAT } } }";
-    ASSERT_OK(zf_graphdef_read_mem(text, strlen(text), ZF_FORMAT_PBTXT, &gd));
+    cluster_t *c = *state;
+    Tensorflow__GraphDef *gd = zf_test_slow_chain_graph(CPU(0), CPU(1));
     zf_tensor_t *x = s_floats(ZF_SHAPE(8));
-    cluster_t c;
-    s_cluster_start(&c);
-    char *sid = s_create(&c, gd, true);
+    char *sid = s_create(c, gd, true);
     zf_tensor_t *z = NULL;
-    ASSERT_OK(s_run(&c, sid, x, "z", &z));
+    ASSERT_OK(s_run(c, sid, x, "z", &z));
     s_expect_same(z, x);
     zf_tensor_unref(&z);
 
     /* A stopped process keeps its sockets but stops heartbeating: the step
-     * waits on it until the broker declares it dead. */
-    kill(c.executors[1].pid, SIGSTOP);
+     * waits on it until the broker declares it dead. It is stopped once it
+     * is computing the step, that is once it has the step's RunGraph: were
+     * it stopped before, the broker could declare it dead before the
+     * scheduler sees the step, which would then run on CPU:0 alone. */
+    pid_t busy = c->executors[1].pid;
+    long ticks = zf_test_cpu_ticks(busy);
+    assert_true(ticks >= 0);
+    uint64_t request = s_run_start(c, sid, x, "z");
+    zf_test_wait_cpu(busy, ticks, sysconf(_SC_CLK_TCK) / 10, WAIT_MS); /* 100 ms of its products */
+    kill(busy, SIGSTOP);
     int64_t t0 = zf_test_now_ms();
-    zf_test_expect_error(s_run(&c, sid, x, "z", NULL), ZF_UNAVAILABLE, "executor " CPU(1));
+    zf_test_expect_error(s_run_finish(c, request, "z", NULL), ZF_UNAVAILABLE, "executor " CPU(1));
     assert_true(zf_test_now_ms() - t0 < 5000);
-    ASSERT_OK(s_run(&c, sid, x, "z", &z)); /* re-placed on CPU:0 alone */
+    ASSERT_OK(s_run(c, sid, x, "z", &z)); /* re-placed on CPU:0 alone */
     s_expect_same(z, x);
     zf_tensor_unref(&z);
-    zf_test_child_stop(&c.executors[1], SIGKILL, WAIT_MS);
-    s_cluster_stop(&c);
+    zf_test_child_stop(&c->executors[1], SIGKILL, WAIT_MS);
 
     free(sid);
     zf_tensor_unref(&x);
@@ -289,23 +328,20 @@ static void test_scheduler_process_fails_a_step_on_a_hung_executor_and_replaces(
 
 static void test_scheduler_process_registers_again_with_a_restarted_broker(void **state)
 {
-    (void)state;
-    zf_test_broker_t broker;
-    zf_test_broker_start(&broker, NULL);
+    cluster_t *c = *state;
+    zf_test_broker_start(&c->broker, NULL);
     char endpoint[256];
-    snprintf(endpoint, sizeof endpoint, "%s", broker.endpoint);
-    zf_test_child_t sched;
+    snprintf(endpoint, sizeof endpoint, "%s", c->broker.endpoint);
     const char *sargv[] = {SCHEDULER, "--broker", endpoint, NULL};
-    zf_test_spawn(&sched, sargv, WAIT_MS);
-    assert_non_null(strstr(sched.line, "connected"));
-    zf_test_broker_stop(&broker, SIGKILL);
+    zf_test_spawn(&c->scheduler, sargv, WAIT_MS);
+    assert_non_null(strstr(c->scheduler.line, "connected"));
+    zf_test_broker_stop(&c->broker, SIGKILL);
     const char *again[] = {"--listen", endpoint, NULL};
-    zf_test_broker_start(&broker, again);
-    assert_string_equal(broker.endpoint, endpoint);
+    zf_test_broker_start(&c->broker, again);
+    assert_string_equal(c->broker.endpoint, endpoint);
 
-    cluster_t c = {0};
-    ASSERT_OK(zf_zctx_new(&c.ctx));
-    c.client = zf_test_dealer(c.ctx, endpoint);
+    ASSERT_OK(zf_zctx_new(&c->ctx));
+    c->client = zf_test_dealer(c->ctx, endpoint);
     Tensorflow__GraphDef *gd = NULL;
     const char *text = "node { name: 'x' op: 'Placeholder' "
                        "attr { key: 'dtype' value { type: DT_FLOAT } } }";
@@ -317,7 +353,7 @@ static void test_scheduler_process_registers_again_with_a_restarted_broker(void 
     env.create_session = &cs;
     bool served = false; /* until it registers again the broker has no scheduler */
     for (int64_t end = zf_test_now_ms() + WAIT_MS; !served && zf_test_now_ms() < end;) {
-        Zflow__Envelope *rep = s_call(&c, &env, WAIT_MS);
+        Zflow__Envelope *rep = s_call(c, &env, WAIT_MS);
         served = rep->body_case == ZFLOW__ENVELOPE__BODY_CREATE_SESSION_REPLY;
         if (served) ASSERT_OK(zf_status_from_proto(rep->create_session_reply->status));
         zflow__envelope__free_unpacked(rep, NULL);
@@ -325,10 +361,7 @@ static void test_scheduler_process_registers_again_with_a_restarted_broker(void 
     }
     assert_true(served);
     zf_graphdef_free(&gd);
-    zf_socket_destroy(&c.client);
-    zf_zctx_destroy(&c.ctx);
-    assert_int_equal(zf_test_child_stop(&sched, SIGINT, WAIT_MS), 0);
-    zf_test_broker_stop(&broker, SIGTERM);
+    assert_int_equal(zf_test_child_stop(&c->scheduler, SIGINT, WAIT_MS), 0);
 }
 
 /* Runs the scheduler with args (after argv[0]) to completion; its exit code. */
@@ -361,12 +394,20 @@ static void test_scheduler_process_answers_help_and_rejects_bad_flags(void **sta
 
 int main(void)
 {
+    /* One BLAS thread per executor: threads spinning in matrix products
+     * would crowd the executors' heartbeats off a small machine. */
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(
-            test_scheduler_process_runs_the_mlp_and_a_job_over_two_executors_like_local_session),
-        cmocka_unit_test(test_scheduler_process_fails_a_step_on_a_hung_executor_and_replaces),
+        cmocka_unit_test_setup_teardown(
+            test_scheduler_process_runs_the_mlp_and_a_job_over_two_executors_like_local_session,
+            s_setup_cluster, s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_scheduler_process_fails_a_step_on_a_hung_executor_and_replaces, s_setup_cluster,
+            s_teardown),
         cmocka_unit_test(test_scheduler_process_answers_help_and_rejects_bad_flags),
-        cmocka_unit_test(test_scheduler_process_registers_again_with_a_restarted_broker),
+        cmocka_unit_test_setup_teardown(
+            test_scheduler_process_registers_again_with_a_restarted_broker, s_setup_nothing,
+            s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

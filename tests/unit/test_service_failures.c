@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "broker_test_util.h"
+#include "busy_test_util.h"
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
 #include "test_util.h"
@@ -56,10 +57,11 @@ static int s_setup_cluster(void **state, const char *heartbeat_ms, const char *m
     return 0;
 }
 
-/* Dead after 600 ms without a heartbeat. */
+/* Dead after 2 s without a heartbeat: soon, but not so soon that a loaded
+ * machine makes a live executor miss it. */
 static int s_setup_fast(void **state)
 {
-    return s_setup_cluster(state, "200", "3");
+    return s_setup_cluster(state, "200", "10");
 }
 
 /* Dead only after 30 s: a stopped executor stays a member. */
@@ -138,24 +140,28 @@ static char *s_create(zf_client_t *c, Tensorflow__GraphDef *gd, bool soft)
 static void test_service_reports_an_executor_killed_mid_step_and_replaces(void **state)
 {
     fixture_t *f = *state;
-    Tensorflow__GraphDef *gd = s_chain_graph();
+    Tensorflow__GraphDef *gd = zf_test_slow_chain_graph(CPU0, CPU1);
     char *session = s_create(f->client, gd, true);
     s_expect_chain_runs(f->client, session, 1.0f);
 
-    /* stopped first, so the step is surely waiting on CPU:1 when it dies */
-    kill(f->executors[1].pid, SIGSTOP);
+    /* Killed once it is computing the step, that is once it has the step's
+     * RunGraph: killed before, the broker could declare it dead before the
+     * scheduler sees the step, which would then run on CPU:0 alone. */
+    pid_t busy = f->executors[1].pid;
+    long ticks = zf_test_cpu_ticks(busy);
+    assert_true(ticks >= 0);
     zf_tensor_t *x = s_floats(2.0f);
     zf_client_step_t step = s_chain_step(&x);
     uint64_t request = 0;
     ASSERT_OK(zf_client_session_run_start(f->client, session, &step, WAIT_MS, &request));
-    usleep(100000);
+    zf_test_wait_cpu(busy, ticks, sysconf(_SC_CLK_TCK) / 10, WAIT_MS); /* 100 ms of products */
     assert_int_equal(zf_test_child_stop(&f->executors[1], SIGKILL, WAIT_MS), 128 + SIGKILL);
     int64_t t0 = zf_test_now_ms();
     zf_tensor_t *z = NULL;
     zf_test_expect_error(zf_client_session_run_finish(f->client, request, 1, WAIT_MS, &z),
                          ZF_UNAVAILABLE, CPU1);
     assert_null(z);
-    assert_true(zf_test_now_ms() - t0 < 5000);     /* 600 ms heartbeat timeout, generous margin */
+    assert_true(zf_test_now_ms() - t0 < 5000);     /* 2 s heartbeat timeout, with a margin */
     s_expect_chain_runs(f->client, session, 3.0f); /* re-placed on CPU:0 alone */
     ASSERT_OK(zf_client_session_close(f->client, session));
     zf_tensor_unref(&x);
@@ -171,8 +177,12 @@ static void test_service_fails_a_step_past_its_timeout_and_runs_the_next(void **
     s_expect_chain_runs(f->client, session, 1.0f);
 
     /* a stopped executor is still a member (30 s heartbeat timeout), so only
-     * the step's own 300 ms timeout can end the step */
+     * the step's own 300 ms timeout can end the step. kill() only queues
+     * the signal: wait until the process has stopped before the step. */
     kill(f->executors[1].pid, SIGSTOP);
+    int wst = 0;
+    assert_int_equal(waitpid(f->executors[1].pid, &wst, WUNTRACED), f->executors[1].pid);
+    assert_true(WIFSTOPPED(wst));
     zf_tensor_t *x = s_floats(2.0f);
     zf_client_step_t step = s_chain_step(&x);
     uint64_t request = 0;
@@ -292,6 +302,9 @@ static void test_service_keeps_serving_a_client_when_another_leaves_mid_step(voi
 
 int main(void)
 {
+    /* One BLAS thread per executor: threads spinning in matrix products
+     * would crowd the executors' heartbeats off a small machine. */
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(
             test_service_reports_an_executor_killed_mid_step_and_replaces, s_setup_fast,

@@ -1,0 +1,83 @@
+/* Test helpers for catching a process in the middle of a step: its CPU time
+ * from /proc, and a graph that keeps a device busy for a while. Header-only;
+ * include after <cmocka.h> and "broker_test_util.h". */
+#ifndef ZF_BUSY_TEST_UTIL_H
+#define ZF_BUSY_TEST_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/graphdef_io.h"
+#include "test_util.h"
+
+/* CPU time (user + system, in clock ticks) process pid has used so far;
+ * -1 when /proc does not say. */
+static inline long zf_test_cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold anything */
+    unsigned long user = 0, sys = 0;
+    if (!p ||
+        sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &user, &sys) != 2)
+        return -1;
+    return (long)(user + sys);
+}
+
+/* Waits up to wait_ms until process pid has used `ticks` more CPU ticks
+ * than `since`; fails the test otherwise. */
+static inline void zf_test_wait_cpu(pid_t pid, long since, long ticks, int wait_ms)
+{
+    for (int64_t end = zf_test_now_ms() + wait_ms; zf_test_now_ms() < end; usleep(2000)) {
+        long now = zf_test_cpu_ticks(pid);
+        assert_true(now >= 0);
+        if (now - since >= ticks) return;
+    }
+    fail_msg("process %d did not start computing within %d ms", (int)pid, wait_ms);
+}
+
+/* x on cpu0, y = -x on cpu1, z = -y on cpu0, and y waits for a chain of 20
+ * products of 1024x1024 matrices on cpu1 (a few tenths of a second of CPU
+ * time; the values stay 1/1024), so a step is busy on cpu1 long enough to
+ * be caught there. z equals x. */
+static inline Tensorflow__GraphDef *zf_test_slow_chain_graph(const char *cpu0, const char *cpu1)
+{
+    enum { N = 1024, K = 20 };
+    size_t cap = 4096 + (size_t)K * 200, len = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    len += (size_t)snprintf(text + len, cap - len,
+                            "node { name: 'x' op: 'Placeholder' device: '%s'"
+                            "  attr { key: 'dtype' value { type: DT_FLOAT } } }"
+                            "node { name: 'm0' op: 'Const' device: '%s'"
+                            "  attr { key: 'dtype' value { type: DT_FLOAT } }"
+                            "  attr { key: 'value' value { tensor { dtype: DT_FLOAT"
+                            "    tensor_shape { dim { size: %d } dim { size: %d } }"
+                            "    float_val: 0.0009765625 } } } }",
+                            cpu0, cpu1, N, N);
+    for (int k = 1; k <= K; k++)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "node { name: 'm%d' op: 'MatMul' input: 'm%d' input: 'm0'"
+                                "  device: '%s' attr { key: 'T' value { type: DT_FLOAT } } }",
+                                k, k - 1, cpu1);
+    len += (size_t)snprintf(text + len, cap - len,
+                            "node { name: 'y' op: 'Neg' input: 'x' input: '^m%d' device: '%s'"
+                            "  attr { key: 'T' value { type: DT_FLOAT } } }"
+                            "node { name: 'z' op: 'Neg' input: 'y' device: '%s'"
+                            "  attr { key: 'T' value { type: DT_FLOAT } } }",
+                            K, cpu1, cpu0);
+    assert_true(len < cap);
+    Tensorflow__GraphDef *gd = NULL;
+    ASSERT_OK(zf_graphdef_read_mem(text, len, ZF_FORMAT_PBTXT, &gd));
+    free(text);
+    return gd;
+}
+
+#endif
