@@ -1,10 +1,10 @@
 /* Small-step latency through the whole service: a client's RunStep goes
- * client -> broker -> scheduler -> two executors (one scalar crossing
- * between them) and back. Median over ZFLOW_BENCH_REPS runs (default
- * 2000), as a ratio to a raw ZeroMQ REQ/REP round trip over tcp loopback
- * measured in the same run (target: <= 3x). Starts zflow-broker, two
- * zflow-executor and zflow-scheduler from the bin directory next to this
- * program's (build/bin), or ZFLOW_BIN_DIR. */
+ * client -> scheduler -> two executors (one scalar crossing between them)
+ * and back, straight to the scheduler's client endpoint (the default
+ * path), and also through the broker (client -> broker -> scheduler ...). Median over
+ * ZFLOW_BENCH_REPS runs (default 2000), as a ratio to a raw ZeroMQ REQ/REP round trip over tcp
+ * loopback measured in the same run (target: <= 3x). Starts zflow-broker, two zflow-executor and
+ * zflow-scheduler from the bin directory next to this program's (build/bin), or ZFLOW_BIN_DIR. */
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -139,7 +139,7 @@ static Zflow__Envelope *s_call(zf_socket_t *s, Zflow__Envelope *env, uint64_t id
     return rep;
 }
 
-static char *s_create_session(zf_socket_t *client)
+static char *s_create_session(zf_socket_t *client, char **endpoint)
 {
     const char *text = "node { name: 'x' op: 'Placeholder' device: '" CPU(
         0) "'"
@@ -156,9 +156,10 @@ static char *s_create_session(zf_socket_t *client)
     env.body_case = ZFLOW__ENVELOPE__BODY_CREATE_SESSION;
     env.create_session = &cs;
     Zflow__Envelope *rep = s_call(client, &env, 1);
-    char *id = rep->body_case == ZFLOW__ENVELOPE__BODY_CREATE_SESSION_REPLY
-                   ? strdup(rep->create_session_reply->session)
-                   : NULL;
+    bool ok = rep->body_case == ZFLOW__ENVELOPE__BODY_CREATE_SESSION_REPLY;
+    char *id = ok ? strdup(rep->create_session_reply->session) : NULL;
+    const char *ep = ok ? rep->create_session_reply->scheduler_endpoint : NULL;
+    *endpoint = ep && ep[0] ? strdup(ep) : NULL;
     zflow__envelope__free_unpacked(rep, NULL);
     zf_graphdef_free(&gd);
     return id;
@@ -252,9 +253,17 @@ int main(int argc, char **argv)
         s_stop_all();
         return 1;
     }
-    char *session = s_create_session(client);
-    double step = session ? s_step_median(client, session, reps) : -1;
+    char *endpoint = NULL;
+    char *session = s_create_session(client, &endpoint);
+    double via_broker = session ? s_step_median(client, session, reps) : -1;
+    zf_socket_t *direct = NULL;
+    if (!endpoint || !zf_ok(zf_socket_new(ctx, ZF_SOCKET_DEALER, &direct)) ||
+        !zf_ok(zf_socket_connect(direct, endpoint)))
+        via_broker = -1;
+    double step = via_broker > 0 ? s_step_median(direct, session, reps) : -1;
     free(session);
+    free(endpoint);
+    zf_socket_destroy(&direct);
     zf_socket_destroy(&client);
     zf_zctx_destroy(&ctx);
     s_stop_all();
@@ -264,7 +273,9 @@ int main(int argc, char **argv)
     }
     printf("step latency (2 partitions, 1 scalar crossing), median of %d runs\n", reps);
     printf("  raw ZeroMQ REQ/REP round trip   %8.1f us\n", base * 1e6);
-    printf("  RunStep through the service     %8.1f us   %.2fx the round trip (target <= 3x)\n",
+    printf("  RunStep, client -> scheduler    %8.1f us   %.2fx the round trip (target <= 3x)\n",
            step * 1e6, step / base);
+    printf("  RunStep through the broker      %8.1f us   %.2fx the round trip\n", via_broker * 1e6,
+           via_broker / base);
     return 0;
 }

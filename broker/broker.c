@@ -29,7 +29,8 @@ typedef struct s_ident {
 typedef struct s_sched {
     s_ident_t id;
     int outstanding;
-    int fd; /* its connection, to match disconnect events */
+    int fd;       /* its connection, to match disconnect events */
+    char sid[24]; /* its own id, the prefix of its session and job ids */
 } s_sched_t;
 
 /* A client request handed to a scheduler and not answered yet. */
@@ -50,6 +51,7 @@ struct zf_broker {
     char endpoint[256];
     s_sched_t *scheds;
     int n_scheds, cap_scheds;
+    int last_pick; /* the scheduler picked last, where the round robin goes on */
     s_pending_t *pending;
     int n_pending, cap_pending;
     volatile sig_atomic_t stop;
@@ -174,12 +176,16 @@ static void s_sched_drop(zf_broker_t *b, int i, const char *why)
     }
 }
 
-/* The scheduler with the fewest outstanding requests, or -1. */
-static int s_sched_pick(const zf_broker_t *b)
+/* The scheduler with the fewest outstanding requests, or -1; ties go round
+ * robin, so that new sessions and jobs spread over idle schedulers. */
+static int s_sched_pick(zf_broker_t *b)
 {
     int best = -1;
-    for (int i = 0; i < b->n_scheds; i++)
+    for (int k = 1; k <= b->n_scheds; k++) {
+        int i = (b->last_pick + k) % b->n_scheds;
         if (best < 0 || b->scheds[i].outstanding < b->scheds[best].outstanding) best = i;
+    }
+    if (best >= 0) b->last_pick = best;
     return best;
 }
 
@@ -291,31 +297,101 @@ static void s_send_listing(zf_broker_t *b, const s_ident_t *from, uint64_t reque
     zf_registry_list_free(list, n);
 }
 
+/* The registered scheduler whose id is sid, or -1. */
+static int s_sched_find_sid(const zf_broker_t *b, const char *sid)
+{
+    for (int i = 0; sid[0] && i < b->n_scheds; i++)
+        if (strcmp(b->scheds[i].sid, sid) == 0) return i;
+    return -1;
+}
+
+/* A scheduler id is short and names nothing else: it is routed on. */
+static zf_status_t s_check_sid(const zf_broker_t *b, const s_ident_t *from, const char *sid)
+{
+    if (strlen(sid) >= sizeof b->scheds[0].sid || strchr(sid, '/'))
+        return zf_invalid_argument("RegisterScheduler: scheduler id '%.40s' is longer than %zu "
+                                   "bytes or holds a '/'",
+                                   sid, sizeof b->scheds[0].sid - 1);
+    int other = s_sched_find_sid(b, sid);
+    if (other >= 0 && !s_ident_equal(&b->scheds[other].id, from))
+        return zf_status_new(ZF_ALREADY_EXISTS, "RegisterScheduler: another scheduler has id '%s'",
+                             sid);
+    return ZF_STATUS_OK;
+}
+
 /* Registering again is harmless (a scheduler may repeat it as a keepalive)
  * and refreshes the connection a fixed routing id now arrives on. */
 static void s_on_register_scheduler(zf_broker_t *b, const s_ident_t *from,
                                     const Zflow__Envelope *req)
 {
+    const Zflow__RegisterScheduler *rs = req->register_scheduler;
+    const char *sid = rs && rs->scheduler_id ? rs->scheduler_id : "";
+    zf_status_t s = s_check_sid(b, from, sid);
     int known = s_sched_find(b, from);
-    if (known >= 0) b->scheds[known].fd = b->msg_fd;
-    if (known < 0) {
-        zf_status_t s = s_grow((void **)&b->scheds, &b->cap_scheds, b->n_scheds, sizeof *b->scheds);
-        if (!zf_ok(s)) {
-            s_send_status(b, from, req->request_id, &s);
-            return;
-        }
-        b->scheds[b->n_scheds++] = (s_sched_t){*from, 0, b->msg_fd};
-        char hex[40];
-        zf_log_info(S_LOG, "scheduler %s registered (%d in all)",
-                    s_ident_str(from, hex, sizeof hex), b->n_scheds);
+    if (zf_ok(s) && known < 0)
+        s = s_grow((void **)&b->scheds, &b->cap_scheds, b->n_scheds, sizeof *b->scheds);
+    if (!zf_ok(s)) {
+        s_send_status(b, from, req->request_id, &s);
+        return;
     }
+    if (known < 0) {
+        known = b->n_scheds++;
+        b->scheds[known] = (s_sched_t){*from, 0, b->msg_fd, ""};
+        char hex[40];
+        zf_log_info(S_LOG, "scheduler %s (id '%s', clients at %s) registered (%d in all)",
+                    s_ident_str(from, hex, sizeof hex), sid,
+                    rs && rs->client_endpoint ? rs->client_endpoint : "-", b->n_scheds);
+    }
+    b->scheds[known].fd = b->msg_fd;
+    snprintf(b->scheds[known].sid, sizeof b->scheds[known].sid, "%s", sid);
     s_send_listing(b, from, req->request_id, true);
 }
 
 /* ---- client requests and scheduler replies ------------------------------------- */
 
-/* Hands env from client to the least busy scheduler; schedulers found gone
- * on the way are dropped and the next one is tried. */
+/* The session or job id a request names, or NULL for one that any
+ * scheduler may take (CreateSession, SubmitJob). */
+static const char *s_owned_id(const Zflow__Envelope *env, const char **what)
+{
+    const char *id = NULL;
+    *what = "session";
+    switch (env->body_case) {
+    case ZFLOW__ENVELOPE__BODY_RUN_STEP: id = env->run_step->session; break;
+    case ZFLOW__ENVELOPE__BODY_CLOSE_SESSION: id = env->close_session->session; break;
+    case ZFLOW__ENVELOPE__BODY_WAIT_JOB: id = env->wait_job->job_id; break;
+    case ZFLOW__ENVELOPE__BODY_POLL_JOB: id = env->poll_job->job_id; break;
+    default: return NULL;
+    }
+    if (env->body_case == ZFLOW__ENVELOPE__BODY_WAIT_JOB ||
+        env->body_case == ZFLOW__ENVELOPE__BODY_POLL_JOB)
+        *what = "job";
+    return id;
+}
+
+/* The scheduler a request must go to: the one whose id prefixes the
+ * session or job id it names ("<scheduler id>/..."), or the least busy one
+ * for a new session or job and for ids without a prefix. -1 with *st set
+ * when the owner is not registered. */
+static int s_route_request(zf_broker_t *b, const Zflow__Envelope *env, zf_status_t *st)
+{
+    const char *what = NULL, *id = s_owned_id(env, &what);
+    const char *slash = id ? strchr(id, '/') : NULL;
+    if (!slash) return s_sched_pick(b);
+    char sid[sizeof b->scheds[0].sid];
+    size_t n = (size_t)(slash - id);
+    snprintf(sid, sizeof sid, "%.*s", (int)(n < sizeof sid ? n : sizeof sid - 1), id);
+    int i = n < sizeof sid ? s_sched_find_sid(b, sid) : -1;
+    if (i < 0)
+        *st = zf_status_new(ZF_UNAVAILABLE,
+                            "%s '%s' is held by scheduler '%s', which is gone (not registered "
+                            "with the broker)",
+                            what, id, sid);
+    return i;
+}
+
+/* Hands env from client to the scheduler that holds what it names, or the
+ * least busy one; schedulers found gone on the way are dropped (and the
+ * next one is tried when any may serve). */
 static void s_forward_request(zf_broker_t *b, const s_ident_t *client, const Zflow__Envelope *env)
 {
     zf_status_t s = s_grow((void **)&b->pending, &b->cap_pending, b->n_pending, sizeof *b->pending);
@@ -323,7 +399,7 @@ static void s_forward_request(zf_broker_t *b, const s_ident_t *client, const Zfl
         s_send_status(b, client, env->request_id, &s);
         return;
     }
-    for (int i; (i = s_sched_pick(b)) >= 0;) {
+    for (int i; (i = s_route_request(b, env, &s)) >= 0;) {
         zf_route_t r = s_route_to(&b->scheds[i].id);
         s = zf_route_push(&r, client->id, client->len);
         if (zf_ok(s)) s = zf_envelope_send(b->sock, &r, env);
@@ -340,7 +416,7 @@ static void s_forward_request(zf_broker_t *b, const s_ident_t *client, const Zfl
         zf_status_clear(&s);
         s_sched_drop(b, i, "disconnected");
     }
-    s = zf_status_new(ZF_UNAVAILABLE, "no scheduler is registered");
+    if (zf_ok(s)) s = zf_status_new(ZF_UNAVAILABLE, "no scheduler is registered");
     s_send_status(b, client, env->request_id, &s);
 }
 
@@ -387,6 +463,7 @@ static bool s_is_client_request(const Zflow__Envelope *env)
     case ZFLOW__ENVELOPE__BODY_RUN_STEP:
     case ZFLOW__ENVELOPE__BODY_CLOSE_SESSION:
     case ZFLOW__ENVELOPE__BODY_SUBMIT_JOB:
+    case ZFLOW__ENVELOPE__BODY_POLL_JOB:
     case ZFLOW__ENVELOPE__BODY_WAIT_JOB: return true;
     default: return false;
     }
@@ -424,6 +501,8 @@ static void s_dispatch(zf_broker_t *b, const zf_route_t *route, const Zflow__Env
         s_on_register_scheduler(b, &from, env);
     else if (env->body_case == ZFLOW__ENVELOPE__BODY_LIST_EXECUTORS)
         s_send_listing(b, &from, env->request_id, false);
+    else if (env->body_case == ZFLOW__ENVELOPE__BODY_PING)
+        s_send_status(b, &from, env->request_id, &st); /* OK: the broker is alive */
     else if (s_is_client_request(env))
         s_forward_request(b, &from, env);
     else
@@ -620,6 +699,7 @@ zf_status_t zf_broker_new(const zf_broker_config_t *config, zf_broker_t **out)
     if (!b) return zf_out_of_memory("a broker");
     b->heartbeat_ms = config->heartbeat_ms;
     b->heartbeat_misses = config->heartbeat_misses;
+    b->last_pick = -1; /* the first pick is the first scheduler */
     zf_status_t s = s_open(b, config);
     if (!zf_ok(s)) {
         zf_broker_destroy(&b);

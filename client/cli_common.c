@@ -1,10 +1,20 @@
-/* Helpers shared by the CLI's commands. */
+/* Helpers shared by the CLI's commands: usage and failure conventions,
+ * --load and --devices lists, feed values (literals and .npy files), the
+ * printing of fetched tensors, and the progress line of a job. */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "client/cli.h"
+#include "common/dtype.h"
+#include "common/npy.h"
+#include "common/tensor_print.h"
 
 bool zf_cli_wants_help(int argc, char **argv)
 {
@@ -83,4 +93,348 @@ zf_status_t zf_cli_placer_devices(const char *list, const char *const *loads, in
     }
     *out = devices;
     return ZF_STATUS_OK;
+}
+
+/* ---- literals ----------------------------------------------------------- */
+
+typedef struct {
+    double d;
+    long long i;
+    bool is_int, is_bool;
+} s_num_t;
+
+typedef struct {
+    const char *text, *p;
+    s_num_t *vals;
+    size_t n, cap;
+    int leaf;                  /* depth of the scalars, -1 until one is seen */
+    int deepest;               /* deepest list */
+    int64_t dims[ZF_MAX_RANK]; /* element count per depth, -1 until known */
+} s_lit_t;
+
+static zf_status_t s_lit_error(const s_lit_t *l, const char *what)
+{
+    return zf_invalid_argument("bad value '%s' at offset %d: %s", l->text, (int)(l->p - l->text),
+                               what);
+}
+
+static void s_skip_space(s_lit_t *l)
+{
+    while (isspace((unsigned char)*l->p)) l->p++;
+}
+
+static zf_status_t s_lit_push(s_lit_t *l, s_num_t v)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        s_num_t *vals = realloc(l->vals, cap * sizeof *vals);
+        if (!vals) return zf_out_of_memory("feed value");
+        l->vals = vals;
+        l->cap = cap;
+    }
+    l->vals[l->n++] = v;
+    return ZF_STATUS_OK;
+}
+
+static zf_status_t s_lit_scalar(s_lit_t *l, int depth)
+{
+    if (l->leaf >= 0 && l->leaf != depth) return s_lit_error(l, "nesting is not rectangular");
+    l->leaf = depth;
+    s_num_t v = {0, 0, false, false};
+    const char *words[] = {"true", "True", "false", "False"};
+    for (int w = 0; w < 4; w++) {
+        size_t len = strlen(words[w]);
+        if (strncmp(l->p, words[w], len) == 0 && !isalnum((unsigned char)l->p[len])) {
+            v.is_bool = true;
+            v.i = w < 2;
+            v.d = (double)v.i;
+            l->p += len;
+            return s_lit_push(l, v);
+        }
+    }
+    char *end = NULL;
+    errno = 0;
+    v.d = strtod(l->p, &end);
+    if (end == l->p) return s_lit_error(l, "expected a number, true, false or '['");
+    size_t len = (size_t)(end - l->p);
+    v.is_int = strcspn(l->p, ".eEnNiIxX") >= len; /* no point, exponent, nan, inf, hex */
+    if (v.is_int) {
+        errno = 0;
+        v.i = strtoll(l->p, NULL, 10);
+        if (errno == ERANGE) return s_lit_error(l, "integer out of range");
+    }
+    l->p = end;
+    return s_lit_push(l, v);
+}
+
+static zf_status_t s_lit_value(s_lit_t *l, int depth);
+
+static zf_status_t s_lit_list(s_lit_t *l, int depth)
+{
+    if (depth >= ZF_MAX_RANK) return s_lit_error(l, "nested too deeply");
+    if (l->leaf >= 0 && depth >= l->leaf) return s_lit_error(l, "nesting is not rectangular");
+    l->p++; /* '[' */
+    if (depth + 1 > l->deepest) l->deepest = depth + 1;
+    int64_t count = 0;
+    s_skip_space(l);
+    if (*l->p != ']') {
+        for (;;) {
+            ZF_TRY(s_lit_value(l, depth + 1));
+            count++;
+            s_skip_space(l);
+            if (*l->p == ']') break;
+            if (*l->p != ',') return s_lit_error(l, "expected ',' or ']'");
+            l->p++;
+        }
+    }
+    l->p++; /* ']' */
+    if (l->dims[depth] >= 0 && l->dims[depth] != count)
+        return s_lit_error(l, "nesting is not rectangular");
+    l->dims[depth] = count;
+    return ZF_STATUS_OK;
+}
+
+static zf_status_t s_lit_value(s_lit_t *l, int depth)
+{
+    s_skip_space(l);
+    return *l->p == '[' ? s_lit_list(l, depth) : s_lit_scalar(l, depth);
+}
+
+/* The dtype a literal gets when neither NAME:DTYPE nor the graph says. */
+static zf_dtype_t s_lit_default_dtype(const s_lit_t *l)
+{
+    bool all_bool = l->n > 0, all_int = true;
+    for (size_t i = 0; i < l->n; i++) {
+        all_bool = all_bool && l->vals[i].is_bool;
+        all_int = all_int && (l->vals[i].is_int || l->vals[i].is_bool);
+    }
+    return all_bool ? ZF_BOOL : all_int ? ZF_INT32 : ZF_FLOAT;
+}
+
+/* Stores v as element i of t (dtype checked by the caller). */
+static zf_status_t s_store(zf_tensor_t *t, size_t i, const s_num_t *v)
+{
+    void *data = zf_tensor_data(t);
+    zf_dtype_t dt = zf_tensor_dtype(t);
+    if (zf_dtype_is_integer(dt) || dt == ZF_BOOL) {
+        bool integral = v->is_int || v->is_bool || (isfinite(v->d) && v->d == floor(v->d));
+        long long x = v->is_int || v->is_bool ? v->i : (long long)v->d;
+        if (!integral || (dt == ZF_BOOL && x != 0 && x != 1))
+            return zf_invalid_argument("value %g is not a %s", v->d, zf_dtype_name(dt));
+        switch (dt) {
+        case ZF_BOOL: ((bool *)data)[i] = x != 0; return ZF_STATUS_OK;
+        case ZF_INT8: ((int8_t *)data)[i] = (int8_t)x; break;
+        case ZF_UINT8: ((uint8_t *)data)[i] = (uint8_t)x; break;
+        case ZF_INT16: ((int16_t *)data)[i] = (int16_t)x; break;
+        case ZF_UINT16: ((uint16_t *)data)[i] = (uint16_t)x; break;
+        case ZF_INT32: ((int32_t *)data)[i] = (int32_t)x; break;
+        case ZF_UINT32: ((uint32_t *)data)[i] = (uint32_t)x; break;
+        case ZF_INT64: ((int64_t *)data)[i] = (int64_t)x; break;
+        case ZF_UINT64: ((uint64_t *)data)[i] = (uint64_t)x; break;
+        default: break;
+        }
+        return ZF_STATUS_OK;
+    }
+    switch (dt) {
+    case ZF_FLOAT: ((float *)data)[i] = (float)v->d; break;
+    case ZF_DOUBLE: ((double *)data)[i] = v->d; break;
+    case ZF_HALF: ((uint16_t *)data)[i] = zf_float_to_half((float)v->d); break;
+    case ZF_BFLOAT16: ((uint16_t *)data)[i] = zf_float_to_bfloat16((float)v->d); break;
+    default: return zf_unimplemented("literal values of dtype %s", zf_dtype_name(dt));
+    }
+    return ZF_STATUS_OK;
+}
+
+/* Parses text into a tensor of dtype (ZF_INVALID: guess from the text). */
+static zf_status_t s_parse_literal(const char *text, zf_dtype_t dtype, zf_tensor_t **out)
+{
+    s_lit_t l = {.text = text, .p = text, .leaf = -1};
+    for (int d = 0; d < ZF_MAX_RANK; d++) l.dims[d] = -1;
+    zf_status_t s = s_lit_value(&l, 0);
+    s_skip_space(&l);
+    if (zf_ok(s) && *l.p) s = s_lit_error(&l, "unexpected text after the value");
+    int rank = l.leaf >= 0 ? l.leaf : l.deepest;
+    zf_shape_t shape = {.rank = rank};
+    for (int d = 0; d < rank; d++) shape.dims[d] = l.dims[d];
+    if (zf_ok(s) && dtype == ZF_INVALID) dtype = s_lit_default_dtype(&l);
+    if (zf_ok(s)) s = zf_tensor_new(dtype, &shape, out);
+    for (size_t i = 0; zf_ok(s) && i < l.n; i++) s = s_store(*out, i, &l.vals[i]);
+    if (!zf_ok(s)) zf_tensor_unref(out);
+    free(l.vals);
+    return s;
+}
+
+/* ---- feeds ---------------------------------------------------------------------- */
+
+static bool s_is_digits(const char *s)
+{
+    if (!*s) return false;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s)) return false;
+    return true;
+}
+
+/* Splits "NAME[:DTYPE]=VALUE"; *name is malloc'd. */
+static zf_status_t s_split_feed(const char *spec, char **name, zf_dtype_t *dtype,
+                                const char **value)
+{
+    *dtype = ZF_INVALID;
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec) return zf_invalid_argument("--feed '%s': expected NAME=VALUE", spec);
+    *value = eq + 1;
+    *name = strndup(spec, (size_t)(eq - spec));
+    if (!*name) return zf_out_of_memory("feed");
+    char *colon = strrchr(*name, ':');
+    if (colon && !s_is_digits(colon + 1)) {
+        if (!zf_dtype_parse(colon + 1, dtype))
+            return zf_invalid_argument("--feed '%s': unknown dtype '%s'", spec, colon + 1);
+        *colon = '\0';
+    }
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_cli_feed_parse(const char *spec, zf_cli_dtype_fn dtype_of, void *arg, char **name,
+                              zf_tensor_t **out, bool *usage)
+{
+    zf_dtype_t dtype = ZF_INVALID;
+    const char *value = NULL;
+    *name = NULL;
+    *out = NULL;
+    *usage = true;
+    ZF_TRY(s_split_feed(spec, name, &dtype, &value));
+    if (value[0] == '@') {
+        *usage = false;
+        ZF_TRY(zf_npy_read_file(value + 1, out));
+        if (dtype != ZF_INVALID && zf_tensor_dtype(*out) != dtype)
+            return zf_invalid_argument("--feed '%s': %s holds %s, not %s", spec, value + 1,
+                                       zf_dtype_name(zf_tensor_dtype(*out)), zf_dtype_name(dtype));
+        return ZF_STATUS_OK;
+    }
+    if (dtype == ZF_INVALID && dtype_of) dtype = dtype_of(arg, *name); /* when the graph knows */
+    return zf_status_prefix(s_parse_literal(value, dtype, out), "--feed '%s'", spec);
+}
+
+zf_dtype_t zf_cli_graph_dtype(void *graph, const char *name)
+{
+    const zf_graph_t *g = graph;
+    zf_dtype_t dtype = ZF_INVALID;
+    const char *node = NULL;
+    size_t len = 0;
+    int port = 0;
+    if (!g) return ZF_INVALID;
+    zf_status_t s = zf_tensor_name_parse(name, &node, &len, &port);
+    int id = zf_ok(s) ? zf_graph_find_node_n(g, node, len) : -1;
+    if (id >= 0 && port >= 0) s = zf_graph_output_type(g, id, port, &dtype);
+    zf_status_clear(&s);
+    return zf_dtype_base(dtype);
+}
+
+zf_status_t zf_cli_parse_count(const char *option, const char *text, long max, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    *out = 0;
+    if (!text[0] || *end || errno || v < 1 || v > max)
+        return zf_invalid_argument("%s must be a number from 1 to %ld, not '%s'", option, max,
+                                   text);
+    *out = v;
+    return ZF_STATUS_OK;
+}
+
+const char *zf_cli_default_broker(void)
+{
+    const char *env = getenv("ZFLOW_BROKER");
+    return env && env[0] ? env : ZF_CLI_DEFAULT_BROKER;
+}
+
+/* ---- fetches -------------------------------------------------------------------- */
+
+/* "layer1/relu:0" -> DIR/layer1_relu_0.npy */
+static zf_status_t s_write_npy(const char *dir, const char *fetch, const zf_tensor_t *t)
+{
+    size_t len = strlen(dir) + strlen(fetch) + 8;
+    char *path = malloc(len);
+    if (!path) return zf_out_of_memory("output path");
+    int n = snprintf(path, len, "%s/", dir);
+    for (const char *c = fetch; *c; c++) path[n++] = (*c == '/' || *c == ':') ? '_' : *c;
+    strcpy(path + n, ".npy");
+    zf_status_t s = zf_npy_write_file(path, t);
+    free(path);
+    return s;
+}
+
+static zf_status_t s_make_dir(const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        return S_ISDIR(st.st_mode) ? ZF_STATUS_OK
+                                   : zf_invalid_argument("--out-dir '%s' is not a directory", dir);
+    }
+    if (mkdir(dir, 0777) != 0)
+        return zf_status_new(ZF_UNKNOWN, "cannot create directory '%s': %s", dir, strerror(errno));
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_cli_print_fetches(const char *const *names, zf_tensor_t *const *tensors, int n,
+                                 const char *out_dir, bool quiet)
+{
+    if (out_dir) ZF_TRY(s_make_dir(out_dir));
+    for (int j = 0; j < n; j++) {
+        if (!quiet) {
+            char *text = NULL;
+            ZF_TRY(zf_tensor_format(tensors[j], &text));
+            printf("%s =\n%s\n", names[j], text);
+            free(text);
+        }
+        if (out_dir) ZF_TRY(s_write_npy(out_dir, names[j], tensors[j]));
+    }
+    return ZF_STATUS_OK;
+}
+
+/* ---- progress ------------------------------------------------------------------- */
+
+void zf_cli_progress_format(char *buf, size_t size, const char *job_id,
+                            const zf_client_job_progress_t *p)
+{
+    double secs = (double)p->elapsed_ms / 1000.0;
+    int64_t step = p->steps_done < p->steps_total ? p->steps_done + 1 : p->steps_total;
+    if (p->state == ZF_CLIENT_JOB_QUEUED)
+        snprintf(buf, size, "%s: queued", job_id);
+    else if (p->state == ZF_CLIENT_JOB_DONE)
+        snprintf(buf, size, "%s: done, %lld/%lld steps, %.1f s", job_id, (long long)p->steps_done,
+                 (long long)p->steps_total, secs);
+    else if (p->partitions_total == 0)
+        snprintf(buf, size, "%s: step %lld/%lld, placing, %.1f s", job_id, (long long)step,
+                 (long long)p->steps_total, secs);
+    else
+        snprintf(buf, size, "%s: step %lld/%lld, %d/%d partitions running, %.1f s", job_id,
+                 (long long)step, (long long)p->steps_total, p->partitions_running,
+                 p->partitions_total, secs);
+}
+
+bool zf_cli_progress_wanted(bool quiet)
+{
+    return !quiet && isatty(STDERR_FILENO);
+}
+
+/* "\r" and "erase to the end of the line": the line is redrawn in place. */
+#define S_ERASE "\r\033[K"
+
+void zf_cli_progress_draw(void *arg, const char *job_id, const zf_client_job_progress_t *p)
+{
+    zf_cli_progress_t *pr = arg;
+    char line[256];
+    zf_cli_progress_format(line, sizeof line, job_id, p);
+    fprintf(stderr, S_ERASE "%s", line);
+    fflush(stderr);
+    pr->drawn = true;
+}
+
+void zf_cli_progress_end(zf_cli_progress_t *pr)
+{
+    if (!pr->drawn) return;
+    fputs(S_ERASE, stderr);
+    fflush(stderr);
+    pr->drawn = false;
 }

@@ -1,16 +1,13 @@
 /* zflow run: runs a GraphDef with feeds and fetches — through a service
  * (--broker, or a local cluster started for the run) or in this process
- * (--inprocess). Owns the parsing of feed values (literals and .npy files)
- * and the printing of fetched tensors. */
-#include <ctype.h>
+ * (--inprocess), once or --steps times, with a progress line on a
+ * terminal. Feed parsing and fetch printing are in cli_common.c. */
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "client/cli.h"
 #include "client/cluster.h"
@@ -18,18 +15,18 @@
 #include "common/graph.h"
 #include "common/dtype.h"
 #include "common/graphdef_io.h"
-#include "common/npy.h"
-#include "common/tensor_print.h"
 #include "executor/local_session.h"
 
 static const char s_usage[] =
     "usage: zflow run GRAPH --inprocess [--devices LIST] [--feed NAME=VALUE]...\n"
-    "                 --fetch T [T...] [--target N]... [--out-dir DIR] [--quiet]\n"
+    "                 --fetch T [T...] [--target N]... [--init N]... [--steps N]\n"
+    "                 [--out-dir DIR] [--quiet]\n"
     "       zflow run GRAPH [--broker ENDPOINT | --devices LIST] [the same options]\n"
     "\n"
-    "Runs the GraphDef GRAPH (.pb or .pbtxt) once: places it on the devices,\n"
-    "partitions it, runs every partition and prints the fetched tensors as\n"
-    "NumPy prints arrays.\n"
+    "Runs the GraphDef GRAPH (.pb or .pbtxt) once (or --steps times): places\n"
+    "it on the devices, partitions it, runs every partition and prints the\n"
+    "fetched tensors as NumPy prints arrays. On the service, a terminal shows\n"
+    "the job's progress on stderr while it runs.\n"
     "\n"
     "  --broker ENDPOINT run as a job on the service whose broker is at\n"
     "                    ENDPOINT (see `zflow up`)\n"
@@ -53,215 +50,24 @@ static const char s_usage[] =
     "                    loaded valid device; the service's default)\n"
     "  --allow-soft-placement  put a node whose device has no kernel for it\n"
     "                    on a valid device of the same task instead\n"
-    "  --quiet           print nothing but errors\n"
+    "  --steps N         run the step N times (default 1) on one session, so\n"
+    "                    variables carry over; prints the last run's fetches\n"
+    "  --init N          node to run once, without feeds, before the first\n"
+    "                    step, e.g. a variable's initializer (repeatable)\n"
+    "  --quiet           print nothing but errors (and no progress line)\n"
     "  --timeout-ms N    how long to wait for the service's answer (default\n"
     "                    60000; not for --inprocess)\n";
-
-/* ---- literals ----------------------------------------------------------- */
-
-typedef struct {
-    double d;
-    long long i;
-    bool is_int, is_bool;
-} s_num_t;
-
-typedef struct {
-    const char *text, *p;
-    s_num_t *vals;
-    size_t n, cap;
-    int leaf;                  /* depth of the scalars, -1 until one is seen */
-    int deepest;               /* deepest list */
-    int64_t dims[ZF_MAX_RANK]; /* element count per depth, -1 until known */
-} s_lit_t;
-
-static zf_status_t s_lit_error(const s_lit_t *l, const char *what)
-{
-    return zf_invalid_argument("bad value '%s' at offset %d: %s", l->text, (int)(l->p - l->text),
-                               what);
-}
-
-static void s_skip_space(s_lit_t *l)
-{
-    while (isspace((unsigned char)*l->p)) l->p++;
-}
-
-static zf_status_t s_lit_push(s_lit_t *l, s_num_t v)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        s_num_t *vals = realloc(l->vals, cap * sizeof *vals);
-        if (!vals) return zf_out_of_memory("feed value");
-        l->vals = vals;
-        l->cap = cap;
-    }
-    l->vals[l->n++] = v;
-    return ZF_STATUS_OK;
-}
-
-static zf_status_t s_lit_scalar(s_lit_t *l, int depth)
-{
-    if (l->leaf >= 0 && l->leaf != depth) return s_lit_error(l, "nesting is not rectangular");
-    l->leaf = depth;
-    s_num_t v = {0, 0, false, false};
-    const char *words[] = {"true", "True", "false", "False"};
-    for (int w = 0; w < 4; w++) {
-        size_t len = strlen(words[w]);
-        if (strncmp(l->p, words[w], len) == 0 && !isalnum((unsigned char)l->p[len])) {
-            v.is_bool = true;
-            v.i = w < 2;
-            v.d = (double)v.i;
-            l->p += len;
-            return s_lit_push(l, v);
-        }
-    }
-    char *end = NULL;
-    errno = 0;
-    v.d = strtod(l->p, &end);
-    if (end == l->p) return s_lit_error(l, "expected a number, true, false or '['");
-    size_t len = (size_t)(end - l->p);
-    v.is_int = strcspn(l->p, ".eEnNiIxX") >= len; /* no point, exponent, nan, inf, hex */
-    if (v.is_int) {
-        errno = 0;
-        v.i = strtoll(l->p, NULL, 10);
-        if (errno == ERANGE) return s_lit_error(l, "integer out of range");
-    }
-    l->p = end;
-    return s_lit_push(l, v);
-}
-
-static zf_status_t s_lit_value(s_lit_t *l, int depth);
-
-static zf_status_t s_lit_list(s_lit_t *l, int depth)
-{
-    if (depth >= ZF_MAX_RANK) return s_lit_error(l, "nested too deeply");
-    if (l->leaf >= 0 && depth >= l->leaf) return s_lit_error(l, "nesting is not rectangular");
-    l->p++; /* '[' */
-    if (depth + 1 > l->deepest) l->deepest = depth + 1;
-    int64_t count = 0;
-    s_skip_space(l);
-    if (*l->p != ']') {
-        for (;;) {
-            ZF_TRY(s_lit_value(l, depth + 1));
-            count++;
-            s_skip_space(l);
-            if (*l->p == ']') break;
-            if (*l->p != ',') return s_lit_error(l, "expected ',' or ']'");
-            l->p++;
-        }
-    }
-    l->p++; /* ']' */
-    if (l->dims[depth] >= 0 && l->dims[depth] != count)
-        return s_lit_error(l, "nesting is not rectangular");
-    l->dims[depth] = count;
-    return ZF_STATUS_OK;
-}
-
-static zf_status_t s_lit_value(s_lit_t *l, int depth)
-{
-    s_skip_space(l);
-    return *l->p == '[' ? s_lit_list(l, depth) : s_lit_scalar(l, depth);
-}
-
-/* The dtype a literal gets when neither NAME:DTYPE nor the graph says. */
-static zf_dtype_t s_lit_default_dtype(const s_lit_t *l)
-{
-    bool all_bool = l->n > 0, all_int = true;
-    for (size_t i = 0; i < l->n; i++) {
-        all_bool = all_bool && l->vals[i].is_bool;
-        all_int = all_int && (l->vals[i].is_int || l->vals[i].is_bool);
-    }
-    return all_bool ? ZF_BOOL : all_int ? ZF_INT32 : ZF_FLOAT;
-}
-
-/* Stores v as element i of t (dtype checked by the caller). */
-static zf_status_t s_store(zf_tensor_t *t, size_t i, const s_num_t *v)
-{
-    void *data = zf_tensor_data(t);
-    zf_dtype_t dt = zf_tensor_dtype(t);
-    if (zf_dtype_is_integer(dt) || dt == ZF_BOOL) {
-        bool integral = v->is_int || v->is_bool || (isfinite(v->d) && v->d == floor(v->d));
-        long long x = v->is_int || v->is_bool ? v->i : (long long)v->d;
-        if (!integral || (dt == ZF_BOOL && x != 0 && x != 1))
-            return zf_invalid_argument("value %g is not a %s", v->d, zf_dtype_name(dt));
-        switch (dt) {
-        case ZF_BOOL: ((bool *)data)[i] = x != 0; return ZF_STATUS_OK;
-        case ZF_INT8: ((int8_t *)data)[i] = (int8_t)x; break;
-        case ZF_UINT8: ((uint8_t *)data)[i] = (uint8_t)x; break;
-        case ZF_INT16: ((int16_t *)data)[i] = (int16_t)x; break;
-        case ZF_UINT16: ((uint16_t *)data)[i] = (uint16_t)x; break;
-        case ZF_INT32: ((int32_t *)data)[i] = (int32_t)x; break;
-        case ZF_UINT32: ((uint32_t *)data)[i] = (uint32_t)x; break;
-        case ZF_INT64: ((int64_t *)data)[i] = (int64_t)x; break;
-        case ZF_UINT64: ((uint64_t *)data)[i] = (uint64_t)x; break;
-        default: break;
-        }
-        return ZF_STATUS_OK;
-    }
-    switch (dt) {
-    case ZF_FLOAT: ((float *)data)[i] = (float)v->d; break;
-    case ZF_DOUBLE: ((double *)data)[i] = v->d; break;
-    case ZF_HALF: ((uint16_t *)data)[i] = zf_float_to_half((float)v->d); break;
-    case ZF_BFLOAT16: ((uint16_t *)data)[i] = zf_float_to_bfloat16((float)v->d); break;
-    default: return zf_unimplemented("literal values of dtype %s", zf_dtype_name(dt));
-    }
-    return ZF_STATUS_OK;
-}
-
-/* Parses text into a tensor of dtype (ZF_INVALID: guess from the text). */
-static zf_status_t s_parse_literal(const char *text, zf_dtype_t dtype, zf_tensor_t **out)
-{
-    s_lit_t l = {.text = text, .p = text, .leaf = -1};
-    for (int d = 0; d < ZF_MAX_RANK; d++) l.dims[d] = -1;
-    zf_status_t s = s_lit_value(&l, 0);
-    s_skip_space(&l);
-    if (zf_ok(s) && *l.p) s = s_lit_error(&l, "unexpected text after the value");
-    int rank = l.leaf >= 0 ? l.leaf : l.deepest;
-    zf_shape_t shape = {.rank = rank};
-    for (int d = 0; d < rank; d++) shape.dims[d] = l.dims[d];
-    if (zf_ok(s) && dtype == ZF_INVALID) dtype = s_lit_default_dtype(&l);
-    if (zf_ok(s)) s = zf_tensor_new(dtype, &shape, out);
-    for (size_t i = 0; zf_ok(s) && i < l.n; i++) s = s_store(*out, i, &l.vals[i]);
-    if (!zf_ok(s)) zf_tensor_unref(out);
-    free(l.vals);
-    return s;
-}
 
 /* ---- the command -------------------------------------------------------------- */
 
 typedef struct {
-    const char *graph, *devices, *out_dir, *broker, *timeout_text, *place;
+    const char *graph, *devices, *out_dir, *broker, *timeout_text, *place, *steps_text;
     int timeout_ms;
-    const char **feed_specs, **fetches, **targets;
-    int n_feeds, n_fetches, n_targets;
+    long steps;
+    const char **feed_specs, **fetches, **targets, **inits;
+    int n_feeds, n_fetches, n_targets, n_inits;
     bool inprocess, quiet, soft_placement;
 } s_args_t;
-
-static bool s_is_digits(const char *s)
-{
-    if (!*s) return false;
-    for (; *s; s++)
-        if (!isdigit((unsigned char)*s)) return false;
-    return true;
-}
-
-/* Splits "NAME[:DTYPE]=VALUE"; *name is malloc'd. */
-static zf_status_t s_split_feed(const char *spec, char **name, zf_dtype_t *dtype,
-                                const char **value)
-{
-    *dtype = ZF_INVALID;
-    const char *eq = strchr(spec, '=');
-    if (!eq || eq == spec) return zf_invalid_argument("--feed '%s': expected NAME=VALUE", spec);
-    *value = eq + 1;
-    *name = strndup(spec, (size_t)(eq - spec));
-    if (!*name) return zf_out_of_memory("feed");
-    char *colon = strrchr(*name, ':');
-    if (colon && !s_is_digits(colon + 1)) {
-        if (!zf_dtype_parse(colon + 1, dtype))
-            return zf_invalid_argument("--feed '%s': unknown dtype '%s'", spec, colon + 1);
-        *colon = '\0';
-    }
-    return ZF_STATUS_OK;
-}
 
 /* What runs the step: the local session (--inprocess) or a service client
  * (with the graph, for feed dtypes). */
@@ -272,93 +78,67 @@ typedef struct {
     zf_graph_t *graph;
 } s_runner_t;
 
-/* The graph's dtype for tensor name; ZF_INVALID when it does not know. */
-static zf_dtype_t s_graph_dtype(const s_runner_t *r, const char *name)
+/* The dtype of tensor name as the graph says (a zf_cli_dtype_fn over a
+ * runner); ZF_INVALID when it does not know. */
+static zf_dtype_t s_graph_dtype(void *arg, const char *name)
 {
+    const s_runner_t *r = arg;
+    if (!r->sess) return zf_cli_graph_dtype(r->graph, name);
     zf_dtype_t dtype = ZF_INVALID;
-    zf_status_t s = ZF_STATUS_OK;
-    if (r->sess) {
-        s = zf_local_session_tensor_dtype(r->sess, name, &dtype);
-    } else if (r->graph) {
-        const char *node = NULL;
-        size_t len = 0;
-        int port = 0;
-        s = zf_tensor_name_parse(name, &node, &len, &port);
-        int id = zf_ok(s) ? zf_graph_find_node_n(r->graph, node, len) : -1;
-        if (id >= 0 && port >= 0) s = zf_graph_output_type(r->graph, id, port, &dtype);
-        if (zf_ok(s)) dtype = zf_dtype_base(dtype);
-    }
+    zf_status_t s = zf_local_session_tensor_dtype(r->sess, name, &dtype);
     zf_status_clear(&s);
     return dtype;
 }
 
-/* Builds feed i's tensor; bad text is a usage error (*usage set). */
-static zf_status_t s_feed_value(const s_runner_t *r, const char *spec, char **name,
-                                zf_tensor_t **out, bool *usage)
+/* Runs the step a->steps times in this process; got holds the last run's
+ * fetches. */
+static zf_status_t s_run_local(const s_runner_t *r, const s_args_t *a, char **names,
+                               zf_tensor_t **values, zf_tensor_t **got)
 {
-    zf_dtype_t dtype = ZF_INVALID;
-    const char *value = NULL;
-    *usage = true;
-    ZF_TRY(s_split_feed(spec, name, &dtype, &value));
-    if (value[0] == '@') {
-        *usage = false;
-        ZF_TRY(zf_npy_read_file(value + 1, out));
-        if (dtype != ZF_INVALID && zf_tensor_dtype(*out) != dtype)
-            return zf_invalid_argument("--feed '%s': %s holds %s, not %s", spec, value + 1,
-                                       zf_dtype_name(zf_tensor_dtype(*out)), zf_dtype_name(dtype));
-        return ZF_STATUS_OK;
+    if (a->n_inits > 0)
+        ZF_TRY(zf_status_prefix(
+            zf_local_session_run(r->sess, NULL, NULL, 0, NULL, 0, a->inits, a->n_inits, NULL),
+            "init targets"));
+    for (long k = 1; k <= a->steps; k++) {
+        for (int j = 0; j < a->n_fetches; j++) zf_tensor_unref(&got[j]);
+        zf_status_t s =
+            zf_local_session_run(r->sess, (const char *const *)names, values, a->n_feeds,
+                                 a->fetches, a->n_fetches, a->targets, a->n_targets, got);
+        if (!zf_ok(s))
+            return a->steps > 1 ? zf_status_prefix(s, "step %ld of %ld", k, a->steps) : s;
     }
-    if (dtype == ZF_INVALID) dtype = s_graph_dtype(r, *name); /* when the graph knows it */
-    return zf_status_prefix(s_parse_literal(value, dtype, out), "--feed '%s'", spec);
+    return ZF_STATUS_OK;
 }
 
-/* "layer1/relu:0" -> DIR/layer1_relu_0.npy */
-static zf_status_t s_write_npy(const char *dir, const char *fetch, const zf_tensor_t *t)
+/* Submits the job and waits for its fetches, drawing its progress on a
+ * terminal. */
+static zf_status_t s_run_job(const s_runner_t *r, const s_args_t *a, const zf_client_step_t *step,
+                             const zf_client_session_options_t *opts, zf_tensor_t **got)
 {
-    size_t len = strlen(dir) + strlen(fetch) + 8;
-    char *path = malloc(len);
-    if (!path) return zf_out_of_memory("output path");
-    int n = snprintf(path, len, "%s/", dir);
-    for (const char *c = fetch; *c; c++) path[n++] = (*c == '/' || *c == ':') ? '_' : *c;
-    strcpy(path + n, ".npy");
-    zf_status_t s = zf_npy_write_file(path, t);
-    free(path);
+    char *id = NULL;
+    zf_client_job_options_t job = {a->steps, a->inits, a->n_inits};
+    ZF_TRY(zf_client_submit_job(r->client, r->gd, opts, step, &job, &id));
+    zf_cli_progress_t pr = {false};
+    zf_client_job_result_t *res = NULL;
+    zf_client_progress_fn draw = zf_cli_progress_wanted(a->quiet) ? zf_cli_progress_draw : NULL;
+    zf_status_t s = zf_client_wait_result(r->client, id, a->timeout_ms, draw, &pr, &res);
+    zf_cli_progress_end(&pr);
+    if (zf_ok(s) && res->n_fetches != a->n_fetches)
+        s = zf_internal("the service returned %d tensors for %d fetches", res->n_fetches,
+                        a->n_fetches);
+    for (int j = 0; zf_ok(s) && j < a->n_fetches; j++) {
+        got[j] = res->tensors[j];
+        res->tensors[j] = NULL;
+    }
+    zf_client_job_result_free(&res);
+    free(id);
     return s;
-}
-
-static zf_status_t s_make_dir(const char *dir)
-{
-    struct stat st;
-    if (stat(dir, &st) == 0) {
-        return S_ISDIR(st.st_mode) ? ZF_STATUS_OK
-                                   : zf_invalid_argument("--out-dir '%s' is not a directory", dir);
-    }
-    if (mkdir(dir, 0777) != 0)
-        return zf_status_new(ZF_UNKNOWN, "cannot create directory '%s': %s", dir, strerror(errno));
-    return ZF_STATUS_OK;
-}
-
-static zf_status_t s_print_and_save(const s_args_t *a, zf_tensor_t **got)
-{
-    if (a->out_dir) ZF_TRY(s_make_dir(a->out_dir));
-    for (int j = 0; j < a->n_fetches; j++) {
-        if (!a->quiet) {
-            char *text = NULL;
-            ZF_TRY(zf_tensor_format(got[j], &text));
-            printf("%s =\n%s\n", a->fetches[j], text);
-            free(text);
-        }
-        if (a->out_dir) ZF_TRY(s_write_npy(a->out_dir, a->fetches[j], got[j]));
-    }
-    return ZF_STATUS_OK;
 }
 
 static zf_status_t s_run_step(const s_runner_t *r, const s_args_t *a, char **names,
                               zf_tensor_t **values, zf_tensor_t **got)
 {
-    if (r->sess)
-        return zf_local_session_run(r->sess, (const char *const *)names, values, a->n_feeds,
-                                    a->fetches, a->n_fetches, a->targets, a->n_targets, got);
+    if (r->sess) return s_run_local(r, a, names, values, got);
     zf_client_step_t step = {(const char *const *)names,
                              values,
                              a->n_feeds,
@@ -370,8 +150,7 @@ static zf_status_t s_run_step(const s_runner_t *r, const s_args_t *a, char **nam
     zf_client_session_options_t opts = ZF_CLIENT_SESSION_OPTIONS_DEFAULT;
     opts.allow_soft_placement = a->soft_placement;
     opts.place_first = a->place && strcmp(a->place, "first") == 0;
-    return zf_status_prefix(zf_client_run_job(r->client, r->gd, &opts, &step, a->timeout_ms, got),
-                            "%s", a->graph);
+    return zf_status_prefix(s_run_job(r, a, &step, &opts, got), "%s", a->graph);
 }
 
 /* Builds the feeds, runs, prints. Returns the exit code. */
@@ -383,12 +162,13 @@ static int s_execute(const s_args_t *a, const s_runner_t *r)
     zf_status_t s = names && values && got ? ZF_STATUS_OK : zf_out_of_memory("run");
     bool usage = false;
     for (int i = 0; i < a->n_feeds && zf_ok(s); i++)
-        s = s_feed_value(r, a->feed_specs[i], &names[i], &values[i], &usage);
+        s = zf_cli_feed_parse(a->feed_specs[i], s_graph_dtype, (void *)r, &names[i], &values[i],
+                              &usage);
     if (zf_ok(s)) {
         usage = false;
         s = s_run_step(r, a, names, values, got);
     }
-    if (zf_ok(s)) s = s_print_and_save(a, got);
+    if (zf_ok(s)) s = zf_cli_print_fetches(a->fetches, got, a->n_fetches, a->out_dir, a->quiet);
     int rc = zf_ok(s) ? 0 : zf_cli_fail("run", &s);
     if (rc && usage) rc = 2;
     for (int i = 0; names && i < a->n_feeds; i++) free(names[i]);
@@ -425,6 +205,10 @@ static bool s_valued_option(s_args_t *a, const char *opt, const char *v)
         a->timeout_text = v;
     else if (strcmp(opt, "--place") == 0)
         a->place = v;
+    else if (strcmp(opt, "--steps") == 0)
+        a->steps_text = v;
+    else if (strcmp(opt, "--init") == 0)
+        a->inits[a->n_inits++] = v;
     else if (strcmp(opt, "--feed") == 0)
         a->feed_specs[a->n_feeds++] = v;
     else if (strcmp(opt, "--target") == 0)
@@ -456,7 +240,8 @@ static int s_parse_args(int argc, char **argv, s_args_t *a)
             bool valued = strcmp(arg, "--devices") == 0 || strcmp(arg, "--out-dir") == 0 ||
                           strcmp(arg, "--feed") == 0 || strcmp(arg, "--target") == 0 ||
                           strcmp(arg, "--fetch") == 0 || strcmp(arg, "--broker") == 0 ||
-                          strcmp(arg, "--timeout-ms") == 0 || strcmp(arg, "--place") == 0;
+                          strcmp(arg, "--timeout-ms") == 0 || strcmp(arg, "--place") == 0 ||
+                          strcmp(arg, "--steps") == 0 || strcmp(arg, "--init") == 0;
             return valued ? s_usage_error("%s needs a value", arg)
                           : s_usage_error("unknown option '%s'", arg);
         } else if (!a->graph) {
@@ -475,6 +260,14 @@ static int s_parse_args(int argc, char **argv, s_args_t *a)
             return s_usage_error("--timeout-ms must be a positive number, not '%s'",
                                  a->timeout_text);
         a->timeout_ms = (int)v;
+    }
+    if (a->steps_text) {
+        zf_status_t s = zf_cli_parse_count("--steps", a->steps_text, 1000000000L, &a->steps);
+        if (!zf_ok(s)) {
+            int rc = s_usage_error("%s", zf_status_msg(&s));
+            zf_status_clear(&s);
+            return rc;
+        }
     }
     if (a->place && strcmp(a->place, "first") != 0 && strcmp(a->place, "balanced") != 0)
         return s_usage_error("--place takes first or balanced, not '%s'", a->place);
@@ -529,11 +322,12 @@ static int s_run(int argc, char **argv)
         fputs(s_usage, stdout);
         return 0;
     }
-    s_args_t a = {.timeout_ms = 60000};
+    s_args_t a = {.timeout_ms = 60000, .steps = 1};
     a.feed_specs = calloc((size_t)argc, sizeof *a.feed_specs);
     a.fetches = calloc((size_t)argc, sizeof *a.fetches);
     a.targets = calloc((size_t)argc, sizeof *a.targets);
-    int rc = a.feed_specs && a.fetches && a.targets ? s_parse_args(argc, argv, &a) : 1;
+    a.inits = calloc((size_t)argc, sizeof *a.inits);
+    int rc = a.feed_specs && a.fetches && a.targets && a.inits ? s_parse_args(argc, argv, &a) : 1;
     Tensorflow__GraphDef *gd = NULL;
     if (rc == 0) {
         zf_status_t s = zf_graphdef_read_file(a.graph, ZF_FORMAT_AUTO, &gd);
@@ -546,6 +340,7 @@ static int s_run(int argc, char **argv)
     free(a.feed_specs);
     free(a.fetches);
     free(a.targets);
+    free(a.inits);
     return rc;
 }
 

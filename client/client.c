@@ -1,27 +1,66 @@
-/* libzflow-client: a DEALER to the broker, request ids, replies matched to
- * requests (with a small stash for replies to other requests), and tensor
- * conversion for sessions and jobs. */
+/* libzflow-client: a DEALER to the broker and one to each scheduler that
+ * serves a session of ours directly, request ids, replies matched to
+ * requests (with a small stash for replies to other requests), liveness
+ * pings while a reply is outstanding, and tensor conversion for sessions
+ * and jobs. */
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <zmq.h>
 
 #include "common/tensor_proto.h"
 #include "common/transport.h"
 #include "proto/graph.pb-c.h"
 
-#define S_STASH_MAX 64
+#define S_STASH_MAX      64
+#define S_PROGRESS_MS    250  /* progress polls while a job is waited for */
+#define S_WAIT_MARGIN_MS 3000 /* a WaitJob's own timeout answers before ours */
+#define S_PEERS_MAX      9    /* the broker and up to 8 schedulers */
+#define S_PING_MS        1000
+#define S_SILENCE_MS     3000
+#define S_PING_BIT       ((uint64_t)1 << 63) /* marks the request ids of pings */
+#define S_SENT_MAX       256                 /* requests remembered for s_await */
+#define S_REACH_MS       1000                /* how long a new scheduler endpoint has to answer */
+
+/* A socket requests go out on: peer 0 is the broker, the others are
+ * schedulers reached directly. heard_ms: when it last sent us anything. */
+typedef struct s_peer {
+    zf_socket_t *sock;
+    char *endpoint;
+    int64_t heard_ms, pinged_ms;
+    bool unreachable; /* a scheduler that did not answer its first ping */
+} s_peer_t;
+
+/* A request sent: where to, and its body (zero: unknown). */
+typedef struct s_sent {
+    uint64_t id;
+    int peer;
+    int body;
+} s_sent_t;
+
+/* A session this client created, and the peer its steps go to. */
+typedef struct s_session {
+    char *id;
+    int peer;
+} s_session_t;
 
 struct zf_client {
     zf_zctx_t *ctx;
-    zf_socket_t *sock;
+    s_peer_t peers[S_PEERS_MAX];
+    int n_peers;
+    s_session_t *sessions;
+    int n_sessions, cap_sessions;
+    bool direct; /* send a session's steps straight to its scheduler */
     char *endpoint;
     int timeout_ms;
     uint64_t next_id;
     Zflow__Envelope *stash[S_STASH_MAX]; /* replies nobody asked for yet */
     int n_stash;
+    s_sent_t sent[S_SENT_MAX]; /* by request id modulo S_SENT_MAX */
 };
 
 static int64_t s_now_ms(void)
@@ -29,6 +68,27 @@ static int64_t s_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A new peer: a DEALER connected (in the background) to endpoint. */
+static zf_status_t s_peer_open(zf_client_t *c, const char *endpoint, int *index)
+{
+    if (c->n_peers == S_PEERS_MAX)
+        return zf_status_new(ZF_RESOURCE_EXHAUSTED, "more than %d schedulers", S_PEERS_MAX - 1);
+    s_peer_t *p = &c->peers[c->n_peers];
+    *p = (s_peer_t){0};
+    zf_status_t s = (p->endpoint = strdup(endpoint)) ? ZF_STATUS_OK : zf_out_of_memory("client");
+    if (zf_ok(s)) s = zf_socket_new(c->ctx, ZF_SOCKET_DEALER, &p->sock);
+    if (zf_ok(s)) s = zf_socket_set_max_frame_size(p->sock, (int64_t)ZF_GRAPHDEF_MAX_BYTES);
+    if (zf_ok(s)) s = zf_socket_connect(p->sock, endpoint);
+    if (!zf_ok(s)) {
+        zf_socket_destroy(&p->sock);
+        free(p->endpoint);
+        p->endpoint = NULL;
+        return s;
+    }
+    *index = c->n_peers++;
+    return ZF_STATUS_OK;
 }
 
 zf_status_t zf_client_connect(const char *endpoint, zf_client_t **out)
@@ -39,11 +99,11 @@ zf_status_t zf_client_connect(const char *endpoint, zf_client_t **out)
     if (!c) return zf_out_of_memory("client");
     c->timeout_ms = ZF_CLIENT_DEFAULT_TIMEOUT_MS;
     c->next_id = 1;
+    c->direct = true;
     c->endpoint = strdup(endpoint);
+    int broker = 0;
     zf_status_t s = c->endpoint ? zf_zctx_new(&c->ctx) : zf_out_of_memory("client");
-    if (zf_ok(s)) s = zf_socket_new(c->ctx, ZF_SOCKET_DEALER, &c->sock);
-    if (zf_ok(s)) s = zf_socket_set_max_frame_size(c->sock, (int64_t)ZF_GRAPHDEF_MAX_BYTES);
-    if (zf_ok(s)) s = zf_socket_connect(c->sock, endpoint);
+    if (zf_ok(s)) s = s_peer_open(c, endpoint, &broker);
     if (!zf_ok(s)) {
         zf_client_destroy(&c);
         return zf_status_prefix(s, "connecting to the broker at %s", endpoint);
@@ -57,11 +117,21 @@ void zf_client_destroy(zf_client_t **c_p)
     if (!c_p || !*c_p) return;
     zf_client_t *c = *c_p;
     for (int i = 0; i < c->n_stash; i++) zflow__envelope__free_unpacked(c->stash[i], NULL);
-    zf_socket_destroy(&c->sock);
+    for (int i = 0; i < c->n_sessions; i++) free(c->sessions[i].id);
+    free(c->sessions);
+    for (int i = 0; i < c->n_peers; i++) {
+        zf_socket_destroy(&c->peers[i].sock);
+        free(c->peers[i].endpoint);
+    }
     zf_zctx_destroy(&c->ctx);
     free(c->endpoint);
     free(c);
     *c_p = NULL;
+}
+
+void zf_client_set_direct(zf_client_t *c, bool direct)
+{
+    if (c) c->direct = direct;
 }
 
 void zf_client_set_timeout(zf_client_t *c, int timeout_ms)
@@ -93,50 +163,135 @@ static Zflow__Envelope *s_unstash(zf_client_t *c, uint64_t id)
     return NULL;
 }
 
-/* Sends env with a fresh request id; *id gets it. */
-static zf_status_t s_send(zf_client_t *c, Zflow__Envelope *env, int timeout_ms, uint64_t *id)
+/* ---- outstanding requests ------------------------------------------------- */
+
+/* Which peer request id went to, and what it was, for s_await's messages. */
+static void s_note(zf_client_t *c, uint64_t id, int peer, int body)
 {
-    env->version = ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
-    env->request_id = *id = c->next_id++;
-    ZF_TRY(zf_socket_set_send_timeout(c->sock, timeout_ms));
-    zf_status_t s = zf_envelope_send(c->sock, NULL, env);
-    if (s.code == ZF_DEADLINE_EXCEEDED) {
-        zf_status_clear(&s);
-        return zf_status_new(ZF_UNAVAILABLE, "cannot reach the broker at %s within %d ms",
-                             c->endpoint, timeout_ms);
-    }
-    return zf_status_prefix(s, "sending to the broker at %s", c->endpoint);
+    c->sent[id % S_SENT_MAX] = (s_sent_t){id, peer, body};
 }
 
-/* Waits for the reply to id; replies to other requests are stashed. */
+static s_sent_t s_noted(const zf_client_t *c, uint64_t id)
+{
+    s_sent_t n = c->sent[id % S_SENT_MAX];
+    return n.id == id ? n : (s_sent_t){id, 0, 0};
+}
+
+/* "RunStep" for a RunStep body: the body's message name. */
+static const char *s_body_name(int body)
+{
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(&zflow__envelope__descriptor, (unsigned)body);
+    if (!f || !f->descriptor) return "the request";
+    return ((const ProtobufCMessageDescriptor *)f->descriptor)->short_name;
+}
+
+static const char *s_peer_kind(int peer)
+{
+    return peer == 0 ? "broker" : "scheduler";
+}
+
+/* Sends env to peer with a fresh request id; *id gets it. */
+static zf_status_t s_send_to(zf_client_t *c, int peer, Zflow__Envelope *env, int timeout_ms,
+                             uint64_t *id)
+{
+    s_peer_t *p = &c->peers[peer];
+    env->version = ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
+    env->request_id = *id = c->next_id++;
+    ZF_TRY(zf_socket_set_send_timeout(p->sock, timeout_ms));
+    zf_status_t s = zf_envelope_send(p->sock, NULL, env);
+    if (s.code == ZF_DEADLINE_EXCEEDED) {
+        zf_status_clear(&s);
+        return zf_status_new(ZF_UNAVAILABLE, "cannot reach the %s at %s within %d ms",
+                             s_peer_kind(peer), p->endpoint, timeout_ms);
+    }
+    if (zf_ok(s)) s_note(c, *id, peer, (int)env->body_case);
+    return zf_status_prefix(s, "sending to the %s at %s", s_peer_kind(peer), p->endpoint);
+}
+
+/* Asks peer whether it is there; its answer (any message) counts as life. */
+static void s_ping(zf_client_t *c, int peer, int64_t now)
+{
+    s_peer_t *p = &c->peers[peer];
+    p->pinged_ms = now;
+    Zflow__Ping ping = ZFLOW__PING__INIT;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.version = ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
+    env.request_id = S_PING_BIT | c->next_id++;
+    env.body_case = ZFLOW__ENVELOPE__BODY_PING;
+    env.ping = &ping;
+    zf_status_t s = zf_socket_set_send_timeout(p->sock, 0);
+    if (zf_ok(s)) s = zf_envelope_send(p->sock, NULL, &env);
+    zf_status_clear(&s); /* a full queue means no answer: silence decides */
+}
+
+/* Receives what is ready on every peer; a reply to id ends the wait. */
+static zf_status_t s_receive(zf_client_t *c, uint64_t id, int wait_ms, Zflow__Envelope **reply)
+{
+    zmq_pollitem_t items[S_PEERS_MAX];
+    for (int i = 0; i < c->n_peers; i++)
+        items[i] = (zmq_pollitem_t){zf_socket_handle(c->peers[i].sock), 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(items, c->n_peers, wait_ms) < 0 && zmq_errno() != EINTR)
+        return zf_status_new(ZF_UNAVAILABLE, "waiting for a reply: %s", zmq_strerror(zmq_errno()));
+    for (int i = 0; i < c->n_peers; i++) {
+        for (bool more = items[i].revents & ZMQ_POLLIN; more;) {
+            zf_route_t route;
+            Zflow__Envelope *env = NULL;
+            zf_status_t s = zf_envelope_recv(c->peers[i].sock, 0, &route, &env);
+            more = s.code != ZF_DEADLINE_EXCEEDED;
+            if (s.code != ZF_DEADLINE_EXCEEDED) c->peers[i].heard_ms = s_now_ms();
+            if (!zf_ok(s)) { /* a malformed reply proves life; it answers nothing */
+                zf_status_clear(&s);
+                continue;
+            }
+            if (env->request_id == id && !*reply)
+                *reply = env;
+            else if (env->request_id & S_PING_BIT)
+                zflow__envelope__free_unpacked(env, NULL);
+            else
+                s_stash(c, env);
+        }
+    }
+    return ZF_STATUS_OK;
+}
+
+/* Waits for the reply to id; replies to other requests are stashed. While
+ * it waits, the peer the request went to is pinged after each second of
+ * silence: S_SILENCE_MS without a word from it is UNAVAILABLE, a timeout
+ * while it answers DEADLINE_EXCEEDED. */
 static zf_status_t s_await(zf_client_t *c, uint64_t id, int timeout_ms, Zflow__Envelope **reply)
 {
     *reply = s_unstash(c, id);
     if (*reply) return ZF_STATUS_OK;
-    int64_t deadline = s_now_ms() + timeout_ms;
+    s_sent_t req = s_noted(c, id);
+    s_peer_t *p = &c->peers[req.peer];
+    int64_t start = s_now_ms(), deadline = start + timeout_ms;
+    int ping_ms = timeout_ms / 2 < S_PING_MS ? timeout_ms / 2 : S_PING_MS;
     for (;;) {
-        int64_t left = deadline - s_now_ms();
-        zf_route_t route;
-        Zflow__Envelope *env = NULL;
-        zf_status_t s = zf_envelope_recv(c->sock, left > 0 ? (int)left : 0, &route, &env);
-        if (s.code == ZF_DEADLINE_EXCEEDED) {
-            zf_status_clear(&s);
-            return zf_status_new(ZF_UNAVAILABLE, "no answer from the broker at %s within %d ms",
-                                 c->endpoint, timeout_ms);
-        }
-        if (!zf_ok(s)) {
-            /* a malformed reply: report it only when time is up */
-            if (left > 0 && s.code == ZF_INVALID_ARGUMENT) {
-                zf_status_clear(&s);
-                continue;
-            }
-            return zf_status_prefix(s, "reply from the broker at %s", c->endpoint);
-        }
-        if (env->request_id == id) {
-            *reply = env;
-            return ZF_STATUS_OK;
-        }
-        s_stash(c, env);
+        int64_t now = s_now_ms();
+        int64_t quiet = p->heard_ms > start ? p->heard_ms : start;
+        bool heard = p->heard_ms > start;
+        if (now - quiet >= S_SILENCE_MS)
+            return zf_status_new(ZF_UNAVAILABLE,
+                                 "no reply to %s: the %s at %s does not answer (silent for "
+                                 "%d ms)",
+                                 s_body_name(req.body), s_peer_kind(req.peer), p->endpoint,
+                                 (int)(now - quiet));
+        if (now >= deadline && heard)
+            return zf_status_new(ZF_DEADLINE_EXCEEDED,
+                                 "no reply to %s within %d ms; the %s answers",
+                                 s_body_name(req.body), timeout_ms, s_peer_kind(req.peer));
+        if (now >= deadline)
+            return zf_status_new(
+                ZF_UNAVAILABLE, "no reply to %s within %d ms: the %s at %s does not answer",
+                s_body_name(req.body), timeout_ms, s_peer_kind(req.peer), p->endpoint);
+        if (now - quiet >= ping_ms && now - p->pinged_ms >= ping_ms) s_ping(c, req.peer, now);
+        int64_t wait = deadline - now;
+        int64_t next = (p->pinged_ms > quiet ? p->pinged_ms : quiet) + ping_ms - now;
+        if (next > 0 && next < wait) wait = next;
+        if (wait < 1) wait = 1;
+        ZF_TRY(s_receive(c, id, (int)wait, reply));
+        if (*reply) return ZF_STATUS_OK;
     }
 }
 
@@ -162,15 +317,94 @@ static zf_status_t s_finish(zf_client_t *c, uint64_t id, int timeout_ms,
     return s;
 }
 
-/* Sends env and waits for its reply, as s_finish. */
-static zf_status_t s_call(zf_client_t *c, Zflow__Envelope *env, int timeout_ms,
-                          Zflow__Envelope__BodyCase want, Zflow__Envelope **reply)
+/* Sends env to peer and waits for its reply, as s_finish. */
+static zf_status_t s_call_to(zf_client_t *c, int peer, Zflow__Envelope *env, int timeout_ms,
+                             Zflow__Envelope__BodyCase want, Zflow__Envelope **reply)
 {
     *reply = NULL;
     if (timeout_ms <= 0) timeout_ms = c->timeout_ms;
     uint64_t id = 0;
-    ZF_TRY(s_send(c, env, timeout_ms, &id));
+    ZF_TRY(s_send_to(c, peer, env, timeout_ms, &id));
     return s_finish(c, id, timeout_ms, want, reply);
+}
+
+/* Sends env through the broker and waits for its reply, as s_finish. */
+static zf_status_t s_call(zf_client_t *c, Zflow__Envelope *env, int timeout_ms,
+                          Zflow__Envelope__BodyCase want, Zflow__Envelope **reply)
+{
+    return s_call_to(c, 0, env, timeout_ms, want, reply);
+}
+
+/* ---- sessions and the schedulers that serve them directly ----------------- */
+
+/* True when the scheduler behind a new peer answers a ping within
+ * S_REACH_MS: the endpoint it advertises may not be reachable from here (a
+ * loopback address seen from another host), and then its sessions' steps
+ * go through the broker instead. */
+static bool s_peer_reachable(zf_client_t *c, int peer)
+{
+    int64_t t0 = s_now_ms();
+    s_ping(c, peer, t0);
+    for (int64_t left = S_REACH_MS; c->peers[peer].heard_ms == 0 && left > 0;
+         left = t0 + S_REACH_MS - s_now_ms()) {
+        Zflow__Envelope *none = NULL; /* request id 0 is never ours */
+        zf_status_t s = s_receive(c, 0, (int)left, &none);
+        zf_status_clear(&s);
+        if (none) zflow__envelope__free_unpacked(none, NULL);
+    }
+    return c->peers[peer].heard_ms != 0;
+}
+
+/* The peer for the scheduler at endpoint, opened (and checked) on first
+ * use; 0 (the broker) when it cannot be opened or does not answer. */
+static int s_scheduler_peer(zf_client_t *c, const char *endpoint)
+{
+    for (int i = 1; i < c->n_peers; i++)
+        if (strcmp(c->peers[i].endpoint, endpoint) == 0) return c->peers[i].unreachable ? 0 : i;
+    int peer = 0;
+    zf_status_t s = s_peer_open(c, endpoint, &peer);
+    zf_status_clear(&s); /* the broker still reaches the session */
+    if (peer > 0 && !s_peer_reachable(c, peer)) {
+        c->peers[peer].unreachable = true;
+        peer = 0;
+    }
+    return peer;
+}
+
+/* Remembers that session's steps go to the scheduler at endpoint (when
+ * given and direct requests are on). Out of memory: they go through the
+ * broker, which reaches the same scheduler. */
+static void s_session_add(zf_client_t *c, const char *session, const char *endpoint)
+{
+    if (!c->direct || !endpoint || !endpoint[0]) return;
+    if (c->n_sessions == c->cap_sessions) {
+        int cap = c->cap_sessions ? 2 * c->cap_sessions : 8;
+        s_session_t *n = realloc(c->sessions, (size_t)cap * sizeof *n);
+        if (!n) return;
+        c->sessions = n;
+        c->cap_sessions = cap;
+    }
+    char *id = strdup(session);
+    if (!id) return;
+    c->sessions[c->n_sessions++] = (s_session_t){id, s_scheduler_peer(c, endpoint)};
+}
+
+/* The peer session's requests go to: its scheduler, or the broker. */
+static int s_session_peer(const zf_client_t *c, const char *session)
+{
+    for (int i = 0; session && i < c->n_sessions; i++)
+        if (strcmp(c->sessions[i].id, session) == 0) return c->sessions[i].peer;
+    return 0;
+}
+
+static void s_session_forget(zf_client_t *c, const char *session)
+{
+    for (int i = 0; session && i < c->n_sessions; i++) {
+        if (strcmp(c->sessions[i].id, session) != 0) continue;
+        free(c->sessions[i].id);
+        c->sessions[i] = c->sessions[--c->n_sessions];
+        return;
+    }
 }
 
 static Zflow__SessionOptions s_options(const zf_client_session_options_t *opts)
@@ -198,9 +432,11 @@ zf_status_t zf_client_session_create(zf_client_t *c, const struct Tensorflow__Gr
     env.create_session = &cs;
     Zflow__Envelope *rep = NULL;
     ZF_TRY(s_call(c, &env, 0, ZFLOW__ENVELOPE__BODY_CREATE_SESSION_REPLY, &rep));
-    zf_status_t s = zf_status_from_proto(rep->create_session_reply->status);
-    if (zf_ok(s) && !(*session_id = strdup(rep->create_session_reply->session)))
+    const Zflow__CreateSessionReply *r = rep->create_session_reply;
+    zf_status_t s = zf_status_from_proto(r->status);
+    if (zf_ok(s) && !(*session_id = strdup(r->session ? r->session : "")))
         s = zf_out_of_memory("session id");
+    if (zf_ok(s)) s_session_add(c, *session_id, r->scheduler_endpoint);
     zflow__envelope__free_unpacked(rep, NULL);
     return s;
 }
@@ -274,7 +510,9 @@ zf_status_t zf_client_session_run_start(zf_client_t *c, const char *session,
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP;
     env.run_step = &rs;
-    if (zf_ok(s)) s = s_send(c, &env, timeout_ms > 0 ? timeout_ms : c->timeout_ms, request);
+    if (zf_ok(s))
+        s = s_send_to(c, s_session_peer(c, session), &env,
+                      timeout_ms > 0 ? timeout_ms : c->timeout_ms, request);
     s_step_free(&rs);
     return s;
 }
@@ -308,17 +546,30 @@ zf_status_t zf_client_session_close(zf_client_t *c, const char *session)
     env.body_case = ZFLOW__ENVELOPE__BODY_CLOSE_SESSION;
     env.close_session = &cs;
     Zflow__Envelope *rep = NULL;
-    ZF_TRY(s_call(c, &env, 0, ZFLOW__ENVELOPE__BODY_STATUS_REPLY, &rep));
-    zflow__envelope__free_unpacked(rep, NULL);
-    return ZF_STATUS_OK;
+    zf_status_t s =
+        s_call_to(c, s_session_peer(c, session), &env, 0, ZFLOW__ENVELOPE__BODY_STATUS_REPLY, &rep);
+    if (zf_ok(s) || s.code == ZF_NOT_FOUND) s_session_forget(c, session);
+    if (rep) zflow__envelope__free_unpacked(rep, NULL);
+    return s;
 }
 
 zf_status_t zf_client_submit(zf_client_t *c, const struct Tensorflow__GraphDef *gd,
                              const zf_client_session_options_t *opts, const zf_client_step_t *step,
                              char **job_id)
 {
+    return zf_client_submit_job(c, gd, opts, step, NULL, job_id);
+}
+
+zf_status_t zf_client_submit_job(zf_client_t *c, const struct Tensorflow__GraphDef *gd,
+                                 const zf_client_session_options_t *opts,
+                                 const zf_client_step_t *step, const zf_client_job_options_t *job,
+                                 char **job_id)
+{
     *job_id = NULL;
+    zf_client_job_options_t jo = job ? *job : ZF_CLIENT_JOB_OPTIONS_DEFAULT;
     if (!gd) return zf_invalid_argument("submit: no graph");
+    if (jo.steps < 0 || jo.n_init_targets < 0)
+        return zf_invalid_argument("submit: negative steps or init target count");
     Zflow__SessionOptions o = s_options(opts);
     Zflow__CreateSession cs = ZFLOW__CREATE_SESSION__INIT;
     cs.graph = (Tensorflow__GraphDef *)gd;
@@ -328,6 +579,9 @@ zf_status_t zf_client_submit(zf_client_t *c, const struct Tensorflow__GraphDef *
     Zflow__SubmitJob sj = ZFLOW__SUBMIT_JOB__INIT;
     sj.session = &cs;
     sj.step = &rs;
+    sj.steps = jo.steps;
+    sj.n_init_targets = (size_t)jo.n_init_targets;
+    sj.init_targets = (char **)jo.init_targets;
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_SUBMIT_JOB;
     env.submit_job = &sj;
@@ -342,16 +596,27 @@ zf_status_t zf_client_submit(zf_client_t *c, const struct Tensorflow__GraphDef *
     return s;
 }
 
-zf_status_t zf_client_wait(zf_client_t *c, const char *job_id, int n_fetches, int timeout_ms,
-                           zf_tensor_t **outputs)
+/* One WaitJob that the service itself ends after wait_ms (a reply marked
+ * unfinished), so that a wait given up on never takes the result with it;
+ * we wait a margin longer for that reply. */
+static zf_status_t s_wait_once(zf_client_t *c, const char *job_id, int wait_ms,
+                               Zflow__Envelope **rep)
 {
     Zflow__WaitJob wj = ZFLOW__WAIT_JOB__INIT;
-    wj.job_id = (char *)job_id;
+    wj.job_id = (char *)(job_id ? job_id : "");
+    wj.timeout_ms = wait_ms;
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_WAIT_JOB;
     env.wait_job = &wj;
+    int ours = wait_ms > INT32_MAX - S_WAIT_MARGIN_MS ? INT32_MAX : wait_ms + S_WAIT_MARGIN_MS;
+    return s_call(c, &env, ours, ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY, rep);
+}
+
+zf_status_t zf_client_wait(zf_client_t *c, const char *job_id, int n_fetches, int timeout_ms,
+                           zf_tensor_t **outputs)
+{
     Zflow__Envelope *rep = NULL;
-    ZF_TRY(s_call(c, &env, timeout_ms, ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY, &rep));
+    ZF_TRY(s_wait_once(c, job_id, timeout_ms > 0 ? timeout_ms : c->timeout_ms, &rep));
     /* The count comes from the caller, never from the reply: a reply with
      * more tensors than outputs has room for is refused, not written. */
     zf_status_t s = s_outputs(rep->run_step_reply, n_fetches, outputs);
@@ -368,4 +633,102 @@ zf_status_t zf_client_run_job(zf_client_t *c, const struct Tensorflow__GraphDef 
     zf_status_t s = zf_client_wait(c, id, step->n_fetches, timeout_ms, outputs);
     free(id);
     return s;
+}
+
+/* ---- asynchronous jobs ------------------------------------------------------- */
+
+zf_status_t zf_client_poll(zf_client_t *c, const char *job_id, zf_client_job_progress_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!job_id || !job_id[0]) return zf_invalid_argument("poll: no job id");
+    Zflow__PollJob pj = ZFLOW__POLL_JOB__INIT;
+    pj.job_id = (char *)job_id;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.body_case = ZFLOW__ENVELOPE__BODY_POLL_JOB;
+    env.poll_job = &pj;
+    Zflow__Envelope *rep = NULL;
+    ZF_TRY(s_call(c, &env, 0, ZFLOW__ENVELOPE__BODY_POLL_JOB_REPLY, &rep));
+    const Zflow__PollJobReply *r = rep->poll_job_reply;
+    zf_status_t s = zf_status_from_proto(r->status);
+    if (zf_ok(s) && (r->state < ZFLOW__JOB_STATE__JOB_STATE_QUEUED ||
+                     r->state > ZFLOW__JOB_STATE__JOB_STATE_DONE))
+        s = zf_internal("the service answered PollJob with job state %d", (int)r->state);
+    if (zf_ok(s))
+        *out = (zf_client_job_progress_t){
+            (zf_client_job_state_t)r->state, r->steps_done,       r->steps_total,
+            r->partitions_running,           r->partitions_total, r->elapsed_ms};
+    zflow__envelope__free_unpacked(rep, NULL);
+    return s;
+}
+
+void zf_client_job_result_free(zf_client_job_result_t **r_p)
+{
+    if (!r_p || !*r_p) return;
+    zf_client_job_result_t *r = *r_p;
+    for (int j = 0; j < r->n_fetches; j++) {
+        if (r->names) free(r->names[j]);
+        if (r->tensors) zf_tensor_unref(&r->tensors[j]);
+    }
+    free(r->names);
+    free(r->tensors);
+    free(r);
+    *r_p = NULL;
+}
+
+/* The fetches of a finished job's reply, by name. */
+static zf_status_t s_result(const Zflow__RunStepReply *r, zf_client_job_result_t **out)
+{
+    zf_client_job_result_t *res = calloc(1, sizeof *res);
+    if (res) {
+        res->names = calloc(r->n_fetches + 1, sizeof *res->names);
+        res->tensors = calloc(r->n_fetches + 1, sizeof *res->tensors);
+        res->n_fetches = (int)r->n_fetches;
+    }
+    zf_status_t s =
+        res && res->names && res->tensors ? ZF_STATUS_OK : zf_out_of_memory("job result");
+    for (size_t j = 0; zf_ok(s) && j < r->n_fetches; j++) {
+        const Zflow__NamedTensor *nt = r->fetches[j];
+        const char *name = nt && nt->name ? nt->name : "";
+        if (!(res->names[j] = strdup(name))) s = zf_out_of_memory("job result");
+        if (zf_ok(s))
+            s = nt && nt->tensor ? zf_tensor_from_proto(nt->tensor, &res->tensors[j])
+                                 : zf_internal("the service returned no value");
+        if (!zf_ok(s)) s = zf_status_prefix(s, "fetch '%s'", name);
+    }
+    if (!zf_ok(s)) zf_client_job_result_free(&res);
+    *out = res;
+    return s;
+}
+
+zf_status_t zf_client_wait_result(zf_client_t *c, const char *job_id, int timeout_ms,
+                                  zf_client_progress_fn progress, void *arg,
+                                  zf_client_job_result_t **out)
+{
+    *out = NULL;
+    if (!job_id || !job_id[0]) return zf_invalid_argument("wait: no job id");
+    if (timeout_ms <= 0) timeout_ms = c->timeout_ms;
+    int64_t deadline = s_now_ms() + timeout_ms;
+    for (;;) {
+        if (progress) {
+            zf_client_job_progress_t p;
+            ZF_TRY(zf_client_poll(c, job_id, &p));
+            progress(arg, job_id, &p);
+        }
+        int64_t left = deadline - s_now_ms();
+        int slice = left < 1 ? 1 : left > INT32_MAX ? INT32_MAX : (int)left;
+        if (progress && slice > S_PROGRESS_MS) slice = S_PROGRESS_MS;
+        Zflow__Envelope *rep = NULL;
+        ZF_TRY(s_wait_once(c, job_id, slice, &rep));
+        const Zflow__RunStepReply *r = rep->run_step_reply;
+        bool unfinished = r->unfinished;
+        zf_status_t s = unfinished ? ZF_STATUS_OK : zf_status_from_proto(r->status);
+        if (!unfinished && zf_ok(s)) s = s_result(r, out);
+        zflow__envelope__free_unpacked(rep, NULL);
+        if (!unfinished) return s;
+        if (s_now_ms() >= deadline)
+            return zf_status_new(ZF_DEADLINE_EXCEEDED,
+                                 "job %s has not finished within %d ms; it goes on, and a later "
+                                 "wait can collect its result",
+                                 job_id, timeout_ms);
+    }
 }

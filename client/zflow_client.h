@@ -11,8 +11,9 @@
 
 struct Tensorflow__GraphDef;
 
-/* A connection to one broker: a ZeroMQ DEALER. Not thread-safe: use one
- * client per thread. Every reply is matched to its request by request id,
+/* A connection to one broker: a ZeroMQ DEALER, plus one to each scheduler
+ * that serves a session of this client directly (zf_client_set_direct).
+ * Not thread-safe: use one client per thread. Every reply is matched to its request by request id,
  * so replies that arrive for another outstanding request are kept until
  * that request asks for them. */
 typedef struct zf_client zf_client_t;
@@ -43,7 +44,8 @@ typedef struct zf_client_step {
 
 /* Connects to the broker at endpoint ("tcp://HOST:PORT"). ZeroMQ connects
  * in the background, so an absent broker shows at the first request, as
- * UNAVAILABLE after its timeout. Caller owns *out. */
+ * UNAVAILABLE within about 3 s (see zf_client_set_timeout). Caller owns
+ * *out. */
 zf_status_t zf_client_connect(const char *endpoint, zf_client_t **out);
 
 /* Closes the connection (unsent requests are dropped); NULL-safe, sets *c_p
@@ -51,8 +53,21 @@ zf_status_t zf_client_connect(const char *endpoint, zf_client_t **out);
 void zf_client_destroy(zf_client_t **c_p);
 
 /* Sets the reply timeout (ms, > 0; default ZF_CLIENT_DEFAULT_TIMEOUT_MS) of
- * the calls without a timeout_ms and of those given one <= 0. */
+ * the calls without a timeout_ms and of those given one <= 0.
+ *
+ * While a call waits, the client pings the process its request went to
+ * (the broker, or a session's scheduler) after each second without a word
+ * from it. Silence for 3 s ends the call with UNAVAILABLE "no reply to
+ * <Request>: the broker at <endpoint> does not answer (...)"; a timeout
+ * while it answers is DEADLINE_EXCEEDED "no reply to <Request> within N ms;
+ * the broker answers" (or "the scheduler ..." for a session's requests). */
 void zf_client_set_timeout(zf_client_t *c, int timeout_ms);
+
+/* On by default: the steps and the close of a session this client created
+ * go straight to the scheduler that holds it (the endpoint its
+ * CreateSessionReply names), saving the broker's two hops per step; off:
+ * everything goes through the broker. Affects sessions created after. */
+void zf_client_set_direct(zf_client_t *c, bool direct);
 
 /* Creates a session on the service for gd (borrowed). *session_id is a new
  * string owned by the caller (free()). Errors: the service's (e.g.
@@ -90,7 +105,8 @@ zf_status_t zf_client_submit(zf_client_t *c, const struct Tensorflow__GraphDef *
  * and sets outputs[0..n_fetches), n_fetches being the number of fetches the
  * job was submitted with; a result with another count is INTERNAL and
  * nothing is written. A job's result can be collected once; NOT_FOUND
- * afterwards. */
+ * afterwards. A job not finished in time is DEADLINE_EXCEEDED and its
+ * result stays for a later wait. */
 zf_status_t zf_client_wait(zf_client_t *c, const char *job_id, int n_fetches, int timeout_ms,
                            zf_tensor_t **outputs);
 
@@ -98,5 +114,72 @@ zf_status_t zf_client_wait(zf_client_t *c, const char *job_id, int n_fetches, in
 zf_status_t zf_client_run_job(zf_client_t *c, const struct Tensorflow__GraphDef *gd,
                               const zf_client_session_options_t *opts, const zf_client_step_t *step,
                               int timeout_ms, zf_tensor_t **outputs);
+
+/* ---- asynchronous jobs: several steps, progress, results by name ---------- */
+
+/* What a job does besides its step. */
+typedef struct zf_client_job_options {
+    int64_t steps;                   /* runs of the step (0 or 1: one) */
+    const char *const *init_targets; /* run once before the first step */
+    int n_init_targets;
+} zf_client_job_options_t;
+
+#define ZF_CLIENT_JOB_OPTIONS_DEFAULT ((zf_client_job_options_t){1, NULL, 0})
+
+/* zf_client_submit for a job that first runs job->init_targets once (no
+ * feeds, e.g. variable initializers), then its step job->steps times on
+ * its session, so variables carry over from run to run; the fetches are
+ * the last run's. job may be NULL (one step). Errors: INVALID_ARGUMENT for
+ * steps < 0; the service's. */
+zf_status_t zf_client_submit_job(zf_client_t *c, const struct Tensorflow__GraphDef *gd,
+                                 const zf_client_session_options_t *opts,
+                                 const zf_client_step_t *step, const zf_client_job_options_t *job,
+                                 char **job_id);
+
+typedef enum zf_client_job_state {
+    ZF_CLIENT_JOB_QUEUED = 1,
+    ZF_CLIENT_JOB_RUNNING = 2,
+    ZF_CLIENT_JOB_DONE = 3, /* finished or failed; the result waits for a wait */
+} zf_client_job_state_t;
+
+typedef struct zf_client_job_progress {
+    zf_client_job_state_t state;
+    int64_t steps_done, steps_total;
+    int partitions_running; /* partitions of the current step still running */
+    int partitions_total;   /* partitions of the job's plan; 0 before its first step */
+    int64_t elapsed_ms;     /* since it started running; frozen once done */
+} zf_client_job_progress_t;
+
+/* The progress of job_id; does not collect its result. Errors: NOT_FOUND
+ * for a job unknown to the service, collected, or expired (the service
+ * keeps an uncollected result 10 minutes, 1024 results at most); the
+ * transport's. */
+zf_status_t zf_client_poll(zf_client_t *c, const char *job_id, zf_client_job_progress_t *out);
+
+/* A finished job's fetches, named as the job named them. */
+typedef struct zf_client_job_result {
+    int n_fetches;
+    char **names;
+    zf_tensor_t **tensors;
+} zf_client_job_result_t;
+
+/* Frees a result and its tensors; NULL-safe, sets *r_p to NULL. */
+void zf_client_job_result_free(zf_client_job_result_t **r_p);
+
+/* Called while zf_client_wait_result waits, about every 250 ms. */
+typedef void (*zf_client_progress_fn)(void *arg, const char *job_id,
+                                      const zf_client_job_progress_t *p);
+
+/* Waits up to timeout_ms (<= 0: the client's timeout) for job_id's result,
+ * for callers that do not know its fetches; *out (caller frees with
+ * zf_client_job_result_free) gets them. When progress is not NULL, it is
+ * called with the job's progress at once and about every 250 ms. A job not
+ * finished in time is DEADLINE_EXCEEDED "job <id> has not finished within
+ * N ms ...": it goes on, and its result waits for a later wait. A result
+ * is collected once: NOT_FOUND afterwards. The job's own failure comes back
+ * as its status. */
+zf_status_t zf_client_wait_result(zf_client_t *c, const char *job_id, int timeout_ms,
+                                  zf_client_progress_fn progress, void *arg,
+                                  zf_client_job_result_t **out);
 
 #endif

@@ -194,10 +194,15 @@ static void s_on_listing(zf_exec_member_t *m, const Zflow__ListExecutorsReply *r
         if (!e || !e->device || !e->device->name || !*e->device->name) continue;
         if (strcmp(e->device->name, m->device->name_str) == 0) continue;
         if (!e->rendezvous_endpoint || !*e->rendezvous_endpoint) continue;
-        bool known = zf_exec_service_has_peer(m->svc, e->device->name);
-        zf_status_t s = zf_exec_service_set_peer(m->svc, e->device->name, e->rendezvous_endpoint);
-        if (zf_ok(s) && !known)
-            zf_log_info("executor", "peer %s at %s", e->device->name, e->rendezvous_endpoint);
+        /* A new incarnation or endpoint replaces the peer's socket: tensors
+         * must not go on to a process that has gone. */
+        bool changed = false;
+        zf_status_t s = zf_exec_service_update_peer(m->svc, e->device->name, e->rendezvous_endpoint,
+                                                    e->device->incarnation, &changed);
+        if (zf_ok(s) && changed)
+            zf_log_info("executor", "peer %s at %s (incarnation %016" PRIx64 ")", e->device->name,
+                        e->rendezvous_endpoint, e->device->incarnation);
+        if (!zf_ok(s)) zf_log_warn("executor", "peer %s: %s", e->device->name, zf_status_msg(&s));
         zf_status_clear(&s);
     }
 }

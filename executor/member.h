@@ -10,8 +10,10 @@
  * goes out every period with the service's load; a HeartbeatReply of
  * NOT_FOUND (the broker restarted or declared this executor dead) makes it
  * register again, asking for the name it has. ListExecutors goes out with
- * each heartbeat and whenever a step waits for an unknown peer; every
- * executor listed becomes a peer of the service.
+ * each heartbeat and whenever a step waits for an unknown peer or for a
+ * restarted one's new incarnation; every executor listed becomes a peer of
+ * the service, with its incarnation, and a peer listed with another
+ * incarnation or endpoint than before is reconnected.
  *
  * Thread-safety: one thread at a time. */
 #ifndef ZF_EXEC_MEMBER_H

@@ -14,10 +14,14 @@
 
 #define S_POLL_MS 100 /* how often the receiver looks at its stop flag */
 
-/* A peer: its endpoint and, once used, the PUSH socket connected to it. */
+/* A peer: one incarnation of a device at one endpoint and, once used, the
+ * PUSH socket connected to it. The table holds a reference and so does
+ * each send in progress; the last one closes the socket. */
 typedef struct {
-    pthread_mutex_t mu; /* serialises the socket and guards endpoint */
-    char *endpoint;
+    pthread_mutex_t mu;   /* serialises the socket */
+    int refs;             /* guarded by the transport's mu */
+    char *endpoint;       /* fixed for the peer's life */
+    uint64_t incarnation; /* 0: unknown; guarded by the transport's mu */
     zf_socket_t *push;
 } s_peer_t;
 
@@ -28,8 +32,8 @@ struct zf_remote {
     pthread_t thread;
     bool started;
     atomic_bool stop;
-    pthread_mutex_t mu; /* guards peers and closed */
-    pthread_cond_t peer_added;
+    pthread_mutex_t mu; /* guards peers, their refs and incarnations, and closed */
+    pthread_cond_t peers_changed;
     zf_strmap_t *peers; /* device -> s_peer_t *, keys copied */
     int64_t closed[ZF_REMOTE_CLOSED_STEPS];
     size_t n_closed, next_closed;
@@ -93,6 +97,54 @@ static void *s_receiver(void *arg)
     return NULL;
 }
 
+/* ---- peers ---------------------------------------------------------------- */
+
+/* A new peer with one reference, or NULL when out of memory. */
+static s_peer_t *s_peer_new(const char *endpoint, uint64_t incarnation)
+{
+    s_peer_t *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    if (!(p->endpoint = strdup(endpoint))) {
+        free(p);
+        return NULL;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    p->refs = 1;
+    p->incarnation = incarnation;
+    return p;
+}
+
+/* Drops a reference (caller holds the transport's mu, or is its only
+ * user); the last one closes the socket, dropping what is still queued. */
+static void s_peer_unref_locked(s_peer_t **p_p)
+{
+    s_peer_t *p = *p_p;
+    *p_p = NULL;
+    if (!p || --p->refs > 0) return;
+    zf_socket_destroy(&p->push);
+    pthread_mutex_destroy(&p->mu);
+    free(p->endpoint);
+    free(p);
+}
+
+/* The peer for device with a new reference, or NULL. */
+static s_peer_t *s_peer_find(zf_remote_t *r, const char *device)
+{
+    pthread_mutex_lock(&r->mu);
+    uintptr_t v = 0;
+    s_peer_t *p = zf_strmap_get(r->peers, device, &v) ? (s_peer_t *)v : NULL;
+    if (p) p->refs++;
+    pthread_mutex_unlock(&r->mu);
+    return p;
+}
+
+static void s_peer_release(zf_remote_t *r, s_peer_t **p_p)
+{
+    pthread_mutex_lock(&r->mu);
+    s_peer_unref_locked(p_p);
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* ---- lifecycle ----------------------------------------------------------- */
 
 zf_status_t zf_remote_new(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr, const char *bind_endpoint,
@@ -104,7 +156,7 @@ zf_status_t zf_remote_new(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr, const char *
     r->ctx = ctx;
     r->mgr = mgr;
     pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->peer_added, NULL);
+    pthread_cond_init(&r->peers_changed, NULL);
     zf_status_t s = (r->peers = zf_strmap_new(8, ZF_STRMAP_COPY_KEYS))
                         ? ZF_STATUS_OK
                         : zf_out_of_memory("remote transport");
@@ -138,13 +190,10 @@ void zf_remote_destroy(zf_remote_t **r_p)
     uintptr_t v = 0;
     while (r->peers && zf_strmap_next(r->peers, &iter, NULL, NULL, &v)) {
         s_peer_t *p = (s_peer_t *)v;
-        zf_socket_destroy(&p->push);
-        free(p->endpoint);
-        pthread_mutex_destroy(&p->mu);
-        free(p);
+        s_peer_unref_locked(&p); /* no send runs any more */
     }
     zf_strmap_destroy(&r->peers);
-    pthread_cond_destroy(&r->peer_added);
+    pthread_cond_destroy(&r->peers_changed);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
@@ -156,15 +205,6 @@ const char *zf_remote_endpoint(const zf_remote_t *r)
 
 /* ---- sending -------------------------------------------------------------- */
 
-static s_peer_t *s_peer_find(zf_remote_t *r, const char *device)
-{
-    pthread_mutex_lock(&r->mu);
-    uintptr_t v = 0;
-    s_peer_t *p = zf_strmap_get(r->peers, device, &v) ? (s_peer_t *)v : NULL;
-    pthread_mutex_unlock(&r->mu);
-    return p; /* peers live as long as the transport */
-}
-
 static zf_status_t s_peer_send(zf_remote_t *r, s_peer_t *p, const char *device, const char *key,
                                int64_t step_id, zf_tensor_t *tensor, bool is_dead);
 
@@ -172,10 +212,13 @@ static zf_status_t s_peer_send(zf_remote_t *r, s_peer_t *p, const char *device, 
 static zf_status_t s_hook(void *arg, int64_t step_id, const char *key, const char *dst_device,
                           zf_tensor_t *tensor, bool is_dead, bool *sent)
 {
-    s_peer_t *p = s_peer_find(arg, dst_device);
+    zf_remote_t *r = arg;
+    s_peer_t *p = s_peer_find(r, dst_device);
     *sent = p != NULL;
     if (!p) return ZF_STATUS_OK;
-    return s_peer_send(arg, p, dst_device, key, step_id, tensor, is_dead);
+    zf_status_t s = s_peer_send(r, p, dst_device, key, step_id, tensor, is_dead);
+    s_peer_release(r, &p);
+    return s;
 }
 
 zf_status_t zf_remote_attach(zf_remote_t *r, const char *local_device)
@@ -183,50 +226,57 @@ zf_status_t zf_remote_attach(zf_remote_t *r, const char *local_device)
     return zf_rendezvous_mgr_set_remote(r->mgr, local_device, s_hook, r);
 }
 
-/* A new peer for endpoint (taken on success). */
-static s_peer_t *s_peer_new(char *endpoint)
+/* Whether the peer recorded as p can stay for (endpoint, incarnation): same
+ * endpoint, and no two different known incarnations. */
+static bool s_peer_same(const s_peer_t *p, const char *endpoint, uint64_t incarnation)
 {
-    s_peer_t *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
-    pthread_mutex_init(&p->mu, NULL);
-    p->endpoint = endpoint;
-    return p;
+    return strcmp(p->endpoint, endpoint) == 0 &&
+           (!incarnation || !p->incarnation || p->incarnation == incarnation);
+}
+
+zf_status_t zf_remote_update_peer(zf_remote_t *r, const char *device, const char *endpoint,
+                                  uint64_t incarnation, bool *changed)
+{
+    if (changed) *changed = false;
+    if (!device || !*device || !endpoint || !*endpoint)
+        return zf_invalid_argument("a peer needs a device name and a rendezvous endpoint");
+    s_peer_t *fresh = s_peer_new(endpoint, incarnation);
+    if (!fresh) return zf_out_of_memory("remote peer");
+    pthread_mutex_lock(&r->mu);
+    uintptr_t v = 0;
+    s_peer_t *old = zf_strmap_get(r->peers, device, &v) ? (s_peer_t *)v : NULL;
+    bool moved = !old || !s_peer_same(old, endpoint, incarnation);
+    bool learnt = !moved && incarnation && old->incarnation != incarnation;
+    int rc = moved ? zf_strmap_put(r->peers, device, (uintptr_t)fresh) : 0;
+    if (moved && rc == 0) {
+        s_peer_unref_locked(&old); /* closed once no send uses it */
+        fresh = NULL;
+    }
+    if (learnt) old->incarnation = incarnation;
+    if ((moved && rc == 0) || learnt) pthread_cond_broadcast(&r->peers_changed);
+    pthread_mutex_unlock(&r->mu);
+    s_peer_unref_locked(&fresh); /* not used: nobody else has seen it */
+    if (rc != 0) return zf_out_of_memory("remote peer");
+    if (changed) *changed = moved || learnt;
+    return ZF_STATUS_OK;
 }
 
 zf_status_t zf_remote_set_peer(zf_remote_t *r, const char *device, const char *endpoint)
 {
-    if (!device || !*device || !endpoint || !*endpoint)
-        return zf_invalid_argument("a peer needs a device name and a rendezvous endpoint");
-    char *copy = strdup(endpoint);
-    if (!copy) return zf_out_of_memory("remote peer");
-    pthread_mutex_lock(&r->mu);
-    uintptr_t v = 0;
-    s_peer_t *p = zf_strmap_get(r->peers, device, &v) ? (s_peer_t *)v : NULL;
-    bool added = false;
-    if (!p && (p = s_peer_new(copy))) { /* complete before anyone can see it */
-        added = zf_strmap_insert(r->peers, device, (uintptr_t)p, NULL) == 0;
-        if (!added) {
-            pthread_mutex_destroy(&p->mu);
-            free(p);
-            p = NULL;
-        }
-    }
-    if (added) pthread_cond_broadcast(&r->peer_added);
-    pthread_mutex_unlock(&r->mu);
-    if (!p) {
-        free(copy);
-        return zf_out_of_memory("remote peer");
-    }
-    if (added) return ZF_STATUS_OK;
-    pthread_mutex_lock(&p->mu);
-    if (strcmp(p->endpoint, copy) != 0) zf_socket_destroy(&p->push); /* it moved */
-    free(p->endpoint);
-    p->endpoint = copy;
-    pthread_mutex_unlock(&p->mu);
-    return ZF_STATUS_OK;
+    return zf_remote_update_peer(r, device, endpoint, 0, NULL);
 }
 
-bool zf_remote_wait_peer(zf_remote_t *r, const char *device, int timeout_ms)
+/* Whether a peer of incarnation (0: any) is known for device. Caller holds
+ * r->mu. */
+static bool s_peer_ready_locked(zf_remote_t *r, const char *device, uint64_t incarnation)
+{
+    uintptr_t v = 0;
+    if (!zf_strmap_get(r->peers, device, &v)) return false;
+    return !incarnation || ((s_peer_t *)v)->incarnation == incarnation;
+}
+
+bool zf_remote_wait_peer_incarnation(zf_remote_t *r, const char *device, uint64_t incarnation,
+                                     int timeout_ms)
 {
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -237,14 +287,28 @@ bool zf_remote_wait_peer(zf_remote_t *r, const char *device, int timeout_ms)
         deadline.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&r->mu);
-    bool found = zf_strmap_get(r->peers, device, NULL);
+    bool found = s_peer_ready_locked(r, device, incarnation);
     int rc = 0;
     while (!found && timeout_ms > 0 && rc != ETIMEDOUT) {
-        rc = pthread_cond_timedwait(&r->peer_added, &r->mu, &deadline);
-        found = zf_strmap_get(r->peers, device, NULL);
+        rc = pthread_cond_timedwait(&r->peers_changed, &r->mu, &deadline);
+        found = s_peer_ready_locked(r, device, incarnation);
     }
     pthread_mutex_unlock(&r->mu);
     return found;
+}
+
+bool zf_remote_wait_peer(zf_remote_t *r, const char *device, int timeout_ms)
+{
+    return zf_remote_wait_peer_incarnation(r, device, 0, timeout_ms);
+}
+
+uint64_t zf_remote_peer_incarnation(zf_remote_t *r, const char *device)
+{
+    pthread_mutex_lock(&r->mu);
+    uintptr_t v = 0;
+    uint64_t inc = zf_strmap_get(r->peers, device, &v) ? ((s_peer_t *)v)->incarnation : 0;
+    pthread_mutex_unlock(&r->mu);
+    return inc;
 }
 
 /* The peer's PUSH socket, connected on first use. Caller holds p->mu. */
@@ -280,7 +344,9 @@ zf_status_t zf_remote_send(zf_remote_t *r, const char *device, const char *key, 
     if (!p)
         return zf_status_new(ZF_UNAVAILABLE, "no rendezvous endpoint is known for device %s",
                              device);
-    return s_peer_send(r, p, device, key, step_id, tensor, is_dead);
+    zf_status_t s = s_peer_send(r, p, device, key, step_id, tensor, is_dead);
+    s_peer_release(r, &p);
+    return s;
 }
 
 /* ---- steps ------------------------------------------------------------------ */

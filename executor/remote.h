@@ -19,6 +19,16 @@
  * on first use and cached; a mutex per peer serialises the threads that
  * share it, because ZeroMQ sockets are not thread-safe.
  *
+ * Restarted peers. A peer is an (endpoint, incarnation) pair. When a device
+ * moves to another endpoint or incarnation (zf_remote_update_peer()), a new
+ * peer replaces the old one in the table; the old one, with its socket and
+ * the tensors still queued on it for the dead process, is closed when the
+ * last send that was using it returns, so no send ever waits on the table
+ * lock behind a blocked peer. Tensors queued for the old incarnation belong
+ * to steps that cannot finish anyway; dropping them releases their
+ * references. A step placed for a given incarnation waits for it with
+ * zf_remote_wait_peer_incarnation() before its first send.
+ *
  * Thread-safety: every function may be called from any thread, except that
  * zf_remote_destroy() must not race with other calls. */
 #ifndef ZF_REMOTE_H
@@ -61,13 +71,30 @@ const char *zf_remote_endpoint(const zf_remote_t *r);
 zf_status_t zf_remote_attach(zf_remote_t *r, const char *local_device);
 
 /* Records (or replaces) the rendezvous endpoint of the peer that owns device
- * (a full device name). A replaced endpoint's socket is closed. Errors:
- * INVALID_ARGUMENT for an empty device or endpoint, RESOURCE_EXHAUSTED. */
+ * (a full device name), its incarnation unknown: zf_remote_update_peer()
+ * with incarnation 0. */
 zf_status_t zf_remote_set_peer(zf_remote_t *r, const char *device, const char *endpoint);
+
+/* Records the peer that owns device: its rendezvous endpoint and
+ * incarnation (0: unknown). A peer whose endpoint or known incarnation
+ * changes is replaced: its socket is closed and what was queued on it is
+ * dropped (see the design note). *changed (may be NULL) tells whether the
+ * table changed. Errors: INVALID_ARGUMENT for an empty device or endpoint,
+ * RESOURCE_EXHAUSTED. */
+zf_status_t zf_remote_update_peer(zf_remote_t *r, const char *device, const char *endpoint,
+                                  uint64_t incarnation, bool *changed);
 
 /* Waits up to timeout_ms (0: just look) until a peer is known for device;
  * true when it is. */
 bool zf_remote_wait_peer(zf_remote_t *r, const char *device, int timeout_ms);
+
+/* Waits up to timeout_ms (0: just look) until the peer known for device is
+ * of incarnation (0: any); true when it is. */
+bool zf_remote_wait_peer_incarnation(zf_remote_t *r, const char *device, uint64_t incarnation,
+                                     int timeout_ms);
+
+/* The incarnation recorded for device's peer; 0 when unknown or no peer. */
+uint64_t zf_remote_peer_incarnation(zf_remote_t *r, const char *device);
 
 /* Pushes one tensor (borrowed; a reference is kept until ZeroMQ has written
  * it) to the peer owning device. May block up to

@@ -65,6 +65,7 @@ void zf__svc_graph_unref_locked(zf_exec_service_t *svc, zf__svc_graph_t **g_p)
     zf_executor_destroy(&g->ex);
     for (int k = 0; k < g->n_peers; k++) free(g->peers[k]);
     free(g->peers);
+    free(g->peer_incarnation);
     s_session_unref_locked(svc, g->session);
     free(g->handle);
     free(g);
@@ -86,7 +87,7 @@ static zf_status_t s_graph_new(zf_exec_service_t *svc, Zflow__RegisterGraph *req
     snprintf(handle, sizeof handle, "%016" PRIx64 "/%" PRIu64, svc->device->incarnation, n);
     if (zf_ok(s) && !(g->handle = strdup(handle))) s = zf_out_of_memory("RegisterGraph");
     zf_executor_params_t params = {svc->device, g->session ? g->session->resources : NULL};
-    if (zf_ok(s)) s = zf__svc_graph_peers(svc, g, req->graph);
+    if (zf_ok(s)) s = zf__svc_graph_peers(svc, g, req);
     if (zf_ok(s)) s = zf_executor_new(req->graph, &params, &g->ex);
     if (zf_ok(s)) zf_executor_adopt_graphdef(g->ex, &req->graph); /* the envelope lets go */
     if (!zf_ok(s)) {
@@ -109,6 +110,7 @@ static zf_status_t s_register_graph(zf_exec_service_t *svc, Zflow__RegisterGraph
                              "RegisterGraph is for incarnation %016" PRIx64 " of %s, which is "
                              "now incarnation %016" PRIx64 " (the executor restarted)",
                              req->incarnation, svc->device->name_str, svc->device->incarnation);
+    ZF_TRY(zf__svc_check_peers(req));
     zf__svc_graph_t *g = NULL;
     ZF_TRY(s_graph_new(svc, req, &g));
     pthread_mutex_lock(&svc->mu);
@@ -508,4 +510,15 @@ zf_status_t zf_exec_service_rename(zf_exec_service_t *svc, const char *name)
 bool zf_exec_service_has_peer(zf_exec_service_t *svc, const char *device)
 {
     return zf_remote_wait_peer(svc->remote, device, 0);
+}
+
+zf_status_t zf_exec_service_update_peer(zf_exec_service_t *svc, const char *device,
+                                        const char *endpoint, uint64_t incarnation, bool *changed)
+{
+    return zf_remote_update_peer(svc->remote, device, endpoint, incarnation, changed);
+}
+
+uint64_t zf_exec_service_peer_incarnation(zf_exec_service_t *svc, const char *device)
+{
+    return zf_remote_peer_incarnation(svc->remote, device);
 }

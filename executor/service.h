@@ -9,7 +9,11 @@
  * on the device's thread pool, and when it ends the fetches are read from
  * the rendezvous and the reply is queued for the control thread, which a
  * pipe wakes up. Any number of steps may be in flight. The step's data-plane
- * traffic goes through the service's zf_remote_t (executor/remote.h).
+ * traffic goes through the service's zf_remote_t (executor/remote.h). A
+ * step starts once the peers its partition sends to are known at the
+ * incarnations RegisterGraph.peers names, so a peer that restarted under
+ * the same name is reached at its new endpoint, never at the old one (see
+ * zf_exec_service_take_peers_wanted()).
  *
  * Graph handles read "<incarnation as 16 hex digits>/<n>", so a handle of an
  * earlier start of the executor is recognised: RunGraph with such a handle,
@@ -73,8 +77,17 @@ uint64_t zf_exec_service_incarnation(const zf_exec_service_t *svc);
 zf_status_t zf_exec_service_set_peer(zf_exec_service_t *svc, const char *device,
                                      const char *endpoint);
 
+/* The same with the peer's incarnation (0: unknown): a peer that moved or
+ * restarted is reconnected (zf_remote_update_peer()). *changed (may be
+ * NULL) tells whether anything changed. */
+zf_status_t zf_exec_service_update_peer(zf_exec_service_t *svc, const char *device,
+                                        const char *endpoint, uint64_t incarnation, bool *changed);
+
 /* True when device's rendezvous endpoint is known (tests, logs). */
 bool zf_exec_service_has_peer(zf_exec_service_t *svc, const char *device);
+
+/* The incarnation recorded for device's peer; 0 when unknown (tests, logs). */
+uint64_t zf_exec_service_peer_incarnation(zf_exec_service_t *svc, const char *device);
 
 /* Registered graphs and steps in flight (tests, logs). */
 int zf_exec_service_num_graphs(zf_exec_service_t *svc);
@@ -84,10 +97,15 @@ int zf_exec_service_steps_in_flight(zf_exec_service_t *svc);
 int64_t zf_exec_service_load(zf_exec_service_t *svc);
 
 /* True once after a step found no endpoint for a device its partition
- * sends to: the caller should look the peers up (ListExecutors) and
- * zf_exec_service_set_peer() them. Such a step waits up to peer_wait_ms
- * for the endpoint, then fails with UNAVAILABLE naming the device. (RegisterGraph
- * carries no peer endpoints, so they come from the broker's listing.) */
+ * sends to, or only one of another incarnation than RegisterGraph.peers
+ * names (the peer restarted): the caller should look the peers up
+ * (ListExecutors) and zf_exec_service_update_peer() them. Such a step asks
+ * again every ZF_EXEC_SERVICE_PEER_ASK_MS and waits up to peer_wait_ms in
+ * all, then fails with UNAVAILABLE naming the device. (The scheduler does
+ * not know the rendezvous endpoints, so they come from the broker's
+ * listing; RegisterGraph.peers says which incarnations to wait for.) */
+#define ZF_EXEC_SERVICE_PEER_ASK_MS 250
+
 bool zf_exec_service_take_peers_wanted(zf_exec_service_t *svc);
 
 /* Gives the device the name the broker chose (a full name of the device's

@@ -32,9 +32,10 @@ typedef struct zf__svc_graph {
     char *handle;
     zf__svc_session_t *session;
     zf_executor_t *ex;
-    int refs;     /* guarded by the service's mu */
-    int n_nodes;  /* the executor's, for the load */
-    char **peers; /* devices its _Send nodes push to (not the client) */
+    int refs;                   /* guarded by the service's mu */
+    int n_nodes;                /* the executor's, for the load */
+    char **peers;               /* devices its _Send nodes push to (not the client) */
+    uint64_t *peer_incarnation; /* per peer: as placed (RegisterGraph.peers); 0: any */
     int n_peers;
 } zf__svc_graph_t;
 
@@ -91,9 +92,15 @@ zf_status_t zf__svc_run_graph(zf_exec_service_t *svc, const zf_route_t *route, u
 /* How long a step waits for an unknown peer's endpoint by default. */
 #define ZF__SVC_PEER_WAIT_MS 5000
 
-/* Fills g->peers from the remote devices its _Send nodes name. */
+/* Fills g->peers from the remote devices its _Send nodes name, and their
+ * incarnations from req->peers (whose endpoints, when given, go to the
+ * peer table). */
 zf_status_t zf__svc_graph_peers(zf_exec_service_t *svc, zf__svc_graph_t *g,
-                                const Tensorflow__GraphDef *gd);
+                                const Zflow__RegisterGraph *req);
+
+/* INVALID_ARGUMENT naming the entry when RegisterGraph.peers has one
+ * without a device name. */
+zf_status_t zf__svc_check_peers(const Zflow__RegisterGraph *req);
 
 /* Frees a finished step's record (reply, fetch keys, graph reference).
  * Caller holds svc->mu. */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/graph.h"
@@ -129,54 +130,122 @@ static void s_step_done(zf_status_t status, void *arg)
     s_step_finish(st);
 }
 
-zf_status_t zf__svc_graph_peers(zf_exec_service_t *svc, zf__svc_graph_t *g,
-                                const Tensorflow__GraphDef *gd)
+/* Adds the remote device the _Send node nd pushes to, unless known. */
+static zf_status_t s_graph_add_peer(zf_exec_service_t *svc, zf__svc_graph_t *g,
+                                    const Tensorflow__NodeDef *nd)
 {
-    g->peers = calloc(gd->n_node + 1, sizeof *g->peers);
-    if (!g->peers) return zf_out_of_memory("RegisterGraph");
-    for (size_t i = 0; i < gd->n_node; i++) {
-        const Tensorflow__NodeDef *nd = gd->node[i];
-        if (strcmp(nd->op, "_Send") != 0 && strcmp(nd->op, "_HostSend") != 0) continue;
-        bool client = false;
-        const uint8_t *dev = NULL;
-        size_t len = 0;
-        zf_status_t s = zf_node_attr_bool_or(nd, "client_terminated", false, &client);
-        if (zf_ok(s)) s = zf_node_attr_string(nd, "recv_device", &dev, &len);
-        zf_status_clear(&s); /* the kernel reports a bad attr when the node is built */
-        if (client || !dev || len == 0 ||
-            (strlen(svc->device->name_str) == len && memcmp(dev, svc->device->name_str, len) == 0))
-            continue;
-        bool seen = false;
-        for (int k = 0; k < g->n_peers && !seen; k++)
-            seen = strlen(g->peers[k]) == len && memcmp(g->peers[k], dev, len) == 0;
-        if (seen) continue;
-        if (!(g->peers[g->n_peers] = strndup((const char *)dev, len)))
-            return zf_out_of_memory("RegisterGraph");
-        g->n_peers++;
+    bool client = false;
+    const uint8_t *dev = NULL;
+    size_t len = 0;
+    zf_status_t s = zf_node_attr_bool_or(nd, "client_terminated", false, &client);
+    if (zf_ok(s)) s = zf_node_attr_string(nd, "recv_device", &dev, &len);
+    zf_status_clear(&s); /* the kernel reports a bad attr when the node is built */
+    if (client || !dev || len == 0 ||
+        (strlen(svc->device->name_str) == len && memcmp(dev, svc->device->name_str, len) == 0))
+        return ZF_STATUS_OK;
+    for (int k = 0; k < g->n_peers; k++)
+        if (strlen(g->peers[k]) == len && memcmp(g->peers[k], dev, len) == 0) return ZF_STATUS_OK;
+    if (!(g->peers[g->n_peers] = strndup((const char *)dev, len)))
+        return zf_out_of_memory("RegisterGraph");
+    g->n_peers++;
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf__svc_check_peers(const Zflow__RegisterGraph *req)
+{
+    for (size_t i = 0; i < req->n_peers; i++) {
+        const Zflow__ExecutorInfo *e = req->peers[i];
+        if (!e || !e->device || !e->device->name || !*e->device->name)
+            return zf_invalid_argument("RegisterGraph peer %zu has no device name", i);
     }
     return ZF_STATUS_OK;
 }
 
-/* Waits for the endpoints of the devices the graph sends to, asking the
- * process (through peers_wanted) to look them up. */
-static zf_status_t s_wait_peers(zf_exec_service_t *svc, const zf__svc_graph_t *g)
+/* Takes each peer's incarnation from req->peers, and its endpoint when the
+ * scheduler sent one. */
+static zf_status_t s_graph_peer_incarnations(zf_exec_service_t *svc, zf__svc_graph_t *g,
+                                             const Zflow__RegisterGraph *req)
 {
-    for (int k = 0; k < g->n_peers; k++) {
-        if (zf_remote_wait_peer(svc->remote, g->peers[k], 0)) continue;
-        atomic_store(&svc->peers_wanted, true);
-        if (!zf_remote_wait_peer(svc->remote, g->peers[k], svc->peer_wait_ms))
-            return zf_status_new(ZF_UNAVAILABLE,
-                                 "no rendezvous endpoint is known for device %s, which this "
-                                 "partition sends to",
-                                 g->peers[k]);
+    g->peer_incarnation = calloc((size_t)g->n_peers + 1, sizeof *g->peer_incarnation);
+    if (!g->peer_incarnation) return zf_out_of_memory("RegisterGraph");
+    for (size_t i = 0; i < req->n_peers; i++) {
+        const Zflow__ExecutorInfo *e = req->peers[i];
+        for (int k = 0; k < g->n_peers; k++)
+            if (strcmp(g->peers[k], e->device->name) == 0)
+                g->peer_incarnation[k] = e->device->incarnation;
+        if (e->rendezvous_endpoint && *e->rendezvous_endpoint &&
+            strcmp(e->device->name, svc->device->name_str) != 0)
+            ZF_TRY(zf_remote_update_peer(svc->remote, e->device->name, e->rendezvous_endpoint,
+                                         e->device->incarnation, NULL));
     }
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf__svc_graph_peers(zf_exec_service_t *svc, zf__svc_graph_t *g,
+                                const Zflow__RegisterGraph *req)
+{
+    const Tensorflow__GraphDef *gd = req->graph;
+    g->peers = calloc(gd->n_node + 1, sizeof *g->peers);
+    if (!g->peers) return zf_out_of_memory("RegisterGraph");
+    for (size_t i = 0; i < gd->n_node; i++) {
+        const Tensorflow__NodeDef *nd = gd->node[i];
+        if (strcmp(nd->op, "_Send") == 0 || strcmp(nd->op, "_HostSend") == 0)
+            ZF_TRY(s_graph_add_peer(svc, g, nd));
+    }
+    return s_graph_peer_incarnations(svc, g, req);
+}
+
+static int64_t s_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until device's endpoint is known, of incarnation when that is not
+ * 0, asking the process (through peers_wanted) to look it up again every
+ * ZF_EXEC_SERVICE_PEER_ASK_MS: a listing may come from before the peer
+ * restarted. Gives up early when the step (rendezvous r) is aborted. */
+static zf_status_t s_wait_peer(zf_exec_service_t *svc, zf_rendezvous_t *r, const char *device,
+                               uint64_t incarnation)
+{
+    if (zf_remote_wait_peer_incarnation(svc->remote, device, incarnation, 0)) return ZF_STATUS_OK;
+    for (int64_t end = s_now_ms() + svc->peer_wait_ms;;) {
+        atomic_store(&svc->peers_wanted, true);
+        ZF_TRY(zf_rendezvous_status(r));
+        int64_t left = end - s_now_ms();
+        if (left <= 0) break;
+        int slice = left < ZF_EXEC_SERVICE_PEER_ASK_MS ? (int)left : ZF_EXEC_SERVICE_PEER_ASK_MS;
+        if (zf_remote_wait_peer_incarnation(svc->remote, device, incarnation, slice))
+            return ZF_STATUS_OK;
+    }
+    uint64_t have = zf_remote_peer_incarnation(svc->remote, device);
+    if (incarnation && zf_remote_wait_peer(svc->remote, device, 0))
+        return zf_status_new(ZF_UNAVAILABLE,
+                             "device %s, which this partition sends to, was placed as incarnation "
+                             "%016" PRIx64 ", but after %d ms the rendezvous endpoint known here "
+                             "is still that of incarnation %016" PRIx64,
+                             device, incarnation, svc->peer_wait_ms, have);
+    return zf_status_new(ZF_UNAVAILABLE,
+                         "no rendezvous endpoint is known for device %s, which this partition "
+                         "sends to",
+                         device);
+}
+
+/* Waits for the endpoints of the devices the graph sends to, of the
+ * incarnations it was placed for. */
+static zf_status_t s_wait_peers(zf_exec_service_t *svc, zf_rendezvous_t *r,
+                                const zf__svc_graph_t *g)
+{
+    for (int k = 0; k < g->n_peers; k++)
+        ZF_TRY(s_wait_peer(svc, r, g->peers[k], g->peer_incarnation[k]));
     return ZF_STATUS_OK;
 }
 
 static void s_step_start(void *arg)
 {
     zf__svc_step_t *st = arg;
-    zf_status_t s = s_wait_peers(st->svc, st->graph);
+    zf_status_t s = s_wait_peers(st->svc, st->r, st->graph);
     if (!zf_ok(s)) {
         s_step_done(s, st);
         return;

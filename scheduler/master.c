@@ -44,6 +44,7 @@ zf_status_t zf_master_new(const zf_master_transport_t *transport, const zf_maste
     m->register_timeout_ms =
         opts && opts->register_timeout_ms > 0 ? opts->register_timeout_ms : 30000;
     m->abort_grace_ms = opts && opts->abort_grace_ms > 0 ? opts->abort_grace_ms : 2000;
+    if (opts && opts->id_prefix) snprintf(m->id_prefix, sizeof m->id_prefix, "%s", opts->id_prefix);
     pthread_mutex_init(&m->mu, NULL);
     pthread_cond_init(&m->cv, NULL);
     m->next_request = 1;
@@ -83,6 +84,7 @@ void zf_master_destroy(zf_master_t **m_p)
     if (!m_p || !*m_p) return;
     zf_master_t *m = *m_p;
     *m_p = NULL;
+    zf__master_asteps_cancel(m);
     zf__master_jobs_free(m);
     pthread_mutex_lock(&m->mu);
     /* Devices first: with none left, dropping the plans tells no executor. */
@@ -425,9 +427,9 @@ zf_status_t zf_master_create_session(zf_master_t *m, const Zflow__CreateSession 
     *session = NULL;
     zf__master_session_t *s = NULL;
     ZF_TRY(s_session_new(req, &s));
-    char id[64];
+    char id[96];
     pthread_mutex_lock(&m->mu);
-    snprintf(id, sizeof id, "session-%" PRIu64 "-%08" PRIx64, ++m->next_session,
+    snprintf(id, sizeof id, "%ssession-%" PRIu64 "-%08" PRIx64, m->id_prefix, ++m->next_session,
              zf_device_new_incarnation() & 0xffffffffu);
     s->id = strdup(id);
     *session = strdup(id);
@@ -489,6 +491,11 @@ static zf_status_t s_handle_run(zf_master_t *m, const Zflow__Envelope *req, Zflo
 {
     Zflow__RunStepReply *r = NULL;
     zf_status_t st = zf_master_run_step(m, req->run_step, &r);
+    return zf__master_run_reply(r, st, rep);
+}
+
+zf_status_t zf__master_run_reply(Zflow__RunStepReply *r, zf_status_t st, Zflow__Envelope *rep)
+{
     if (!r) {
         r = malloc(sizeof *r);
         if (!r) {

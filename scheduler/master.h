@@ -61,6 +61,9 @@ typedef struct zf_master_options {
     /* After a step failed or timed out and the others were told to abort,
      * how long it waits for their replies before it ends anyway; 0: 2000. */
     int64_t abort_grace_ms;
+    /* Put before every session and job id (at most 23 bytes; NULL: none),
+     * so that a broker can tell which scheduler holds them. */
+    const char *id_prefix;
 } zf_master_options_t;
 
 /* A master with no devices and no sessions. transport is copied; its arg
@@ -71,7 +74,9 @@ zf_status_t zf_master_new(const zf_master_transport_t *transport, const zf_maste
                           zf_master_t **out);
 
 /* Frees every session and plan without telling executors. No call may be
- * in progress. NULL-safe, sets *m_p to NULL. */
+ * in progress; steps zf_master_start_step() started and still running end
+ * with CANCELLED, their callbacks firing here. NULL-safe, sets *m_p to
+ * NULL. */
 void zf_master_destroy(zf_master_t **m_p);
 
 /* ---- devices ------------------------------------------------------------- */
@@ -150,17 +155,60 @@ zf_status_t zf_master_handle(zf_master_t *m, const Zflow__Envelope *request,
 
 /* ---- one-shot jobs -------------------------------------------------------- */
 
-/* Creates job for req (borrowed; checked only): CreateSession, RunStep and
- * CloseSession in one. *job_id (caller frees) names it for
- * zf_master_job_wait(). Errors: INVALID_ARGUMENT for a job without a
- * session or a step; RESOURCE_EXHAUSTED. */
+/* Design note. A job is a session created for it, its step run `steps`
+ * times on that session (variables persist from run to run, as in a
+ * training loop), and the session closed; its fetches are the last run's.
+ * Its state goes QUEUED (zf_master_job_new) -> RUNNING (zf_master_job_run)
+ * -> DONE, and pollers see its progress. A DONE job's result waits for a
+ * waiter, within bounds, so that abandoned jobs cannot grow memory: at most
+ * `max_results` results wait (the oldest go first) and none longer than
+ * `max_age_ms` after its job ended; an id so dropped is NOT_FOUND, as an
+ * unknown one is. */
+
+/* Job states; the values are zflow.JobState's. */
+typedef enum zf_master_job_state {
+    ZF_MASTER_JOB_QUEUED = 1,
+    ZF_MASTER_JOB_RUNNING = 2,
+    ZF_MASTER_JOB_DONE = 3,
+} zf_master_job_state_t;
+
+typedef struct zf_master_job_progress {
+    zf_master_job_state_t state;
+    int64_t steps_done, steps_total;
+    int partitions_running; /* RunGraph calls of the current step not answered yet */
+    int partitions_total;   /* partitions of the job's plan; 0 before its first step */
+    int64_t elapsed_ms;     /* since it started running (0 while queued); frozen when done */
+} zf_master_job_progress_t;
+
+/* Default retention of results nobody collected. */
+#define ZF_MASTER_JOB_RESULTS_MAX   1024
+#define ZF_MASTER_JOB_RESULT_AGE_MS 600000
+
+/* Sets the retention of uncollected results (<= 0: the default). Results
+ * already over the new bounds go at the next job call or tick. */
+void zf_master_set_job_retention(zf_master_t *m, int max_results, int64_t max_age_ms);
+
+/* Creates job for req (borrowed; checked only): CreateSession, a RunStep
+ * of its init_targets when it has some, `steps` RunSteps and CloseSession
+ * in one. *job_id (caller frees) names it for
+ * zf_master_job_poll() and zf_master_job_wait(). Errors: INVALID_ARGUMENT
+ * for a job without a session or a step, or with negative steps;
+ * RESOURCE_EXHAUSTED. */
 zf_status_t zf_master_job_new(zf_master_t *m, const Zflow__SubmitJob *req, char **job_id);
 
 /* Runs job job_id of req (borrowed, the one given to zf_master_job_new):
- * creates its session, runs its step (the step's session field is
- * ignored), closes the session, and keeps the result for a waiter. Blocks
- * as zf_master_run_step() does. */
+ * creates its session, runs its init_targets (once, without feeds or
+ * fetches; a failure is prefixed "init targets"), then its step req->steps
+ * times (at least once; the step's session field is ignored; the first
+ * failure ends the job, prefixed "step K of N" when N > 1), closes the
+ * session, and keeps the result for a waiter. Blocks as
+ * zf_master_run_step() does, once per step. An id that is not a queued job
+ * is logged and ignored. */
 void zf_master_job_run(zf_master_t *m, const char *job_id, const Zflow__SubmitJob *req);
+
+/* The progress of job job_id into *out (zeroed on error). Does not collect
+ * the result. Errors: NOT_FOUND as zf_master_job_wait(). */
+zf_status_t zf_master_job_poll(zf_master_t *m, const char *job_id, zf_master_job_progress_t *out);
 
 /* Receives a job's RunStepReply (owned by the callback; its status carries
  * the job's error; NULL when no reply could be allocated). */
@@ -168,12 +216,48 @@ typedef void (*zf_master_job_fn)(void *arg, Zflow__RunStepReply *reply);
 
 /* Calls done with the job's result once it has finished — at once when it
  * has. Every waiter registered before the job finishes gets a copy; the
- * job is then forgotten. Destroying the master fires waiters still pending
- * with CANCELLED. Errors (done never fires): NOT_FOUND "job '<id>' not
- * found (unknown, or its result was already collected)";
+ * job is then forgotten. With timeout_ms > 0, a waiter whose job has not
+ * finished that long after the call gets, at the next
+ * zf_master_jobs_tick(), a reply with DEADLINE_EXCEEDED, and the job's
+ * result stays for a later waiter. Destroying the master fires waiters
+ * still pending with CANCELLED. Errors (done never fires): NOT_FOUND "job
+ * '<id>' not found: ..." for ids unknown, already collected or expired;
  * RESOURCE_EXHAUSTED. */
+zf_status_t zf_master_job_wait_for(zf_master_t *m, const char *job_id, int64_t timeout_ms,
+                                   zf_master_job_fn done, void *arg);
+
+/* zf_master_job_wait_for() without a timeout. */
 zf_status_t zf_master_job_wait(zf_master_t *m, const char *job_id, zf_master_job_fn done,
                                void *arg);
+
+/* Housekeeping, at most once per 50 ms however often it is called: answers
+ * waiters past their timeout and drops results past their age. A service
+ * calls it from its loop; the callbacks run on the calling thread, without
+ * the master's lock. */
+void zf_master_jobs_tick(zf_master_t *m);
+
+/* ---- steps without a thread --------------------------------------------- */
+
+/* Receives an asynchronous step's reply envelope (owned by the callback;
+ * NULL when none could be allocated). */
+typedef void (*zf_master_step_fn)(void *arg, Zflow__Envelope *reply);
+
+/* Starts the RunStep *request without blocking when its session has the
+ * plan for its signature cached (the common case of a session's steps
+ * after its first): RunGraph goes to every partition and *started is true;
+ * *request is taken over (set to NULL) and done(arg, reply) fires from a
+ * later zf_master_poll(). Otherwise nothing happens and *started is false
+ * (the caller runs the request with zf_master_handle(), which builds the
+ * plan or reports the error). Never blocks on executors. */
+void zf_master_start_step(zf_master_t *m, Zflow__Envelope **request, zf_master_step_fn done,
+                          void *arg, bool *started);
+
+/* Advances the steps zf_master_start_step() started: those that have ended
+ * (every reply in, or first error plus abort grace, or timeout) are
+ * finished and their callbacks fire, on the calling thread without the
+ * master's lock. Returns the ms until the next step deadline (-1: none).
+ * Call after delivering replies and at least when that time is up. */
+int64_t zf_master_poll(zf_master_t *m);
 
 /* Number of cached plans of session (-1 when unknown); tests, logs. */
 int zf_master_num_plans(zf_master_t *m, const char *session);

@@ -48,6 +48,10 @@ typedef struct zf__master_session {
     pthread_mutex_t build; /* one plan built at a time per session */
     int refs;              /* under m->mu */
     bool closed;
+    /* the latest step's calls while it runs, and its partition count (for
+     * job progress; master_step.c sets them), under m->mu */
+    const zf__master_call_t *step_calls;
+    int step_parts;
 } zf__master_session_t;
 
 struct zf_master {
@@ -64,6 +68,13 @@ struct zf_master {
     atomic_int_fast64_t next_step;
     zf_strmap_t *jobs; /* id -> zf__master_job_t *, under mu */
     uint64_t next_job;
+    /* master_job.c, under mu: finished jobs whose results wait, oldest
+     * first, and their retention (0: the defaults) */
+    struct zf__master_job *jobs_done_head, *jobs_done_tail;
+    int n_jobs_done, jobs_keep_max;
+    int64_t jobs_keep_ms, jobs_last_tick_ms;
+    char id_prefix[24];              /* before every session and job id */
+    struct zf__master_async *asteps; /* master_step.c: steps run without a thread, under mu */
 };
 
 /* ---- master.c ------------------------------------------------------------ */
@@ -91,6 +102,89 @@ void zf__master_session_unref(zf_master_t *m, zf__master_session_t *s);
 /* Absolute CLOCK_REALTIME deadline ms from now. */
 void zf__master_deadline(struct timespec *ts, int64_t ms);
 
+/* Makes rep (request_id set) the RunStepReply envelope for r (taken over
+ * by rep; NULL: a new one) with st (cleared) as its status when not OK.
+ * Errors: RESOURCE_EXHAUSTED (rep still owns what it holds). */
+zf_status_t zf__master_run_reply(Zflow__RunStepReply *r, zf_status_t st, Zflow__Envelope *rep);
+
+/* ---- master_names.c ------------------------------------------------------ */
+
+/* A RunStep's names: canonical ("x" -> "x:0") in the request's order, sorted
+ * unique copies, and the plan signature they make. */
+typedef struct zf__master_names {
+    char **feeds, **fetches; /* request order, canonical */
+    char **s_feeds, **s_fetches, **s_targets;
+    int n_feeds, n_fetches, ns_feeds, ns_fetches, ns_targets;
+    char *sig; /* "feeds\x1f" "fetches\x1f" "targets\x1f", each name followed by '\x1e' */
+} zf__master_names_t;
+
+/* Fills nm (zeroed by the caller; free with zf__master_names_free even on
+ * error) from req. INVALID_ARGUMENT naming the malformed, empty or repeated
+ * name, a feed without a tensor, or a step with nothing to fetch or run. */
+zf_status_t zf__master_names(const Zflow__RunStep *req, zf__master_names_t *nm);
+void zf__master_names_free(zf__master_names_t *nm);
+
+/* A sorted copy of v[0..n) without repeats (*out freed with
+ * zf__master_free_strv(*out, *n_out)); a repeat is INVALID_ARGUMENT naming
+ * it when unique. */
+zf_status_t zf__master_sorted(const char *what, char **v, int n, bool unique, char ***out,
+                              int *n_out);
+
+/* TensorFlow's feed check: the fed tensor has the graph's dtype. */
+zf_status_t zf__master_check_feed(const zf_graph_t *g, const char *name,
+                                  const Tensorflow__TensorProto *t);
+
+/* Frees v[0..n) and v; qsort/bsearch comparison of two char *. */
+void zf__master_free_strv(char **v, int n);
+int zf__master_cmp_str(const void *a, const void *b);
+
+/* ---- master_step.c: one step ------------------------------------------------ */
+
+/* A step in progress: its plan (a reference), id, one call per partition. */
+typedef struct zf__master_step {
+    zf_master_t *m;
+    zf__master_plan_t *p;
+    int64_t step_id;
+    int64_t timeout_ms;
+    zf__master_call_t *calls;
+    bool *seen;
+    zf_status_t first; /* the step's error: the first one seen */
+    int failed;        /* the partition that failed first; -1 for none */
+    bool aborted, restarted;
+} zf__master_step_t;
+
+/* Gives st (st->m set) a step id and sends RunGraph to every partition of
+ * plan p. RESOURCE_EXHAUSTED leaves st without calls. Under m->mu. */
+zf_status_t zf__master_step_begin(zf__master_step_t *st, zf__master_session_t *s,
+                                  zf__master_plan_t *p, const Zflow__RunStep *req,
+                                  const zf__master_names_t *nm, Zflow__RunStepReply *out);
+
+/* Looks at the replies that arrived since the last look; true when every
+ * partition has answered. The first error becomes st->first. Under m->mu. */
+bool zf__master_step_scan(zf__master_step_t *st);
+
+/* AbortStep with st->first to every partition but the failed one. Under
+ * m->mu. */
+void zf__master_step_abort_others(zf__master_step_t *st);
+
+/* CleanupGraph for the step on every partition's executor. Under m->mu. */
+void zf__master_step_cleanup(zf__master_step_t *st);
+
+/* Ends a step whose partitions have answered (or were given up on):
+ * CleanupGraph when cleanup, the fetches into out, the plan dropped when an
+ * executor failed or restarted, the calls freed. Returns the step's status.
+ * Under m->mu. */
+zf_status_t zf__master_step_end(zf__master_step_t *st, zf__master_session_t *s,
+                                const Zflow__RunStep *req, const zf__master_names_t *nm,
+                                Zflow__RunStepReply *out, bool cleanup);
+
+/* Takes and drops a reference to a plan (under m->mu). */
+void zf__master_plan_ref(zf__master_plan_t *p);
+void zf__master_plan_unref(zf__master_plan_t *p);
+
+/* A new empty RunStepReply. RESOURCE_EXHAUSTED. */
+zf_status_t zf__master_reply_new(Zflow__RunStepReply **out);
+
 /* ---- master_job.c -------------------------------------------------------- */
 
 /* Fires every pending waiter with CANCELLED and frees every job; for
@@ -98,6 +192,10 @@ void zf__master_deadline(struct timespec *ts, int64_t ms);
 void zf__master_jobs_free(zf_master_t *m);
 
 /* ---- master_step.c ------------------------------------------------------- */
+
+/* Ends every step zf_master_start_step() started with CANCELLED (their
+ * callbacks fire); for zf_master_destroy(), with m->mu not held. */
+void zf__master_asteps_cancel(zf_master_t *m);
 
 /* Removes plan from its session (under m->mu): subtracts its loads and
  * deregisters its graphs on the devices still alive; freed with its last

@@ -30,149 +30,6 @@ struct zf__master_plan {
     bool dropped;
 };
 
-/* ---- names ------------------------------------------------------------------- */
-
-static void s_free_names(char **v, int n)
-{
-    for (int i = 0; v && i < n; i++) free(v[i]);
-    free(v);
-}
-
-static int s_cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* "x" -> "x:0". INVALID_ARGUMENT naming what for a malformed name. */
-static zf_status_t s_canonical(const char *what, const char *name, char **out)
-{
-    *out = NULL;
-    const char *node = NULL;
-    size_t len = 0;
-    int port = 0;
-    zf_status_t st = zf_tensor_name_parse(name ? name : "", &node, &len, &port);
-    if (!zf_ok(st)) return zf_status_prefix(st, "%s '%s'", what, name ? name : "");
-    if (port < 0) return zf_invalid_argument("%s '%s' names a control input", what, name);
-    size_t cap = len + 16;
-    if (!(*out = malloc(cap))) return zf_out_of_memory("master");
-    snprintf(*out, cap, "%.*s:%d", (int)len, node, port);
-    return ZF_STATUS_OK;
-}
-
-/* The request's names: canonical in its order, and sorted unique copies. */
-typedef struct {
-    char **feeds, **fetches; /* request order, canonical */
-    char **s_feeds, **s_fetches, **s_targets;
-    int n_feeds, n_fetches, ns_feeds, ns_fetches, ns_targets;
-    char *sig;
-} s_names_t;
-
-static void s_names_free(s_names_t *nm)
-{
-    s_free_names(nm->feeds, nm->n_feeds);
-    s_free_names(nm->fetches, nm->n_fetches);
-    s_free_names(nm->s_feeds, nm->ns_feeds);
-    s_free_names(nm->s_fetches, nm->ns_fetches);
-    s_free_names(nm->s_targets, nm->ns_targets);
-    free(nm->sig);
-}
-
-/* Sorted copy of v[0..n) without repeats; a repeat is an error when
- * unique (feeds). */
-static zf_status_t s_sorted(const char *what, char **v, int n, bool unique, char ***out, int *n_out)
-{
-    *out = calloc((size_t)n + 1, sizeof **out);
-    *n_out = 0;
-    if (!*out) return zf_out_of_memory("master");
-    for (int i = 0; i < n; i++)
-        if (!((*out)[i] = strdup(v[i]))) return zf_out_of_memory("master");
-    *n_out = n;
-    qsort(*out, (size_t)n, sizeof **out, s_cmp_str);
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        if (k > 0 && strcmp((*out)[k - 1], (*out)[i]) == 0) {
-            zf_status_t st =
-                unique ? zf_invalid_argument("%s '%s' is given more than once", what, (*out)[i])
-                       : ZF_STATUS_OK;
-            free((*out)[i]);
-            (*out)[i] = NULL;
-            if (!zf_ok(st)) {
-                for (int j = i + 1; j < n; j++) free((*out)[j]);
-                *n_out = k;
-                return st;
-            }
-            continue;
-        }
-        (*out)[k++] = (*out)[i];
-    }
-    *n_out = k;
-    return ZF_STATUS_OK;
-}
-
-/* "feeds\x1f" "fetches\x1f" "targets\x1f", each name followed by '\x1e'. */
-static char *s_signature(const s_names_t *nm)
-{
-    char **lists[3] = {nm->s_feeds, nm->s_fetches, nm->s_targets};
-    int counts[3] = {nm->ns_feeds, nm->ns_fetches, nm->ns_targets};
-    size_t len = 4;
-    for (int l = 0; l < 3; l++)
-        for (int i = 0; i < counts[l]; i++) len += strlen(lists[l][i]) + 1;
-    char *sig = malloc(len), *p = sig;
-    if (!sig) return NULL;
-    for (int l = 0; l < 3; l++) {
-        for (int i = 0; i < counts[l]; i++) p += sprintf(p, "%s\x1e", lists[l][i]);
-        *p++ = '\x1f';
-    }
-    *p = '\0';
-    return sig;
-}
-
-static zf_status_t s_names(const Zflow__RunStep *req, s_names_t *nm)
-{
-    int nf = (int)req->n_feeds, nt = (int)req->n_fetches;
-    nm->feeds = calloc((size_t)nf + 1, sizeof *nm->feeds);
-    nm->fetches = calloc((size_t)nt + 1, sizeof *nm->fetches);
-    if (!nm->feeds || !nm->fetches) return zf_out_of_memory("master");
-    nm->n_feeds = nf;
-    nm->n_fetches = nt;
-    for (int i = 0; i < nf; i++) {
-        if (!req->feeds[i]) return zf_invalid_argument("feed %d is empty", i);
-        ZF_TRY(s_canonical("feed", req->feeds[i]->name, &nm->feeds[i]));
-        if (!req->feeds[i]->tensor)
-            return zf_invalid_argument("feed '%s' has no tensor", req->feeds[i]->name);
-    }
-    for (int i = 0; i < nt; i++) ZF_TRY(s_canonical("fetch", req->fetches[i], &nm->fetches[i]));
-    ZF_TRY(s_sorted("feed", nm->feeds, nf, true, &nm->s_feeds, &nm->ns_feeds));
-    ZF_TRY(s_sorted("fetch", nm->fetches, nt, false, &nm->s_fetches, &nm->ns_fetches));
-    for (size_t i = 0; i < req->n_targets; i++)
-        if (!req->targets[i] || !req->targets[i][0])
-            return zf_invalid_argument("target %zu is empty", i);
-    ZF_TRY(s_sorted("target", req->targets, (int)req->n_targets, false, &nm->s_targets,
-                    &nm->ns_targets));
-    if (nf + nt + (int)req->n_targets == 0)
-        return zf_invalid_argument("RunStep names no fetch and no target");
-    nm->sig = s_signature(nm);
-    return nm->sig ? ZF_STATUS_OK : zf_out_of_memory("master");
-}
-
-/* TensorFlow's feed check: the fed tensor has the graph's dtype. */
-static zf_status_t s_check_feed(const zf_graph_t *g, const char *name,
-                                const Tensorflow__TensorProto *t)
-{
-    const char *node = NULL;
-    size_t len = 0;
-    int port = 0;
-    ZF_TRY(zf_tensor_name_parse(name, &node, &len, &port));
-    int id = zf_graph_find_node_n(g, node, len);
-    zf_dtype_t want = ZF_INVALID;
-    if (id < 0) return ZF_STATUS_OK; /* the partitioner names it */
-    ZF_TRY(zf_graph_output_type(g, id, port, &want));
-    want = zf_dtype_base(want);
-    if ((int)want == (int)t->dtype) return ZF_STATUS_OK;
-    return zf_invalid_argument("Cannot feed value of dtype %s for Tensor '%s', which has dtype %s",
-                               zf_dtype_name((int)t->dtype), name, zf_dtype_name(want));
-}
-
 /* ---- plans ------------------------------------------------------------------- */
 
 static void s_plan_free(zf__master_plan_t *p)
@@ -184,12 +41,17 @@ static void s_plan_free(zf__master_plan_t *p)
     free(p->nodes);
     free(p->fetch_key);
     zf_partition_set_destroy(&p->set);
-    s_free_names(p->feeds, p->n_feeds);
-    s_free_names(p->fetches, p->n_fetches);
+    zf__master_free_strv(p->feeds, p->n_feeds);
+    zf__master_free_strv(p->fetches, p->n_fetches);
     free(p);
 }
 
-static void s_plan_unref(zf__master_plan_t *p)
+void zf__master_plan_ref(zf__master_plan_t *p)
+{
+    p->refs++;
+}
+
+void zf__master_plan_unref(zf__master_plan_t *p)
 {
     if (p && --p->refs == 0) s_plan_free(p);
 }
@@ -235,7 +97,7 @@ void zf__master_plan_drop(zf_master_t *m, zf__master_session_t *s, const char *s
     p->dropped = true;
     s_plan_load(m, p, -1);
     s_plan_deregister(m, p);
-    s_plan_unref(p);
+    zf__master_plan_unref(p);
 }
 
 void zf__master_drop_plans(zf_master_t *m, zf__master_session_t *s, const char *device)
@@ -263,8 +125,8 @@ void zf__master_drop_plans(zf_master_t *m, zf__master_session_t *s, const char *
 
 /* Places the session's graph on a snapshot of the live devices and
  * partitions it for the names' signature. */
-static zf_status_t s_plan_partition(zf_master_t *m, zf__master_session_t *s, const s_names_t *nm,
-                                    zf__master_plan_t *p)
+static zf_status_t s_plan_partition(zf_master_t *m, zf__master_session_t *s,
+                                    const zf__master_names_t *nm, zf__master_plan_t *p)
 {
     pthread_mutex_lock(&m->mu);
     int nd = m->n_devices;
@@ -339,22 +201,59 @@ static bool s_wait_all(zf_master_t *m, zf__master_call_t *calls, int n, const st
     }
 }
 
+/* The plan's executors as RegisterGraph.peers entries (borrowing names):
+ * each partition's RegisterGraph names the others' incarnations, so its
+ * executor waits for a restarted peer's new endpoint instead of sending to
+ * the old one. Caller frees *infos and *attrs. */
+static zf_status_t s_plan_peer_infos(const zf__master_plan_t *p, Zflow__ExecutorInfo **infos,
+                                     Tensorflow__DeviceAttributes **attrs)
+{
+    int n = p->set->n_parts;
+    *infos = calloc((size_t)n + 1, sizeof **infos);
+    *attrs = calloc((size_t)n + 1, sizeof **attrs);
+    if (!*infos || !*attrs) return zf_out_of_memory("master");
+    for (int j = 0; j < n; j++) {
+        tensorflow__device_attributes__init(&(*attrs)[j]);
+        (*attrs)[j].name = (char *)p->set->parts[j].device;
+        (*attrs)[j].incarnation = p->incarnation[j];
+        zflow__executor_info__init(&(*infos)[j]);
+        (*infos)[j].device = &(*attrs)[j];
+    }
+    return ZF_STATUS_OK;
+}
+
 /* Registers every partition with its executor. Under m->mu. */
 static zf_status_t s_plan_register(zf_master_t *m, zf__master_session_t *s, zf__master_plan_t *p)
 {
     int n = p->set->n_parts;
     zf__master_call_t *calls = calloc((size_t)n + 1, sizeof *calls);
-    if (!calls) return zf_out_of_memory("master");
+    Zflow__ExecutorInfo *infos = NULL, **peers = calloc((size_t)n + 1, sizeof *peers);
+    Tensorflow__DeviceAttributes *attrs = NULL;
+    zf_status_t pst =
+        calls && peers ? s_plan_peer_infos(p, &infos, &attrs) : zf_out_of_memory("master");
+    if (!zf_ok(pst)) {
+        free(calls);
+        free(peers);
+        free(infos);
+        free(attrs);
+        return pst;
+    }
     for (int i = 0; i < n; i++) {
         Zflow__RegisterGraph rg = ZFLOW__REGISTER_GRAPH__INIT;
         rg.session = s->id;
         rg.graph = p->set->parts[i].graph;
         rg.incarnation = p->incarnation[i];
+        for (int j = 0; j < n; j++)
+            if (j != i) peers[rg.n_peers++] = &infos[j];
+        rg.peers = peers;
         Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
         env.body_case = ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH;
         env.register_graph = &rg;
         zf__master_call_start(m, &calls[i], p->set->parts[i].device, p->incarnation[i], &env);
     }
+    free(peers); /* packed and sent */
+    free(infos);
+    free(attrs);
     struct timespec dl;
     zf__master_deadline(&dl, m->register_timeout_ms);
     (void)s_wait_all(m, calls, n, &dl); /* stragglers count as timed out below */
@@ -398,15 +297,17 @@ static zf_status_t s_plan_fetch_keys(zf__master_plan_t *p)
 
 /* Builds, registers and caches the plan for nm's signature. Holds
  * s->build, not m->mu. */
-static zf_status_t s_plan_build(zf_master_t *m, zf__master_session_t *s, s_names_t *nm,
+static zf_status_t s_plan_build(zf_master_t *m, zf__master_session_t *s, zf__master_names_t *nm,
                                 zf__master_plan_t **out)
 {
     zf__master_plan_t *p = calloc(1, sizeof *p);
     if (!p) return zf_out_of_memory("master");
     p->refs = 1;
-    zf_status_t st = s_sorted("feed", nm->s_feeds, nm->ns_feeds, true, &p->feeds, &p->n_feeds);
+    zf_status_t st =
+        zf__master_sorted("feed", nm->s_feeds, nm->ns_feeds, true, &p->feeds, &p->n_feeds);
     if (zf_ok(st))
-        st = s_sorted("fetch", nm->s_fetches, nm->ns_fetches, false, &p->fetches, &p->n_fetches);
+        st = zf__master_sorted("fetch", nm->s_fetches, nm->ns_fetches, false, &p->fetches,
+                               &p->n_fetches);
     if (zf_ok(st)) st = s_plan_partition(m, s, nm, p);
     if (zf_ok(st)) st = s_plan_fetch_keys(p);
     int n = zf_ok(st) ? p->set->n_parts : 0;
@@ -439,7 +340,7 @@ static zf_status_t s_plan_build(zf_master_t *m, zf__master_session_t *s, s_names
 
 /* The cached plan for nm's signature (built on first use); the caller owns
  * a reference. */
-static zf_status_t s_plan_get(zf_master_t *m, zf__master_session_t *s, s_names_t *nm,
+static zf_status_t s_plan_get(zf_master_t *m, zf__master_session_t *s, zf__master_names_t *nm,
                               zf__master_plan_t **out)
 {
     *out = NULL;
@@ -458,20 +359,9 @@ static zf_status_t s_plan_get(zf_master_t *m, zf__master_session_t *s, s_names_t
 
 /* ---- steps ------------------------------------------------------------------- */
 
-typedef struct {
-    zf_master_t *m;
-    zf__master_plan_t *p;
-    int64_t step_id;
-    int64_t timeout_ms;
-    zf__master_call_t *calls;
-    bool *seen;
-    zf_status_t first; /* the step's error: the first one seen */
-    int failed;        /* the partition that failed first; -1 for none */
-    bool aborted, restarted;
-} s_step_t;
-
 /* RunGraph to partition i with the feeds it receives. Under m->mu. */
-static zf_status_t s_start_part(s_step_t *st, int i, const Zflow__RunStep *req, const s_names_t *nm)
+static zf_status_t s_start_part(zf__master_step_t *st, int i, const Zflow__RunStep *req,
+                                const zf__master_names_t *nm)
 {
     const zf_partition_t *part = &st->p->set->parts[i];
     Zflow__NamedTensor *feeds = calloc((size_t)part->n_feeds + 1, sizeof *feeds);
@@ -511,7 +401,7 @@ static zf_status_t s_start_part(s_step_t *st, int i, const Zflow__RunStep *req, 
 }
 
 /* AbortStep with the step's error to every partition but the failed one. */
-static void s_abort_others(s_step_t *st)
+void zf__master_step_abort_others(zf__master_step_t *st)
 {
     Zflow__Status *cause = NULL;
     zf_status_t e = zf_status_to_proto(&st->first, &cause);
@@ -532,7 +422,7 @@ static void s_abort_others(s_step_t *st)
 
 /* Looks at the replies that arrived since the last look. Under m->mu.
  * Returns true when every partition has answered. */
-static bool s_scan(s_step_t *st)
+bool zf__master_step_scan(zf__master_step_t *st)
 {
     bool all = true;
     for (int i = 0; i < st->p->set->n_parts; i++) {
@@ -557,13 +447,13 @@ static bool s_scan(s_step_t *st)
 /* Waits for the partitions: the first error aborts the others; the
  * deadline aborts them all; stragglers are given abort_grace_ms. Under
  * m->mu. */
-static void s_wait_step(s_step_t *st)
+static void s_wait_step(zf__master_step_t *st)
 {
     struct timespec deadline, grace;
     if (st->timeout_ms > 0) zf__master_deadline(&deadline, st->timeout_ms);
-    while (!s_scan(st)) {
+    while (!zf__master_step_scan(st)) {
         if (!zf_ok(st->first) && !st->aborted) {
-            s_abort_others(st);
+            zf__master_step_abort_others(st);
             zf__master_deadline(&grace, st->m->abort_grace_ms);
         }
         int rc = 0;
@@ -583,7 +473,7 @@ static void s_wait_step(s_step_t *st)
 }
 
 /* CleanupGraph for the step on every partition's executor. Under m->mu. */
-static void s_cleanup(s_step_t *st)
+void zf__master_step_cleanup(zf__master_step_t *st)
 {
     for (int i = 0; i < st->p->set->n_parts; i++) {
         Zflow__CleanupGraph cg = ZFLOW__CLEANUP_GRAPH__INIT;
@@ -608,7 +498,7 @@ static zf_status_t s_copy_tensor(const Tensorflow__TensorProto *t, Tensorflow__T
 }
 
 /* The tensor some partition returned under key, or NULL. */
-static const Tensorflow__TensorProto *s_find_fetch(const s_step_t *st, const char *key)
+static const Tensorflow__TensorProto *s_find_fetch(const zf__master_step_t *st, const char *key)
 {
     for (int i = 0; i < st->p->set->n_parts; i++) {
         const Zflow__Envelope *env = st->calls[i].reply;
@@ -622,14 +512,14 @@ static const Tensorflow__TensorProto *s_find_fetch(const s_step_t *st, const cha
 }
 
 /* The reply's fetches, in the request's order and names. */
-static zf_status_t s_collect(const s_step_t *st, const Zflow__RunStep *req, const s_names_t *nm,
-                             Zflow__RunStepReply *out)
+static zf_status_t s_collect(const zf__master_step_t *st, const Zflow__RunStep *req,
+                             const zf__master_names_t *nm, Zflow__RunStepReply *out)
 {
     out->fetches = calloc((size_t)nm->n_fetches + 1, sizeof *out->fetches);
     if (!out->fetches) return zf_out_of_memory("master");
     for (int j = 0; j < nm->n_fetches; j++) {
         char **hit = bsearch(&nm->fetches[j], st->p->fetches, (size_t)st->p->n_fetches,
-                             sizeof(char *), s_cmp_str);
+                             sizeof(char *), zf__master_cmp_str);
         const char *key = hit ? st->p->fetch_key[hit - st->p->fetches] : "";
         const Tensorflow__TensorProto *t = s_find_fetch(st, key);
         if (!t) return zf_internal("no executor returned fetch '%s' (key %s)", nm->fetches[j], key);
@@ -643,43 +533,75 @@ static zf_status_t s_collect(const s_step_t *st, const Zflow__RunStep *req, cons
     return ZF_STATUS_OK;
 }
 
-/* Runs one step of plan p; on success fills out's fetches. */
-static zf_status_t s_step(zf_master_t *m, zf__master_session_t *s, zf__master_plan_t *p,
-                          const Zflow__RunStep *req, const s_names_t *nm, Zflow__RunStepReply *out)
+/* Gives st a step id and sends RunGraph to every partition of plan p.
+ * Under m->mu. */
+zf_status_t zf__master_step_begin(zf__master_step_t *st, zf__master_session_t *s,
+                                  zf__master_plan_t *p, const Zflow__RunStep *req,
+                                  const zf__master_names_t *nm, Zflow__RunStepReply *out)
 {
     int n = p->set->n_parts;
-    s_step_t st = {.m = m, .p = p, .failed = -1};
-    st.step_id = atomic_fetch_add(&m->next_step, 1);
-    st.timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : s->timeout_ms;
-    st.calls = calloc((size_t)n + 1, sizeof *st.calls);
-    st.seen = calloc((size_t)n + 1, sizeof *st.seen);
-    if (!st.calls || !st.seen) {
-        free(st.calls);
-        free(st.seen);
+    zf_master_t *m = st->m;
+    *st = (zf__master_step_t){.m = m, .p = p, .failed = -1};
+    st->step_id = atomic_fetch_add(&st->m->next_step, 1);
+    st->timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : s->timeout_ms;
+    st->calls = calloc((size_t)n + 1, sizeof *st->calls);
+    st->seen = calloc((size_t)n + 1, sizeof *st->seen);
+    if (!st->calls || !st->seen) {
+        free(st->calls);
+        free(st->seen);
         return zf_out_of_memory("master");
     }
-    out->step_id = st.step_id;
-    pthread_mutex_lock(&m->mu);
+    out->step_id = st->step_id;
     for (int i = 0; i < n; i++) {
-        zf_status_t e = s_start_part(&st, i, req, nm);
+        zf_status_t e = s_start_part(st, i, req, nm);
         if (!zf_ok(e)) { /* out of memory: fail this partition, abort the rest */
-            st.calls[i] = (zf__master_call_t){.done = true, .status = e};
-            snprintf(st.calls[i].device, sizeof st.calls[i].device, "%s", p->set->parts[i].device);
+            st->calls[i] = (zf__master_call_t){.done = true, .status = e};
+            snprintf(st->calls[i].device, sizeof st->calls[i].device, "%s",
+                     p->set->parts[i].device);
         }
     }
-    s_wait_step(&st);
-    s_cleanup(&st);
-    zf_status_t res = st.first;
-    if (zf_ok(res)) res = s_collect(&st, req, nm, out);
-    if (st.restarted || res.code == ZF_UNAVAILABLE) zf__master_plan_drop(m, s, nm->sig, p);
-    for (int i = 0; i < n; i++) zf__master_call_finish(m, &st.calls[i]);
-    pthread_mutex_unlock(&m->mu);
-    free(st.calls);
-    free(st.seen);
+    return ZF_STATUS_OK;
+}
+
+/* Ends a step whose partitions have answered (or were given up on):
+ * cleanup everywhere, the fetches into out, the plan dropped when an
+ * executor failed or restarted. Returns the step's status. Under m->mu. */
+zf_status_t zf__master_step_end(zf__master_step_t *st, zf__master_session_t *s,
+                                const Zflow__RunStep *req, const zf__master_names_t *nm,
+                                Zflow__RunStepReply *out, bool cleanup)
+{
+    if (cleanup) zf__master_step_cleanup(st);
+    zf_status_t res = st->first;
+    if (zf_ok(res)) res = s_collect(st, req, nm, out);
+    if (st->restarted || res.code == ZF_UNAVAILABLE) zf__master_plan_drop(st->m, s, nm->sig, st->p);
+    for (int i = 0; i < st->p->set->n_parts; i++) zf__master_call_finish(st->m, &st->calls[i]);
+    free(st->calls);
+    free(st->seen);
+    st->calls = NULL;
+    st->seen = NULL;
     return res;
 }
 
-static zf_status_t s_reply_new(Zflow__RunStepReply **out)
+/* Runs one step of plan p; on success fills out's fetches. */
+static zf_status_t s_step(zf_master_t *m, zf__master_session_t *s, zf__master_plan_t *p,
+                          const Zflow__RunStep *req, const zf__master_names_t *nm,
+                          Zflow__RunStepReply *out)
+{
+    zf__master_step_t st = {.m = m};
+    pthread_mutex_lock(&m->mu);
+    zf_status_t res = zf__master_step_begin(&st, s, p, req, nm, out);
+    if (zf_ok(res)) {
+        s->step_calls = st.calls; /* progress for zf_master_job_poll() */
+        s->step_parts = p->set->n_parts;
+        s_wait_step(&st);
+        if (s->step_calls == st.calls) s->step_calls = NULL;
+        res = zf__master_step_end(&st, s, req, nm, out, true);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return res;
+}
+
+zf_status_t zf__master_reply_new(Zflow__RunStepReply **out)
 {
     *out = malloc(sizeof **out);
     if (!*out) return zf_out_of_memory("master");
@@ -700,14 +622,14 @@ zf_status_t zf_master_run_step(zf_master_t *m, const Zflow__RunStep *req, Zflow_
     }
     pthread_mutex_unlock(&m->mu);
     if (!s) return zf_not_found("session '%s' not found", req->session ? req->session : "");
-    s_names_t nm = {0};
+    zf__master_names_t nm = {0};
     zf__master_plan_t *p = NULL;
-    zf_status_t st = s_names(req, &nm);
+    zf_status_t st = zf__master_names(req, &nm);
     for (int i = 0; zf_ok(st) && i < nm.n_feeds; i++)
-        st = s_check_feed(s->graph, nm.feeds[i], req->feeds[i]->tensor);
+        st = zf__master_check_feed(s->graph, nm.feeds[i], req->feeds[i]->tensor);
     if (zf_ok(st)) st = s_plan_get(m, s, &nm, &p);
     Zflow__RunStepReply *r = NULL;
-    if (zf_ok(st)) st = s_reply_new(&r);
+    if (zf_ok(st)) st = zf__master_reply_new(&r);
     if (zf_ok(st)) st = s_step(m, s, p, req, &nm, r);
     if (zf_ok(st)) {
         zf_status_t ok = ZF_STATUS_OK;
@@ -718,9 +640,9 @@ zf_status_t zf_master_run_step(zf_master_t *m, const Zflow__RunStep *req, Zflow_
         r = NULL;
     }
     *out = r;
-    s_names_free(&nm);
+    zf__master_names_free(&nm);
     pthread_mutex_lock(&m->mu);
-    s_plan_unref(p);
+    zf__master_plan_unref(p);
     zf__master_session_unref(m, s);
     pthread_mutex_unlock(&m->mu);
     return st;

@@ -35,6 +35,9 @@ struct zf_sched_rpc {
     int wake[2]; /* pipe: send() -> I/O thread */
     pthread_t thread;
     bool started;
+    bool polled;     /* no thread: the caller of zf_sched_rpc_serve() owns the sockets */
+    pthread_t owner; /* that caller, once it has polled */
+    atomic_bool owned;
     atomic_bool stop;
     pthread_mutex_t mu; /* guards the queue */
     s_out_t *head, *tail;
@@ -155,11 +158,32 @@ static void *s_loop(void *arg)
     return NULL;
 }
 
+/* Sends env at once: the caller owns the sockets. An error means nothing
+ * left (no reply will come). */
+static zf_status_t s_send_now(zf_sched_rpc_t *rpc, const char *endpoint, const Zflow__Envelope *env)
+{
+    zf_status_t st = ZF_STATUS_OK;
+    zf_socket_t *s = s_socket(rpc, endpoint, &st);
+    if (!s) return zf_status_prefix(st, "cannot send to %s", endpoint);
+    st = zf_envelope_send(s, NULL, env);
+    if (st.code == ZF_DEADLINE_EXCEEDED) { /* its queue is full */
+        zf_status_clear(&st);
+        st = zf_status_new(ZF_UNAVAILABLE, "cannot send to %s: its queue is full", endpoint);
+    }
+    return st;
+}
+
 static zf_status_t s_transport_send(void *arg, const char *device, const char *endpoint,
                                     const Zflow__Envelope *env)
 {
     (void)device;
     zf_sched_rpc_t *rpc = arg;
+    if (rpc->polled && atomic_load(&rpc->owned) && pthread_equal(pthread_self(), rpc->owner)) {
+        Zflow__Envelope head = *env;
+        if (head.version == ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_UNSPECIFIED)
+            head.version = ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
+        return s_send_now(rpc, endpoint, &head);
+    }
     s_out_t *o = calloc(1, sizeof *o);
     if (!o) return zf_out_of_memory("rpc");
     Zflow__Envelope head = *env; /* a shallow copy: a version left at 0 goes out as 1 */
@@ -187,8 +211,8 @@ static zf_status_t s_transport_send(void *arg, const char *device, const char *e
     return ZF_STATUS_OK;
 }
 
-zf_status_t zf_sched_rpc_new(zf_zctx_t *ctx, zf_sched_rpc_reply_fn on_reply, void *arg,
-                             zf_sched_rpc_t **out)
+static zf_status_t s_new(zf_zctx_t *ctx, zf_sched_rpc_reply_fn on_reply, void *arg, bool polled,
+                         zf_sched_rpc_t **out)
 {
     *out = NULL;
     zf_sched_rpc_t *rpc = calloc(1, sizeof *rpc);
@@ -205,7 +229,8 @@ zf_status_t zf_sched_rpc_new(zf_zctx_t *ctx, zf_sched_rpc_reply_fn on_reply, voi
     for (int i = 0; zf_ok(st) && i < 2; i++)
         if (fcntl(rpc->wake[i], F_SETFL, O_NONBLOCK) != 0)
             st = zf_internal("rpc: fcntl: %s", strerror(errno));
-    if (zf_ok(st)) {
+    rpc->polled = polled;
+    if (zf_ok(st) && !polled) {
         int rc = pthread_create(&rpc->thread, NULL, s_loop, rpc);
         rpc->started = rc == 0;
         if (rc != 0) st = zf_internal("rpc: cannot start its thread: %s", strerror(rc));
@@ -216,6 +241,38 @@ zf_status_t zf_sched_rpc_new(zf_zctx_t *ctx, zf_sched_rpc_reply_fn on_reply, voi
     }
     *out = rpc;
     return ZF_STATUS_OK;
+}
+
+zf_status_t zf_sched_rpc_new(zf_zctx_t *ctx, zf_sched_rpc_reply_fn on_reply, void *arg,
+                             zf_sched_rpc_t **out)
+{
+    return s_new(ctx, on_reply, arg, false, out);
+}
+
+zf_status_t zf_sched_rpc_new_polled(zf_zctx_t *ctx, zf_sched_rpc_reply_fn on_reply, void *arg,
+                                    zf_sched_rpc_t **out)
+{
+    return s_new(ctx, on_reply, arg, true, out);
+}
+
+int zf_sched_rpc_items(zf_sched_rpc_t *rpc, zmq_pollitem_t *items, int max)
+{
+    if (!atomic_load(&rpc->owned)) {
+        rpc->owner = pthread_self();
+        atomic_store(&rpc->owned, true);
+    }
+    int n = 0;
+    if (n < max) items[n++] = (zmq_pollitem_t){NULL, rpc->wake[0], ZMQ_POLLIN, 0};
+    for (int i = 0; i < rpc->n_socks && n < max; i++)
+        items[n++] = (zmq_pollitem_t){zf_socket_handle(rpc->socks[i]), 0, ZMQ_POLLIN, 0};
+    return n;
+}
+
+void zf_sched_rpc_serve(zf_sched_rpc_t *rpc, const zmq_pollitem_t *items, int n)
+{
+    for (int i = 1; i < n && i - 1 < rpc->n_socks; i++)
+        if (items[i].revents & ZMQ_POLLIN) s_read(rpc, rpc->socks[i - 1]);
+    if (n > 0 && (items[0].revents & ZMQ_POLLIN)) s_flush(rpc);
 }
 
 void zf_sched_rpc_destroy(zf_sched_rpc_t **rpc_p)

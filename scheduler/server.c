@@ -2,7 +2,9 @@
  * client requests on the master, and the reply queue (scheduler/server.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,16 +14,20 @@
 
 #include "common/log.h"
 #include "common/transport.h"
+#include "executor/device.h"
 #include "executor/thread_pool.h"
 #include "scheduler/master.h"
 #include "scheduler/rpc.h"
 #include "scheduler/server.h"
 
-#define S_LOG     "scheduler"
-#define S_POLL_MS 100
+#define S_LOG       "scheduler"
+#define S_POLL_MS   100
+#define S_LISTEN    "tcp://127.0.0.1:*" /* the client ROUTER's default */
+#define S_MAX_ITEMS (4 + 1 + 1024)      /* own sockets and pipe, rpc's pipe and executors */
 
 /* A reply waiting for the broker socket's thread. */
 typedef struct s_reply {
+    bool direct; /* to a client's direct request: leaves by the client ROUTER */
     zf_route_t route;
     Zflow__Envelope *env;
     struct s_reply *next;
@@ -31,9 +37,12 @@ struct zf_sched_server {
     char *broker_endpoint;
     zf_zctx_t *ctx;
     zf_socket_t *broker;
-    zf_socket_t *monitor; /* PAIR receiving the broker socket's connect events */
-    int connects;         /* connections made to the broker so far */
-    uint64_t register_id; /* the last RegisterScheduler's request id */
+    zf_socket_t *monitor;  /* PAIR receiving the broker socket's connect events */
+    zf_socket_t *clients;  /* ROUTER for clients' direct requests */
+    char *client_endpoint; /* where clients reach it, advertised */
+    char sched_id[12];     /* prefixes its session and job ids */
+    int connects;          /* connections made to the broker so far */
+    uint64_t register_id;  /* the last RegisterScheduler's request id */
     zf_sched_rpc_t *rpc;
     zf_master_t *master;
     zf_thread_pool_t *pool;
@@ -43,13 +52,17 @@ struct zf_sched_server {
     zf_status_t register_status; /* the broker's refusal */
     pthread_mutex_t mu;          /* guards the reply queue */
     s_reply_t *head, *tail;
+    int64_t step_wake_ms; /* when the master's steps need a look next; -1: on replies */
+    zmq_pollitem_t items[S_MAX_ITEMS];
 };
 
 /* A client request on its way to a worker. */
 typedef struct {
     zf_sched_server_t *srv;
+    bool direct;
     zf_route_t route;
     Zflow__Envelope *env;
+    uint64_t request_id; /* for a step run without a worker */
 } s_job_t;
 
 static void s_on_executor_reply(void *arg, Zflow__Envelope **reply)
@@ -60,7 +73,10 @@ static void s_on_executor_reply(void *arg, Zflow__Envelope **reply)
 
 /* ---- replies ----------------------------------------------------------------- */
 
-static void s_queue_reply(zf_sched_server_t *srv, const zf_route_t *route, Zflow__Envelope *env)
+/* Queues env (taken over) for the client at route, through the broker or,
+ * when direct, through the client ROUTER. */
+static void s_queue_reply_to(zf_sched_server_t *srv, bool direct, const zf_route_t *route,
+                             Zflow__Envelope *env)
 {
     s_reply_t *r = calloc(1, sizeof *r);
     if (!r) {
@@ -69,6 +85,7 @@ static void s_queue_reply(zf_sched_server_t *srv, const zf_route_t *route, Zflow
         zflow__envelope__free_unpacked(env, NULL);
         return;
     }
+    r->direct = direct;
     r->route = *route;
     r->env = env;
     pthread_mutex_lock(&srv->mu);
@@ -80,6 +97,11 @@ static void s_queue_reply(zf_sched_server_t *srv, const zf_route_t *route, Zflow
     pthread_mutex_unlock(&srv->mu);
     if (write(srv->wake[1], "", 1) < 0 && errno != EAGAIN)
         zf_log_warn(S_LOG, "cannot wake the broker thread: %s", strerror(errno));
+}
+
+static void s_queue_reply(zf_sched_server_t *srv, const zf_route_t *route, Zflow__Envelope *env)
+{
+    s_queue_reply_to(srv, false, route, env);
 }
 
 /* Sends the queued replies to the broker. */
@@ -94,9 +116,12 @@ static void s_flush_replies(zf_sched_server_t *srv)
     pthread_mutex_unlock(&srv->mu);
     while (r) {
         s_reply_t *next = r->next;
-        zf_status_t st = zf_envelope_send(srv->broker, &r->route, r->env);
+        zf_socket_t *sock = r->direct ? srv->clients : srv->broker;
+        zf_status_t st =
+            sock ? zf_envelope_send(sock, &r->route, r->env) : zf_internal("the socket is closed");
         if (!zf_ok(st))
-            zf_log_warn(S_LOG, "cannot send a reply to the broker: %s", zf_status_msg(&st));
+            zf_log_warn(S_LOG, "cannot send a reply to %s: %s",
+                        r->direct ? "a client" : "the broker", zf_status_msg(&st));
         zf_status_clear(&st);
         zflow__envelope__free_unpacked(r->env, NULL);
         free(r);
@@ -168,6 +193,18 @@ static void s_on_job_done(void *arg, Zflow__RunStepReply *reply)
     free(w);
 }
 
+/* A new session's reply names this scheduler's client endpoint, so that
+ * the client sends the session's steps straight here. */
+static void s_advertise(zf_sched_server_t *srv, Zflow__Envelope *rep)
+{
+    if (rep->body_case != ZFLOW__ENVELOPE__BODY_CREATE_SESSION_REPLY || !srv->client_endpoint)
+        return;
+    Zflow__CreateSessionReply *r = rep->create_session_reply;
+    if (r->scheduler_endpoint && r->scheduler_endpoint != protobuf_c_empty_string)
+        free(r->scheduler_endpoint);
+    r->scheduler_endpoint = strdup(srv->client_endpoint); /* NULL: the client uses the broker */
+}
+
 static void s_work(void *arg)
 {
     s_job_t *job = arg;
@@ -184,27 +221,70 @@ static void s_work(void *arg)
         zf_status_clear(&e);
     }
     zf_status_clear(&st);
-    if (rep) s_queue_reply(job->srv, &job->route, rep);
+    if (rep) s_advertise(job->srv, rep);
+    if (rep) s_queue_reply_to(job->srv, job->direct, &job->route, rep);
     zflow__envelope__free_unpacked(job->env, NULL);
     free(job);
+}
+
+static void s_answer_on(zf_socket_t *sock, const zf_route_t *route, uint64_t request_id,
+                        zf_status_t st)
+{
+    zf_status_t e = zf_envelope_send_status(sock, route, request_id, &st);
+    if (!zf_ok(e)) zf_log_warn(S_LOG, "cannot answer a request: %s", zf_status_msg(&e));
+    zf_status_clear(&e);
+    zf_status_clear(&st);
 }
 
 static void s_answer(zf_sched_server_t *srv, const zf_route_t *route, uint64_t request_id,
                      zf_status_t st)
 {
-    zf_status_t e = zf_envelope_send_status(srv->broker, route, request_id, &st);
-    if (!zf_ok(e)) zf_log_warn(S_LOG, "cannot answer the broker: %s", zf_status_msg(&e));
-    zf_status_clear(&e);
-    zf_status_clear(&st);
+    s_answer_on(srv->broker, route, request_id, st);
 }
 
-/* Hands a client request (taken over) to a worker. */
-static void s_submit(zf_sched_server_t *srv, const zf_route_t *route, Zflow__Envelope **env_p)
+/* An asynchronous step ended, on this thread, which owns the sockets: its
+ * reply leaves at once. */
+static void s_on_step_done(void *arg, Zflow__Envelope *reply)
 {
+    s_job_t *job = arg;
+    zf_sched_server_t *srv = job->srv;
+    if (!reply) {
+        zf_status_t st = zf_out_of_memory("scheduler: step reply");
+        zf_status_t e = zf_envelope_status_reply(job->request_id, &st, &reply);
+        zf_status_clear(&e);
+        zf_status_clear(&st);
+    }
+    zf_socket_t *sock = job->direct ? srv->clients : srv->broker;
+    zf_status_t st = reply ? zf_envelope_send(sock, &job->route, reply) : ZF_STATUS_OK;
+    if (!zf_ok(st))
+        zf_log_warn(S_LOG, "cannot send a step's reply to %s: %s",
+                    job->direct ? "a client" : "the broker", zf_status_msg(&st));
+    zf_status_clear(&st);
+    if (reply) zflow__envelope__free_unpacked(reply, NULL);
+    free(job);
+}
+
+/* Hands a client request (taken over) to a worker; its reply leaves by the
+ * socket it came in on. A RunStep whose plan is cached runs here instead,
+ * without a worker: the master sends its RunGraphs at once and its reply
+ * leaves when the executors' replies are in (zf_master_poll). */
+static void s_submit_from(zf_sched_server_t *srv, bool direct, const zf_route_t *route,
+                          Zflow__Envelope **env_p)
+{
+    if ((*env_p)->body_case == ZFLOW__ENVELOPE__BODY_RUN_STEP) {
+        s_job_t *step = malloc(sizeof *step);
+        bool started = false;
+        if (step) {
+            *step = (s_job_t){srv, direct, *route, NULL, (*env_p)->request_id};
+            zf_master_start_step(srv->master, env_p, s_on_step_done, step, &started);
+        }
+        if (started) return;
+        free(step);
+    }
     s_job_t *job = calloc(1, sizeof *job);
     zf_status_t st = job ? ZF_STATUS_OK : zf_out_of_memory("scheduler");
     if (zf_ok(st)) {
-        *job = (s_job_t){srv, *route, *env_p};
+        *job = (s_job_t){srv, direct, *route, *env_p, 0};
         st = zf_thread_pool_submit(srv->pool, s_work, job);
     }
     if (zf_ok(st)) {
@@ -212,7 +292,12 @@ static void s_submit(zf_sched_server_t *srv, const zf_route_t *route, Zflow__Env
         return;
     }
     free(job);
-    s_answer(srv, route, (*env_p)->request_id, st);
+    s_answer_on(direct ? srv->clients : srv->broker, route, (*env_p)->request_id, st);
+}
+
+static void s_submit(zf_sched_server_t *srv, const zf_route_t *route, Zflow__Envelope **env_p)
+{
+    s_submit_from(srv, false, route, env_p);
 }
 
 /* WaitJob: answered from the job's completion, without a worker. */
@@ -222,11 +307,37 @@ static void s_wait_job(zf_sched_server_t *srv, const zf_route_t *route, const Zf
     zf_status_t st = w ? ZF_STATUS_OK : zf_out_of_memory("scheduler");
     if (w) {
         *w = (s_waiter_t){srv, *route, req->request_id};
-        st = zf_master_job_wait(srv->master, req->wait_job->job_id, s_on_job_done, w);
+        st = zf_master_job_wait_for(srv->master, req->wait_job->job_id, req->wait_job->timeout_ms,
+                                    s_on_job_done, w);
     }
     if (zf_ok(st)) return;
     free(w);
     s_answer(srv, route, req->request_id, st);
+}
+
+/* PollJob: answered at once, from this thread. */
+static void s_poll_job(zf_sched_server_t *srv, const zf_route_t *route, const Zflow__Envelope *req)
+{
+    zf_master_job_progress_t p;
+    zf_status_t st = zf_master_job_poll(srv->master, req->poll_job->job_id, &p);
+    Zflow__PollJobReply r = ZFLOW__POLL_JOB_REPLY__INIT;
+    zf_status_t e = zf_status_to_proto(&st, &r.status);
+    r.state = (Zflow__JobState)p.state;
+    r.steps_done = p.steps_done;
+    r.steps_total = p.steps_total;
+    r.partitions_running = p.partitions_running;
+    r.partitions_total = p.partitions_total;
+    r.elapsed_ms = p.elapsed_ms;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.version = ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
+    env.request_id = req->request_id;
+    env.body_case = ZFLOW__ENVELOPE__BODY_POLL_JOB_REPLY;
+    env.poll_job_reply = &r;
+    if (zf_ok(e)) e = zf_envelope_send(srv->broker, route, &env);
+    if (!zf_ok(e)) zf_log_warn(S_LOG, "cannot answer a PollJob: %s", zf_status_msg(&e));
+    if (r.status) zflow__status__free_unpacked(r.status, NULL);
+    zf_status_clear(&e);
+    zf_status_clear(&st);
 }
 
 /* ---- broker messages -------------------------------------------------------------- */
@@ -278,6 +389,9 @@ static void s_on_message(zf_sched_server_t *srv, const zf_route_t *route, Zflow_
     case ZFLOW__ENVELOPE__BODY_WAIT_JOB:
         if (route->n == 1) s_wait_job(srv, route, env);
         break;
+    case ZFLOW__ENVELOPE__BODY_POLL_JOB:
+        if (route->n == 1) s_poll_job(srv, route, env);
+        break;
     case ZFLOW__ENVELOPE__BODY_STATUS_REPLY:
         st = zf_status_from_proto(env->status_reply->status);
         if (!zf_ok(st)) zf_log_warn(S_LOG, "the broker says: %s", zf_status_msg(&st));
@@ -316,9 +430,61 @@ static zf_status_t s_read_broker(zf_sched_server_t *srv)
     }
 }
 
+/* ---- clients' direct requests ------------------------------------------------------ */
+
+/* A request that came straight from a client: the session traffic is served,
+ * a Ping is answered at once, anything else belongs to the broker. */
+static void s_on_direct(zf_sched_server_t *srv, const zf_route_t *route, Zflow__Envelope **env_p)
+{
+    Zflow__Envelope *env = *env_p;
+    switch (env->body_case) {
+    case ZFLOW__ENVELOPE__BODY_CREATE_SESSION:
+    case ZFLOW__ENVELOPE__BODY_RUN_STEP:
+    case ZFLOW__ENVELOPE__BODY_CLOSE_SESSION: s_submit_from(srv, true, route, env_p); break;
+    case ZFLOW__ENVELOPE__BODY_PING:
+        s_answer_on(srv->clients, route, env->request_id, ZF_STATUS_OK);
+        break;
+    default:
+        s_answer_on(srv->clients, route, env->request_id,
+                    zf_unimplemented("the scheduler's client endpoint serves CreateSession, "
+                                     "RunStep, CloseSession and Ping; message body %d goes "
+                                     "through the broker",
+                                     (int)env->body_case));
+        break;
+    }
+}
+
+/* Reads every message waiting on the client ROUTER: [client][envelope]. */
+static zf_status_t s_read_clients(zf_sched_server_t *srv)
+{
+    for (;;) {
+        zf_route_t route;
+        zf_route_clear(&route);
+        Zflow__Envelope *env = NULL;
+        zf_status_t st = zf_envelope_recv(srv->clients, 0, &route, &env);
+        if (st.code == ZF_DEADLINE_EXCEEDED) {
+            zf_status_clear(&st);
+            return ZF_STATUS_OK;
+        }
+        if (st.code == ZF_CANCELLED) return st;
+        if (!zf_ok(st) || route.n != 1) {
+            if (zf_ok(st))
+                st = zf_invalid_argument("a direct request with %d routing frames", route.n);
+            zf_log_warn(S_LOG, "bad direct request: %s", zf_status_msg(&st));
+            if (route.n >= 1) s_answer_on(srv->clients, &route, route.request_id, st);
+            zf_status_clear(&st);
+        } else {
+            s_on_direct(srv, &route, &env);
+        }
+        if (env) zflow__envelope__free_unpacked(env, NULL);
+    }
+}
+
 static zf_status_t s_send_register(zf_sched_server_t *srv)
 {
     Zflow__RegisterScheduler body = ZFLOW__REGISTER_SCHEDULER__INIT;
+    body.client_endpoint = srv->client_endpoint;
+    body.scheduler_id = srv->sched_id;
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.request_id = ++srv->register_id;
     env.body_case = ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER;
@@ -345,21 +511,53 @@ static void s_serve_monitor(zf_sched_server_t *srv)
 /* One round: waits up to timeout_ms, then handles what is ready. */
 static zf_status_t s_poll(zf_sched_server_t *srv, int timeout_ms)
 {
-    zmq_pollitem_t items[3] = {
-        {zf_socket_handle(srv->broker), 0, ZMQ_POLLIN, 0},
-        {NULL, srv->wake[0], ZMQ_POLLIN, 0},
-        {zf_socket_handle(srv->monitor), 0, ZMQ_POLLIN, 0},
-    };
-    int rc = zmq_poll(items, 3, timeout_ms);
+    zmq_pollitem_t *items = srv->items;
+    items[0] = (zmq_pollitem_t){zf_socket_handle(srv->broker), 0, ZMQ_POLLIN, 0};
+    items[1] = (zmq_pollitem_t){NULL, srv->wake[0], ZMQ_POLLIN, 0};
+    items[2] = (zmq_pollitem_t){zf_socket_handle(srv->monitor), 0, ZMQ_POLLIN, 0};
+    items[3] = (zmq_pollitem_t){zf_socket_handle(srv->clients), 0, ZMQ_POLLIN, 0};
+    int n_rpc = zf_sched_rpc_items(srv->rpc, items + 4, S_MAX_ITEMS - 4);
+    if (srv->step_wake_ms >= 0 && (timeout_ms < 0 || srv->step_wake_ms < timeout_ms))
+        timeout_ms = (int)srv->step_wake_ms;
+    int rc = zmq_poll(items, 4 + n_rpc, timeout_ms);
     if (rc < 0 && errno == ETERM) return zf_status_new(ZF_CANCELLED, "context terminated");
-    if (rc <= 0) return ZF_STATUS_OK;
-    if (items[2].revents & ZMQ_POLLIN) s_serve_monitor(srv);
-    if (items[1].revents & ZMQ_POLLIN) s_flush_replies(srv);
-    if (items[0].revents & ZMQ_POLLIN) return s_read_broker(srv);
-    return ZF_STATUS_OK;
+    zf_status_t st = ZF_STATUS_OK;
+    if (rc > 0) {
+        /* executor replies first: the steps they end answer at once */
+        zf_sched_rpc_serve(srv->rpc, items + 4, n_rpc);
+        zf_master_poll(srv->master);
+        if (items[2].revents & ZMQ_POLLIN) s_serve_monitor(srv);
+        if (items[3].revents & ZMQ_POLLIN) st = s_read_clients(srv);
+        if (zf_ok(st) && (items[0].revents & ZMQ_POLLIN)) st = s_read_broker(srv);
+    }
+    srv->step_wake_ms = zf_master_poll(srv->master); /* timeouts, and steps started above */
+    if (rc > 0 && (items[1].revents & ZMQ_POLLIN)) s_flush_replies(srv);
+    return st;
 }
 
 /* ---- lifecycle ------------------------------------------------------------------- */
+
+/* Binds the client ROUTER and picks the scheduler's id; the advertised
+ * endpoint is the bound one with a wildcard host replaced by loopback. */
+static zf_status_t s_open_clients(zf_sched_server_t *srv, const zf_sched_server_config_t *cfg)
+{
+    snprintf(srv->sched_id, sizeof srv->sched_id, "%08" PRIx64,
+             zf_device_new_incarnation() & 0xffffffffu);
+    ZF_TRY(zf_socket_new(srv->ctx, ZF_SOCKET_ROUTER, &srv->clients));
+    /* the broker's cap on what a client may send, so no client makes
+     * libzmq allocate without bound here either */
+    ZF_TRY(zf_socket_set_max_frame_size(srv->clients, (int64_t)256 << 20));
+    const char *bound = NULL;
+    ZF_TRY(zf_socket_bind(srv->clients, cfg->listen ? cfg->listen : S_LISTEN, &bound));
+    const char *wild = "tcp://0.0.0.0:";
+    size_t n = strlen(bound) + 16;
+    if (!(srv->client_endpoint = malloc(n))) return zf_out_of_memory("scheduler");
+    if (strncmp(bound, wild, strlen(wild)) == 0)
+        snprintf(srv->client_endpoint, n, "tcp://127.0.0.1:%s", bound + strlen(wild));
+    else
+        snprintf(srv->client_endpoint, n, "%s", bound);
+    return ZF_STATUS_OK;
+}
 
 static zf_status_t s_start(zf_sched_server_t *srv, const zf_sched_server_config_t *cfg)
 {
@@ -378,9 +576,13 @@ static zf_status_t s_start(zf_sched_server_t *srv, const zf_sched_server_config_
     ZF_TRY(zf_socket_new(srv->ctx, ZF_SOCKET_PAIR, &srv->monitor));
     ZF_TRY(zf_socket_connect(srv->monitor, addr));
     ZF_TRY(zf_socket_connect(srv->broker, cfg->broker));
-    ZF_TRY(zf_sched_rpc_new(srv->ctx, s_on_executor_reply, srv, &srv->rpc));
+    ZF_TRY(s_open_clients(srv, cfg));
+    ZF_TRY(zf_sched_rpc_new_polled(srv->ctx, s_on_executor_reply, srv, &srv->rpc));
     zf_master_transport_t t = zf_sched_rpc_transport(srv->rpc);
-    ZF_TRY(zf_master_new(&t, NULL, &srv->master));
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "%s/", srv->sched_id);
+    zf_master_options_t mo = {.id_prefix = prefix};
+    ZF_TRY(zf_master_new(&t, &mo, &srv->master));
     return zf_thread_pool_new(cfg->workers > 0 ? cfg->workers : 16, &srv->pool);
 }
 
@@ -392,6 +594,7 @@ zf_status_t zf_sched_server_new(const zf_sched_server_config_t *config, zf_sched
     zf_sched_server_t *srv = calloc(1, sizeof *srv);
     if (!srv) return zf_out_of_memory("scheduler");
     srv->wake[0] = srv->wake[1] = -1;
+    srv->step_wake_ms = -1;
     pthread_mutex_init(&srv->mu, NULL);
     srv->broker_endpoint = strdup(config->broker);
     zf_status_t st = srv->broker_endpoint ? s_start(srv, config) : zf_out_of_memory("scheduler");
@@ -410,12 +613,14 @@ void zf_sched_server_destroy(zf_sched_server_t **srv_p)
     *srv_p = NULL;
     /* Steps in flight fail at once, so the workers finish and answer. */
     if (srv->master) zf_master_drop_devices(srv->master, "the scheduler is stopping");
+    if (srv->master) zf_master_poll(srv->master); /* ends the steps run without a worker */
     zf_thread_pool_destroy(&srv->pool);
     if (srv->broker) s_flush_replies(srv);
     zf_sched_rpc_destroy(&srv->rpc); /* no reply reaches the master after this */
     zf_master_destroy(&srv->master);
     if (srv->broker && srv->monitor) zmq_socket_monitor(zf_socket_handle(srv->broker), NULL, 0);
     zf_socket_destroy(&srv->monitor);
+    zf_socket_destroy(&srv->clients);
     zf_socket_destroy(&srv->broker);
     zf_zctx_destroy(&srv->ctx);
     while (srv->head) { /* replies that could not be sent */
@@ -429,6 +634,7 @@ void zf_sched_server_destroy(zf_sched_server_t **srv_p)
     zf_status_clear(&srv->register_status);
     pthread_mutex_destroy(&srv->mu);
     free(srv->broker_endpoint);
+    free(srv->client_endpoint);
     free(srv);
 }
 
@@ -457,7 +663,10 @@ zf_status_t zf_sched_server_register(zf_sched_server_t *srv, int timeout_ms)
 
 zf_status_t zf_sched_server_run(zf_sched_server_t *srv)
 {
-    while (!atomic_load(&srv->stop)) ZF_TRY(s_poll(srv, S_POLL_MS));
+    while (!atomic_load(&srv->stop)) {
+        ZF_TRY(s_poll(srv, S_POLL_MS));
+        zf_master_jobs_tick(srv->master); /* late waiters, expired results */
+    }
     return ZF_STATUS_OK;
 }
 

@@ -1,13 +1,21 @@
 /* The scheduler service: the master (scheduler/master.h) behind a DEALER
- * connected to the broker, with its executor connections (scheduler/rpc.h).
+ * connected to the broker and a ROUTER for clients' direct requests, with
+ * its executor connections (scheduler/rpc.h).
  *
  * Design note. One thread (the caller of zf_sched_server_run()) owns the
- * broker socket. It registers with RegisterScheduler, seeds the master's
- * device set from the reply and applies every DeviceEvent. Client requests
- * arrive as [client][envelope]; CreateSession, RunStep and CloseSession go
- * to a pool of worker threads (a RunStep blocks its worker until the step
- * ends), whose replies come back through a queue and a pipe and leave as
- * [client][envelope] with the request id preserved. SubmitJob is answered
+ * broker socket, the client ROUTER and the executor sockets (a polled rpc).
+ * It registers with RegisterScheduler (its client endpoint and its id, the
+ * prefix of its session and job ids), seeds the master's device set from
+ * the reply and applies every DeviceEvent. Client requests arrive as
+ * [client][envelope] from the broker or on the client ROUTER (RunStep,
+ * CloseSession, CreateSession and Ping only; a Ping is answered at once).
+ * A RunStep whose plan is cached runs on this thread without blocking
+ * (zf_master_start_step, zf_master_poll); CreateSession, other RunSteps and
+ * CloseSession go to a pool of worker threads (a RunStep blocks its worker
+ * until the step ends), whose replies come back through a queue and a pipe
+ * and leave by the socket the request came in on, as [client][envelope]
+ * with the request id preserved. A CreateSessionReply names the client
+ * endpoint. SubmitJob is answered
  * with a job id at once and then run by its worker; WaitJob is answered
  * when its job ends, without holding a worker. Other requests are answered
  * UNIMPLEMENTED; malformed ones INVALID_ARGUMENT. When the broker socket
@@ -27,6 +35,7 @@ typedef struct zf_sched_server zf_sched_server_t;
 typedef struct zf_sched_server_config {
     const char *broker; /* the broker's endpoint */
     int workers;        /* concurrent requests; 0: 16 */
+    const char *listen; /* the client ROUTER's bind; NULL: "tcp://127.0.0.1:*" */
 } zf_sched_server_config_t;
 
 /* Connects to the broker (in the background) and starts the executor I/O

@@ -11,7 +11,7 @@
 #include "scheduler/server.h"
 
 static const char s_usage[] =
-    "usage: zflow-scheduler [--broker ENDPOINT] [--workers N]\n"
+    "usage: zflow-scheduler [--broker ENDPOINT] [--workers N] [--listen ENDPOINT]\n"
     "\n"
     "The zflow scheduler: serves the sessions clients open through the broker\n"
     "(placement, partitioning, plan cache, steps) on the executors the broker\n"
@@ -20,6 +20,9 @@ static const char s_usage[] =
     "  --broker ENDPOINT   the broker to register with (default\n"
     "                      tcp://127.0.0.1:5555; env ZFLOW_BROKER)\n"
     "  --workers N         client requests served at once (default 16)\n"
+    "  --listen ENDPOINT   where clients send a session's steps directly (default\n"
+    "                      tcp://127.0.0.1:*, an ephemeral port; told to clients\n"
+    "                      through the broker)\n"
     "\n"
     "Prints 'zflow-scheduler connected to ENDPOINT' once registered. Logs go to\n"
     "stderr (ZFLOW_LOG_LEVEL). SIGINT or SIGTERM stops it.\n";
@@ -47,6 +50,8 @@ static int s_parse_args(int argc, char **argv, zf_sched_server_config_t *cfg)
         const char *v = argv[++i];
         if (strcmp(a, "--broker") == 0) {
             cfg->broker = v;
+        } else if (strcmp(a, "--listen") == 0) {
+            cfg->listen = v;
         } else if (strcmp(a, "--workers") == 0) {
             char *end = NULL;
             errno = 0;
@@ -85,7 +90,7 @@ static int s_fail(zf_status_t s)
 int main(int argc, char **argv)
 {
     zf_log_init("zflow-scheduler");
-    zf_sched_server_config_t cfg = {"tcp://127.0.0.1:5555", 0};
+    zf_sched_server_config_t cfg = {"tcp://127.0.0.1:5555", 0, NULL};
     const char *env = getenv("ZFLOW_BROKER");
     if (env && env[0]) cfg.broker = env;
     if (s_parse_args(argc, argv, &cfg)) return 2;

@@ -1,0 +1,111 @@
+/* zflow wait: waits for a job that `zflow submit` started and prints its
+ * fetches as `zflow run` does, with a progress line on a terminal. */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/cli.h"
+#include "client/zflow_client.h"
+
+static const char s_usage[] =
+    "usage: zflow wait JOB [--broker ENDPOINT] [--timeout-ms N]\n"
+    "                  [--out-dir DIR] [--quiet]\n"
+    "\n"
+    "Waits for job JOB (an id `zflow submit` printed) on the service whose\n"
+    "broker is at ENDPOINT (default: $ZFLOW_BROKER, else " ZF_CLI_DEFAULT_BROKER "),\n"
+    "and prints its fetches as `zflow run` prints them. A result is collected\n"
+    "once: a second wait for the same job fails with NOT_FOUND. On a terminal\n"
+    "a status line on stderr shows the job's progress while it runs.\n"
+    "\n"
+    "  --timeout-ms N    give up after N ms (default 60000); the job goes\n"
+    "                    on, and a later wait can still collect it\n"
+    "  --out-dir DIR     also write each fetch to DIR/<name>.npy, with\n"
+    "                    '/' and ':' in the name replaced by '_'\n"
+    "  --quiet           print nothing but errors, and no progress line\n"
+    "\n"
+    "Exits 0 with the job's fetches, 1 when the job failed (its error is\n"
+    "printed), was not found or did not finish in time, 2 on bad usage.\n";
+
+typedef struct {
+    const char *job, *broker, *out_dir;
+    long timeout_ms;
+    bool quiet;
+} s_args_t;
+
+static int s_usage_error(const char *fmt, ...) ZF_PRINTF(1, 2);
+static int s_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "zflow wait: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n%s", s_usage);
+    va_end(ap);
+    return 2;
+}
+
+/* Parses argv into *a. Returns 0 or the exit code. */
+static int s_parse_args(int argc, char **argv, s_args_t *a)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        bool valued = strcmp(arg, "--broker") == 0 || strcmp(arg, "--timeout-ms") == 0 ||
+                      strcmp(arg, "--out-dir") == 0;
+        if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
+            a->quiet = true;
+        } else if (valued && i + 1 == argc) {
+            return s_usage_error("%s needs a value", arg);
+        } else if (strcmp(arg, "--broker") == 0) {
+            a->broker = argv[++i];
+        } else if (strcmp(arg, "--out-dir") == 0) {
+            a->out_dir = argv[++i];
+        } else if (strcmp(arg, "--timeout-ms") == 0) {
+            zf_status_t s = zf_cli_parse_count("--timeout-ms", argv[++i], INT_MAX, &a->timeout_ms);
+            if (!zf_ok(s)) {
+                int rc = s_usage_error("%s", zf_status_msg(&s));
+                zf_status_clear(&s);
+                return rc;
+            }
+        } else if (arg[0] == '-' && arg[1] != '\0') {
+            return s_usage_error("unknown option '%s'", arg);
+        } else if (!a->job) {
+            a->job = arg;
+        } else {
+            return s_usage_error("unexpected argument '%s'", arg);
+        }
+    }
+    return a->job ? 0 : s_usage_error("need a JOB id");
+}
+
+static int s_wait(int argc, char **argv)
+{
+    if (zf_cli_wants_help(argc, argv)) {
+        fputs(s_usage, stdout);
+        return 0;
+    }
+    s_args_t a = {.broker = zf_cli_default_broker(), .timeout_ms = 60000};
+    int rc = s_parse_args(argc, argv, &a);
+    if (rc) return rc;
+    zf_client_t *c = NULL;
+    zf_client_job_result_t *res = NULL;
+    zf_cli_progress_t pr = {false};
+    zf_status_t s = zf_client_connect(a.broker, &c);
+    if (zf_ok(s)) {
+        zf_client_set_timeout(c, (int)a.timeout_ms);
+        zf_client_progress_fn draw = zf_cli_progress_wanted(a.quiet) ? zf_cli_progress_draw : NULL;
+        s = zf_client_wait_result(c, a.job, (int)a.timeout_ms, draw, &pr, &res);
+        zf_cli_progress_end(&pr);
+    }
+    if (zf_ok(s))
+        s = zf_cli_print_fetches((const char *const *)res->names, res->tensors, res->n_fetches,
+                                 a.out_dir, a.quiet);
+    rc = zf_ok(s) ? 0 : zf_cli_fail("wait", &s);
+    zf_client_job_result_free(&res);
+    zf_client_destroy(&c);
+    return rc;
+}
+
+const zf_cli_command_t zf_cli_wait = {"wait", "wait for a submitted job and print its fetches",
+                                      s_wait};

@@ -1,0 +1,301 @@
+/* Routing tests of the distributed service with two schedulers: real
+ * zflow-broker, two zflow-scheduler and two zflow-executor processes on
+ * 127.0.0.1 ephemeral ports. A session's steps and a job's wait reach the
+ * scheduler that holds them, through the broker or straight to the
+ * scheduler; a session or job whose scheduler is gone is UNAVAILABLE
+ * naming it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "broker_test_util.h"
+#include "client/zflow_client.h"
+#include "common/graphdef_io.h"
+#include "test_util.h"
+
+#define CPU0      "/job:localhost/replica:0/task:0/device:CPU:0"
+#define CPU1      "/job:localhost/replica:0/task:0/device:CPU:1"
+#define SCHEDULER ZF_BIN_DIR "/zflow-scheduler"
+#define EXECUTOR  ZF_BIN_DIR "/zflow-executor"
+#define WAIT_MS   10000
+#define N_SESS    6
+
+typedef struct {
+    zf_test_broker_t broker;
+    zf_test_child_t executors[2];
+    zf_test_child_t schedulers[2];
+    zf_client_t *client;
+    Tensorflow__GraphDef *gd;
+    char prefix[2][32]; /* each scheduler's id prefix, "<id>/" */
+} fixture_t;
+
+/* x on CPU:0, y = -x on CPU:1, z = -y on CPU:0. */
+static Tensorflow__GraphDef *s_chain_graph(void)
+{
+    const char *text = "node { name: 'x' op: 'Placeholder' device: '" CPU0 "'"
+                       "  attr { key: 'dtype' value { type: DT_FLOAT } } }"
+                       "node { name: 'y' op: 'Neg' input: 'x' device: '" CPU1 "'"
+                       "  attr { key: 'T' value { type: DT_FLOAT } } }"
+                       "node { name: 'z' op: 'Neg' input: 'y' device: '" CPU0 "'"
+                       "  attr { key: 'T' value { type: DT_FLOAT } } }";
+    Tensorflow__GraphDef *gd = NULL;
+    ASSERT_OK(zf_graphdef_read_mem(text, strlen(text), ZF_FORMAT_PBTXT, &gd));
+    return gd;
+}
+
+static const char *const s_feed_x[1] = {"x"};
+static const char *const s_fetch_z[1] = {"z"};
+
+/* One chain step of session with x = [v, -v]; checks z == x. */
+static zf_status_t s_run(zf_client_t *c, const char *session, float v)
+{
+    float in[2] = {v, -v};
+    zf_shape_t shape = {.rank = 1, .dims = {2}};
+    zf_tensor_t *x = NULL, *z = NULL;
+    ASSERT_OK(zf_tensor_new_from_bytes(ZF_FLOAT, &shape, in, sizeof in, &x));
+    zf_client_step_t step = {s_feed_x, &x, 1, s_fetch_z, 1, NULL, 0};
+    zf_status_t s = zf_client_session_run(c, session, &step, WAIT_MS, &z);
+    if (zf_ok(s)) {
+        assert_int_equal(zf_tensor_nbytes(z), sizeof in);
+        assert_memory_equal(zf_tensor_data(z), in, sizeof in);
+    }
+    zf_tensor_unref(&z);
+    zf_tensor_unref(&x);
+    return s;
+}
+
+static char *s_create(zf_client_t *c, const Tensorflow__GraphDef *gd)
+{
+    char *session = NULL;
+    ASSERT_OK(zf_client_session_create(c, gd, NULL, &session));
+    return session;
+}
+
+/* Which of the two schedulers holds id (by its prefix); -1 for neither. */
+static int s_owner(const fixture_t *f, const char *id)
+{
+    for (int i = 0; i < 2; i++)
+        if (f->prefix[i][0] && strncmp(id, f->prefix[i], strlen(f->prefix[i])) == 0) return i;
+    return -1;
+}
+
+static void s_prefix_of(const char *id, char *out, size_t size)
+{
+    size_t n = strcspn(id, "/");
+    assert_int_equal(id[n], '/');
+    snprintf(out, size, "%.*s", (int)(n + 1), id);
+}
+
+static void s_scheduler_start(fixture_t *f, int i)
+{
+    const char *argv[] = {SCHEDULER, "--broker", f->broker.endpoint, "--workers", "4", NULL};
+    zf_test_spawn(&f->schedulers[i], argv, WAIT_MS);
+    assert_non_null(strstr(f->schedulers[i].line, "zflow-scheduler connected to"));
+}
+
+/* Scheduler 0 starts alone, so the first session tells its prefix; then
+ * scheduler 1, whose prefix is the first other one a new session gets
+ * (ties between idle schedulers go round robin). */
+static int s_setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof *f);
+    if (!f) return -1;
+    *state = f;
+    zf_test_broker_start(&f->broker, NULL);
+    const char *names[2] = {CPU0, CPU1}, *devices[2] = {"CPU:0", "CPU:1"};
+    for (int i = 0; i < 2; i++) {
+        const char *argv[] = {EXECUTOR, "--broker", f->broker.endpoint, "--device", devices[i],
+                              "--name", names[i],   "--threads",        "1",        NULL};
+        zf_test_spawn(&f->executors[i], argv, WAIT_MS);
+    }
+    f->gd = s_chain_graph();
+    s_scheduler_start(f, 0);
+    ASSERT_OK(zf_client_connect(f->broker.endpoint, &f->client));
+    zf_client_set_timeout(f->client, WAIT_MS);
+    char *first = s_create(f->client, f->gd);
+    s_prefix_of(first, f->prefix[0], sizeof f->prefix[0]);
+    ASSERT_OK(zf_client_session_close(f->client, first));
+    free(first);
+    s_scheduler_start(f, 1);
+    for (int tries = 0; !f->prefix[1][0] && tries < 20; tries++) {
+        char *id = s_create(f->client, f->gd);
+        if (s_owner(f, id) != 0) s_prefix_of(id, f->prefix[1], sizeof f->prefix[1]);
+        ASSERT_OK(zf_client_session_close(f->client, id));
+        free(id);
+    }
+    assert_true(f->prefix[1][0] != '\0');
+    return 0;
+}
+
+static int s_teardown(void **state)
+{
+    fixture_t *f = *state;
+    if (!f) return 0;
+    zf_client_destroy(&f->client);
+    int rc = 0;
+    for (int i = 0; i < 2; i++)
+        if (f->schedulers[i].pid > 0 && zf_test_child_stop(&f->schedulers[i], SIGTERM, WAIT_MS))
+            rc = -1;
+    for (int i = 0; i < 2; i++) zf_test_child_stop(&f->executors[i], SIGTERM, WAIT_MS);
+    zf_test_broker_stop(&f->broker, SIGTERM);
+    zf_graphdef_free(&f->gd);
+    free(f);
+    return rc;
+}
+
+/* Sessions of both schedulers run and close, through the broker or
+ * straight to their scheduler. */
+static void s_expect_sessions_routed(fixture_t *f, bool direct)
+{
+    zf_client_set_direct(f->client, direct);
+    char *ids[N_SESS];
+    int per[2] = {0, 0};
+    for (int i = 0; i < N_SESS; i++) {
+        ids[i] = s_create(f->client, f->gd);
+        int owner = s_owner(f, ids[i]);
+        assert_true(owner >= 0);
+        per[owner]++;
+    }
+    assert_true(per[0] > 0 && per[1] > 0);
+    for (int i = 0; i < N_SESS; i++) ASSERT_OK(s_run(f->client, ids[i], (float)(i + 1)));
+    /* a stopped broker stops only the steps that pass through it (the
+     * executors learnt each other's endpoints from it on the first step) */
+    if (direct) kill(f->broker.pid, SIGSTOP);
+    for (int r = 1; r < 3; r++)
+        for (int i = 0; i < N_SESS; i++) ASSERT_OK(s_run(f->client, ids[i], (float)(i + r + 1)));
+    if (direct) kill(f->broker.pid, SIGCONT);
+    for (int i = 0; i < N_SESS; i++) {
+        ASSERT_OK(zf_client_session_close(f->client, ids[i]));
+        zf_test_expect_error(s_run(f->client, ids[i], 1.0f), ZF_NOT_FOUND, ids[i]);
+        free(ids[i]);
+    }
+}
+
+static void test_routing_sends_each_sessions_steps_to_its_scheduler_via_the_broker(void **state)
+{
+    s_expect_sessions_routed(*state, false);
+}
+
+static void test_routing_sends_each_sessions_steps_straight_to_its_scheduler(void **state)
+{
+    s_expect_sessions_routed(*state, true);
+}
+
+static char *s_submit(fixture_t *f, float v)
+{
+    float in[2] = {v, -v};
+    zf_shape_t shape = {.rank = 1, .dims = {2}};
+    zf_tensor_t *x = NULL;
+    ASSERT_OK(zf_tensor_new_from_bytes(ZF_FLOAT, &shape, in, sizeof in, &x));
+    zf_client_step_t step = {s_feed_x, &x, 1, s_fetch_z, 1, NULL, 0};
+    char *job = NULL;
+    ASSERT_OK(zf_client_submit(f->client, f->gd, NULL, &step, &job));
+    zf_tensor_unref(&x);
+    return job;
+}
+
+static void test_routing_sends_each_jobs_wait_to_its_scheduler(void **state)
+{
+    fixture_t *f = *state;
+    char *jobs[N_SESS];
+    int per[2] = {0, 0};
+    for (int i = 0; i < N_SESS; i++) {
+        jobs[i] = s_submit(f, (float)(i + 1));
+        int owner = s_owner(f, jobs[i]);
+        assert_true(owner >= 0);
+        per[owner]++;
+    }
+    assert_true(per[0] > 0 && per[1] > 0);
+    for (int i = 0; i < N_SESS; i++) {
+        zf_tensor_t *z = NULL;
+        ASSERT_OK(zf_client_wait(f->client, jobs[i], 1, WAIT_MS, &z));
+        float want[2] = {(float)(i + 1), -(float)(i + 1)};
+        assert_memory_equal(zf_tensor_data(z), want, sizeof want);
+        zf_tensor_unref(&z);
+        free(jobs[i]);
+    }
+}
+
+/* Retries call until its error names the gone scheduler: the broker may
+ * still be noticing the disconnect on the first tries. */
+static void s_expect_gone(zf_status_t (*call)(fixture_t *, const char *), fixture_t *f,
+                          const char *id, const char *what)
+{
+    char want[256];
+    snprintf(want, sizeof want, "%s '%s' is held by scheduler '%.*s', which is gone", what, id,
+             (int)strlen(f->prefix[0]) - 1, f->prefix[0]);
+    zf_status_t s = ZF_STATUS_OK;
+    for (int64_t t0 = zf_test_now_ms(); zf_test_now_ms() - t0 < WAIT_MS; usleep(50000)) {
+        zf_status_clear(&s);
+        s = call(f, id);
+        if (!zf_ok(s) && strstr(zf_status_msg(&s), "which is gone")) break;
+    }
+    zf_test_expect_error(s, ZF_UNAVAILABLE, want);
+}
+
+static zf_status_t s_run_once(fixture_t *f, const char *session)
+{
+    return s_run(f->client, session, 1.0f);
+}
+
+static zf_status_t s_wait_once(fixture_t *f, const char *job)
+{
+    zf_tensor_t *z = NULL;
+    zf_status_t s = zf_client_wait(f->client, job, 1, WAIT_MS, &z);
+    zf_tensor_unref(&z);
+    return s;
+}
+
+static void test_routing_names_the_gone_scheduler_of_a_session_and_a_job(void **state)
+{
+    fixture_t *f = *state;
+    zf_client_set_direct(f->client, false);
+    char *mine[2] = {NULL, NULL}, *job = NULL;
+    for (int tries = 0; tries < 20 && (!mine[0] || !mine[1]); tries++) {
+        char *id = s_create(f->client, f->gd);
+        int owner = s_owner(f, id);
+        if (!mine[owner])
+            mine[owner] = id;
+        else
+            free(id);
+    }
+    for (int tries = 0; tries < 20 && !job; tries++) {
+        char *id = s_submit(f, 2.0f);
+        if (s_owner(f, id) == 0)
+            job = id;
+        else
+            free(id); /* its result is dropped with its scheduler at teardown */
+    }
+    assert_non_null(mine[0]);
+    assert_non_null(mine[1]);
+    assert_non_null(job);
+    assert_int_equal(zf_test_child_stop(&f->schedulers[0], SIGKILL, WAIT_MS), 128 + SIGKILL);
+    s_expect_gone(s_run_once, f, mine[0], "session");
+    s_expect_gone(s_wait_once, f, job, "job");
+    ASSERT_OK(s_run(f->client, mine[1], 4.0f)); /* the other scheduler's are untouched */
+    ASSERT_OK(zf_client_session_close(f->client, mine[1]));
+    free(mine[0]);
+    free(mine[1]);
+    free(job);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            test_routing_sends_each_sessions_steps_to_its_scheduler_via_the_broker, s_setup,
+            s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_routing_sends_each_sessions_steps_straight_to_its_scheduler, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_routing_sends_each_jobs_wait_to_its_scheduler, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_routing_names_the_gone_scheduler_of_a_session_and_a_job, s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
