@@ -66,12 +66,14 @@ static void s_device_free(zf__master_device_t *d)
     if (!d) return;
     free(d->name);
     free(d->endpoint);
+    free(d->rendezvous);
     free(d);
 }
 
 static void s_session_free(zf_master_t *m, zf__master_session_t *s)
 {
     zf__master_drop_plans(m, s, NULL);
+    zf__master_placement_free(s);
     zf_strmap_destroy(&s->plans);
     zf_graph_destroy(&s->graph);
     pthread_mutex_destroy(&s->build);
@@ -132,8 +134,9 @@ static zf_status_t s_device_from_info(const Zflow__ExecutorInfo *info, zf__maste
     if (d) {
         d->name = strdup(full);
         d->endpoint = strdup(info->control_endpoint);
+        d->rendezvous = strdup(info->rendezvous_endpoint ? info->rendezvous_endpoint : "");
     }
-    if (!d || !d->name || !d->endpoint) {
+    if (!d || !d->name || !d->endpoint || !d->rendezvous) {
         s_device_free(d);
         return zf_out_of_memory("master");
     }

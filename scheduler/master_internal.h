@@ -19,9 +19,10 @@ typedef struct zf__master_device {
     char *name; /* full device name */
     zf_device_name_t parsed;
     uint64_t incarnation;
-    char *endpoint; /* control endpoint */
-    int64_t load;   /* as reported when it joined */
-    int64_t placed; /* nodes of this master's live plans on it */
+    char *endpoint;   /* control endpoint */
+    char *rendezvous; /* rendezvous endpoint; "" when it gave none */
+    int64_t load;     /* as reported when it joined */
+    int64_t placed;   /* nodes of this master's live plans on it */
 } zf__master_device_t;
 
 /* One request in flight: registered under the master's lock until its reply
@@ -52,6 +53,13 @@ typedef struct zf__master_session {
      * job progress; master_step.c sets them), under m->mu */
     const zf__master_call_t *step_calls;
     int step_parts;
+    /* The session's placement, made by its first plan and reused by every
+     * later one while its devices live (TensorFlow places a session's graph
+     * once, so a variable and every step that uses it agree on its device):
+     * node i is on placed_names[placed_on[i]]. NULL until placed; under build. */
+    char **placed_names;
+    int n_placed_names;
+    int *placed_on;
 } zf__master_session_t;
 
 struct zf_master {
@@ -206,5 +214,9 @@ void zf__master_plan_drop(zf_master_t *m, zf__master_session_t *s, const char *s
 /* Drops every plan of s, or only those that use device (when not NULL).
  * Under m->mu. */
 void zf__master_drop_plans(zf_master_t *m, zf__master_session_t *s, const char *device);
+
+/* Forgets s's placement (freed with the session, or when one of its devices
+ * is gone). */
+void zf__master_placement_free(zf__master_session_t *s);
 
 #endif

@@ -123,8 +123,75 @@ void zf__master_drop_plans(zf_master_t *m, zf__master_session_t *s, const char *
     free(plans);
 }
 
-/* Places the session's graph on a snapshot of the live devices and
- * partitions it for the names' signature. */
+void zf__master_placement_free(zf__master_session_t *s)
+{
+    for (int k = 0; k < s->n_placed_names; k++) free(s->placed_names[k]);
+    free(s->placed_names);
+    free(s->placed_on);
+    s->placed_names = NULL;
+    s->placed_on = NULL;
+    s->n_placed_names = 0;
+}
+
+/* Fills assignment from s's placement when every device it uses is in the
+ * snapshot qdev[0..nd); false (and the placement forgotten) otherwise. */
+static bool s_placement_reuse(zf__master_session_t *s, const zf_partition_device_t *qdev, int nd,
+                              int *assignment)
+{
+    if (!s->placed_on) return false;
+    int *index = calloc((size_t)s->n_placed_names + 1, sizeof *index);
+    bool all = index != NULL;
+    for (int k = 0; all && k < s->n_placed_names; k++) {
+        index[k] = -1;
+        for (int i = 0; i < nd && index[k] < 0; i++) {
+            char name[ZF_DEVICE_NAME_MAX];
+            zf_device_name_format(&qdev[i].name, name, sizeof name);
+            if (strcmp(name, s->placed_names[k]) == 0) index[k] = i;
+        }
+        all = index[k] >= 0;
+    }
+    int n_nodes = zf_graph_num_nodes(s->graph);
+    for (int n = 0; all && n < n_nodes; n++)
+        assignment[n] = s->placed_on[n] < 0 ? -1 : index[s->placed_on[n]];
+    free(index);
+    if (!all) zf__master_placement_free(s);
+    return all;
+}
+
+/* Keeps assignment (over qdev) as s's placement; out of memory only costs
+ * the reuse. */
+static void s_placement_keep(zf__master_session_t *s, const zf_partition_device_t *qdev, int nd,
+                             const int *assignment)
+{
+    zf__master_placement_free(s);
+    int n_nodes = zf_graph_num_nodes(s->graph);
+    int *slot = malloc(((size_t)nd + 1) * sizeof *slot);
+    s->placed_on = malloc(((size_t)n_nodes + 1) * sizeof *s->placed_on);
+    s->placed_names = calloc((size_t)nd + 1, sizeof *s->placed_names);
+    bool ok = slot && s->placed_on && s->placed_names;
+    for (int i = 0; ok && i < nd; i++) slot[i] = -1;
+    for (int n = 0; ok && n < n_nodes; n++) {
+        int d = assignment[n];
+        if (d < 0 || d >= nd) {
+            s->placed_on[n] = -1;
+            continue;
+        }
+        if (slot[d] < 0) {
+            char name[ZF_DEVICE_NAME_MAX];
+            zf_device_name_format(&qdev[d].name, name, sizeof name);
+            s->placed_names[s->n_placed_names] = strdup(name);
+            ok = s->placed_names[s->n_placed_names] != NULL;
+            slot[d] = s->n_placed_names++;
+        }
+        s->placed_on[n] = slot[d];
+    }
+    free(slot);
+    if (!ok) zf__master_placement_free(s);
+}
+
+/* Places the session's graph on a snapshot of the live devices — or reuses
+ * the session's placement while its devices live — and partitions it for
+ * the names' signature. Under s->build. */
 static zf_status_t s_plan_partition(zf_master_t *m, zf__master_session_t *s,
                                     const zf__master_names_t *nm, zf__master_plan_t *p)
 {
@@ -144,7 +211,10 @@ static zf_status_t s_plan_partition(zf_master_t *m, zf__master_session_t *s,
     zf_placer_options_t popts = ZF_PLACER_OPTIONS_DEFAULT;
     popts.allow_soft_placement = s->soft;
     popts.mode = s->place_first ? ZF_PLACE_FIRST : ZF_PLACE_BALANCED;
-    if (zf_ok(st)) st = zf_placer_run(s->graph, pdev, nd, &popts, assignment);
+    if (zf_ok(st) && !s_placement_reuse(s, qdev, nd, assignment)) {
+        st = zf_placer_run(s->graph, pdev, nd, &popts, assignment);
+        if (zf_ok(st)) s_placement_keep(s, qdev, nd, assignment);
+    }
     zf_partition_options_t qopts = {
         .feeds = (const char *const *)nm->s_feeds,
         .n_feeds = nm->ns_feeds,
@@ -201,11 +271,13 @@ static bool s_wait_all(zf_master_t *m, zf__master_call_t *calls, int n, const st
     }
 }
 
-/* The plan's executors as RegisterGraph.peers entries (borrowing names):
- * each partition's RegisterGraph names the others' incarnations, so its
- * executor waits for a restarted peer's new endpoint instead of sending to
- * the old one. Caller frees *infos and *attrs. */
-static zf_status_t s_plan_peer_infos(const zf__master_plan_t *p, Zflow__ExecutorInfo **infos,
+/* The plan's executors as RegisterGraph.peers entries (borrowing names and
+ * endpoints; under m->mu): each partition's RegisterGraph names the others'
+ * incarnations and rendezvous endpoints, so its executor sends to a
+ * restarted peer's new endpoint, never to the old one. Caller frees *infos
+ * and *attrs. */
+static zf_status_t s_plan_peer_infos(zf_master_t *m, const zf__master_plan_t *p,
+                                     Zflow__ExecutorInfo **infos,
                                      Tensorflow__DeviceAttributes **attrs)
 {
     int n = p->set->n_parts;
@@ -218,6 +290,11 @@ static zf_status_t s_plan_peer_infos(const zf__master_plan_t *p, Zflow__Executor
         (*attrs)[j].incarnation = p->incarnation[j];
         zflow__executor_info__init(&(*infos)[j]);
         (*infos)[j].device = &(*attrs)[j];
+        /* its endpoint too, so that a peer that restarted is reachable from
+         * the first step on, without waiting for the broker's listing */
+        const zf__master_device_t *d = zf__master_find_device(m, p->set->parts[j].device);
+        if (d && d->incarnation == p->incarnation[j] && d->rendezvous[0])
+            (*infos)[j].rendezvous_endpoint = d->rendezvous;
     }
     return ZF_STATUS_OK;
 }
@@ -230,7 +307,7 @@ static zf_status_t s_plan_register(zf_master_t *m, zf__master_session_t *s, zf__
     Zflow__ExecutorInfo *infos = NULL, **peers = calloc((size_t)n + 1, sizeof *peers);
     Tensorflow__DeviceAttributes *attrs = NULL;
     zf_status_t pst =
-        calls && peers ? s_plan_peer_infos(p, &infos, &attrs) : zf_out_of_memory("master");
+        calls && peers ? s_plan_peer_infos(m, p, &infos, &attrs) : zf_out_of_memory("master");
     if (!zf_ok(pst)) {
         free(calls);
         free(peers);

@@ -344,6 +344,40 @@ static void test_master_places_a_new_session_on_the_least_loaded_executor(void *
     zf_graphdef_free(&gd);
 }
 
+static void test_master_keeps_a_sessions_placement_across_its_plans(void **state)
+{
+    (void)state;
+    Tensorflow__GraphDef *gd = s_parse(/* nothing pinned */
+                                       "node { name: 'x' op: 'Placeholder' attr { key: 'dtype' "
+                                       "value { type: DT_FLOAT } } }"
+                                       "node { name: 'z' op: 'Neg' input: 'x' attr { key: 'T' "
+                                       "value { type: DT_FLOAT } } }"
+                                       "node { name: 'w' op: 'Neg' input: 'z' attr { key: 'T' "
+                                       "value { type: DT_FLOAT } } }");
+    cluster_t *c = s_cluster(2, 2000);
+    char *a = s_create(c, gd, false), *b = s_create(c, gd, false), *d = s_create(c, gd, false);
+    zf_tensor_t *x = s_floats(s_x, ZF_SHAPE(8)), *w = NULL;
+    ASSERT_OK(s_run(c, a, "x", x, "z", 0, NULL)); /* CPU:0 (a tie goes by name) */
+    ASSERT_OK(s_run(c, b, "x", x, "z", 0, NULL)); /* CPU:1, the less loaded */
+    ASSERT_OK(s_run(c, d, "x", x, "z", 0, NULL)); /* CPU:0 again */
+    assert_int_equal(s_count(c, &c->fakes[0].n_register), 2);
+    assert_int_equal(s_count(c, &c->fakes[1].n_register), 1);
+    /* a new signature of a is a new plan: balanced alone would put it on
+     * CPU:1 now, but a's nodes stay where a was placed */
+    ASSERT_OK(s_run(c, a, "x", x, "w", 0, &w));
+    s_expect_same(w, x);
+    assert_int_equal(s_count(c, &c->fakes[0].n_register), 3);
+    assert_int_equal(s_count(c, &c->fakes[1].n_register), 1);
+
+    zf_tensor_unref(&w);
+    zf_tensor_unref(&x);
+    free(a);
+    free(b);
+    free(d);
+    s_cluster_destroy(c);
+    zf_graphdef_free(&gd);
+}
+
 typedef struct {
     cluster_t *c;
     const char *session;
@@ -525,6 +559,7 @@ int main(void)
         cmocka_unit_test(test_master_rejects_unknown_sessions_feeds_and_bad_executors),
         cmocka_unit_test(test_master_serves_concurrent_runs_each_with_its_own_values),
         cmocka_unit_test(test_master_places_a_new_session_on_the_least_loaded_executor),
+        cmocka_unit_test(test_master_keeps_a_sessions_placement_across_its_plans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
