@@ -35,6 +35,11 @@ bool zf_cli_wants_help(int argc, char **argv);
  * returns 1 (the failure exit code). */
 int zf_cli_fail(const char *command, zf_status_t *s);
 
+/* Prints "zflow <command>: <message>\n" and then usage to stderr; returns 2
+ * (the bad-usage exit code). */
+int zf_cli_usage_error(const char *command, const char *usage, const char *fmt, ...)
+    ZF_PRINTF(3, 4);
+
 /* Applies one --load DEV=N option: DEV is a device name or type:id
  * ("gpu:1") naming exactly one device of devices; sets its load to N.
  * INVALID_ARGUMENT naming the option otherwise. */
@@ -72,6 +77,76 @@ zf_status_t zf_cli_feed_parse(const char *spec, zf_cli_dtype_fn dtype_of, void *
 /* *out = text as a number from 1 to max; INVALID_ARGUMENT "<option> must
  * be a number from 1 to <max>, not '<text>'" otherwise. */
 zf_status_t zf_cli_parse_count(const char *option, const char *text, long max, long *out);
+
+/* ---- the step of `zflow run` and `zflow submit` ------------------------- */
+
+/* The options both commands share: GRAPH, --feed, --fetch T [T...],
+ * --target, --init, --place, --allow-soft-placement and --steps. The
+ * strings point into argv; the arrays are the struct's. */
+typedef struct zf_cli_step_args {
+    const char *graph, *place, *steps_text;
+    long steps; /* 1 unless --steps; set by zf_cli_step_args_check */
+    const char **feed_specs, **fetches, **targets, **inits;
+    int n_feeds, n_fetches, n_targets, n_inits;
+    bool soft_placement;
+} zf_cli_step_args_t;
+
+/* Sizes the arrays of *a for argc arguments. false when out of memory
+ * (free *a with zf_cli_step_args_free either way). */
+bool zf_cli_step_args_init(zf_cli_step_args_t *a, int argc);
+
+/* Frees the arrays of *a; safe on a zeroed or half-built one. */
+void zf_cli_step_args_free(zf_cli_step_args_t *a);
+
+/* A command's options beside the step's. */
+typedef struct zf_cli_own_options {
+    const char *const *flags;  /* NULL-terminated; options without a value */
+    const char *const *valued; /* NULL-terminated; options with one */
+    /* Stores option opt of the lists (value NULL for a flag); an error is
+     * reported as bad usage with its message. */
+    zf_status_t (*set)(void *arg, const char *opt, const char *value);
+    void *arg;
+} zf_cli_own_options_t;
+
+/* Parses argv (argv[0] is the command) into *a and, through own, the
+ * command's own options; needs GRAPH. Returns 0, or 2 after printing the
+ * error and usage as zf_cli_usage_error does. */
+int zf_cli_step_args_parse(const char *command, const char *usage, int argc, char **argv,
+                           const zf_cli_own_options_t *own, zf_cli_step_args_t *a);
+
+/* The checks after parsing: --steps is a count (sets a->steps), --place is
+ * first or balanced, and there is a fetch or a target. Returns 0, or 2 as
+ * zf_cli_step_args_parse does. */
+int zf_cli_step_args_check(const char *command, const char *usage, zf_cli_step_args_t *a);
+
+/* The feeds of a step, parsed from its --feed specs. */
+typedef struct zf_cli_feeds {
+    char **names;
+    zf_tensor_t **values;
+    int n;
+} zf_cli_feeds_t;
+
+/* Parses every --feed of a with zf_cli_feed_parse (dtype_of, arg as
+ * there). *f is the caller's (zf_cli_feeds_free), also on error; *usage
+ * says whether an error is a spec's text (exit 2). */
+zf_status_t zf_cli_feeds_parse(const zf_cli_step_args_t *a, zf_cli_dtype_fn dtype_of, void *arg,
+                               zf_cli_feeds_t *f, bool *usage);
+
+/* Frees the names and values of *f and zeroes it. */
+void zf_cli_feeds_free(zf_cli_feeds_t *f);
+
+/* The step of a with feeds f (borrowing both). */
+zf_client_step_t zf_cli_client_step(const zf_cli_step_args_t *a, const zf_cli_feeds_t *f);
+
+/* The session options that --place and --allow-soft-placement ask for. */
+zf_client_session_options_t zf_cli_session_options(const zf_cli_step_args_t *a);
+
+/* The job options of --steps and --init (borrowing a's inits). */
+zf_client_job_options_t zf_cli_job_options(const zf_cli_step_args_t *a);
+
+/* The graph of gd for feed dtypes only, or NULL when it does not build
+ * (the service reports bad graphs). */
+zf_graph_t *zf_cli_graph_for_dtypes(const Tensorflow__GraphDef *gd);
 
 /* Prints each fetch as "NAME =\n<NumPy text>\n" on stdout (unless quiet)
  * and writes out_dir/<name>.npy when out_dir is set (created if missing;

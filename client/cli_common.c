@@ -1,10 +1,12 @@
 /* Helpers shared by the CLI's commands: usage and failure conventions,
  * --load and --devices lists, feed values (literals and .npy files), the
- * printing of fetched tensors, and the progress line of a job. */
+ * options and feeds of a step (zflow run, submit), the printing of fetched
+ * tensors, and the progress line of a job. */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,17 @@ int zf_cli_fail(const char *command, zf_status_t *s)
     fprintf(stderr, "zflow %s: %s: %s\n", command, zf_code_name(s->code), zf_status_msg(s));
     zf_status_clear(s);
     return 1;
+}
+
+int zf_cli_usage_error(const char *command, const char *usage, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "zflow %s: ", command);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n%s", usage);
+    va_end(ap);
+    return 2;
 }
 
 /* DEV as a spec: a device name, or type:id (gpu:1 -> /device:GPU:1). */
@@ -346,6 +359,190 @@ const char *zf_cli_default_broker(void)
 {
     const char *env = getenv("ZFLOW_BROKER");
     return env && env[0] ? env : ZF_CLI_DEFAULT_BROKER;
+}
+
+/* ---- the step of `zflow run` and `zflow submit` --------------------------------- */
+
+static const char *const s_step_valued[] = {"--feed", "--fetch", "--target",
+                                            "--init", "--place", "--steps"};
+
+static bool s_listed(const char *const *list, const char *opt)
+{
+    for (int i = 0; list && list[i]; i++)
+        if (strcmp(list[i], opt) == 0) return true;
+    return false;
+}
+
+static bool s_step_valued_option(const char *opt)
+{
+    for (size_t i = 0; i < sizeof s_step_valued / sizeof s_step_valued[0]; i++)
+        if (strcmp(opt, s_step_valued[i]) == 0) return true;
+    return false;
+}
+
+bool zf_cli_step_args_init(zf_cli_step_args_t *a, int argc)
+{
+    *a = (zf_cli_step_args_t){.steps = 1};
+    a->feed_specs = calloc((size_t)argc, sizeof *a->feed_specs);
+    a->fetches = calloc((size_t)argc, sizeof *a->fetches);
+    a->targets = calloc((size_t)argc, sizeof *a->targets);
+    a->inits = calloc((size_t)argc, sizeof *a->inits);
+    return a->feed_specs && a->fetches && a->targets && a->inits;
+}
+
+void zf_cli_step_args_free(zf_cli_step_args_t *a)
+{
+    free(a->feed_specs);
+    free(a->fetches);
+    free(a->targets);
+    free(a->inits);
+    a->feed_specs = a->fetches = a->targets = a->inits = NULL;
+}
+
+/* Stores the value of a step option that takes one; false for others. */
+static bool s_step_option(zf_cli_step_args_t *a, const char *opt, const char *v)
+{
+    if (strcmp(opt, "--feed") == 0)
+        a->feed_specs[a->n_feeds++] = v;
+    else if (strcmp(opt, "--fetch") == 0)
+        a->fetches[a->n_fetches++] = v;
+    else if (strcmp(opt, "--target") == 0)
+        a->targets[a->n_targets++] = v;
+    else if (strcmp(opt, "--init") == 0)
+        a->inits[a->n_inits++] = v;
+    else if (strcmp(opt, "--place") == 0)
+        a->place = v;
+    else if (strcmp(opt, "--steps") == 0)
+        a->steps_text = v;
+    else
+        return false;
+    return true;
+}
+
+/* Takes argv[*i], an option, with its value when it has one: 1 taken, 0
+ * not an option taken here, 2 bad usage (printed). */
+static int s_take_option(const char *command, const char *usage, int argc, char **argv, int *i,
+                         const zf_cli_own_options_t *own, zf_cli_step_args_t *a)
+{
+    const char *arg = argv[*i];
+    zf_status_t s = ZF_STATUS_OK;
+    if (strcmp(arg, "--allow-soft-placement") == 0) {
+        a->soft_placement = true;
+        return 1;
+    }
+    if (own && s_listed(own->flags, arg))
+        s = own->set(own->arg, arg, NULL);
+    else if (*i + 1 >= argc)
+        return 0;
+    else if (own && s_listed(own->valued, arg))
+        s = own->set(own->arg, arg, argv[++*i]);
+    else if (s_step_option(a, arg, argv[*i + 1]))
+        ++*i;
+    else
+        return 0;
+    if (!zf_ok(s)) {
+        int rc = zf_cli_usage_error(command, usage, "%s", zf_status_msg(&s));
+        zf_status_clear(&s);
+        return rc;
+    }
+    /* "--fetch a b c": more fetches follow, once GRAPH is known */
+    while (strcmp(arg, "--fetch") == 0 && a->graph && *i + 1 < argc && argv[*i + 1][0] != '-')
+        a->fetches[a->n_fetches++] = argv[++*i];
+    return 1;
+}
+
+int zf_cli_step_args_parse(const char *command, const char *usage, int argc, char **argv,
+                           const zf_cli_own_options_t *own, zf_cli_step_args_t *a)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        int taken = s_take_option(command, usage, argc, argv, &i, own, a);
+        if (taken == 2) return 2;
+        if (taken) continue;
+        if (arg[0] == '-' && arg[1] != '\0') {
+            bool valued = s_step_valued_option(arg) || (own && s_listed(own->valued, arg));
+            return valued ? zf_cli_usage_error(command, usage, "%s needs a value", arg)
+                          : zf_cli_usage_error(command, usage, "unknown option '%s'", arg);
+        }
+        if (a->graph) return zf_cli_usage_error(command, usage, "unexpected argument '%s'", arg);
+        a->graph = arg;
+    }
+    return a->graph ? 0 : zf_cli_usage_error(command, usage, "need a GRAPH file");
+}
+
+int zf_cli_step_args_check(const char *command, const char *usage, zf_cli_step_args_t *a)
+{
+    if (a->steps_text) {
+        zf_status_t s = zf_cli_parse_count("--steps", a->steps_text, 1000000000L, &a->steps);
+        if (!zf_ok(s)) {
+            int rc = zf_cli_usage_error(command, usage, "%s", zf_status_msg(&s));
+            zf_status_clear(&s);
+            return rc;
+        }
+    }
+    if (a->place && strcmp(a->place, "first") != 0 && strcmp(a->place, "balanced") != 0)
+        return zf_cli_usage_error(command, usage, "--place takes first or balanced, not '%s'",
+                                  a->place);
+    if (a->n_fetches == 0 && a->n_targets == 0)
+        return zf_cli_usage_error(command, usage, "nothing to run: give --fetch or --target");
+    return 0;
+}
+
+zf_status_t zf_cli_feeds_parse(const zf_cli_step_args_t *a, zf_cli_dtype_fn dtype_of, void *arg,
+                               zf_cli_feeds_t *f, bool *usage)
+{
+    *usage = false;
+    f->n = 0;
+    f->names = calloc((size_t)a->n_feeds + 1, sizeof *f->names);
+    f->values = calloc((size_t)a->n_feeds + 1, sizeof *f->values);
+    if (!f->names || !f->values) return zf_out_of_memory("feeds");
+    f->n = a->n_feeds;
+    for (int i = 0; i < a->n_feeds; i++)
+        ZF_TRY(
+            zf_cli_feed_parse(a->feed_specs[i], dtype_of, arg, &f->names[i], &f->values[i], usage));
+    *usage = false;
+    return ZF_STATUS_OK;
+}
+
+void zf_cli_feeds_free(zf_cli_feeds_t *f)
+{
+    for (int i = 0; f->names && i < f->n; i++) free(f->names[i]);
+    for (int i = 0; f->values && i < f->n; i++) zf_tensor_unref(&f->values[i]);
+    free(f->names);
+    free(f->values);
+    *f = (zf_cli_feeds_t){NULL, NULL, 0};
+}
+
+zf_client_step_t zf_cli_client_step(const zf_cli_step_args_t *a, const zf_cli_feeds_t *f)
+{
+    return (zf_client_step_t){(const char *const *)f->names,
+                              f->values,
+                              f->n,
+                              a->fetches,
+                              a->n_fetches,
+                              a->targets,
+                              a->n_targets};
+}
+
+zf_client_session_options_t zf_cli_session_options(const zf_cli_step_args_t *a)
+{
+    zf_client_session_options_t opts = ZF_CLIENT_SESSION_OPTIONS_DEFAULT;
+    opts.allow_soft_placement = a->soft_placement;
+    opts.place_first = a->place && strcmp(a->place, "first") == 0;
+    return opts;
+}
+
+zf_client_job_options_t zf_cli_job_options(const zf_cli_step_args_t *a)
+{
+    return (zf_client_job_options_t){a->steps, a->inits, a->n_inits};
+}
+
+zf_graph_t *zf_cli_graph_for_dtypes(const Tensorflow__GraphDef *gd)
+{
+    zf_graph_t *graph = NULL;
+    zf_status_t s = zf_graph_new_from_graphdef(gd, &graph);
+    zf_status_clear(&s);
+    return graph;
 }
 
 /* ---- fetches -------------------------------------------------------------------- */

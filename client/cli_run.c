@@ -4,7 +4,6 @@
  * terminal. Feed parsing and fetch printing are in cli_common.c. */
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,12 +60,10 @@ static const char s_usage[] =
 /* ---- the command -------------------------------------------------------------- */
 
 typedef struct {
-    const char *graph, *devices, *out_dir, *broker, *timeout_text, *place, *steps_text;
+    zf_cli_step_args_t step;
+    const char *devices, *out_dir, *broker, *timeout_text;
     int timeout_ms;
-    long steps;
-    const char **feed_specs, **fetches, **targets, **inits;
-    int n_feeds, n_fetches, n_targets, n_inits;
-    bool inprocess, quiet, soft_placement;
+    bool inprocess, quiet;
 } s_args_t;
 
 /* What runs the step: the local session (--inprocess) or a service client
@@ -92,8 +89,8 @@ static zf_dtype_t s_graph_dtype(void *arg, const char *name)
 
 /* Runs the step a->steps times in this process; got holds the last run's
  * fetches. */
-static zf_status_t s_run_local(const s_runner_t *r, const s_args_t *a, char **names,
-                               zf_tensor_t **values, zf_tensor_t **got)
+static zf_status_t s_run_local(const s_runner_t *r, const zf_cli_step_args_t *a,
+                               const zf_cli_feeds_t *f, zf_tensor_t **got)
 {
     if (a->n_inits > 0)
         ZF_TRY(zf_status_prefix(
@@ -102,7 +99,7 @@ static zf_status_t s_run_local(const s_runner_t *r, const s_args_t *a, char **na
     for (long k = 1; k <= a->steps; k++) {
         for (int j = 0; j < a->n_fetches; j++) zf_tensor_unref(&got[j]);
         zf_status_t s =
-            zf_local_session_run(r->sess, (const char *const *)names, values, a->n_feeds,
+            zf_local_session_run(r->sess, (const char *const *)f->names, f->values, f->n,
                                  a->fetches, a->n_fetches, a->targets, a->n_targets, got);
         if (!zf_ok(s))
             return a->steps > 1 ? zf_status_prefix(s, "step %ld of %ld", k, a->steps) : s;
@@ -116,17 +113,18 @@ static zf_status_t s_run_job(const s_runner_t *r, const s_args_t *a, const zf_cl
                              const zf_client_session_options_t *opts, zf_tensor_t **got)
 {
     char *id = NULL;
-    zf_client_job_options_t job = {a->steps, a->inits, a->n_inits};
+    int n_fetches = a->step.n_fetches;
+    zf_client_job_options_t job = zf_cli_job_options(&a->step);
     ZF_TRY(zf_client_submit_job(r->client, r->gd, opts, step, &job, &id));
     zf_cli_progress_t pr = {false};
     zf_client_job_result_t *res = NULL;
     zf_client_progress_fn draw = zf_cli_progress_wanted(a->quiet) ? zf_cli_progress_draw : NULL;
     zf_status_t s = zf_client_wait_result(r->client, id, a->timeout_ms, draw, &pr, &res);
     zf_cli_progress_end(&pr);
-    if (zf_ok(s) && res->n_fetches != a->n_fetches)
+    if (zf_ok(s) && res->n_fetches != n_fetches)
         s = zf_internal("the service returned %d tensors for %d fetches", res->n_fetches,
-                        a->n_fetches);
-    for (int j = 0; zf_ok(s) && j < a->n_fetches; j++) {
+                        n_fetches);
+    for (int j = 0; zf_ok(s) && j < n_fetches; j++) {
         got[j] = res->tensors[j];
         res->tensors[j] = NULL;
     }
@@ -135,147 +133,83 @@ static zf_status_t s_run_job(const s_runner_t *r, const s_args_t *a, const zf_cl
     return s;
 }
 
-static zf_status_t s_run_step(const s_runner_t *r, const s_args_t *a, char **names,
-                              zf_tensor_t **values, zf_tensor_t **got)
+static zf_status_t s_run_step(const s_runner_t *r, const s_args_t *a, const zf_cli_feeds_t *f,
+                              zf_tensor_t **got)
 {
-    if (r->sess) return s_run_local(r, a, names, values, got);
-    zf_client_step_t step = {(const char *const *)names,
-                             values,
-                             a->n_feeds,
-                             a->fetches,
-                             a->n_fetches,
-                             a->targets,
-                             a->n_targets};
+    if (r->sess) return s_run_local(r, &a->step, f, got);
+    zf_client_step_t step = zf_cli_client_step(&a->step, f);
     zf_client_set_timeout(r->client, a->timeout_ms);
-    zf_client_session_options_t opts = ZF_CLIENT_SESSION_OPTIONS_DEFAULT;
-    opts.allow_soft_placement = a->soft_placement;
-    opts.place_first = a->place && strcmp(a->place, "first") == 0;
-    return zf_status_prefix(s_run_job(r, a, &step, &opts, got), "%s", a->graph);
+    zf_client_session_options_t opts = zf_cli_session_options(&a->step);
+    return zf_status_prefix(s_run_job(r, a, &step, &opts, got), "%s", a->step.graph);
 }
 
 /* Builds the feeds, runs, prints. Returns the exit code. */
 static int s_execute(const s_args_t *a, const s_runner_t *r)
 {
-    char **names = calloc((size_t)a->n_feeds + 1, sizeof *names);
-    zf_tensor_t **values = calloc((size_t)a->n_feeds + 1, sizeof *values);
-    zf_tensor_t **got = calloc((size_t)a->n_fetches + 1, sizeof *got);
-    zf_status_t s = names && values && got ? ZF_STATUS_OK : zf_out_of_memory("run");
+    const zf_cli_step_args_t *st = &a->step;
+    zf_cli_feeds_t feeds = {NULL, NULL, 0};
+    zf_tensor_t **got = calloc((size_t)st->n_fetches + 1, sizeof *got);
     bool usage = false;
-    for (int i = 0; i < a->n_feeds && zf_ok(s); i++)
-        s = zf_cli_feed_parse(a->feed_specs[i], s_graph_dtype, (void *)r, &names[i], &values[i],
-                              &usage);
-    if (zf_ok(s)) {
-        usage = false;
-        s = s_run_step(r, a, names, values, got);
-    }
-    if (zf_ok(s)) s = zf_cli_print_fetches(a->fetches, got, a->n_fetches, a->out_dir, a->quiet);
+    zf_status_t s = got ? zf_cli_feeds_parse(st, s_graph_dtype, (void *)r, &feeds, &usage)
+                        : zf_out_of_memory("run");
+    if (zf_ok(s)) s = s_run_step(r, a, &feeds, got);
+    if (zf_ok(s)) s = zf_cli_print_fetches(st->fetches, got, st->n_fetches, a->out_dir, a->quiet);
     int rc = zf_ok(s) ? 0 : zf_cli_fail("run", &s);
     if (rc && usage) rc = 2;
-    for (int i = 0; names && i < a->n_feeds; i++) free(names[i]);
-    for (int i = 0; values && i < a->n_feeds; i++) zf_tensor_unref(&values[i]);
-    for (int j = 0; got && j < a->n_fetches; j++) zf_tensor_unref(&got[j]);
-    free(names);
-    free(values);
+    zf_cli_feeds_free(&feeds);
+    for (int j = 0; got && j < st->n_fetches; j++) zf_tensor_unref(&got[j]);
     free(got);
     return rc;
 }
 
-static int s_usage_error(const char *fmt, ...) ZF_PRINTF(1, 2);
-static int s_usage_error(const char *fmt, ...)
+/* Stores an option of run's own (a zf_cli_own_options_t's set). */
+static zf_status_t s_set_option(void *arg, const char *opt, const char *value)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "zflow run: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n%s", s_usage);
-    va_end(ap);
-    return 2;
-}
-
-/* Stores the value of an option that takes one; false for other options. */
-static bool s_valued_option(s_args_t *a, const char *opt, const char *v)
-{
-    if (strcmp(opt, "--devices") == 0)
-        a->devices = v;
+    s_args_t *a = arg;
+    if (strcmp(opt, "--inprocess") == 0)
+        a->inprocess = true;
+    else if (strcmp(opt, "--quiet") == 0 || strcmp(opt, "-q") == 0)
+        a->quiet = true;
+    else if (strcmp(opt, "--devices") == 0)
+        a->devices = value;
     else if (strcmp(opt, "--out-dir") == 0)
-        a->out_dir = v;
+        a->out_dir = value;
     else if (strcmp(opt, "--broker") == 0)
-        a->broker = v;
-    else if (strcmp(opt, "--timeout-ms") == 0)
-        a->timeout_text = v;
-    else if (strcmp(opt, "--place") == 0)
-        a->place = v;
-    else if (strcmp(opt, "--steps") == 0)
-        a->steps_text = v;
-    else if (strcmp(opt, "--init") == 0)
-        a->inits[a->n_inits++] = v;
-    else if (strcmp(opt, "--feed") == 0)
-        a->feed_specs[a->n_feeds++] = v;
-    else if (strcmp(opt, "--target") == 0)
-        a->targets[a->n_targets++] = v;
-    else if (strcmp(opt, "--fetch") == 0)
-        a->fetches[a->n_fetches++] = v;
+        a->broker = value;
     else
-        return false;
-    return true;
+        a->timeout_text = value;
+    return ZF_STATUS_OK;
 }
 
-/* Parses argv into *a (arrays sized argc). Returns 0 or the exit code. */
+/* *a->timeout_ms from --timeout-ms; 0 or the exit code. */
+static int s_parse_timeout(s_args_t *a)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(a->timeout_text, &end, 10);
+    if (!a->timeout_text[0] || *end || errno || v < 1 || v > INT_MAX)
+        return zf_cli_usage_error(
+            "run", s_usage, "--timeout-ms must be a positive number, not '%s'", a->timeout_text);
+    a->timeout_ms = (int)v;
+    return 0;
+}
+
+/* Parses argv into *a (step arrays sized argc). Returns 0 or the exit code. */
 static int s_parse_args(int argc, char **argv, s_args_t *a)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--inprocess") == 0) {
-            a->inprocess = true;
-        } else if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
-            a->quiet = true;
-        } else if (strcmp(arg, "--allow-soft-placement") == 0) {
-            a->soft_placement = true;
-        } else if (i + 1 < argc && s_valued_option(a, arg, argv[i + 1])) {
-            i++;
-            /* "--fetch a b c": more fetches follow, once GRAPH is known */
-            while (strcmp(arg, "--fetch") == 0 && a->graph && i + 1 < argc && argv[i + 1][0] != '-')
-                a->fetches[a->n_fetches++] = argv[++i];
-        } else if (arg[0] == '-' && arg[1] != '\0') {
-            bool valued = strcmp(arg, "--devices") == 0 || strcmp(arg, "--out-dir") == 0 ||
-                          strcmp(arg, "--feed") == 0 || strcmp(arg, "--target") == 0 ||
-                          strcmp(arg, "--fetch") == 0 || strcmp(arg, "--broker") == 0 ||
-                          strcmp(arg, "--timeout-ms") == 0 || strcmp(arg, "--place") == 0 ||
-                          strcmp(arg, "--steps") == 0 || strcmp(arg, "--init") == 0;
-            return valued ? s_usage_error("%s needs a value", arg)
-                          : s_usage_error("unknown option '%s'", arg);
-        } else if (!a->graph) {
-            a->graph = arg;
-        } else {
-            return s_usage_error("unexpected argument '%s'", arg);
-        }
-    }
-    if (!a->graph) return s_usage_error("need a GRAPH file");
-    if (a->inprocess && a->broker) return s_usage_error("give --broker or --inprocess, not both");
-    if (a->timeout_text) {
-        char *end = NULL;
-        errno = 0;
-        long v = strtol(a->timeout_text, &end, 10);
-        if (!a->timeout_text[0] || *end || errno || v < 1 || v > INT_MAX)
-            return s_usage_error("--timeout-ms must be a positive number, not '%s'",
-                                 a->timeout_text);
-        a->timeout_ms = (int)v;
-    }
-    if (a->steps_text) {
-        zf_status_t s = zf_cli_parse_count("--steps", a->steps_text, 1000000000L, &a->steps);
-        if (!zf_ok(s)) {
-            int rc = s_usage_error("%s", zf_status_msg(&s));
-            zf_status_clear(&s);
-            return rc;
-        }
-    }
-    if (a->place && strcmp(a->place, "first") != 0 && strcmp(a->place, "balanced") != 0)
-        return s_usage_error("--place takes first or balanced, not '%s'", a->place);
+    static const char *const flags[] = {"--inprocess", "--quiet", "-q", NULL};
+    static const char *const valued[] = {"--devices", "--out-dir", "--broker", "--timeout-ms",
+                                         NULL};
+    const zf_cli_own_options_t own = {flags, valued, s_set_option, a};
+    int rc = zf_cli_step_args_parse("run", s_usage, argc, argv, &own, &a->step);
+    if (rc) return rc;
+    if (a->inprocess && a->broker)
+        return zf_cli_usage_error("run", s_usage, "give --broker or --inprocess, not both");
+    if (a->timeout_text && (rc = s_parse_timeout(a)) != 0) return rc;
     if (a->broker && a->devices)
-        return s_usage_error("--devices does not apply with --broker: the service has its own");
-    if (a->n_fetches == 0 && a->n_targets == 0)
-        return s_usage_error("nothing to run: give --fetch or --target");
-    return 0;
+        return zf_cli_usage_error(
+            "run", s_usage, "--devices does not apply with --broker: the service has its own");
+    return zf_cli_step_args_check("run", s_usage, &a->step);
 }
 
 static int s_run_inprocess(const s_args_t *a, const Tensorflow__GraphDef *gd)
@@ -283,9 +217,9 @@ static int s_run_inprocess(const s_args_t *a, const Tensorflow__GraphDef *gd)
     s_runner_t r = {0};
     zf_local_session_options_t opts = ZF_LOCAL_SESSION_OPTIONS_DEFAULT;
     opts.devices = a->devices;
-    opts.allow_soft_placement = a->soft_placement;
-    opts.balanced_placement = a->place && strcmp(a->place, "balanced") == 0;
-    zf_status_t s = zf_status_prefix(zf_local_session_new(gd, &opts, &r.sess), "%s", a->graph);
+    opts.allow_soft_placement = a->step.soft_placement;
+    opts.balanced_placement = a->step.place && strcmp(a->step.place, "balanced") == 0;
+    zf_status_t s = zf_status_prefix(zf_local_session_new(gd, &opts, &r.sess), "%s", a->step.graph);
     int rc = zf_ok(s) ? s_execute(a, &r) : zf_cli_fail("run", &s);
     zf_local_session_destroy(&r.sess);
     return rc;
@@ -295,9 +229,8 @@ static int s_run_inprocess(const s_args_t *a, const Tensorflow__GraphDef *gd)
  * for this run and stopped after it. */
 static int s_run_service(const s_args_t *a, const Tensorflow__GraphDef *gd)
 {
-    s_runner_t r = {.gd = gd};
-    zf_status_t s = zf_graph_new_from_graphdef(gd, &r.graph);
-    zf_status_clear(&s); /* only for feed dtypes; the service reports bad graphs */
+    s_runner_t r = {.gd = gd, .graph = zf_cli_graph_for_dtypes(gd)};
+    zf_status_t s = ZF_STATUS_OK;
     zf_cluster_t *cluster = NULL;
     if (!a->broker) {
         zf_cluster_options_t o = ZF_CLUSTER_OPTIONS_DEFAULT;
@@ -322,25 +255,18 @@ static int s_run(int argc, char **argv)
         fputs(s_usage, stdout);
         return 0;
     }
-    s_args_t a = {.timeout_ms = 60000, .steps = 1};
-    a.feed_specs = calloc((size_t)argc, sizeof *a.feed_specs);
-    a.fetches = calloc((size_t)argc, sizeof *a.fetches);
-    a.targets = calloc((size_t)argc, sizeof *a.targets);
-    a.inits = calloc((size_t)argc, sizeof *a.inits);
-    int rc = a.feed_specs && a.fetches && a.targets && a.inits ? s_parse_args(argc, argv, &a) : 1;
+    s_args_t a = {.timeout_ms = 60000};
+    int rc = zf_cli_step_args_init(&a.step, argc) ? s_parse_args(argc, argv, &a) : 1;
     Tensorflow__GraphDef *gd = NULL;
     if (rc == 0) {
-        zf_status_t s = zf_graphdef_read_file(a.graph, ZF_FORMAT_AUTO, &gd);
+        zf_status_t s = zf_graphdef_read_file(a.step.graph, ZF_FORMAT_AUTO, &gd);
         if (!zf_ok(s))
             rc = zf_cli_fail("run", &s);
         else
             rc = a.inprocess ? s_run_inprocess(&a, gd) : s_run_service(&a, gd);
     }
     zf_graphdef_free(&gd);
-    free(a.feed_specs);
-    free(a.fetches);
-    free(a.targets);
-    free(a.inits);
+    zf_cli_step_args_free(&a.step);
     return rc;
 }
 

@@ -1,7 +1,6 @@
 /* zflow wait: waits for a job that `zflow submit` started and prints its
  * fetches as `zflow run` does, with a progress line on a terminal. */
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,18 +33,6 @@ typedef struct {
     bool quiet;
 } s_args_t;
 
-static int s_usage_error(const char *fmt, ...) ZF_PRINTF(1, 2);
-static int s_usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "zflow wait: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n%s", s_usage);
-    va_end(ap);
-    return 2;
-}
-
 /* Parses argv into *a. Returns 0 or the exit code. */
 static int s_parse_args(int argc, char **argv, s_args_t *a)
 {
@@ -56,7 +43,7 @@ static int s_parse_args(int argc, char **argv, s_args_t *a)
         if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
             a->quiet = true;
         } else if (valued && i + 1 == argc) {
-            return s_usage_error("%s needs a value", arg);
+            return zf_cli_usage_error("wait", s_usage, "%s needs a value", arg);
         } else if (strcmp(arg, "--broker") == 0) {
             a->broker = argv[++i];
         } else if (strcmp(arg, "--out-dir") == 0) {
@@ -64,19 +51,19 @@ static int s_parse_args(int argc, char **argv, s_args_t *a)
         } else if (strcmp(arg, "--timeout-ms") == 0) {
             zf_status_t s = zf_cli_parse_count("--timeout-ms", argv[++i], INT_MAX, &a->timeout_ms);
             if (!zf_ok(s)) {
-                int rc = s_usage_error("%s", zf_status_msg(&s));
+                int rc = zf_cli_usage_error("wait", s_usage, "%s", zf_status_msg(&s));
                 zf_status_clear(&s);
                 return rc;
             }
         } else if (arg[0] == '-' && arg[1] != '\0') {
-            return s_usage_error("unknown option '%s'", arg);
+            return zf_cli_usage_error("wait", s_usage, "unknown option '%s'", arg);
         } else if (!a->job) {
             a->job = arg;
         } else {
-            return s_usage_error("unexpected argument '%s'", arg);
+            return zf_cli_usage_error("wait", s_usage, "unexpected argument '%s'", arg);
         }
     }
-    return a->job ? 0 : s_usage_error("need a JOB id");
+    return a->job ? 0 : zf_cli_usage_error("wait", s_usage, "need a JOB id");
 }
 
 static int s_wait(int argc, char **argv)

@@ -16,37 +16,13 @@
 #include <unistd.h>
 
 #include "common/transport.h"
+#include "process_test_util.h"
 
 typedef struct zf_test_broker {
     pid_t pid;
     char endpoint[256];
     char log_path[64]; /* the broker's stderr */
 } zf_test_broker_t;
-
-static inline int64_t zf_test_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Reads one line from fd within timeout_ms; false on timeout or EOF. */
-static inline bool zf_test_read_line(int fd, char *buf, size_t size, int timeout_ms)
-{
-    size_t n = 0;
-    int64_t deadline = zf_test_now_ms() + timeout_ms;
-    while (n + 1 < size) {
-        struct pollfd p = {fd, POLLIN, 0};
-        int left = (int)(deadline - zf_test_now_ms());
-        if (left <= 0 || poll(&p, 1, left) <= 0) return false;
-        char c;
-        if (read(fd, &c, 1) != 1) return false;
-        if (c == '\n') break;
-        buf[n++] = c;
-    }
-    buf[n] = '\0';
-    return true;
-}
 
 /* Sends sig, waits up to 5 s, then SIGKILLs. Returns the exit code, 128 +
  * the signal for a killed broker, -1 when it was not running. */
@@ -154,6 +130,49 @@ static inline Zflow__Envelope *zf_test_recv(zf_socket_t *s, int timeout_ms, zf_r
     }
     assert_int_equal(st.code, ZF_OK);
     return env;
+}
+
+/* Sends msg, a message of body's type, as the body of an envelope with
+ * request_id. */
+static inline void zf_test_send_body(zf_socket_t *s, uint64_t request_id,
+                                     Zflow__Envelope__BodyCase body, void *msg)
+{
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.request_id = request_id;
+    env.body_case = body;
+    env.ping = msg; /* every body is a pointer in the same union */
+    zf_test_send(s, NULL, 0, &env);
+}
+
+/* Expects the next envelope on s within 5 s to be the StatusReply to
+ * request_id with code (a missing status is OK) and, when text is not
+ * NULL, a message containing text. */
+static inline void zf_test_expect_status(zf_socket_t *s, uint64_t request_id, int code,
+                                         const char *text)
+{
+    Zflow__Envelope *rep = zf_test_recv(s, 5000, NULL);
+    assert_non_null(rep);
+    assert_int_equal(rep->request_id, request_id);
+    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_STATUS_REPLY);
+    const Zflow__Status *st = rep->status_reply->status;
+    assert_int_equal(st ? st->code : 0, code);
+    if (text && (!st || !strstr(st->message, text)))
+        fail_msg("'%s' does not contain '%s'", st ? st->message : "", text);
+    zflow__envelope__free_unpacked(rep, NULL);
+}
+
+/* Sends env on s with request_id id and returns the reply to it, failing
+ * the test when none comes within timeout_ms or it does not echo the id.
+ * Caller frees the reply. */
+static inline Zflow__Envelope *zf_test_call(zf_socket_t *s, Zflow__Envelope *env, uint64_t id,
+                                            int timeout_ms)
+{
+    env->request_id = id;
+    zf_test_send(s, NULL, 0, env);
+    Zflow__Envelope *rep = zf_test_recv(s, timeout_ms, NULL);
+    if (!rep) fail_msg("no reply to request %llu", (unsigned long long)id);
+    assert_int_equal(rep->request_id, id);
+    return rep;
 }
 
 /* Registers an executor (name may be "") and returns the reply. */

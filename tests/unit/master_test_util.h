@@ -22,6 +22,15 @@
 #include "executor/resource.h"
 #include "scheduler/master.h"
 
+/* x on CPU:0 goes to CPU:1 for y, back to CPU:0 for z. */
+static const char *const s_hop_graph =
+    "node { name: 'x' op: 'Placeholder' device: '/job:localhost/replica:0/task:0/device:CPU:0'"
+    "  attr { key: 'dtype' value { type: DT_FLOAT } } }"
+    "node { name: 'y' op: 'Neg' input: 'x' device: '/job:localhost/replica:0/task:0/device:CPU:1'"
+    "  attr { key: 'T' value { type: DT_FLOAT } } }"
+    "node { name: 'z' op: 'Neg' input: 'y' device: '/job:localhost/replica:0/task:0/device:CPU:0'"
+    "  attr { key: 'T' value { type: DT_FLOAT } } }";
+
 #define MAX_FAKES  3
 #define MAX_GRAPHS 16
 

@@ -80,22 +80,11 @@ static void s_close_peer(s_fixture_t *f, zf_socket_t *s)
         if (f->socks[i] == s) zf_socket_destroy(&f->socks[i]);
 }
 
-static void s_send_body(zf_socket_t *s, uint64_t request_id, Zflow__Envelope__BodyCase body,
-                        void *msg)
-{
-    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
-    env.request_id = request_id;
-    env.body_case = body;
-    /* Every body is a pointer in the same union. */
-    env.list_executors = msg;
-    zf_test_send(s, NULL, 0, &env);
-}
-
 /* Registers s as a scheduler and returns how many executors it was told. */
 static size_t s_register_scheduler(zf_socket_t *s)
 {
     Zflow__RegisterScheduler req = ZFLOW__REGISTER_SCHEDULER__INIT;
-    s_send_body(s, 1, ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER, &req);
+    zf_test_send_body(s, 1, ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER, &req);
     Zflow__Envelope *reply = zf_test_recv(s, 5000, NULL);
     assert_non_null(reply);
     assert_int_equal(reply->body_case, ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER_REPLY);
@@ -107,26 +96,12 @@ static size_t s_register_scheduler(zf_socket_t *s)
 static Zflow__Envelope *s_list(zf_socket_t *s, uint64_t request_id)
 {
     Zflow__ListExecutors req = ZFLOW__LIST_EXECUTORS__INIT;
-    s_send_body(s, request_id, ZFLOW__ENVELOPE__BODY_LIST_EXECUTORS, &req);
+    zf_test_send_body(s, request_id, ZFLOW__ENVELOPE__BODY_LIST_EXECUTORS, &req);
     Zflow__Envelope *reply = zf_test_recv(s, 5000, NULL);
     assert_non_null(reply);
     assert_int_equal(reply->request_id, request_id);
     assert_int_equal(reply->body_case, ZFLOW__ENVELOPE__BODY_LIST_EXECUTORS_REPLY);
     return reply;
-}
-
-/* Expects a StatusReply with code and a message containing text. */
-static void s_expect_status(zf_socket_t *s, uint64_t request_id, int code, const char *text)
-{
-    Zflow__Envelope *reply = zf_test_recv(s, 5000, NULL);
-    assert_non_null(reply);
-    assert_int_equal(reply->request_id, request_id);
-    assert_int_equal(reply->body_case, ZFLOW__ENVELOPE__BODY_STATUS_REPLY);
-    const Zflow__Status *st = reply->status_reply->status;
-    assert_non_null(st);
-    assert_int_equal(st->code, code);
-    if (!strstr(st->message, text)) fail_msg("'%s' does not contain '%s'", st->message, text);
-    zflow__envelope__free_unpacked(reply, NULL);
 }
 
 static void s_expect_event(zf_socket_t *s, int kind, const char *name, uint64_t incarnation,
@@ -234,8 +209,8 @@ static void test_broker_passes_client_requests_to_a_scheduler_and_back(void **st
     Zflow__CreateSession cs = ZFLOW__CREATE_SESSION__INIT;
     Zflow__WaitJob wj = ZFLOW__WAIT_JOB__INIT;
     wj.job_id = "job-1";
-    s_send_body(c1, 42, ZFLOW__ENVELOPE__BODY_CREATE_SESSION, &cs);
-    s_send_body(c2, 42, ZFLOW__ENVELOPE__BODY_WAIT_JOB, &wj);
+    zf_test_send_body(c1, 42, ZFLOW__ENVELOPE__BODY_CREATE_SESSION, &cs);
+    zf_test_send_body(c2, 42, ZFLOW__ENVELOPE__BODY_WAIT_JOB, &wj);
     /* The scheduler gets [client][envelope], request ids untouched. */
     zf_route_t from[2];
     for (int i = 0; i < 2; i++) {
@@ -290,7 +265,7 @@ static void test_broker_spreads_requests_over_schedulers_by_outstanding_count(vo
     s_register_scheduler(s1); /* again, as a keepalive: still one entry */
     Zflow__CloseSession close = ZFLOW__CLOSE_SESSION__INIT;
     for (uint64_t id = 1; id <= 3; id++)
-        s_send_body(c, id, ZFLOW__ENVELOPE__BODY_CLOSE_SESSION, &close);
+        zf_test_send_body(c, id, ZFLOW__ENVELOPE__BODY_CLOSE_SESSION, &close);
     Zflow__Envelope *a = zf_test_recv(s1, 5000, NULL), *b = zf_test_recv(s2, 5000, NULL);
     Zflow__Envelope *a2 = zf_test_recv(s1, 5000, NULL);
     assert_non_null(a);
@@ -313,8 +288,8 @@ static void test_broker_answers_unavailable_when_no_scheduler_is_registered(void
     s_fixture_t *f = *state;
     zf_socket_t *c = s_peer(f);
     Zflow__RunStep rs = ZFLOW__RUN_STEP__INIT;
-    s_send_body(c, 77, ZFLOW__ENVELOPE__BODY_RUN_STEP, &rs);
-    s_expect_status(c, 77, ZF_UNAVAILABLE, "no scheduler is registered");
+    zf_test_send_body(c, 77, ZFLOW__ENVELOPE__BODY_RUN_STEP, &rs);
+    zf_test_expect_status(c, 77, ZF_UNAVAILABLE, "no scheduler is registered");
 }
 
 static void test_broker_fails_the_requests_of_a_scheduler_that_disconnects(void **state)
@@ -323,15 +298,15 @@ static void test_broker_fails_the_requests_of_a_scheduler_that_disconnects(void 
     zf_socket_t *sched = s_peer(f), *c = s_peer(f);
     s_register_scheduler(sched);
     Zflow__SubmitJob sj = ZFLOW__SUBMIT_JOB__INIT;
-    s_send_body(c, 5, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &sj);
+    zf_test_send_body(c, 5, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &sj);
     Zflow__Envelope *req = zf_test_recv(sched, 5000, NULL);
     assert_non_null(req);
     zflow__envelope__free_unpacked(req, NULL);
     s_close_peer(f, sched);
-    s_expect_status(c, 5, ZF_UNAVAILABLE, "the scheduler serving this request is gone");
+    zf_test_expect_status(c, 5, ZF_UNAVAILABLE, "the scheduler serving this request is gone");
     Zflow__RunStep rs = ZFLOW__RUN_STEP__INIT;
-    s_send_body(c, 6, ZFLOW__ENVELOPE__BODY_RUN_STEP, &rs);
-    s_expect_status(c, 6, ZF_UNAVAILABLE, "no scheduler is registered");
+    zf_test_send_body(c, 6, ZFLOW__ENVELOPE__BODY_RUN_STEP, &rs);
+    zf_test_expect_status(c, 6, ZF_UNAVAILABLE, "no scheduler is registered");
 }
 
 static void test_broker_answers_bad_messages_and_keeps_serving(void **state)
@@ -340,7 +315,7 @@ static void test_broker_answers_bad_messages_and_keeps_serving(void **state)
     zf_socket_t *p = s_peer(f);
     void *h = zf_socket_handle(p);
     assert_int_equal(zmq_send(h, "garbage!", 8, 0), 8);
-    s_expect_status(p, 0, ZF_INVALID_ARGUMENT, "malformed envelope");
+    zf_test_expect_status(p, 0, ZF_INVALID_ARGUMENT, "malformed envelope");
 
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     Zflow__ListExecutors le = ZFLOW__LIST_EXECUTORS__INIT;
@@ -349,14 +324,14 @@ static void test_broker_answers_bad_messages_and_keeps_serving(void **state)
     env.body_case = ZFLOW__ENVELOPE__BODY_LIST_EXECUTORS;
     env.list_executors = &le;
     assert_int_equal(zf_envelope_send(p, NULL, &env).code, ZF_OK);
-    s_expect_status(p, 3, ZF_FAILED_PRECONDITION, "protocol version 2 is not supported");
+    zf_test_expect_status(p, 3, ZF_FAILED_PRECONDITION, "protocol version 2 is not supported");
 
     Zflow__RunGraph rg = ZFLOW__RUN_GRAPH__INIT;
-    s_send_body(p, 4, ZFLOW__ENVELOPE__BODY_RUN_GRAPH, &rg);
-    s_expect_status(p, 4, ZF_INVALID_ARGUMENT, "the broker does not serve run_graph");
+    zf_test_send_body(p, 4, ZFLOW__ENVELOPE__BODY_RUN_GRAPH, &rg);
+    zf_test_expect_status(p, 4, ZF_INVALID_ARGUMENT, "the broker does not serve run_graph");
 
     Zflow__RegisterExecutor empty = ZFLOW__REGISTER_EXECUTOR__INIT;
-    s_send_body(p, 5, ZFLOW__ENVELOPE__BODY_REGISTER_EXECUTOR, &empty);
+    zf_test_send_body(p, 5, ZFLOW__ENVELOPE__BODY_REGISTER_EXECUTOR, &empty);
     Zflow__Envelope *r = zf_test_recv(p, 5000, NULL);
     assert_non_null(r);
     assert_int_equal(r->register_executor_reply->status->code, ZF_INVALID_ARGUMENT);
@@ -371,12 +346,12 @@ static void test_broker_answers_bad_messages_and_keeps_serving(void **state)
     env.body_case = ZFLOW__ENVELOPE__BODY_STATUS_REPLY;
     env.status_reply = &sr;
     zf_test_send(p, "someone", 7, &env);
-    s_expect_status(p, 6, ZF_INVALID_ARGUMENT, "not a registered scheduler");
+    zf_test_expect_status(p, 6, ZF_INVALID_ARGUMENT, "not a registered scheduler");
 
     /* Too many routing frames. */
     for (int i = 0; i < 9; i++) assert_int_equal(zmq_send(h, "x", 1, ZMQ_SNDMORE), 1);
     assert_int_equal(zmq_send(h, "y", 1, 0), 1);
-    s_expect_status(p, 0, ZF_INVALID_ARGUMENT, "at most");
+    zf_test_expect_status(p, 0, ZF_INVALID_ARGUMENT, "at most");
 
     Zflow__Envelope *list = s_list(p, 8);
     assert_int_equal(list->list_executors_reply->n_executors, 0);
@@ -470,12 +445,12 @@ static void test_broker_drops_a_scheduler_that_stops_answering(void **state)
     assert_true(got && byte == 'r');
     zf_socket_t *c = s_peer(f);
     Zflow__WaitJob wj = ZFLOW__WAIT_JOB__INIT;
-    s_send_body(c, 9, ZFLOW__ENVELOPE__BODY_WAIT_JOB, &wj);
+    zf_test_send_body(c, 9, ZFLOW__ENVELOPE__BODY_WAIT_JOB, &wj);
     usleep(100000);
     /* A stopped process answers nothing, not even ZeroMQ's pings. */
     kill(f->child, SIGSTOP);
     int64_t t0 = zf_test_now_ms();
-    s_expect_status(c, 9, ZF_UNAVAILABLE, "the scheduler serving this request is gone");
+    zf_test_expect_status(c, 9, ZF_UNAVAILABLE, "the scheduler serving this request is gone");
     assert_true(zf_test_now_ms() - t0 < 3000);
 }
 

@@ -52,16 +52,6 @@ static zf_socket_t *s_peer(fixture_t *f)
     return s;
 }
 
-static void s_send_body(zf_socket_t *s, uint64_t request_id, Zflow__Envelope__BodyCase body,
-                        void *msg)
-{
-    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
-    env.request_id = request_id;
-    env.body_case = body;
-    env.ping = msg; /* every body is a pointer in the same union */
-    zf_test_send(s, NULL, 0, &env);
-}
-
 /* RegisterScheduler with sid; returns the reply's status code, and its
  * message in msg. */
 static int s_register(zf_socket_t *s, const char *sid, char *msg, size_t size)
@@ -69,7 +59,7 @@ static int s_register(zf_socket_t *s, const char *sid, char *msg, size_t size)
     Zflow__RegisterScheduler req = ZFLOW__REGISTER_SCHEDULER__INIT;
     req.scheduler_id = (char *)sid;
     req.client_endpoint = "tcp://127.0.0.1:1";
-    s_send_body(s, 1, ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER, &req);
+    zf_test_send_body(s, 1, ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER, &req);
     Zflow__Envelope *rep = zf_test_recv(s, 5000, NULL);
     assert_non_null(rep);
     int code = 0;
@@ -90,24 +80,11 @@ static void s_register_ok(zf_socket_t *s, const char *sid)
     assert_int_equal(s_register(s, sid, msg, sizeof msg), ZF_OK);
 }
 
-/* The status a client got for request_id. */
-static void s_expect_status(zf_socket_t *client, uint64_t request_id, int code, const char *text)
-{
-    Zflow__Envelope *rep = zf_test_recv(client, 5000, NULL);
-    assert_non_null(rep);
-    assert_int_equal(rep->request_id, request_id);
-    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_STATUS_REPLY);
-    assert_int_equal(rep->status_reply->status ? rep->status_reply->status->code : 0, code);
-    if (text && !strstr(rep->status_reply->status->message, text))
-        fail_msg("'%s' lacks '%s'", rep->status_reply->status->message, text);
-    zflow__envelope__free_unpacked(rep, NULL);
-}
-
 static void s_run_step(zf_socket_t *client, uint64_t id, const char *session)
 {
     Zflow__RunStep rs = ZFLOW__RUN_STEP__INIT;
     rs.session = (char *)session;
-    s_send_body(client, id, ZFLOW__ENVELOPE__BODY_RUN_STEP, &rs);
+    zf_test_send_body(client, id, ZFLOW__ENVELOPE__BODY_RUN_STEP, &rs);
 }
 
 /* The next request a scheduler gets: its id and the id it names. */
@@ -127,8 +104,8 @@ static void test_broker_answers_a_ping_itself(void **state)
     fixture_t *f = *state;
     zf_socket_t *c = s_peer(f);
     Zflow__Ping ping = ZFLOW__PING__INIT;
-    s_send_body(c, 42, ZFLOW__ENVELOPE__BODY_PING, &ping);
-    s_expect_status(c, 42, ZF_OK, NULL);
+    zf_test_send_body(c, 42, ZFLOW__ENVELOPE__BODY_PING, &ping);
+    zf_test_expect_status(c, 42, ZF_OK, NULL);
 }
 
 static void test_broker_routes_requests_to_the_scheduler_their_id_names(void **state)
@@ -143,11 +120,11 @@ static void test_broker_routes_requests_to_the_scheduler_their_id_names(void **s
         s_expect_forwarded(s2, id, ZFLOW__ENVELOPE__BODY_RUN_STEP);
     Zflow__WaitJob wj = ZFLOW__WAIT_JOB__INIT;
     wj.job_id = "aaaa0001/job-7-00000002";
-    s_send_body(c, 20, ZFLOW__ENVELOPE__BODY_WAIT_JOB, &wj);
+    zf_test_send_body(c, 20, ZFLOW__ENVELOPE__BODY_WAIT_JOB, &wj);
     s_expect_forwarded(s1, 20, ZFLOW__ENVELOPE__BODY_WAIT_JOB);
     Zflow__CloseSession cs = ZFLOW__CLOSE_SESSION__INIT;
     cs.session = "bbbb0002/session-1-00000001";
-    s_send_body(c, 21, ZFLOW__ENVELOPE__BODY_CLOSE_SESSION, &cs);
+    zf_test_send_body(c, 21, ZFLOW__ENVELOPE__BODY_CLOSE_SESSION, &cs);
     s_expect_forwarded(s2, 21, ZFLOW__ENVELOPE__BODY_CLOSE_SESSION);
     assert_null(zf_test_recv(s1, 200, NULL)); /* nothing else went to s1 */
 }
@@ -158,14 +135,15 @@ static void test_broker_names_the_gone_scheduler_of_a_session_or_job(void **stat
     zf_socket_t *s1 = s_peer(f), *c = s_peer(f);
     s_register_ok(s1, "aaaa0001");
     s_run_step(c, 5, "cccc0003/session-4-0000000a");
-    s_expect_status(c, 5, ZF_UNAVAILABLE,
-                    "session 'cccc0003/session-4-0000000a' is held by scheduler 'cccc0003', "
-                    "which is gone (not registered with the broker)");
+    zf_test_expect_status(c, 5, ZF_UNAVAILABLE,
+                          "session 'cccc0003/session-4-0000000a' is held by scheduler 'cccc0003', "
+                          "which is gone (not registered with the broker)");
     Zflow__WaitJob wj = ZFLOW__WAIT_JOB__INIT;
     wj.job_id = "cccc0003/job-1-0000000b";
-    s_send_body(c, 6, ZFLOW__ENVELOPE__BODY_WAIT_JOB, &wj);
-    s_expect_status(c, 6, ZF_UNAVAILABLE,
-                    "job 'cccc0003/job-1-0000000b' is held by scheduler 'cccc0003', which is gone");
+    zf_test_send_body(c, 6, ZFLOW__ENVELOPE__BODY_WAIT_JOB, &wj);
+    zf_test_expect_status(
+        c, 6, ZF_UNAVAILABLE,
+        "job 'cccc0003/job-1-0000000b' is held by scheduler 'cccc0003', which is gone");
     /* an id without a prefix goes to any scheduler, which says whether it
      * knows it */
     s_run_step(c, 7, "session-1");

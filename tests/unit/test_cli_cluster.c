@@ -1,8 +1,6 @@
 /* Tests of the zflow CLI's service paths as real processes: `zflow run`
  * with an embedded local cluster and with --broker against `zflow up`,
  * compared with `zflow run --inprocess`. */
-#include <fcntl.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -12,12 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "client/cluster.h"
 #include "common/graphdef_io.h"
+#include "process_test_util.h"
 #include "test_util.h"
 
 #define ZFLOW   ZF_BIN_DIR "/zflow"
@@ -25,67 +23,15 @@
 #define FEED    "x=[[1,2,3,4],[0.5,-1,2,0]]"
 #define WAIT_MS 30000
 
-static int64_t s_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static pid_t s_spawn(const char *const *argv, int *out_fd)
-{
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fds[1], STDOUT_FILENO);
-        int null_fd = open("/dev/null", O_WRONLY);
-        if (null_fd >= 0) dup2(null_fd, STDERR_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    *out_fd = fds[0];
-    return pid;
-}
-
-/* Waits for pid (SIGKILL after the deadline); its exit code. */
-static int s_reap(pid_t pid, int64_t deadline)
-{
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (s_now_ms() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            return -1;
-        }
-        usleep(10000);
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 /* Runs argv to completion within WAIT_MS; its stdout into out. Exit code. */
 static int s_capture(const char *const *argv, char *out, size_t size)
 {
     int fd = -1;
-    pid_t pid = s_spawn(argv, &fd);
-    int64_t deadline = s_now_ms() + WAIT_MS;
-    size_t n = 0;
-    for (;;) {
-        struct pollfd p = {fd, POLLIN, 0};
-        int left = (int)(deadline - s_now_ms());
-        if (left <= 0 || poll(&p, 1, left) <= 0) break;
-        ssize_t got = read(fd, out + n, size - 1 - n);
-        if (got <= 0) break;
-        n += (size_t)got;
-        if (n + 1 == size) break;
-    }
-    out[n] = '\0';
+    pid_t pid = zf_test_spawn_piped(argv, &fd, NULL);
+    int64_t deadline = zf_test_now_ms() + WAIT_MS;
+    zf_test_drain(fd, out, size, deadline);
     close(fd);
-    return s_reap(pid, deadline);
+    return zf_test_reap(pid, deadline);
 }
 
 static void test_cli_run_on_an_embedded_cluster_prints_what_inprocess_prints(void **state)
@@ -141,18 +87,9 @@ static void test_cli_up_serves_runs_and_stops_cleanly_on_sigterm(void **state)
     (void)state;
     const char *up[] = {ZFLOW, "up", "--port", "0", "--cpu", "2", NULL};
     int fd = -1;
-    pid_t pid = s_spawn(up, &fd);
+    pid_t pid = zf_test_spawn_piped(up, &fd, NULL);
     char line[512];
-    size_t n = 0;
-    int64_t deadline = s_now_ms() + WAIT_MS;
-    while (n + 1 < sizeof line) {
-        struct pollfd p = {fd, POLLIN, 0};
-        int left = (int)(deadline - s_now_ms());
-        char ch;
-        if (left <= 0 || poll(&p, 1, left) <= 0 || read(fd, &ch, 1) != 1 || ch == '\n') break;
-        line[n++] = ch;
-    }
-    line[n] = '\0';
+    if (!zf_test_read_line(fd, line, sizeof line, WAIT_MS)) line[0] = '\0';
     const char *prefix = "zflow cluster listening on ";
     char endpoint[256] = "";
     if (strncmp(line, prefix, strlen(prefix)) == 0)
@@ -164,7 +101,7 @@ static void test_cli_up_serves_runs_and_stops_cleanly_on_sigterm(void **state)
                             "--feed", FEED,  "--fetch", "probs",    NULL};
     int rc_got = endpoint[0] ? s_capture(remote, got, sizeof got) : -1;
     kill(pid, SIGTERM);
-    int rc_up = s_reap(pid, s_now_ms() + WAIT_MS);
+    int rc_up = zf_test_reap(pid, zf_test_now_ms() + WAIT_MS);
     char rest[256];
     ssize_t r = read(fd, rest, sizeof rest - 1);
     rest[r > 0 ? r : 0] = '\0';
@@ -203,9 +140,9 @@ static void test_cli_run_without_a_broker_fails_after_its_timeout(void **state)
     const char *argv[] = {
         ZFLOW, "run",     MLP,     "--broker", "tcp://127.0.0.1:1", "--feed", FEED, "--timeout-ms",
         "300", "--fetch", "probs", NULL};
-    int64_t t0 = s_now_ms();
+    int64_t t0 = zf_test_now_ms();
     assert_int_equal(s_capture(argv, out, sizeof out), 1);
-    int64_t took = s_now_ms() - t0;
+    int64_t took = zf_test_now_ms() - t0;
     assert_true(took >= 250 && took < 10000);
     assert_string_equal(out, "");
 }

@@ -4,7 +4,6 @@
  * terminal (a pseudo-terminal here). */
 #define _XOPEN_SOURCE 700 /* posix_openpt */
 #include <fcntl.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -14,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
+#include "process_test_util.h"
 #include "test_util.h"
 
 #define ZFLOW   ZF_BIN_DIR "/zflow"
@@ -31,82 +30,17 @@
 static char s_endpoint[256]; /* the cluster's broker; also $ZFLOW_BROKER */
 static pid_t s_up = -1;
 
-static int64_t s_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Waits for pid (SIGKILL after the deadline); its exit code. */
-static int s_reap(pid_t pid, int64_t deadline)
-{
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (s_now_ms() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            return -1;
-        }
-        usleep(10000);
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* Starts argv with stdout on *out_fd and stderr on *err_fd (or /dev/null
- * when err_fd is NULL). */
-static pid_t s_spawn(const char *const *argv, int *out_fd, int *err_fd)
-{
-    int o[2], e[2];
-    assert_int_equal(pipe(o), 0);
-    assert_int_equal(pipe(e), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int null_fd = open("/dev/null", O_RDWR);
-        dup2(null_fd, STDIN_FILENO);
-        dup2(o[1], STDOUT_FILENO);
-        dup2(err_fd ? e[1] : null_fd, STDERR_FILENO);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(o[1]);
-    close(e[1]);
-    *out_fd = o[0];
-    if (err_fd)
-        *err_fd = e[0];
-    else
-        close(e[0]);
-    return pid;
-}
-
-/* Reads fd until EOF or the deadline into buf (NUL-terminated). */
-static void s_drain(int fd, char *buf, size_t size, int64_t deadline)
-{
-    size_t n = 0;
-    for (;;) {
-        struct pollfd p = {fd, POLLIN, 0};
-        int left = (int)(deadline - s_now_ms());
-        if (left <= 0 || poll(&p, 1, left) <= 0) break;
-        ssize_t got = read(fd, buf + n, size - 1 - n);
-        if (got <= 0) break;
-        n += (size_t)got;
-        if (n + 1 == size) break;
-    }
-    buf[n] = '\0';
-}
-
 /* Runs argv to completion; stdout into out, stderr into err. Exit code. */
 static int s_run(const char *const *argv, char *out, size_t out_size, char *err, size_t err_size)
 {
     int ofd = -1, efd = -1;
-    pid_t pid = s_spawn(argv, &ofd, &efd);
-    int64_t deadline = s_now_ms() + WAIT_MS;
-    s_drain(ofd, out, out_size, deadline); /* stderr is small: the pipe holds it */
-    s_drain(efd, err, err_size, deadline);
+    pid_t pid = zf_test_spawn_piped(argv, &ofd, &efd);
+    int64_t deadline = zf_test_now_ms() + WAIT_MS;
+    zf_test_drain(ofd, out, out_size, deadline); /* stderr is small: the pipe holds it */
+    zf_test_drain(efd, err, err_size, deadline);
     close(ofd);
     close(efd);
-    return s_reap(pid, deadline);
+    return zf_test_reap(pid, deadline);
 }
 
 /* Runs argv on a pseudo-terminal (its stdout and stderr); everything it
@@ -131,10 +65,10 @@ static int s_run_on_pty(const char *const *argv, char *out, size_t size)
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
-    int64_t deadline = s_now_ms() + WAIT_MS;
-    s_drain(master, out, size, deadline); /* read() fails with EIO once the child is gone */
+    int64_t deadline = zf_test_now_ms() + WAIT_MS;
+    zf_test_drain(master, out, size, deadline); /* read() fails with EIO once the child is gone */
     close(master);
-    return s_reap(pid, deadline);
+    return zf_test_reap(pid, deadline);
 }
 
 /* `zflow submit` with argv's options; the job id it printed (caller
@@ -160,18 +94,9 @@ static int s_setup(void **state)
     (void)state;
     const char *up[] = {ZFLOW, "up", "--port", "0", "--cpu", "2", NULL};
     int fd = -1;
-    s_up = s_spawn(up, &fd, NULL);
+    s_up = zf_test_spawn_piped(up, &fd, NULL);
     char line[512];
-    size_t n = 0;
-    int64_t deadline = s_now_ms() + WAIT_MS;
-    while (n + 1 < sizeof line) {
-        struct pollfd p = {fd, POLLIN, 0};
-        int left = (int)(deadline - s_now_ms());
-        char ch;
-        if (left <= 0 || poll(&p, 1, left) <= 0 || read(fd, &ch, 1) != 1 || ch == '\n') break;
-        line[n++] = ch;
-    }
-    line[n] = '\0';
+    if (!zf_test_read_line(fd, line, sizeof line, WAIT_MS)) line[0] = '\0';
     close(fd);
     const char *prefix = "zflow cluster listening on ";
     if (strncmp(line, prefix, strlen(prefix)) != 0) return -1;
@@ -184,7 +109,7 @@ static int s_teardown(void **state)
     (void)state;
     if (s_up <= 0) return 0;
     kill(s_up, SIGTERM); /* and it exits 0: every process of it stopped cleanly */
-    return s_reap(s_up, s_now_ms() + WAIT_MS) == 0 ? 0 : -1;
+    return zf_test_reap(s_up, zf_test_now_ms() + WAIT_MS) == 0 ? 0 : -1;
 }
 
 /* ---- tests ------------------------------------------------------------------- */
@@ -275,7 +200,7 @@ static void test_client_poll_reports_the_state_and_steps_of_a_job(void **state)
     ASSERT_OK(zf_client_connect(s_endpoint, &c));
     char *id = s_client_submit(c, 200);
     zf_client_job_progress_t p = {0};
-    int64_t last_done = 0, deadline = s_now_ms() + WAIT_MS;
+    int64_t last_done = 0, deadline = zf_test_now_ms() + WAIT_MS;
     do {
         ASSERT_OK(zf_client_poll(c, id, &p));
         assert_int_equal(p.steps_total, 200);
@@ -283,7 +208,7 @@ static void test_client_poll_reports_the_state_and_steps_of_a_job(void **state)
         assert_true(p.partitions_running >= 0 && p.partitions_running <= p.partitions_total);
         last_done = p.steps_done;
         usleep(5000);
-    } while (p.state != ZF_CLIENT_JOB_DONE && s_now_ms() < deadline);
+    } while (p.state != ZF_CLIENT_JOB_DONE && zf_test_now_ms() < deadline);
     assert_int_equal(p.state, ZF_CLIENT_JOB_DONE);
     assert_int_equal(p.steps_done, 200);
     assert_true(p.partitions_total >= 1);
@@ -357,6 +282,19 @@ static void test_cli_submit_and_wait_answer_bad_usage_with_exit_code_2(void **st
     const char *zero[] = {ZFLOW, "submit", COUNTER, "--fetch", "count", "--steps", "0", NULL};
     assert_int_equal(s_run(zero, out, sizeof out, err, sizeof err), 2);
     assert_non_null(strstr(err, "--steps must be a number from 1 to 1000000000, not '0'"));
+    const char *no_broker[] = {ZFLOW, "submit", COUNTER, "--fetch", "count", "--broker", NULL};
+    assert_int_equal(s_run(no_broker, out, sizeof out, err, sizeof err), 2);
+    assert_non_null(strstr(err, "zflow submit: --broker needs a value\nusage: zflow submit GRAPH"));
+    const char *submit_ms[] = {ZFLOW, "submit",  COUNTER, "--timeout-ms",
+                               "0",   "--fetch", "count", NULL};
+    assert_int_equal(s_run(submit_ms, out, sizeof out, err, sizeof err), 2);
+    assert_non_null(strstr(err, "--timeout-ms must be a number from 1 to 2147483647, not '0'"));
+    const char *bogus[] = {ZFLOW, "submit", COUNTER, "--quiet", "--fetch", "count", NULL};
+    assert_int_equal(s_run(bogus, out, sizeof out, err, sizeof err), 2);
+    assert_non_null(strstr(err, "zflow submit: unknown option '--quiet'"));
+    const char *two_graphs[] = {ZFLOW, "submit", COUNTER, COUNTER, "--fetch", "count", NULL};
+    assert_int_equal(s_run(two_graphs, out, sizeof out, err, sizeof err), 2);
+    assert_non_null(strstr(err, "unexpected argument '" COUNTER "'"));
     const char *no_job[] = {ZFLOW, "wait", NULL};
     assert_int_equal(s_run(no_job, out, sizeof out, err, sizeof err), 2);
     assert_non_null(strstr(err, "need a JOB id"));

@@ -243,6 +243,15 @@ static void test_cli_run_answers_bad_usage_with_exit_code_2(void **state)
     s_expect(&r, 2, "--fetch needs a value");
     s_zflow(&r, "run " EXAMPLES "/mlp.pbtxt --inprocess --bogus --fetch probs");
     s_expect(&r, 2, "unknown option '--bogus'");
+    s_zflow(&r, "run " EXAMPLES "/mlp.pbtxt --inprocess --broker tcp://127.0.0.1:1 --fetch probs");
+    s_expect(&r, 2, "give --broker or --inprocess, not both");
+    s_zflow(&r, "run " EXAMPLES "/mlp.pbtxt --timeout-ms 0 --fetch probs");
+    s_expect(&r, 2, "--timeout-ms must be a positive number, not '0'");
+    s_zflow(&r,
+            "run " EXAMPLES "/mlp.pbtxt --broker tcp://127.0.0.1:1 --devices cpu:2 --fetch probs");
+    s_expect(&r, 2, "--devices does not apply with --broker: the service has its own");
+    s_zflow(&r, "run " EXAMPLES "/mlp.pbtxt --inprocess -q --steps x --fetch probs");
+    s_expect(&r, 2, "--steps must be a number from 1 to 1000000000, not 'x'");
     s_zflow(&r, "run " EXAMPLES "/mlp.pbtxt --inprocess --feed 'x=[[1,2],[3]]' --fetch probs");
     s_expect(&r, 2, "bad value '[[1,2],[3]]' at offset 10: nesting is not rectangular");
     s_zflow(&r, "run " EXAMPLES "/mlp.pbtxt --inprocess --feed 'x=[1,2' --fetch probs");

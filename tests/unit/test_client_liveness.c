@@ -11,22 +11,18 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "broker_test_util.h"
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
+#include "service_test_util.h"
 #include "test_util.h"
 
-#define CPU0      "/job:localhost/replica:0/task:0/device:CPU:0"
-#define CPU1      "/job:localhost/replica:0/task:0/device:CPU:1"
-#define SCHEDULER ZF_BIN_DIR "/zflow-scheduler"
-#define EXECUTOR  ZF_BIN_DIR "/zflow-executor"
-#define WAIT_MS   10000
-#define LONG_MS   20000 /* a request timeout far beyond the 3 s of silence */
+#define CPU0    ZF_TEST_CPU(0)
+#define CPU1    ZF_TEST_CPU(1)
+#define WAIT_MS 10000
+#define LONG_MS 20000 /* a request timeout far beyond the 3 s of silence */
 
 typedef struct {
-    zf_test_broker_t broker;
-    zf_test_child_t executors[2];
-    zf_test_child_t scheduler;
+    zf_test_service_t svc; /* only its broker, or two executors too */
     zf_client_t *client;
     Tensorflow__GraphDef *gd;
 } fixture_t;
@@ -34,13 +30,8 @@ typedef struct {
 /* x on CPU:0, y = -x on CPU:1: each step waits for both executors. */
 static Tensorflow__GraphDef *s_graph(void)
 {
-    const char *text = "node { name: 'x' op: 'Placeholder' device: '" CPU0 "'"
-                       "  attr { key: 'dtype' value { type: DT_FLOAT } } }"
-                       "node { name: 'y' op: 'Neg' input: 'x' device: '" CPU1 "'"
-                       "  attr { key: 'T' value { type: DT_FLOAT } } }";
-    Tensorflow__GraphDef *gd = NULL;
-    ASSERT_OK(zf_graphdef_read_mem(text, strlen(text), ZF_FORMAT_PBTXT, &gd));
-    return gd;
+    const char *const devices[2] = {CPU0, CPU1};
+    return zf_test_neg_chain(devices, 2);
 }
 
 /* Stops pid and waits until it has stopped: kill() only queues SIGSTOP. */
@@ -57,8 +48,8 @@ static int s_setup_broker(void **state)
     fixture_t *f = calloc(1, sizeof *f);
     if (!f) return -1;
     *state = f;
-    zf_test_broker_start(&f->broker, NULL);
-    ASSERT_OK(zf_client_connect(f->broker.endpoint, &f->client));
+    zf_test_broker_start(&f->svc.broker, NULL);
+    ASSERT_OK(zf_client_connect(f->svc.broker.endpoint, &f->client));
     zf_client_set_timeout(f->client, LONG_MS);
     f->gd = s_graph();
     return 0;
@@ -72,16 +63,8 @@ static int s_setup_cluster(void **state)
     if (!f) return -1;
     *state = f;
     const char *bargs[] = {"--heartbeat-ms", "1000", "--heartbeat-misses", "30", NULL};
-    zf_test_broker_start(&f->broker, bargs);
-    const char *names[2] = {CPU0, CPU1}, *devices[2] = {"CPU:0", "CPU:1"};
-    for (int i = 0; i < 2; i++) {
-        const char *argv[] = {EXECUTOR, "--broker", f->broker.endpoint, "--device", devices[i],
-                              "--name", names[i],   "--threads",        "1",        NULL};
-        zf_test_spawn(&f->executors[i], argv, WAIT_MS);
-    }
-    const char *sargv[] = {SCHEDULER, "--broker", f->broker.endpoint, NULL};
-    zf_test_spawn(&f->scheduler, sargv, WAIT_MS);
-    ASSERT_OK(zf_client_connect(f->broker.endpoint, &f->client));
+    zf_test_service_start(&f->svc, bargs, 2, WAIT_MS);
+    ASSERT_OK(zf_client_connect(f->svc.broker.endpoint, &f->client));
     zf_client_set_timeout(f->client, LONG_MS);
     f->gd = s_graph();
     return 0;
@@ -92,10 +75,7 @@ static int s_teardown(void **state)
     fixture_t *f = *state;
     if (!f) return 0;
     zf_client_destroy(&f->client);
-    if (f->scheduler.pid > 0) zf_test_child_stop(&f->scheduler, SIGTERM, WAIT_MS);
-    for (int i = 0; i < 2; i++)
-        if (f->executors[i].pid > 0) zf_test_child_stop(&f->executors[i], SIGTERM, WAIT_MS);
-    zf_test_broker_stop(&f->broker, SIGTERM);
+    zf_test_service_stop(&f->svc, WAIT_MS);
     zf_graphdef_free(&f->gd);
     free(f);
     return 0;
@@ -108,11 +88,11 @@ static void test_client_reports_a_killed_broker_as_unavailable_within_3_s(void *
     /* alive: the broker itself answers at once */
     zf_test_expect_error(zf_client_session_create(f->client, f->gd, NULL, &session), ZF_UNAVAILABLE,
                          "no scheduler is registered");
-    assert_int_equal(zf_test_broker_stop(&f->broker, SIGKILL), 128 + SIGKILL);
+    assert_int_equal(zf_test_broker_stop(&f->svc.broker, SIGKILL), 128 + SIGKILL);
     int64_t t0 = zf_test_now_ms();
     char want[400];
     snprintf(want, sizeof want, "no reply to CreateSession: the broker at %s does not answer",
-             f->broker.endpoint);
+             f->svc.broker.endpoint);
     zf_test_expect_error(zf_client_session_create(f->client, f->gd, NULL, &session), ZF_UNAVAILABLE,
                          want);
     int64_t took = zf_test_now_ms() - t0;
@@ -162,7 +142,7 @@ static void s_expect_slow_step(fixture_t *f, bool direct, const char *answers)
     assert_true(*(float *)zf_tensor_data(y) == -2.0f);
     zf_tensor_unref(&y);
 
-    s_stop(f->executors[1].pid);
+    s_stop(f->svc.executors[1].pid);
     uint64_t request = s_start(f, session, &x);
     int64_t t0 = zf_test_now_ms();
     char want[200];
@@ -172,7 +152,7 @@ static void s_expect_slow_step(fixture_t *f, bool direct, const char *answers)
     int64_t took = zf_test_now_ms() - t0;
     assert_true(took >= 1450 && took < 5000);
     assert_null(y);
-    kill(f->executors[1].pid, SIGCONT);
+    kill(f->svc.executors[1].pid, SIGCONT);
     /* the late reply is kept for its request, which can still collect it */
     ASSERT_OK(zf_client_session_run_finish(f->client, request, 1, WAIT_MS, &y));
     assert_true(*(float *)zf_tensor_data(y) == -2.0f);
@@ -197,7 +177,7 @@ static void test_client_reports_a_stopped_scheduler_of_a_session_as_unavailable(
     fixture_t *f = *state;
     char *session = NULL;
     ASSERT_OK(zf_client_session_create(f->client, f->gd, NULL, &session));
-    s_stop(f->scheduler.pid);
+    s_stop(f->svc.scheduler.pid);
     zf_tensor_t *x = NULL, *y = NULL;
     ASSERT_OK(zf_tensor_new_scalar_float(2.0f, &x));
     uint64_t request = s_start(f, session, &x);
@@ -207,7 +187,7 @@ static void test_client_reports_a_stopped_scheduler_of_a_session_as_unavailable(
     int64_t took = zf_test_now_ms() - t0;
     assert_true(took >= 2900 && took < 8000);
     assert_null(y);
-    kill(f->scheduler.pid, SIGCONT);
+    kill(f->svc.scheduler.pid, SIGCONT);
     zf_tensor_unref(&x);
     free(session);
 }

@@ -113,17 +113,6 @@ static void s_pin_alternately(Tensorflow__GraphDef *gd)
 
 static const float s_x[8] = {1.0f, -2.0f, 0.5f, 3.0f, -1.5f, 0.25f, 2.0f, -0.75f};
 
-/* x on CPU:0 goes to CPU:1 for y, back to CPU:0 for z. */
-static const char *s_hop_graph = "node { name: 'x' op: 'Placeholder' device: '" CPU(
-    0) "'"
-       "  attr { key: 'dtype' value { type: DT_FLOAT } } }"
-       "node { name: 'y' op: 'Neg' input: 'x' device: '" CPU(
-           1) "'"
-              "  attr { key: 'T' value { type: DT_FLOAT } } }"
-              "node { name: 'z' op: 'Neg' input: 'y' device: '" CPU(
-                  0) "'"
-                     "  attr { key: 'T' value { type: DT_FLOAT } } }";
-
 /* ---- tests --------------------------------------------------------------------- */
 
 static void test_master_runs_mlp_across_two_executors_like_local_session(void **state)

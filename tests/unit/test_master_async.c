@@ -29,17 +29,6 @@
 
 #define CPU(k) "/job:localhost/replica:0/task:0/device:CPU:" #k
 
-/* x on CPU:0 goes to CPU:1 for y, back to CPU:0 for z. */
-static const char *s_hop_graph = "node { name: 'x' op: 'Placeholder' device: '" CPU(
-    0) "'"
-       "  attr { key: 'dtype' value { type: DT_FLOAT } } }"
-       "node { name: 'y' op: 'Neg' input: 'x' device: '" CPU(
-           1) "'"
-              "  attr { key: 'T' value { type: DT_FLOAT } } }"
-              "node { name: 'z' op: 'Neg' input: 'y' device: '" CPU(
-                  0) "'"
-                     "  attr { key: 'T' value { type: DT_FLOAT } } }";
-
 typedef struct {
     cluster_t *c;
     Tensorflow__GraphDef *gd;

@@ -11,23 +11,20 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "broker_test_util.h"
-#include "busy_test_util.h"
 #include "common/graphdef_io.h"
 #include "common/tensor_proto.h"
 #include "executor/local_session.h"
+#include "service_test_util.h"
+#include "busy_test_util.h"
 #include "test_util.h"
 
 #define EXAMPLES  ZF_TEST_DATA_DIR "/../../examples"
-#define CPU(k)    "/job:localhost/replica:0/task:0/device:CPU:" #k
-#define SCHEDULER ZF_BIN_DIR "/zflow-scheduler"
-#define EXECUTOR  ZF_BIN_DIR "/zflow-executor"
+#define CPU(k)    ZF_TEST_CPU(k)
+#define SCHEDULER ZF_TEST_SCHEDULER
 #define WAIT_MS   10000
 
 typedef struct {
-    zf_test_broker_t broker;
-    zf_test_child_t executors[2];
-    zf_test_child_t scheduler;
+    zf_test_service_t svc; /* two executors */
     zf_zctx_t *ctx;
     zf_socket_t *client;
     uint64_t next_id;
@@ -40,22 +37,12 @@ static void s_cluster_start(cluster_t *c)
      * executor's heartbeat back for more than half a second, and a live
      * executor declared dead changes where steps run. */
     const char *bargs[] = {"--heartbeat-ms", "200", "--heartbeat-misses", "10", NULL};
-    zf_test_broker_start(&c->broker, bargs);
-    const char *names[2] = {CPU(0), CPU(1)};
-    const char *devices[2] = {"CPU:0", "CPU:1"};
-    for (int i = 0; i < 2; i++) {
-        const char *argv[] = {EXECUTOR, "--broker", c->broker.endpoint, "--device", devices[i],
-                              "--name", names[i],   "--threads",        "1",        NULL};
-        zf_test_spawn(&c->executors[i], argv, WAIT_MS);
-        assert_non_null(strstr(c->executors[i].line, names[i]));
-    }
-    const char *sargv[] = {SCHEDULER, "--broker", c->broker.endpoint, NULL};
-    zf_test_spawn(&c->scheduler, sargv, WAIT_MS);
+    zf_test_service_start(&c->svc, bargs, 2, WAIT_MS);
     char want[400];
-    snprintf(want, sizeof want, "zflow-scheduler connected to %s", c->broker.endpoint);
-    assert_string_equal(c->scheduler.line, want);
+    snprintf(want, sizeof want, "zflow-scheduler connected to %s", c->svc.broker.endpoint);
+    assert_string_equal(c->svc.scheduler.line, want);
     ASSERT_OK(zf_zctx_new(&c->ctx));
-    c->client = zf_test_dealer(c->ctx, c->broker.endpoint);
+    c->client = zf_test_dealer(c->ctx, c->svc.broker.endpoint);
     c->next_id = 100;
 }
 
@@ -86,9 +73,7 @@ static int s_teardown(void **state)
     if (!c) return 0;
     zf_socket_destroy(&c->client);
     zf_zctx_destroy(&c->ctx);
-    int rc = c->scheduler.pid > 0 ? zf_test_child_stop(&c->scheduler, SIGTERM, WAIT_MS) : 0;
-    for (int i = 0; i < 2; i++) zf_test_child_stop(&c->executors[i], SIGTERM, WAIT_MS);
-    if (c->broker.pid > 0) zf_test_broker_stop(&c->broker, SIGTERM);
+    int rc = zf_test_service_stop(&c->svc, WAIT_MS);
     free(c);
     return rc == 0 ? 0 : -1;
 }
@@ -96,12 +81,7 @@ static int s_teardown(void **state)
 /* Sends env and returns the reply to it (checked to echo its id). */
 static Zflow__Envelope *s_call(cluster_t *c, Zflow__Envelope *env, int timeout_ms)
 {
-    env->request_id = c->next_id++;
-    zf_test_send(c->client, NULL, 0, env);
-    Zflow__Envelope *rep = zf_test_recv(c->client, timeout_ms, NULL);
-    if (!rep) fail_msg("no reply within %d ms", timeout_ms);
-    assert_int_equal(rep->request_id, env->request_id);
-    return rep;
+    return zf_test_call(c->client, env, c->next_id++, timeout_ms);
 }
 
 static char *s_create(cluster_t *c, Tensorflow__GraphDef *gd, bool soft)
@@ -307,7 +287,7 @@ static void test_scheduler_process_fails_a_step_on_a_hung_executor_and_replaces(
      * is computing the step, that is once it has the step's RunGraph: were
      * it stopped before, the broker could declare it dead before the
      * scheduler sees the step, which would then run on CPU:0 alone. */
-    pid_t busy = c->executors[1].pid;
+    pid_t busy = c->svc.executors[1].pid;
     long ticks = zf_test_cpu_ticks(busy);
     assert_true(ticks >= 0);
     uint64_t request = s_run_start(c, sid, x, "z");
@@ -319,7 +299,7 @@ static void test_scheduler_process_fails_a_step_on_a_hung_executor_and_replaces(
     ASSERT_OK(s_run(c, sid, x, "z", &z)); /* re-placed on CPU:0 alone */
     s_expect_same(z, x);
     zf_tensor_unref(&z);
-    zf_test_child_stop(&c->executors[1], SIGKILL, WAIT_MS);
+    zf_test_child_stop(&c->svc.executors[1], SIGKILL, WAIT_MS);
 
     free(sid);
     zf_tensor_unref(&x);
@@ -329,16 +309,16 @@ static void test_scheduler_process_fails_a_step_on_a_hung_executor_and_replaces(
 static void test_scheduler_process_registers_again_with_a_restarted_broker(void **state)
 {
     cluster_t *c = *state;
-    zf_test_broker_start(&c->broker, NULL);
+    zf_test_broker_start(&c->svc.broker, NULL);
     char endpoint[256];
-    snprintf(endpoint, sizeof endpoint, "%s", c->broker.endpoint);
+    snprintf(endpoint, sizeof endpoint, "%s", c->svc.broker.endpoint);
     const char *sargv[] = {SCHEDULER, "--broker", endpoint, NULL};
-    zf_test_spawn(&c->scheduler, sargv, WAIT_MS);
-    assert_non_null(strstr(c->scheduler.line, "connected"));
-    zf_test_broker_stop(&c->broker, SIGKILL);
+    zf_test_spawn(&c->svc.scheduler, sargv, WAIT_MS);
+    assert_non_null(strstr(c->svc.scheduler.line, "connected"));
+    zf_test_broker_stop(&c->svc.broker, SIGKILL);
     const char *again[] = {"--listen", endpoint, NULL};
-    zf_test_broker_start(&c->broker, again);
-    assert_string_equal(c->broker.endpoint, endpoint);
+    zf_test_broker_start(&c->svc.broker, again);
+    assert_string_equal(c->svc.broker.endpoint, endpoint);
 
     ASSERT_OK(zf_zctx_new(&c->ctx));
     c->client = zf_test_dealer(c->ctx, endpoint);
@@ -361,7 +341,7 @@ static void test_scheduler_process_registers_again_with_a_restarted_broker(void 
     }
     assert_true(served);
     zf_graphdef_free(&gd);
-    assert_int_equal(zf_test_child_stop(&c->scheduler, SIGINT, WAIT_MS), 0);
+    assert_int_equal(zf_test_child_stop(&c->svc.scheduler, SIGINT, WAIT_MS), 0);
 }
 
 /* Runs the scheduler with args (after argv[0]) to completion; its exit code. */

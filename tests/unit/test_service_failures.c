@@ -11,34 +11,20 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "broker_test_util.h"
-#include "busy_test_util.h"
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
+#include "service_test_util.h"
+#include "busy_test_util.h"
 #include "test_util.h"
 
-#define CPU0      "/job:localhost/replica:0/task:0/device:CPU:0"
-#define CPU1      "/job:localhost/replica:0/task:0/device:CPU:1"
-#define SCHEDULER ZF_BIN_DIR "/zflow-scheduler"
-#define EXECUTOR  ZF_BIN_DIR "/zflow-executor"
-#define WAIT_MS   10000
+#define CPU0    ZF_TEST_CPU(0)
+#define CPU1    ZF_TEST_CPU(1)
+#define WAIT_MS 10000
 
 typedef struct {
-    zf_test_broker_t broker;
-    zf_test_child_t executors[2];
-    zf_test_child_t scheduler;
+    zf_test_service_t svc; /* two executors */
     zf_client_t *client;
 } fixture_t;
-
-static void s_executor_start(fixture_t *f, int i)
-{
-    const char *names[2] = {CPU0, CPU1};
-    const char *devices[2] = {"CPU:0", "CPU:1"};
-    const char *argv[] = {EXECUTOR, "--broker", f->broker.endpoint, "--device", devices[i],
-                          "--name", names[i],   "--threads",        "1",        NULL};
-    zf_test_spawn(&f->executors[i], argv, WAIT_MS);
-    assert_non_null(strstr(f->executors[i].line, names[i]));
-}
 
 /* The broker declares an executor dead after heartbeat_ms * misses. */
 static int s_setup_cluster(void **state, const char *heartbeat_ms, const char *misses)
@@ -47,12 +33,8 @@ static int s_setup_cluster(void **state, const char *heartbeat_ms, const char *m
     if (!f) return -1;
     *state = f;
     const char *bargs[] = {"--heartbeat-ms", heartbeat_ms, "--heartbeat-misses", misses, NULL};
-    zf_test_broker_start(&f->broker, bargs);
-    for (int i = 0; i < 2; i++) s_executor_start(f, i);
-    const char *sargv[] = {SCHEDULER, "--broker", f->broker.endpoint, NULL};
-    zf_test_spawn(&f->scheduler, sargv, WAIT_MS);
-    assert_non_null(strstr(f->scheduler.line, "zflow-scheduler connected to"));
-    ASSERT_OK(zf_client_connect(f->broker.endpoint, &f->client));
+    zf_test_service_start(&f->svc, bargs, 2, WAIT_MS);
+    ASSERT_OK(zf_client_connect(f->svc.broker.endpoint, &f->client));
     zf_client_set_timeout(f->client, WAIT_MS);
     return 0;
 }
@@ -75,9 +57,7 @@ static int s_teardown(void **state)
     fixture_t *f = *state;
     if (!f) return 0;
     zf_client_destroy(&f->client);
-    int rc = f->scheduler.pid > 0 ? zf_test_child_stop(&f->scheduler, SIGTERM, WAIT_MS) : 0;
-    for (int i = 0; i < 2; i++) zf_test_child_stop(&f->executors[i], SIGTERM, WAIT_MS);
-    zf_test_broker_stop(&f->broker, SIGTERM);
+    int rc = zf_test_service_stop(&f->svc, WAIT_MS);
     free(f);
     return rc == 0 ? 0 : -1;
 }
@@ -85,15 +65,8 @@ static int s_teardown(void **state)
 /* x on CPU:0, y = -x on CPU:1, z = -y on CPU:0: every step crosses twice. */
 static Tensorflow__GraphDef *s_chain_graph(void)
 {
-    const char *text = "node { name: 'x' op: 'Placeholder' device: '" CPU0 "'"
-                       "  attr { key: 'dtype' value { type: DT_FLOAT } } }"
-                       "node { name: 'y' op: 'Neg' input: 'x' device: '" CPU1 "'"
-                       "  attr { key: 'T' value { type: DT_FLOAT } } }"
-                       "node { name: 'z' op: 'Neg' input: 'y' device: '" CPU0 "'"
-                       "  attr { key: 'T' value { type: DT_FLOAT } } }";
-    Tensorflow__GraphDef *gd = NULL;
-    ASSERT_OK(zf_graphdef_read_mem(text, strlen(text), ZF_FORMAT_PBTXT, &gd));
-    return gd;
+    const char *const devices[3] = {CPU0, CPU1, CPU0};
+    return zf_test_neg_chain(devices, 3);
 }
 
 static zf_tensor_t *s_floats(float scale)
@@ -147,7 +120,7 @@ static void test_service_reports_an_executor_killed_mid_step_and_replaces(void *
     /* Killed once it is computing the step, that is once it has the step's
      * RunGraph: killed before, the broker could declare it dead before the
      * scheduler sees the step, which would then run on CPU:0 alone. */
-    pid_t busy = f->executors[1].pid;
+    pid_t busy = f->svc.executors[1].pid;
     long ticks = zf_test_cpu_ticks(busy);
     assert_true(ticks >= 0);
     zf_tensor_t *x = s_floats(2.0f);
@@ -155,7 +128,7 @@ static void test_service_reports_an_executor_killed_mid_step_and_replaces(void *
     uint64_t request = 0;
     ASSERT_OK(zf_client_session_run_start(f->client, session, &step, WAIT_MS, &request));
     zf_test_wait_cpu(busy, ticks, sysconf(_SC_CLK_TCK) / 10, WAIT_MS); /* 100 ms of products */
-    assert_int_equal(zf_test_child_stop(&f->executors[1], SIGKILL, WAIT_MS), 128 + SIGKILL);
+    assert_int_equal(zf_test_child_stop(&f->svc.executors[1], SIGKILL, WAIT_MS), 128 + SIGKILL);
     int64_t t0 = zf_test_now_ms();
     zf_tensor_t *z = NULL;
     zf_test_expect_error(zf_client_session_run_finish(f->client, request, 1, WAIT_MS, &z),
@@ -179,9 +152,9 @@ static void test_service_fails_a_step_past_its_timeout_and_runs_the_next(void **
     /* a stopped executor is still a member (30 s heartbeat timeout), so only
      * the step's own 300 ms timeout can end the step. kill() only queues
      * the signal: wait until the process has stopped before the step. */
-    kill(f->executors[1].pid, SIGSTOP);
+    kill(f->svc.executors[1].pid, SIGSTOP);
     int wst = 0;
-    assert_int_equal(waitpid(f->executors[1].pid, &wst, WUNTRACED), f->executors[1].pid);
+    assert_int_equal(waitpid(f->svc.executors[1].pid, &wst, WUNTRACED), f->svc.executors[1].pid);
     assert_true(WIFSTOPPED(wst));
     zf_tensor_t *x = s_floats(2.0f);
     zf_client_step_t step = s_chain_step(&x);
@@ -193,7 +166,7 @@ static void test_service_fails_a_step_past_its_timeout_and_runs_the_next(void **
                          ZF_DEADLINE_EXCEEDED, "did not finish within 300 ms");
     assert_true(zf_test_now_ms() - t0 < 5000);
     assert_null(z);
-    kill(f->executors[1].pid, SIGCONT);
+    kill(f->svc.executors[1].pid, SIGCONT);
     s_expect_chain_runs(f->client, session, 3.0f);
     s_expect_chain_runs(f->client, session, -1.0f);
     ASSERT_OK(zf_client_session_close(f->client, session));
@@ -268,7 +241,7 @@ static void test_service_keeps_serving_a_client_when_another_leaves_mid_step(voi
     float *av = zf_tensor_data(a);
     for (int i = 0; i < M * M; i++) av[i] = 1.0f;
     zf_client_t *leaver = NULL;
-    ASSERT_OK(zf_client_connect(f->broker.endpoint, &leaver));
+    ASSERT_OK(zf_client_connect(f->svc.broker.endpoint, &leaver));
     char *big = s_create(leaver, mm, false);
     const char *feed_a[1] = {"a"}, *fetch_c[1] = {"c"};
     zf_client_step_t step = {feed_a, &a, 1, fetch_c, 1, NULL, 0};
@@ -284,7 +257,7 @@ static void test_service_keeps_serving_a_client_when_another_leaves_mid_step(voi
     free(session);
 
     /* the abandoned session still computes for a client that comes back */
-    ASSERT_OK(zf_client_connect(f->broker.endpoint, &leaver));
+    ASSERT_OK(zf_client_connect(f->svc.broker.endpoint, &leaver));
     zf_tensor_t *c = NULL;
     ASSERT_OK(zf_client_session_run(leaver, big, &step, WAIT_MS, &c));
     assert_int_equal(zf_tensor_nbytes(c), (size_t)M * M * sizeof(float));
@@ -293,7 +266,7 @@ static void test_service_keeps_serving_a_client_when_another_leaves_mid_step(voi
     zf_tensor_unref(&c);
     ASSERT_OK(zf_client_session_close(leaver, big));
     zf_client_destroy(&leaver);
-    assert_int_equal(waitpid(f->scheduler.pid, NULL, WNOHANG), 0); /* still running */
+    assert_int_equal(waitpid(f->svc.scheduler.pid, NULL, WNOHANG), 0); /* still running */
     free(big);
     zf_tensor_unref(&a);
     zf_graphdef_free(&gd);

@@ -14,29 +14,25 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "broker_test_util.h"
 #include "common/graphdef_io.h"
 #include "common/tensor_proto.h"
 #include "executor/device.h"
 #include "executor/local_session.h"
 #include "executor/remote.h"
 #include "executor/service.h"
+#include "service_test_util.h"
 #include "test_util.h"
 
-#define EXAMPLES  ZF_TEST_DATA_DIR "/../../examples"
-#define CPU0      "/job:localhost/replica:0/task:0/device:CPU:0"
-#define CPU1      "/job:localhost/replica:0/task:0/device:CPU:1"
-#define SCHEDULER ZF_BIN_DIR "/zflow-scheduler"
-#define EXECUTOR  ZF_BIN_DIR "/zflow-executor"
-#define WAIT_MS   10000
+#define EXAMPLES ZF_TEST_DATA_DIR "/../../examples"
+#define CPU0     ZF_TEST_CPU(0)
+#define CPU1     ZF_TEST_CPU(1)
+#define WAIT_MS  10000
 /* Each step's own timeout: far longer than a step takes, so a step that
  * ends with DEADLINE_EXCEEDED waited for a tensor that was lost. */
 #define STEP_TIMEOUT_MS 20000
 
 typedef struct {
-    zf_test_broker_t broker;
-    zf_test_child_t executors[2];
-    zf_test_child_t scheduler;
+    zf_test_service_t svc; /* two executors */
     zf_zctx_t *ctx;
     zf_socket_t *client; /* a DEALER to the broker */
     uint64_t next_id;
@@ -46,20 +42,10 @@ typedef struct {
 
 /* ---- the cluster --------------------------------------------------------- */
 
-static void s_executor_start(fixture_t *f, int i)
-{
-    const char *names[2] = {CPU0, CPU1};
-    const char *devices[2] = {"CPU:0", "CPU:1"};
-    const char *argv[] = {EXECUTOR, "--broker", f->broker.endpoint, "--device", devices[i],
-                          "--name", names[i],   "--threads",        "1",        NULL};
-    zf_test_spawn(&f->executors[i], argv, WAIT_MS);
-    assert_non_null(strstr(f->executors[i].line, names[i]));
-}
-
 /* The control endpoint executor i printed when it registered. */
 static void s_control_endpoint(const fixture_t *f, int i, char *buf, size_t size)
 {
-    const char *at = strstr(f->executors[i].line, " control ");
+    const char *at = strstr(f->svc.executors[i].line, " control ");
     assert_non_null(at);
     at += strlen(" control ");
     size_t n = strcspn(at, " ");
@@ -100,13 +86,9 @@ static int s_setup(void **state)
     assert_non_null(f);
     *state = f;
     s_mlp_prepare(f);
-    zf_test_broker_start(&f->broker, NULL);
-    for (int i = 0; i < 2; i++) s_executor_start(f, i);
-    const char *sargv[] = {SCHEDULER, "--broker", f->broker.endpoint, NULL};
-    zf_test_spawn(&f->scheduler, sargv, WAIT_MS);
-    assert_non_null(strstr(f->scheduler.line, "zflow-scheduler connected to"));
+    zf_test_service_start(&f->svc, NULL, 2, WAIT_MS);
     ASSERT_OK(zf_zctx_new(&f->ctx));
-    f->client = zf_test_dealer(f->ctx, f->broker.endpoint);
+    f->client = zf_test_dealer(f->ctx, f->svc.broker.endpoint);
     f->next_id = 1;
     return 0;
 }
@@ -117,9 +99,7 @@ static int s_teardown(void **state)
     if (!f) return 0;
     zf_socket_destroy(&f->client);
     zf_zctx_destroy(&f->ctx);
-    int rc = zf_test_child_stop(&f->scheduler, SIGTERM, WAIT_MS);
-    for (int i = 0; i < 2; i++) zf_test_child_stop(&f->executors[i], SIGTERM, WAIT_MS);
-    zf_test_broker_stop(&f->broker, SIGTERM);
+    int rc = zf_test_service_stop(&f->svc, WAIT_MS);
     zf_graphdef_free(&f->mlp);
     zf_tensor_unref(&f->x);
     zf_tensor_unref(&f->want);
@@ -132,12 +112,30 @@ static int s_teardown(void **state)
 /* Sends env on s and returns the reply to it (checked to echo its id). */
 static Zflow__Envelope *s_call(fixture_t *f, zf_socket_t *s, Zflow__Envelope *env)
 {
-    env->request_id = f->next_id++;
-    zf_test_send(s, NULL, 0, env);
-    Zflow__Envelope *rep = zf_test_recv(s, STEP_TIMEOUT_MS + WAIT_MS, NULL);
-    if (!rep) fail_msg("no reply to request %d", (int)env->request_id);
-    assert_int_equal(rep->request_id, env->request_id);
+    return zf_test_call(s, env, f->next_id++, STEP_TIMEOUT_MS + WAIT_MS);
+}
+
+/* Sends env straight to a control endpoint; the reply, checked to be a
+ * body one. */
+static Zflow__Envelope *s_control_call(fixture_t *f, const char *control, Zflow__Envelope *env,
+                                       Zflow__Envelope__BodyCase body)
+{
+    zf_socket_t *s = zf_test_dealer(f->ctx, control);
+    Zflow__Envelope *rep = s_call(f, s, env);
+    zf_socket_destroy(&s);
+    assert_int_equal(rep->body_case, body);
     return rep;
+}
+
+/* The status of RegisterGraphReply rep, and its handle on success (caller
+ * frees; handle may be NULL); frees rep. */
+static zf_status_t s_registered(Zflow__Envelope *rep, char **handle)
+{
+    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH_REPLY);
+    zf_status_t st = zf_status_from_proto(rep->register_graph_reply->status);
+    if (handle) *handle = zf_ok(st) ? strdup(rep->register_graph_reply->graph_handle) : NULL;
+    zflow__envelope__free_unpacked(rep, NULL);
+    return st;
 }
 
 static char *s_session_create(fixture_t *f)
@@ -224,15 +222,10 @@ static zf_status_t s_register_const(fixture_t *f, const char *control, uint64_t 
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH;
     env.register_graph = &rg;
-    zf_socket_t *s = zf_test_dealer(f->ctx, control);
-    Zflow__Envelope *rep = s_call(f, s, &env);
-    zf_socket_destroy(&s);
+    Zflow__Envelope *rep =
+        s_control_call(f, control, &env, ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH_REPLY);
     zf_graphdef_free(&gd);
-    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH_REPLY);
-    zf_status_t st = zf_status_from_proto(rep->register_graph_reply->status);
-    if (handle) *handle = zf_ok(st) ? strdup(rep->register_graph_reply->graph_handle) : NULL;
-    zflow__envelope__free_unpacked(rep, NULL);
-    return st;
+    return s_registered(rep, handle);
 }
 
 /* RunGraph of handle (as of incarnation) straight to a control endpoint;
@@ -247,10 +240,7 @@ static zf_status_t s_run_graph(fixture_t *f, const char *control, const char *ha
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_RUN_GRAPH;
     env.run_graph = &rg;
-    zf_socket_t *s = zf_test_dealer(f->ctx, control);
-    Zflow__Envelope *rep = s_call(f, s, &env);
-    zf_socket_destroy(&s);
-    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_RUN_GRAPH_REPLY);
+    Zflow__Envelope *rep = s_control_call(f, control, &env, ZFLOW__ENVELOPE__BODY_RUN_GRAPH_REPLY);
     zf_status_t st = zf_status_from_proto(rep->run_graph_reply->status);
     zflow__envelope__free_unpacked(rep, NULL);
     return st;
@@ -260,8 +250,8 @@ static zf_status_t s_run_graph(fixture_t *f, const char *control, const char *ha
  * with a new incarnation (printing its line once the broker accepted it). */
 static void s_restart_executor_1(fixture_t *f)
 {
-    assert_int_equal(zf_test_child_stop(&f->executors[1], SIGKILL, WAIT_MS), 128 + SIGKILL);
-    s_executor_start(f, 1);
+    assert_int_equal(zf_test_child_stop(&f->svc.executors[1], SIGKILL, WAIT_MS), 128 + SIGKILL);
+    zf_test_executor_start(&f->svc.executors[1], f->svc.broker.endpoint, 1, WAIT_MS);
 }
 
 /* ---- tests -----------------------------------------------------------------
@@ -443,17 +433,6 @@ static const char s_send_graph[] =
     "  attr { key: 'recv_device' value { s: '" DEV_B "' } }"
     "  attr { key: 'client_terminated' value { b: false } } }";
 
-/* Sends env on dealer and returns the reply (checked to echo its id). */
-static Zflow__Envelope *s_ctl_call(zf_socket_t *dealer, Zflow__Envelope *env, uint64_t id)
-{
-    env->request_id = id;
-    zf_test_send(dealer, NULL, 0, env);
-    Zflow__Envelope *rep = zf_test_recv(dealer, WAIT_MS, NULL);
-    assert_non_null(rep);
-    assert_int_equal(rep->request_id, id);
-    return rep;
-}
-
 /* RegisterGraph of s_send_graph naming CPU:1 (and, when bad, a peer without
  * a name) as placed for peer_inc; the status, and the handle on success. */
 static zf_status_t s_register_send(zf_socket_t *dealer, uint64_t inc, uint64_t peer_inc, bool bad,
@@ -478,13 +457,9 @@ static zf_status_t s_register_send(zf_socket_t *dealer, uint64_t inc, uint64_t p
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH;
     env.register_graph = &rg;
-    Zflow__Envelope *rep = s_ctl_call(dealer, &env, 1);
+    Zflow__Envelope *rep = zf_test_call(dealer, &env, 1, WAIT_MS);
     zf_graphdef_free(&gd);
-    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH_REPLY);
-    zf_status_t st = zf_status_from_proto(rep->register_graph_reply->status);
-    if (handle) *handle = zf_ok(st) ? strdup(rep->register_graph_reply->graph_handle) : NULL;
-    zflow__envelope__free_unpacked(rep, NULL);
-    return st;
+    return s_registered(rep, handle);
 }
 
 /* Starts step of handle without waiting for its reply. */
@@ -494,11 +469,7 @@ static void s_run_start(zf_socket_t *dealer, const char *handle, uint64_t inc, i
     rg.graph_handle = (char *)handle;
     rg.incarnation = inc;
     rg.step_id = step;
-    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
-    env.body_case = ZFLOW__ENVELOPE__BODY_RUN_GRAPH;
-    env.run_graph = &rg;
-    env.request_id = (uint64_t)step;
-    zf_test_send(dealer, NULL, 0, &env);
+    zf_test_send_body(dealer, (uint64_t)step, ZFLOW__ENVELOPE__BODY_RUN_GRAPH, &rg);
 }
 
 static zf_status_t s_run_finish(zf_socket_t *dealer, int64_t step)

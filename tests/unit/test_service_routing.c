@@ -13,17 +13,15 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "broker_test_util.h"
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
+#include "service_test_util.h"
 #include "test_util.h"
 
-#define CPU0      "/job:localhost/replica:0/task:0/device:CPU:0"
-#define CPU1      "/job:localhost/replica:0/task:0/device:CPU:1"
-#define SCHEDULER ZF_BIN_DIR "/zflow-scheduler"
-#define EXECUTOR  ZF_BIN_DIR "/zflow-executor"
-#define WAIT_MS   10000
-#define N_SESS    6
+#define CPU0    ZF_TEST_CPU(0)
+#define CPU1    ZF_TEST_CPU(1)
+#define WAIT_MS 10000
+#define N_SESS  6
 
 typedef struct {
     zf_test_broker_t broker;
@@ -37,15 +35,8 @@ typedef struct {
 /* x on CPU:0, y = -x on CPU:1, z = -y on CPU:0. */
 static Tensorflow__GraphDef *s_chain_graph(void)
 {
-    const char *text = "node { name: 'x' op: 'Placeholder' device: '" CPU0 "'"
-                       "  attr { key: 'dtype' value { type: DT_FLOAT } } }"
-                       "node { name: 'y' op: 'Neg' input: 'x' device: '" CPU1 "'"
-                       "  attr { key: 'T' value { type: DT_FLOAT } } }"
-                       "node { name: 'z' op: 'Neg' input: 'y' device: '" CPU0 "'"
-                       "  attr { key: 'T' value { type: DT_FLOAT } } }";
-    Tensorflow__GraphDef *gd = NULL;
-    ASSERT_OK(zf_graphdef_read_mem(text, strlen(text), ZF_FORMAT_PBTXT, &gd));
-    return gd;
+    const char *const devices[3] = {CPU0, CPU1, CPU0};
+    return zf_test_neg_chain(devices, 3);
 }
 
 static const char *const s_feed_x[1] = {"x"};
@@ -93,9 +84,8 @@ static void s_prefix_of(const char *id, char *out, size_t size)
 
 static void s_scheduler_start(fixture_t *f, int i)
 {
-    const char *argv[] = {SCHEDULER, "--broker", f->broker.endpoint, "--workers", "4", NULL};
-    zf_test_spawn(&f->schedulers[i], argv, WAIT_MS);
-    assert_non_null(strstr(f->schedulers[i].line, "zflow-scheduler connected to"));
+    const char *args[] = {"--workers", "4", NULL};
+    zf_test_scheduler_start(&f->schedulers[i], f->broker.endpoint, args, WAIT_MS);
 }
 
 /* Scheduler 0 starts alone, so the first session tells its prefix; then
@@ -107,12 +97,8 @@ static int s_setup(void **state)
     if (!f) return -1;
     *state = f;
     zf_test_broker_start(&f->broker, NULL);
-    const char *names[2] = {CPU0, CPU1}, *devices[2] = {"CPU:0", "CPU:1"};
-    for (int i = 0; i < 2; i++) {
-        const char *argv[] = {EXECUTOR, "--broker", f->broker.endpoint, "--device", devices[i],
-                              "--name", names[i],   "--threads",        "1",        NULL};
-        zf_test_spawn(&f->executors[i], argv, WAIT_MS);
-    }
+    for (int i = 0; i < 2; i++)
+        zf_test_executor_start(&f->executors[i], f->broker.endpoint, i, WAIT_MS);
     f->gd = s_chain_graph();
     s_scheduler_start(f, 0);
     ASSERT_OK(zf_client_connect(f->broker.endpoint, &f->client));

@@ -1,0 +1,103 @@
+/* Test helpers for tests that run programs as child processes: a monotonic
+ * clock, starting a program with its output on pipes, reading a line or a
+ * pipe up to a deadline, and reaping with a deadline. Include after cmocka.h. */
+#ifndef ZF_PROCESS_TEST_UTIL_H
+#define ZF_PROCESS_TEST_UTIL_H
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline int64_t zf_test_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reads one line from fd within timeout_ms; false on timeout or EOF. */
+static inline bool zf_test_read_line(int fd, char *buf, size_t size, int timeout_ms)
+{
+    size_t n = 0;
+    int64_t deadline = zf_test_now_ms() + timeout_ms;
+    while (n + 1 < size) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int left = (int)(deadline - zf_test_now_ms());
+        if (left <= 0 || poll(&p, 1, left) <= 0) return false;
+        char c;
+        if (read(fd, &c, 1) != 1) return false;
+        if (c == '\n') break;
+        buf[n++] = c;
+    }
+    buf[n] = '\0';
+    return true;
+}
+
+/* Starts argv (NULL-terminated) with stdin from /dev/null, stdout on a
+ * pipe (*out_fd) and stderr on another (*err_fd), or to /dev/null when
+ * err_fd is NULL. The caller closes the fds and reaps the child. */
+static inline pid_t zf_test_spawn_piped(const char *const *argv, int *out_fd, int *err_fd)
+{
+    int o[2], e[2];
+    assert_int_equal(pipe(o), 0);
+    assert_int_equal(pipe(e), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int null_fd = open("/dev/null", O_RDWR);
+        dup2(null_fd, STDIN_FILENO);
+        dup2(o[1], STDOUT_FILENO);
+        dup2(err_fd ? e[1] : null_fd, STDERR_FILENO);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(o[1]);
+    close(e[1]);
+    *out_fd = o[0];
+    if (err_fd)
+        *err_fd = e[0];
+    else
+        close(e[0]);
+    return pid;
+}
+
+/* Reads fd until EOF, the deadline (zf_test_now_ms) or a full buf into buf
+ * (NUL-terminated). */
+static inline void zf_test_drain(int fd, char *buf, size_t size, int64_t deadline)
+{
+    size_t n = 0;
+    for (;;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int left = (int)(deadline - zf_test_now_ms());
+        if (left <= 0 || poll(&p, 1, left) <= 0) break;
+        ssize_t got = read(fd, buf + n, size - 1 - n);
+        if (got <= 0) break;
+        n += (size_t)got;
+        if (n + 1 == size) break;
+    }
+    buf[n] = '\0';
+}
+
+/* Waits for pid, SIGKILLing it at the deadline. Returns its exit code, 128
+ * + the signal when a signal ended it, -1 when it had to be killed. */
+static inline int zf_test_reap(pid_t pid, int64_t deadline)
+{
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (zf_test_now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        usleep(10000);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+#endif

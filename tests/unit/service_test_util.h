@@ -1,0 +1,105 @@
+/* Test helpers for process tests of the whole service: zflow-executor and
+ * zflow-scheduler children beside a broker (broker_test_util.h), a
+ * broker + scheduler + executors fixture, and the small pinned graphs the
+ * tests run on it. Include after cmocka.h. */
+#ifndef ZF_SERVICE_TEST_UTIL_H
+#define ZF_SERVICE_TEST_UTIL_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "broker_test_util.h"
+#include "common/graphdef_io.h"
+#include "test_util.h"
+
+#define ZF_TEST_CPU(k)    "/job:localhost/replica:0/task:0/device:CPU:" #k
+#define ZF_TEST_SCHEDULER ZF_BIN_DIR "/zflow-scheduler"
+#define ZF_TEST_EXECUTOR  ZF_BIN_DIR "/zflow-executor"
+
+/* Starts a zflow-executor of the broker at endpoint for device CPU:k,
+ * named ZF_TEST_CPU(k), with one thread; fails the test unless its first
+ * line (kept in c->line) names it within wait_ms. k is 0 to 9. */
+static inline void zf_test_executor_start(zf_test_child_t *c, const char *endpoint, int k,
+                                          int wait_ms)
+{
+    char device[8], name[64];
+    snprintf(device, sizeof device, "CPU:%d", k);
+    snprintf(name, sizeof name, "/job:localhost/replica:0/task:0/device:CPU:%d", k);
+    const char *argv[] = {ZF_TEST_EXECUTOR, "--broker", endpoint,    "--device", device,
+                          "--name",         name,       "--threads", "1",        NULL};
+    zf_test_spawn(c, argv, wait_ms);
+    assert_non_null(strstr(c->line, name));
+}
+
+/* Starts a zflow-scheduler of the broker at endpoint with extra arguments
+ * args (NULL-terminated; may be NULL); fails the test unless it says it
+ * connected within wait_ms. */
+static inline void zf_test_scheduler_start(zf_test_child_t *c, const char *endpoint,
+                                           const char *const *args, int wait_ms)
+{
+    const char *argv[16] = {ZF_TEST_SCHEDULER, "--broker", endpoint};
+    int argc = 3;
+    for (int i = 0; args && args[i] && argc < 15; i++) argv[argc++] = args[i];
+    zf_test_spawn(c, argv, wait_ms);
+    assert_non_null(strstr(c->line, "zflow-scheduler connected to"));
+}
+
+#define ZF_TEST_MAX_EXECUTORS 4
+
+/* A broker, executors for CPU:0 .. CPU:n_executors-1 and one scheduler. */
+typedef struct zf_test_service {
+    zf_test_broker_t broker;
+    zf_test_child_t executors[ZF_TEST_MAX_EXECUTORS];
+    int n_executors;
+    zf_test_child_t scheduler;
+} zf_test_service_t;
+
+/* Starts the broker with broker_args (as zf_test_broker_start), then the
+ * executors, then the scheduler; each must start within wait_ms. */
+static inline void zf_test_service_start(zf_test_service_t *svc, const char *const *broker_args,
+                                         int n_executors, int wait_ms)
+{
+    assert_true(n_executors >= 0 && n_executors <= ZF_TEST_MAX_EXECUTORS);
+    memset(svc, 0, sizeof *svc);
+    zf_test_broker_start(&svc->broker, broker_args);
+    svc->n_executors = n_executors;
+    for (int k = 0; k < n_executors; k++)
+        zf_test_executor_start(&svc->executors[k], svc->broker.endpoint, k, wait_ms);
+    zf_test_scheduler_start(&svc->scheduler, svc->broker.endpoint, NULL, wait_ms);
+}
+
+/* SIGTERMs the scheduler, the executors (SIGKILL after wait_ms each) and
+ * the broker; any of them may have stopped already. Returns the
+ * scheduler's exit code, 0 when it was not running. */
+static inline int zf_test_service_stop(zf_test_service_t *svc, int wait_ms)
+{
+    int rc = svc->scheduler.pid > 0 ? zf_test_child_stop(&svc->scheduler, SIGTERM, wait_ms) : 0;
+    for (int k = 0; k < svc->n_executors; k++)
+        if (svc->executors[k].pid > 0) zf_test_child_stop(&svc->executors[k], SIGTERM, wait_ms);
+    zf_test_broker_stop(&svc->broker, SIGTERM);
+    return rc;
+}
+
+/* A float chain of n nodes (2 or 3): Placeholder x on devices[0], y = -x
+ * on devices[1], z = -y on devices[2]. Caller frees (zf_graphdef_free). */
+static inline Tensorflow__GraphDef *zf_test_neg_chain(const char *const *devices, int n)
+{
+    static const char *const names[3] = {"x", "y", "z"};
+    assert_true(n >= 2 && n <= 3);
+    char text[1024];
+    int len = snprintf(text, sizeof text,
+                       "node { name: 'x' op: 'Placeholder' device: '%s'"
+                       "  attr { key: 'dtype' value { type: DT_FLOAT } } }",
+                       devices[0]);
+    for (int k = 1; k < n; k++)
+        len += snprintf(text + len, sizeof text - (size_t)len,
+                        "node { name: '%s' op: 'Neg' input: '%s' device: '%s'"
+                        "  attr { key: 'T' value { type: DT_FLOAT } } }",
+                        names[k], names[k - 1], devices[k]);
+    assert_true(len > 0 && (size_t)len < sizeof text);
+    Tensorflow__GraphDef *gd = NULL;
+    ASSERT_OK(zf_graphdef_read_mem(text, (size_t)len, ZF_FORMAT_PBTXT, &gd));
+    return gd;
+}
+
+#endif
