@@ -70,6 +70,9 @@ zf_status_t zf_tensor_frame_decode_payload(const zf_tensor_frame_header_t *h, co
         return zf_invalid_argument(
             "field 'len' declares %" PRIu64 " bytes but the payload frame has %zu", h->len, len);
     if (h->is_dead) return ZF_STATUS_OK;
+    if (h->has_ipc)
+        return zf_invalid_argument("an IPC offer has no payload: its bytes stay in the sender's "
+                                   "GPU memory");
     if (s_holds_strings(h->dtype)) return s_decode_strings(h, bytes, len, out);
     return zf_tensor_new_from_bytes(h->dtype, &h->shape, bytes, len, out);
 }
@@ -162,12 +165,46 @@ zf_status_t zf_tensor_frame_send(zf_socket_t *s, const char *key, int64_t step_i
     return ZF_STATUS_OK;
 }
 
+/* Sends a header frame of len bytes and an empty payload frame. */
+static zf_status_t s_send_header_only(zf_socket_t *s, const uint8_t *head, size_t len,
+                                      const char *what)
+{
+    void *sock = zf_socket_handle(s);
+    if (zmq_send(sock, head, len, ZMQ_SNDMORE) < 0 || zmq_send(sock, "", 0, 0) < 0)
+        return zf__zmq_error(errno, what);
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_tensor_frame_send_ipc(zf_socket_t *s, const zf_tensor_frame_header_t *h)
+{
+    if (!h->has_ipc) return zf_invalid_argument("tensor '%s' is not an IPC offer", h->key);
+    uint8_t head[ZF_TENSOR_FRAME_HEADER_MAX_ENCODED];
+    size_t head_len = 0;
+    ZF_TRY(zf_tensor_frame_encode_header(h, head, sizeof head, &head_len));
+    char what[80 + ZF_TENSOR_FRAME_MAX_KEY];
+    snprintf(what, sizeof what, "offering tensor '%s' (step %" PRId64 ") over CUDA IPC", h->key,
+             h->step_id);
+    return s_send_header_only(s, head, head_len, what);
+}
+
+zf_status_t zf_tensor_frame_send_reply(zf_socket_t *s, const zf_tensor_frame_reply_t *r)
+{
+    uint8_t head[ZF_TENSOR_FRAME_HEADER_MAX_ENCODED];
+    size_t head_len = 0;
+    ZF_TRY(zf_tensor_frame_encode_reply(r, head, sizeof head, &head_len));
+    char what[64];
+    snprintf(what, sizeof what, "replying to IPC offer %" PRIu64, r->id);
+    return s_send_header_only(s, head, head_len, what);
+}
+
 /* ---- receiving ------------------------------------------------------------------------- */
 
 void zf_tensor_frame_clear(zf_tensor_frame_t *f)
 {
     if (!f) return;
     free(f->key);
+    free(f->offer);
+    free(f->reply);
     zf_tensor_unref(&f->tensor);
     memset(f, 0, sizeof *f);
 }
@@ -243,18 +280,44 @@ static zf_status_t s_recv_payload(zf_socket_t *s, zmq_msg_t *head, zmq_msg_t **p
     return ZF_STATUS_OK;
 }
 
+/* An IPC offer (h) or a reply (r, when is_reply): described by its
+ * header; the payload frame must be empty. */
+static zf_status_t s_header_only(const zf_tensor_frame_header_t *h,
+                                 const zf_tensor_frame_reply_t *r, bool is_reply,
+                                 zmq_msg_t *payload, zf_tensor_frame_t *frame)
+{
+    size_t size = zmq_msg_size(payload);
+    s_close_msg(NULL, payload);
+    if (size != 0)
+        return zf_invalid_argument("%s carries a payload of %zu bytes; it must be empty",
+                                   is_reply ? "a reply" : "an IPC offer", size);
+    if (is_reply) {
+        if (!(frame->reply = malloc(sizeof *frame->reply))) return zf_out_of_memory("a reply");
+        *frame->reply = *r;
+        return ZF_STATUS_OK;
+    }
+    if (!(frame->offer = malloc(sizeof *frame->offer))) return zf_out_of_memory("an IPC offer");
+    *frame->offer = (zf_tensor_frame_offer_t){h->dtype, h->shape, h->ipc};
+    return ZF_STATUS_OK;
+}
+
 static zf_status_t s_recv(zf_socket_t *s, int timeout_ms, zmq_msg_t *head,
                           zf_tensor_frame_header_t *h, zf_tensor_frame_t *frame)
 {
     ZF_TRY(zf__socket_recv_first(s, timeout_ms, head));
     zmq_msg_t *payload = NULL;
     ZF_TRY(s_recv_payload(s, head, &payload));
-    zf_status_t st = zf_tensor_frame_decode_header(zmq_msg_data(head), zmq_msg_size(head), h);
+    zf_tensor_frame_reply_t reply;
+    bool is_reply = false;
+    zf_status_t st =
+        zf_tensor_frame_decode_any(zmq_msg_data(head), zmq_msg_size(head), h, &reply, &is_reply);
     if (!zf_ok(st)) {
         s_close_msg(NULL, payload);
         return st;
     }
-    st = s_payload_tensor(h, &payload, frame);
+    if (is_reply) return s_header_only(h, &reply, true, payload, frame);
+    st = h->has_ipc ? s_header_only(h, NULL, false, payload, frame)
+                    : s_payload_tensor(h, &payload, frame);
     if (!zf_ok(st))
         return zf_status_prefix(st, "tensor '%s' (step %" PRId64 ")", h->key, h->step_id);
     frame->key = strdup(h->key);

@@ -30,7 +30,19 @@
  * ZF_MAX_RANK, dims >= 0, dtype a value type, "len" equal to what dtype and
  * shape need, without overflow, and to the payload frame's size); unknown
  * map keys are ignored so later versions can add fields. Any violation is
- * INVALID_ARGUMENT naming the field, and the whole message is drained. */
+ * INVALID_ARGUMENT naming the field, and the whole message is drained.
+ *
+ * CUDA IPC offers (same-host GPU to GPU). Instead of the bytes, a header
+ * may carry "ipc": a map {"handle": bin 64, "offset": int, "nbytes": int,
+ * "device": int, "id": int, "host": str} naming the sender's device memory
+ * (executor/gpu.h, zf_gpu_ipc_handle_t), the offer's id and the sender's
+ * host id. Such a tensor is live, of a fixed-size dtype, "len" is 0 (the
+ * payload frame is empty) and "nbytes" is exactly what dtype and shape
+ * need. The receiver answers on its own push socket with a reply message,
+ * a map {"v": 1, "reply": id, "step": int, "accepted": bool, "why": str}
+ * and an empty payload frame: accepted once it has copied the memory and
+ * closed its mapping (the sender may then drop the tensor), refused (the
+ * sender sends the bytes instead) when it cannot open the handle. */
 #ifndef ZF_TENSOR_FRAME_H
 #define ZF_TENSOR_FRAME_H
 
@@ -47,9 +59,31 @@
 /* A larger header frame is rejected before it is parsed (a valid one is
  * under 4.5 KiB; the rest leaves room for fields added later). */
 #define ZF_TENSOR_FRAME_MAX_HEADER 65536
+#define ZF_TENSOR_FRAME_IPC_HANDLE 64
+#define ZF_TENSOR_FRAME_MAX_HOST   320 /* "hostname:boot id" */
+#define ZF_TENSOR_FRAME_MAX_WHY    512
 /* Room for any encoded header: the map, seven names, a 4096-byte key in a
- * str32, sixteen dims and the integers at 9 bytes each, and spare. */
-#define ZF_TENSOR_FRAME_HEADER_MAX_ENCODED 4608
+ * str32, sixteen dims and the integers at 9 bytes each, the "ipc" map with
+ * its host, and spare. Replies are far smaller. */
+#define ZF_TENSOR_FRAME_HEADER_MAX_ENCODED 5120
+
+/* The "ipc" field: a device tensor offered by CUDA IPC handle. */
+typedef struct zf_tensor_frame_ipc {
+    uint8_t handle[ZF_TENSOR_FRAME_IPC_HANDLE]; /* cudaIpcMemHandle_t */
+    uint64_t offset;                            /* of the tensor in the exported allocation */
+    uint64_t nbytes;                            /* exactly what dtype and shape need, > 0 */
+    int32_t device;                             /* the sender's CUDA ordinal, >= 0 */
+    uint64_t id;                                /* the sender's offer id, > 0 */
+    char host[ZF_TENSOR_FRAME_MAX_HOST + 1];    /* the sender's host id, non-empty */
+} zf_tensor_frame_ipc_t;
+
+/* The answer to an IPC offer. */
+typedef struct zf_tensor_frame_reply {
+    uint64_t id; /* the offer's, > 0 */
+    int64_t step_id;
+    bool accepted;                         /* false: refused, send the bytes instead */
+    char why[ZF_TENSOR_FRAME_MAX_WHY + 1]; /* a refusal's reason; may be empty */
+} zf_tensor_frame_reply_t;
 
 /* Frame 1, decoded. A value type (about 4.3 KiB: it holds the key). */
 typedef struct zf_tensor_frame_header {
@@ -59,19 +93,31 @@ typedef struct zf_tensor_frame_header {
     zf_shape_t shape; /* fully defined */
     bool is_dead;
     uint64_t len; /* payload bytes */
+    bool has_ipc; /* an IPC offer: ipc is set and len is 0 */
+    zf_tensor_frame_ipc_t ipc;
 } zf_tensor_frame_header_t;
 
-/* A received tensor. key and the reference in tensor are owned; release
- * both with zf_tensor_frame_clear(). */
+/* A received IPC offer: the tensor it describes and the handle. */
+typedef struct zf_tensor_frame_offer {
+    zf_dtype_t dtype;
+    zf_shape_t shape;
+    zf_tensor_frame_ipc_t ipc;
+} zf_tensor_frame_offer_t;
+
+/* A received message. key, the reference in tensor, offer and reply are
+ * owned; release them with zf_tensor_frame_clear(). */
 typedef struct zf_tensor_frame {
     char *key;
     int64_t step_id;
     bool is_dead;
-    zf_tensor_t *tensor; /* NULL when is_dead */
-    bool zero_copy;      /* tensor's buffer is the received ZeroMQ message */
+    zf_tensor_t *tensor;            /* NULL when is_dead, or for an offer or a reply */
+    bool zero_copy;                 /* tensor's buffer is the received ZeroMQ message */
+    zf_tensor_frame_offer_t *offer; /* an IPC offer, which has no tensor; else NULL */
+    zf_tensor_frame_reply_t *reply; /* a reply message (key NULL, nothing else set); else NULL */
 } zf_tensor_frame_t;
 
-/* Frees the key, drops the tensor reference and zeroes *f. NULL-safe. */
+/* Frees the key, offer and reply, drops the tensor reference and zeroes
+ * *f. NULL-safe. */
 void zf_tensor_frame_clear(zf_tensor_frame_t *f);
 
 /* Sends t under key for step_id as one two-frame message (PUSH, DEALER or
@@ -81,14 +127,24 @@ void zf_tensor_frame_clear(zf_tensor_frame_t *f);
  * but must not modify the tensor afterwards. t may be NULL when is_dead.
  * Blocks while the send queue is full, up to the socket's send timeout.
  * Errors: INVALID_ARGUMENT for a bad key or a missing live tensor;
- * FAILED_PRECONDITION for a tensor in device memory; UNIMPLEMENTED for
+ * FAILED_PRECONDITION for a live tensor in device memory; UNIMPLEMENTED for
  * VARIANT; DEADLINE_EXCEEDED when the send timed out; CANCELLED when the
  * context is terminating; RESOURCE_EXHAUSTED. On error nothing was sent and
  * the send's tensor reference is already dropped. */
 zf_status_t zf_tensor_frame_send(zf_socket_t *s, const char *key, int64_t step_id, zf_tensor_t *t,
                                  bool is_dead);
 
-/* Receives one tensor message, waiting up to timeout_ms (< 0: no limit).
+/* Sends an IPC offer (h->has_ipc set, h->len 0) and its empty payload
+ * frame. The sender must keep the offered memory alive until the reply,
+ * or until the step ends. Errors as zf_tensor_frame_send. */
+zf_status_t zf_tensor_frame_send_ipc(zf_socket_t *s, const zf_tensor_frame_header_t *h);
+
+/* Sends a reply message. Errors: INVALID_ARGUMENT for id 0 or a why that
+ * is too long, and those of zf_tensor_frame_send. */
+zf_status_t zf_tensor_frame_send_reply(zf_socket_t *s, const zf_tensor_frame_reply_t *r);
+
+/* Receives one message, tensor, IPC offer or reply, waiting up to
+ * timeout_ms (< 0: no limit).
  * On OK *frame is filled and owned by the caller. On error *frame is empty
  * and the whole message has been drained, so the socket is ready for the
  * next one: DEADLINE_EXCEEDED when nothing arrived, INVALID_ARGUMENT naming
@@ -104,8 +160,16 @@ zf_status_t zf_tensor_frame_header_from_tensor(const char *key, int64_t step_id,
                                                const zf_tensor_t *t, bool is_dead,
                                                zf_tensor_frame_header_t *out);
 
-/* The checks every header passes on both sides: key, dtype, shape and
- * "len" as described above. Errors: INVALID_ARGUMENT naming the field. */
+/* Fills *out for an IPC offer of a dtype/shape tensor described by ipc
+ * (copied) and checks it. Errors: INVALID_ARGUMENT naming the field. */
+zf_status_t zf_tensor_frame_header_for_ipc(const char *key, int64_t step_id, zf_dtype_t dtype,
+                                           const zf_shape_t *shape,
+                                           const zf_tensor_frame_ipc_t *ipc,
+                                           zf_tensor_frame_header_t *out);
+
+/* The checks every header passes on both sides: key, dtype, shape, "len"
+ * and "ipc" as described above. Errors: INVALID_ARGUMENT naming the
+ * field. */
 zf_status_t zf_tensor_frame_check_header(const zf_tensor_frame_header_t *h);
 
 /* Encodes frame 1 into buf (cap bytes; ZF_TENSOR_FRAME_HEADER_MAX_ENCODED
@@ -116,15 +180,32 @@ zf_status_t zf_tensor_frame_encode_header(const zf_tensor_frame_header_t *h, uin
 
 /* Decodes and checks frame 1 (len bytes at bytes). Allocates nothing that
  * outlives the call and at most a few times len while parsing. Errors:
- * INVALID_ARGUMENT "tensor frame header: ..." naming what is wrong. */
+ * INVALID_ARGUMENT "tensor frame header: ..." naming what is wrong (a
+ * reply message is "tensor frame header: a reply, not a tensor"). */
 zf_status_t zf_tensor_frame_decode_header(const void *bytes, size_t len,
                                           zf_tensor_frame_header_t *out);
+
+/* Frame 1 of a reply message: checked (id > 0, why at most
+ * ZF_TENSOR_FRAME_MAX_WHY bytes without a zero byte), encoded, decoded.
+ * Errors: INVALID_ARGUMENT naming the field ("tensor frame reply: ..."
+ * when decoding; a tensor header is "... a tensor, not a reply"). */
+zf_status_t zf_tensor_frame_encode_reply(const zf_tensor_frame_reply_t *r, uint8_t *buf, size_t cap,
+                                         size_t *len);
+zf_status_t zf_tensor_frame_decode_reply(const void *bytes, size_t len,
+                                         zf_tensor_frame_reply_t *out);
+
+/* Decodes frame 1 as whichever it is: *is_reply tells which of *h and *r
+ * was filled (*h is zeroed for a reply; *r is untouched for a tensor, so
+ * the common case costs nothing more; both are zeroed on error). Errors
+ * as the two above. */
+zf_status_t zf_tensor_frame_decode_any(const void *bytes, size_t len, zf_tensor_frame_header_t *h,
+                                       zf_tensor_frame_reply_t *r, bool *is_reply);
 
 /* Builds a tensor from a payload by copying it: fixed-size bytes, or the
  * string encoding above parsed element by element. *out is NULL for a dead
  * tensor; otherwise the caller owns the reference. Errors: INVALID_ARGUMENT
- * when len differs from h->len or the string encoding is malformed (named
- * by element), RESOURCE_EXHAUSTED. */
+ * when len differs from h->len, the string encoding is malformed (named by
+ * element) or h is an IPC offer; RESOURCE_EXHAUSTED. */
 zf_status_t zf_tensor_frame_decode_payload(const zf_tensor_frame_header_t *h, const void *bytes,
                                            size_t len, zf_tensor_t **out);
 

@@ -158,6 +158,38 @@ static zf_status_t s_check_dtype(const zf_tensor_frame_header_t *h)
     return ZF_STATUS_OK;
 }
 
+static zf_status_t s_check_text(const char *field, const char *text, size_t cap, bool empty_ok)
+{
+    size_t len = strnlen(text, cap + 1);
+    if (len > cap) return zf_invalid_argument("field '%s' is longer than %zu bytes", field, cap);
+    if (len == 0 && !empty_ok) return zf_invalid_argument("field '%s' is empty", field);
+    return ZF_STATUS_OK;
+}
+
+/* An IPC offer: a live fixed-size tensor, no payload, and a handle that
+ * covers exactly the tensor's need bytes. */
+static zf_status_t s_check_ipc(const zf_tensor_frame_header_t *h, uint64_t need)
+{
+    const zf_tensor_frame_ipc_t *ipc = &h->ipc;
+    if (h->is_dead) return zf_invalid_argument("field 'ipc': a dead tensor cannot be offered");
+    if (s_holds_strings(h->dtype))
+        return zf_invalid_argument("field 'ipc': %s tensors cannot be offered",
+                                   zf_dtype_name(h->dtype));
+    if (h->len != 0)
+        return zf_invalid_argument("field 'len': an IPC offer carries no bytes (len %" PRIu64 ")",
+                                   h->len);
+    if (ipc->nbytes != need || need == 0)
+        return zf_invalid_argument("field 'ipc': nbytes %" PRIu64 " but the tensor needs %" PRIu64,
+                                   ipc->nbytes, need);
+    if (ipc->offset > INT64_MAX - ipc->nbytes)
+        return zf_invalid_argument("field 'ipc': offset %" PRIu64 " is out of range", ipc->offset);
+    if (ipc->device < 0)
+        return zf_invalid_argument("field 'ipc': device %" PRId32 " is negative", ipc->device);
+    if (ipc->id == 0 || ipc->id > INT64_MAX)
+        return zf_invalid_argument("field 'ipc': id %" PRIu64 " is out of range", ipc->id);
+    return s_check_text("host", ipc->host, ZF_TENSOR_FRAME_MAX_HOST, false);
+}
+
 /* "len" against dtype and shape: exact for fixed-size types; for strings
  * at least the 8-byte length of each element, which also bounds the
  * element count by the bytes that actually arrive. */
@@ -168,6 +200,7 @@ static zf_status_t s_check_len(const zf_tensor_frame_header_t *h)
     zf_status_t s = zf_shape_num_elements(&h->shape, &n);
     if (!zf_ok(s)) return zf_status_prefix(s, "field 'shape'");
     if (h->is_dead || h->dtype == ZF_INVALID) {
+        if (h->has_ipc) return zf_invalid_argument("field 'ipc': a dead tensor cannot be offered");
         if (h->len != 0)
             return zf_invalid_argument(
                 "field 'len': a dead tensor carries no bytes (len %" PRIu64 ")", h->len);
@@ -179,6 +212,7 @@ static zf_status_t s_check_len(const zf_tensor_frame_header_t *h)
                                    zf_dtype_name(h->dtype),
                                    zf_shape_to_string(&h->shape, sbuf, sizeof sbuf));
     uint64_t need = (uint64_t)n * elem;
+    if (h->has_ipc) return s_check_ipc(h, need);
     if (s_holds_strings(h->dtype) && h->len < need)
         return zf_invalid_argument("field 'len': %" PRIu64 " bytes cannot hold %" PRId64
                                    " strings (each needs an 8-byte length)",
@@ -231,13 +265,32 @@ static int s_pack_name(msgpack_packer *pk, const char *name)
     return msgpack_pack_str_with_body(pk, name, strlen(name));
 }
 
+static int s_pack_ipc(msgpack_packer *pk, const zf_tensor_frame_ipc_t *ipc)
+{
+    int rc = s_pack_name(pk, "ipc");
+    rc |= msgpack_pack_map(pk, 6);
+    rc |= s_pack_name(pk, "handle");
+    rc |= msgpack_pack_bin_with_body(pk, ipc->handle, sizeof ipc->handle);
+    rc |= s_pack_name(pk, "offset");
+    rc |= msgpack_pack_uint64(pk, ipc->offset);
+    rc |= s_pack_name(pk, "nbytes");
+    rc |= msgpack_pack_uint64(pk, ipc->nbytes);
+    rc |= s_pack_name(pk, "device");
+    rc |= msgpack_pack_int32(pk, ipc->device);
+    rc |= s_pack_name(pk, "id");
+    rc |= msgpack_pack_uint64(pk, ipc->id);
+    rc |= s_pack_name(pk, "host");
+    rc |= s_pack_name(pk, ipc->host);
+    return rc;
+}
+
 /* Packs h into sink; -1 when the sink is too small. */
 static int s_pack_header(const zf_tensor_frame_header_t *h, s_sink_t *sink)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, sink, s_sink_write);
     /* One statement per item: the packing order is the wire order. */
-    int rc = msgpack_pack_map(&pk, 7);
+    int rc = msgpack_pack_map(&pk, h->has_ipc ? 8 : 7);
     rc |= s_pack_name(&pk, "v");
     rc |= msgpack_pack_int(&pk, ZF_TENSOR_FRAME_VERSION);
     rc |= s_pack_name(&pk, "key");
@@ -253,6 +306,7 @@ static int s_pack_header(const zf_tensor_frame_header_t *h, s_sink_t *sink)
     rc |= h->is_dead ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
     rc |= s_pack_name(&pk, "len");
     rc |= msgpack_pack_uint64(&pk, h->len);
+    if (h->has_ipc) rc |= s_pack_ipc(&pk, &h->ipc);
     return rc ? -1 : 0;
 }
 
@@ -266,6 +320,57 @@ zf_status_t zf_tensor_frame_encode_header(const zf_tensor_frame_header_t *h, uin
         return zf_invalid_argument("tensor frame header does not fit in %zu bytes", cap);
     *len = sink.len;
     return ZF_STATUS_OK;
+}
+
+static zf_status_t s_check_reply(const zf_tensor_frame_reply_t *r)
+{
+    if (r->id == 0 || r->id > INT64_MAX)
+        return zf_invalid_argument("field 'reply': id %" PRIu64 " is out of range", r->id);
+    return s_check_text("why", r->why, ZF_TENSOR_FRAME_MAX_WHY, true);
+}
+
+zf_status_t zf_tensor_frame_encode_reply(const zf_tensor_frame_reply_t *r, uint8_t *buf, size_t cap,
+                                         size_t *len)
+{
+    *len = 0;
+    ZF_TRY(s_check_reply(r));
+    s_sink_t sink = {buf, cap, 0};
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sink, s_sink_write);
+    int rc = msgpack_pack_map(&pk, 5);
+    rc |= s_pack_name(&pk, "v");
+    rc |= msgpack_pack_int(&pk, ZF_TENSOR_FRAME_VERSION);
+    rc |= s_pack_name(&pk, "reply");
+    rc |= msgpack_pack_uint64(&pk, r->id);
+    rc |= s_pack_name(&pk, "step");
+    rc |= msgpack_pack_int64(&pk, r->step_id);
+    rc |= s_pack_name(&pk, "accepted");
+    rc |= r->accepted ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+    rc |= s_pack_name(&pk, "why");
+    rc |= s_pack_name(&pk, r->why);
+    if (rc) return zf_invalid_argument("tensor frame reply does not fit in %zu bytes", cap);
+    *len = sink.len;
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_tensor_frame_header_for_ipc(const char *key, int64_t step_id, zf_dtype_t dtype,
+                                           const zf_shape_t *shape,
+                                           const zf_tensor_frame_ipc_t *ipc,
+                                           zf_tensor_frame_header_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!key) return zf_invalid_argument("field 'key' is missing");
+    size_t key_len = strnlen(key, ZF_TENSOR_FRAME_MAX_KEY + 1);
+    ZF_TRY(s_check_key(key, key_len));
+    memcpy(out->key, key, key_len + 1);
+    out->step_id = step_id;
+    out->dtype = dtype;
+    out->shape = *shape;
+    out->has_ipc = true;
+    out->ipc = *ipc;
+    zf_status_t s = zf_tensor_frame_check_header(out);
+    if (!zf_ok(s)) memset(out, 0, sizeof *out);
+    return s;
 }
 
 /* Bytes of the string payload encoding of t; false on overflow. */
@@ -301,11 +406,11 @@ zf_status_t zf_tensor_frame_header_from_tensor(const char *key, int64_t step_id,
     out->shape = *zf_tensor_shape(t);
     if (out->dtype == ZF_VARIANT)
         return zf_unimplemented("tensor '%s': variant tensors cannot be sent", key);
+    if (is_dead) return ZF_STATUS_OK; /* no bytes: where they live does not matter */
     if (zf_tensor_memory_kind(t) == ZF_MEMORY_DEVICE)
         return zf_status_new(ZF_FAILED_PRECONDITION,
                              "tensor '%s' is in device memory; copy it to the host to send it",
                              key);
-    if (is_dead) return ZF_STATUS_OK;
     if (s_holds_strings(out->dtype)) {
         if (!s_strings_size(t, &out->len))
             return zf_invalid_argument("tensor '%s': strings too large to send", key);
@@ -317,9 +422,28 @@ zf_status_t zf_tensor_frame_header_from_tensor(const char *key, int64_t step_id,
 
 /* ---- header decoding -------------------------------------------------------------- */
 
-enum { F_V, F_KEY, F_STEP, F_DTYPE, F_SHAPE, F_DEAD, F_LEN, F_COUNT };
-static const char *const s_field_names[F_COUNT] = {"v",     "key",  "step", "dtype",
-                                                   "shape", "dead", "len"};
+/* Every top-level name of both message kinds: a tensor header has v..len
+ * and may have ipc; a reply has v, reply, step, accepted and why. */
+enum {
+    F_V,
+    F_KEY,
+    F_STEP,
+    F_DTYPE,
+    F_SHAPE,
+    F_DEAD,
+    F_LEN,
+    F_IPC,
+    F_REPLY,
+    F_ACCEPTED,
+    F_WHY,
+    F_COUNT
+};
+static const char *const s_field_names[F_COUNT] = {
+    "v", "key", "step", "dtype", "shape", "dead", "len", "ipc", "reply", "accepted", "why"};
+
+enum { I_HANDLE, I_OFFSET, I_NBYTES, I_DEVICE, I_ID, I_HOST, I_COUNT };
+static const char *const s_ipc_names[I_COUNT] = {"handle", "offset", "nbytes",
+                                                 "device", "id",     "host"};
 
 static const char *s_mp_type_name(msgpack_object_type type)
 {
@@ -338,25 +462,38 @@ static const char *s_mp_type_name(msgpack_object_type type)
     }
 }
 
-/* Finds our fields among the map's entries; other string keys are left
- * for later versions. */
-static zf_status_t s_find_fields(const msgpack_object_map *map, const msgpack_object *found[])
+/* Finds the named fields among the map's entries (where is the map's
+ * name in errors: "" or "field 'ipc': "); other string keys are left for
+ * later versions. */
+static zf_status_t s_find_fields(const msgpack_object_map *map, const char *const names[], int n,
+                                 const char *where, const msgpack_object *found[])
 {
     for (uint32_t i = 0; i < map->size; i++) {
         const msgpack_object *k = &map->ptr[i].key;
         if (k->type != MSGPACK_OBJECT_STR)
-            return zf_invalid_argument("map key %u is %s, not a string", i,
+            return zf_invalid_argument("%smap key %u is %s, not a string", where, i,
                                        s_mp_type_name(k->type));
-        for (int f = 0; f < F_COUNT; f++) {
-            if (k->via.str.size != strlen(s_field_names[f]) ||
-                memcmp(k->via.str.ptr, s_field_names[f], k->via.str.size) != 0)
+        /* The first byte rules out all but one or two names cheaply: this
+         * runs for every field of every tensor. */
+        const char *kp = k->via.str.ptr;
+        size_t ks = k->via.str.size;
+        for (int f = 0; f < n && ks > 0; f++) {
+            if (names[f][0] != kp[0] || strlen(names[f]) != ks || memcmp(names[f], kp, ks) != 0)
                 continue;
-            if (found[f]) return zf_invalid_argument("field '%s' appears twice", s_field_names[f]);
+            if (found[f]) return zf_invalid_argument("%sfield '%s' appears twice", where, names[f]);
             found[f] = &map->ptr[i].val;
+            break;
         }
     }
-    for (int f = 0; f < F_COUNT; f++)
-        if (!found[f]) return zf_invalid_argument("field '%s' is missing", s_field_names[f]);
+    return ZF_STATUS_OK;
+}
+
+/* Fields first..last (inclusive) must all be present. */
+static zf_status_t s_require(const msgpack_object *found[], const char *const names[], int first,
+                             int last, const char *where)
+{
+    for (int f = first; f <= last; f++)
+        if (!found[f]) return zf_invalid_argument("%sfield '%s' is missing", where, names[f]);
     return ZF_STATUS_OK;
 }
 
@@ -409,14 +546,93 @@ static zf_status_t s_get_key(const msgpack_object *o, char *out)
     return ZF_STATUS_OK;
 }
 
-/* The version first: a later version may change any other field. */
-static zf_status_t s_read_fields(const msgpack_object *f[], zf_tensor_frame_header_t *h)
+static zf_status_t s_get_text(const msgpack_object *o, const char *name, char *out, size_t cap)
 {
-    int64_t v = 0, dtype = 0, len = 0;
-    ZF_TRY(s_get_int(f[F_V], "v", &v));
+    if (o->type != MSGPACK_OBJECT_STR)
+        return zf_invalid_argument("field '%s' must be a string, not %s", name,
+                                   s_mp_type_name(o->type));
+    if (o->via.str.size > cap)
+        return zf_invalid_argument("field '%s' is %u bytes; at most %zu are allowed", name,
+                                   o->via.str.size, cap);
+    if (memchr(o->via.str.ptr, '\0', o->via.str.size))
+        return zf_invalid_argument("field '%s' contains a zero byte", name);
+    memcpy(out, o->via.str.ptr, o->via.str.size);
+    out[o->via.str.size] = '\0';
+    return ZF_STATUS_OK;
+}
+
+static zf_status_t s_get_uint(const msgpack_object *o, const char *name, uint64_t *out)
+{
+    int64_t v = 0;
+    ZF_TRY(s_get_int(o, name, &v));
+    if (v < 0) return zf_invalid_argument("field '%s' is negative (%" PRId64 ")", name, v);
+    *out = (uint64_t)v;
+    return ZF_STATUS_OK;
+}
+
+static zf_status_t s_read_ipc_fields(const msgpack_object *f[], zf_tensor_frame_ipc_t *ipc)
+{
+    const msgpack_object *hd = f[I_HANDLE];
+    if (hd->type != MSGPACK_OBJECT_BIN)
+        return zf_invalid_argument("field 'handle' must be binary, not %s",
+                                   s_mp_type_name(hd->type));
+    if (hd->via.bin.size != sizeof ipc->handle)
+        return zf_invalid_argument("field 'handle' is %u bytes; a CUDA IPC handle has %zu",
+                                   hd->via.bin.size, sizeof ipc->handle);
+    memcpy(ipc->handle, hd->via.bin.ptr, sizeof ipc->handle);
+    int64_t device = 0;
+    ZF_TRY(s_get_uint(f[I_OFFSET], "offset", &ipc->offset));
+    ZF_TRY(s_get_uint(f[I_NBYTES], "nbytes", &ipc->nbytes));
+    ZF_TRY(s_get_int(f[I_DEVICE], "device", &device));
+    if (device < 0 || device > INT32_MAX)
+        return zf_invalid_argument("field 'device' %" PRId64 " is not a CUDA ordinal", device);
+    ipc->device = (int32_t)device;
+    ZF_TRY(s_get_uint(f[I_ID], "id", &ipc->id));
+    return s_get_text(f[I_HOST], "host", ipc->host, ZF_TENSOR_FRAME_MAX_HOST);
+}
+
+static zf_status_t s_read_ipc(const msgpack_object *o, zf_tensor_frame_ipc_t *ipc)
+{
+    if (o->type != MSGPACK_OBJECT_MAP)
+        return zf_invalid_argument("field 'ipc' must be a map, not %s", s_mp_type_name(o->type));
+    const msgpack_object *f[I_COUNT] = {NULL};
+    ZF_TRY(s_find_fields(&o->via.map, s_ipc_names, I_COUNT, "field 'ipc': ", f));
+    ZF_TRY(s_require(f, s_ipc_names, 0, I_COUNT - 1, "field 'ipc': "));
+    zf_status_t s = s_read_ipc_fields(f, ipc);
+    return zf_ok(s) ? s : zf_status_prefix(s, "field 'ipc'");
+}
+
+static zf_status_t s_read_version(const msgpack_object *o)
+{
+    int64_t v = 0;
+    ZF_TRY(s_get_int(o, "v", &v));
     if (v != ZF_TENSOR_FRAME_VERSION)
         return zf_invalid_argument("version %" PRId64 " is not supported (this side speaks %d)", v,
                                    ZF_TENSOR_FRAME_VERSION);
+    return ZF_STATUS_OK;
+}
+
+static zf_status_t s_read_reply(const msgpack_object *f[], zf_tensor_frame_reply_t *r)
+{
+    ZF_TRY(s_require(f, s_field_names, F_REPLY, F_WHY, ""));
+    ZF_TRY(s_require(f, s_field_names, F_STEP, F_STEP, ""));
+    ZF_TRY(s_read_version(f[F_V]));
+    ZF_TRY(s_get_uint(f[F_REPLY], "reply", &r->id));
+    ZF_TRY(s_get_int(f[F_STEP], "step", &r->step_id));
+    if (f[F_ACCEPTED]->type != MSGPACK_OBJECT_BOOLEAN)
+        return zf_invalid_argument("field 'accepted' must be a bool, not %s",
+                                   s_mp_type_name(f[F_ACCEPTED]->type));
+    r->accepted = f[F_ACCEPTED]->via.boolean;
+    ZF_TRY(s_get_text(f[F_WHY], "why", r->why, ZF_TENSOR_FRAME_MAX_WHY));
+    return s_check_reply(r);
+}
+
+/* The version first: a later version may change any other field. */
+static zf_status_t s_read_fields(const msgpack_object *f[], zf_tensor_frame_header_t *h)
+{
+    int64_t dtype = 0, len = 0;
+    ZF_TRY(s_require(f, s_field_names, F_KEY, F_LEN, ""));
+    ZF_TRY(s_read_version(f[F_V]));
     ZF_TRY(s_get_key(f[F_KEY], h->key));
     ZF_TRY(s_get_int(f[F_STEP], "step", &h->step_id));
     ZF_TRY(s_get_int(f[F_DTYPE], "dtype", &dtype));
@@ -431,10 +647,27 @@ static zf_status_t s_read_fields(const msgpack_object *f[], zf_tensor_frame_head
     ZF_TRY(s_get_int(f[F_LEN], "len", &len));
     if (len < 0) return zf_invalid_argument("field 'len' is negative (%" PRId64 ")", len);
     h->len = (uint64_t)len;
+    h->has_ipc = f[F_IPC] != NULL;
+    if (h->has_ipc) ZF_TRY(s_read_ipc(f[F_IPC], &h->ipc));
     return zf_tensor_frame_check_header(h);
 }
 
-static zf_status_t s_decode_header(const void *bytes, size_t len, zf_tensor_frame_header_t *out)
+/* Either message kind from the top-level map; a "reply" field makes it a
+ * reply. */
+static zf_status_t s_read_message(const msgpack_object_map *map, zf_tensor_frame_header_t *h,
+                                  zf_tensor_frame_reply_t *r, bool *is_reply)
+{
+    const msgpack_object *fields[F_COUNT] = {NULL};
+    ZF_TRY(s_find_fields(map, s_field_names, F_COUNT, "", fields));
+    ZF_TRY(s_require(fields, s_field_names, F_V, F_V, ""));
+    *is_reply = fields[F_REPLY] != NULL;
+    if (!*is_reply) return s_read_fields(fields, h);
+    memset(r, 0, sizeof *r);
+    return s_read_reply(fields, r);
+}
+
+static zf_status_t s_decode(const void *bytes, size_t len, zf_tensor_frame_header_t *out,
+                            zf_tensor_frame_reply_t *reply, bool *is_reply)
 {
     if (len > ZF_TENSOR_FRAME_MAX_HEADER)
         return zf_invalid_argument("%zu bytes exceed the limit of %d", len,
@@ -452,20 +685,47 @@ static zf_status_t s_decode_header(const void *bytes, size_t len, zf_tensor_fram
     } else if (u.data.type != MSGPACK_OBJECT_MAP) {
         s = zf_invalid_argument("%s, not a map", s_mp_type_name(u.data.type));
     } else {
-        const msgpack_object *fields[F_COUNT] = {NULL};
-        s = s_find_fields(&u.data.via.map, fields);
-        if (zf_ok(s)) s = s_read_fields(fields, out);
+        s = s_read_message(&u.data.via.map, out, reply, is_reply);
     }
     msgpack_unpacked_destroy(&u);
     return s;
 }
 
+zf_status_t zf_tensor_frame_decode_any(const void *bytes, size_t len, zf_tensor_frame_header_t *h,
+                                       zf_tensor_frame_reply_t *r, bool *is_reply)
+{
+    /* r is only written for a reply: tensors, the common case, skip it. */
+    memset(h, 0, sizeof *h);
+    *is_reply = false;
+    zf_status_t s = s_decode(bytes, len, h, r, is_reply);
+    if (zf_ok(s)) {
+        if (*is_reply) memset(h, 0, sizeof *h);
+        return s;
+    }
+    memset(h, 0, sizeof *h);
+    memset(r, 0, sizeof *r);
+    return zf_status_prefix(s, *is_reply ? "tensor frame reply" : "tensor frame header");
+}
+
 zf_status_t zf_tensor_frame_decode_header(const void *bytes, size_t len,
                                           zf_tensor_frame_header_t *out)
 {
-    memset(out, 0, sizeof *out);
-    zf_status_t s = s_decode_header(bytes, len, out);
-    if (zf_ok(s)) return s;
-    memset(out, 0, sizeof *out);
-    return zf_status_prefix(s, "tensor frame header");
+    zf_tensor_frame_reply_t r;
+    bool is_reply = false;
+    ZF_TRY(zf_tensor_frame_decode_any(bytes, len, out, &r, &is_reply));
+    if (is_reply) return zf_invalid_argument("tensor frame header: a reply, not a tensor");
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_tensor_frame_decode_reply(const void *bytes, size_t len,
+                                         zf_tensor_frame_reply_t *out)
+{
+    zf_tensor_frame_header_t h;
+    bool is_reply = false;
+    ZF_TRY(zf_tensor_frame_decode_any(bytes, len, &h, out, &is_reply));
+    if (!is_reply) {
+        memset(out, 0, sizeof *out);
+        return zf_invalid_argument("tensor frame reply: a tensor, not a reply");
+    }
+    return ZF_STATUS_OK;
 }

@@ -109,10 +109,11 @@ zf_status_t zf_gpu_register_kernels(void);
 
 /* ---- CUDA IPC (same-host transfers between GPU processes) ----------------- */
 
-/* For the transport between GPU executors on one host (DESIGN.md §8): the
- * sender exports, the receiver imports and copies device to device. No
- * transport uses these yet; the tests check export and the import's
- * argument checks (opening needs a second process). */
+/* For the transport between GPU executors on one host (DESIGN.md §8,
+ * executor/remote.h): the sender exports, the receiver imports and copies
+ * device to device (zf_gpu_ipc_copy()), then tells the sender it may let
+ * the memory go. A process cannot open its own handles, so the tests that
+ * open one run two processes. */
 
 /* A device tensor's memory as another process on the same host can open
  * it: CUDA's IPC handle for the allocation, the tensor's offset in it and
@@ -137,6 +138,21 @@ zf_status_t zf_gpu_ipc_export(const zf_tensor_t *t, zf_gpu_ipc_handle_t *out);
  * INTERNAL for a CUDA failure, UNAVAILABLE without CUDA. Caller owns *out. */
 zf_status_t zf_gpu_ipc_import(zf_device_t *dev, const zf_gpu_ipc_handle_t *h, zf_dtype_t dtype,
                               const zf_shape_t *shape, zf_tensor_t **out);
+
+/* Opens h on dev, copies the tensor it names into a new tensor in dev's
+ * memory (a peer copy when the exporter's GPU is another), waits for the
+ * copy and closes the mapping before returning, so the exporter may drop
+ * its memory as soon as this returns. Errors as zf_gpu_ipc_import(), and
+ * RESOURCE_EXHAUSTED when dev is out of memory. Caller owns *out. */
+zf_status_t zf_gpu_ipc_copy(zf_device_t *dev, const zf_gpu_ipc_handle_t *h, zf_dtype_t dtype,
+                            const zf_shape_t *shape, zf_tensor_t **out);
+
+/* Copies a tensor in GPU memory into a new (pageable) host tensor without
+ * a device object, for transports that fall back to sending bytes: the
+ * work that produced src must be finished. A host tensor gets a new
+ * reference to itself. Blocks. Errors: INTERNAL for a CUDA failure,
+ * UNAVAILABLE without CUDA, RESOURCE_EXHAUSTED. Caller owns *out. */
+zf_status_t zf_gpu_tensor_download(const zf_tensor_t *src, zf_tensor_t **out);
 
 /* ---- baselines for bench/bench_gpu.c ---------------------------------------- */
 

@@ -88,6 +88,27 @@ zf_status_t zf_gpu_ipc_import(zf_device_t *dev, const zf_gpu_ipc_handle_t *h, zf
     return s_no_cuda("CUDA IPC import");
 }
 
+zf_status_t zf_gpu_ipc_copy(zf_device_t *dev, const zf_gpu_ipc_handle_t *h, zf_dtype_t dtype,
+                            const zf_shape_t *shape, zf_tensor_t **out)
+{
+    (void)dev;
+    (void)h;
+    (void)dtype;
+    (void)shape;
+    *out = NULL;
+    return s_no_cuda("CUDA IPC copy");
+}
+
+zf_status_t zf_gpu_tensor_download(const zf_tensor_t *src, zf_tensor_t **out)
+{
+    *out = NULL;
+    if (zf_tensor_memory_kind(src) != ZF_MEMORY_DEVICE) {
+        *out = zf_tensor_ref((zf_tensor_t *)src);
+        return ZF_STATUS_OK;
+    }
+    return s_no_cuda("copy to host");
+}
+
 zf_status_t zf_gpu_baseline_sgemm(zf_device_t *dev, int m, int n, int k, const float *a,
                                   const float *b, float *c, int iters, double *seconds)
 {

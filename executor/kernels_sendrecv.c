@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "executor/kernel.h"
 #include "executor/kernels_sendrecv.h"
+#include "executor/remote.h"
 #include "executor/rendezvous.h"
 #include "scheduler/partition.h"
 
@@ -73,10 +74,23 @@ typedef struct {
     void *arg;
 } s_recv_t;
 
+/* A placeholder for a CUDA IPC offer (executor/remote.h) holds no bytes:
+ * only the GPU kernels, which run this one without a device, open it. */
+static zf_status_t s_check_not_offer(const zf_kernel_ctx_t *ctx, const zf_tensor_t *tensor)
+{
+    const char *src = NULL;
+    if (!ctx->device || !zf_remote_ipc_offer(tensor, NULL, &src)) return ZF_STATUS_OK;
+    return zf_kernel_error(ctx, ZF_FAILED_PRECONDITION,
+                           "%s offered this tensor over CUDA IPC, which only a GPU device "
+                           "can receive, not %s",
+                           src, ctx->device->name_str);
+}
+
 static void s_recv_done(zf_status_t status, zf_tensor_t *tensor, bool is_dead, void *arg)
 {
     s_recv_t r = *(s_recv_t *)arg;
     free(arg);
+    if (zf_ok(status) && tensor) status = s_check_not_offer(r.ctx, tensor);
     if (zf_ok(status) && r.ctx->num_outputs > 0) {
         r.ctx->outputs[0] = tensor; /* the rendezvous' reference becomes the output's */
         if (r.ctx->is_dead_outputs) r.ctx->is_dead_outputs[0] = is_dead;

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "executor/member.h"
+#include "executor/remote.h"
 
 #define S_DEFAULT_HEARTBEAT_MS 1000
 #define S_BROKER_MAX           256
@@ -38,20 +39,6 @@ static int64_t s_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* hostname:boot id — equal for processes that can share memory and GPUs. */
-static void s_host_id(char *buf, size_t n)
-{
-    char host[256] = "unknown-host", boot[64] = "";
-    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "unknown-host");
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f) {
-        if (!fgets(boot, sizeof boot, f)) boot[0] = '\0';
-        fclose(f);
-    }
-    boot[strcspn(boot, "\r\n")] = '\0';
-    snprintf(buf, n, "%s:%s", host, boot);
-}
-
 zf_status_t zf_exec_member_new(zf_zctx_t *ctx, zf_exec_service_t *svc, zf_device_t *device,
                                const zf_exec_member_config_t *cfg, zf_exec_member_t **out)
 {
@@ -67,7 +54,7 @@ zf_status_t zf_exec_member_new(zf_zctx_t *ctx, zf_exec_service_t *svc, zf_device
     m->broker_names = cfg->broker_names;
     m->heartbeat_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 0;
     m->fixed_period = cfg->heartbeat_ms > 0;
-    s_host_id(m->host_id, sizeof m->host_id);
+    zf_remote_default_host_id(m->host_id, sizeof m->host_id);
     zf_status_t s = zf_socket_new(ctx, ZF_SOCKET_DEALER, &m->dealer);
     if (zf_ok(s)) s = zf_socket_set_send_timeout(m->dealer, 1000);
     if (zf_ok(s)) s = zf_socket_connect(m->dealer, cfg->broker);

@@ -29,6 +29,24 @@
  * references. A step placed for a given incarnation waits for it with
  * zf_remote_wait_peer_incarnation() before its first send.
  *
+ * Same-host GPU to GPU (CUDA IPC). A live tensor in GPU memory sent to a
+ * GPU device whose peer has not refused IPC is offered instead of copied:
+ * the transport exports a handle (zf_gpu_ipc_export()), pushes a
+ * header-only frame with it (common/tensor_frame.h, "ipc") and holds the
+ * tensor until the receiver's reply, or until zf_remote_cleanup_step() of
+ * its step (a receiver that dies never pins it longer). The receiver
+ * refuses an offer from another host (host ids differ: hostname:boot id)
+ * or when built without CUDA; the sender then pushes the bytes and sends
+ * that peer bytes from then on (a refused offer's bytes may follow a later
+ * value on another key: order is kept per key only while all its values
+ * go one way). An accepted offer reaches the step's rendezvous as a
+ * placeholder tensor (zf_remote_ipc_offer()): the GPU _Recv opens the
+ * handle, copies device to device into its own memory and drops the
+ * placeholder, and that release — or any other, such as the step's abort
+ * — answers the sender, which then drops its reference. Every other
+ * device tensor (a CPU receiver, an export that fails) is copied to the
+ * host and sent as bytes; host tensors take the byte path unchanged.
+ *
  * Thread-safety: every function may be called from any thread, except that
  * zf_remote_destroy() must not race with other calls. */
 #ifndef ZF_REMOTE_H
@@ -40,6 +58,7 @@
 #include "common/status.h"
 #include "common/tensor.h"
 #include "common/transport.h"
+#include "executor/gpu.h"
 #include "executor/rendezvous.h"
 
 #define ZF_REMOTE_CLOSED_STEPS 4096
@@ -97,10 +116,13 @@ bool zf_remote_wait_peer_incarnation(zf_remote_t *r, const char *device, uint64_
 uint64_t zf_remote_peer_incarnation(zf_remote_t *r, const char *device);
 
 /* Pushes one tensor (borrowed; a reference is kept until ZeroMQ has written
- * it) to the peer owning device. May block up to
- * ZF_REMOTE_SEND_TIMEOUT_MS on a full queue. Errors: UNAVAILABLE "no
- * rendezvous endpoint is known for device <d>", the errors of
- * zf_tensor_frame_send and zf_socket_connect. */
+ * it) to the peer owning device. A tensor in GPU memory, whose producing
+ * work must be finished, is offered over CUDA IPC (and held until the
+ * reply) or copied to the host first (see the design note). May block up
+ * to ZF_REMOTE_SEND_TIMEOUT_MS on a full queue. Errors: UNAVAILABLE "no
+ * rendezvous endpoint is known for device <d>", CANCELLED for an IPC offer
+ * in a step already cleaned up here, the errors of zf_tensor_frame_send,
+ * zf_socket_connect and zf_gpu_tensor_download. */
 zf_status_t zf_remote_send(zf_remote_t *r, const char *device, const char *key, int64_t step_id,
                            zf_tensor_t *tensor, bool is_dead);
 
@@ -115,13 +137,41 @@ zf_status_t zf_remote_step_rendezvous(zf_remote_t *r, int64_t step_id, zf_rendez
 void zf_remote_cleanup_step(zf_remote_t *r, int64_t step_id, const zf_status_t *status);
 
 /* Counters (tests, diagnostics): tensors handed to a rendezvous, tensors
- * dropped because their step was closed or aborted, malformed messages. */
+ * dropped because their step was closed or aborted, malformed messages;
+ * IPC offers sent, released by their receiver, refused by it, offers
+ * received, and offers sent still held. */
 typedef struct zf_remote_stats {
     uint64_t delivered;
     uint64_t dropped;
     uint64_t malformed;
+    uint64_t ipc_offered;
+    uint64_t ipc_released;
+    uint64_t ipc_refused;
+    uint64_t ipc_received;
+    uint64_t ipc_held;
 } zf_remote_stats_t;
 
 zf_remote_stats_t zf_remote_stats(zf_remote_t *r);
+
+/* ---- CUDA IPC ---------------------------------------------------------------- */
+
+/* The device id of a placeholder's buffer: no real device has it. */
+#define ZF_REMOTE_IPC_DEVICE_ID (-2)
+
+/* Whether t is the placeholder of an accepted IPC offer; if so *h (may be
+ * NULL) gets its handle and *src_device (may be NULL) the sending device,
+ * borrowed while t lives. Its buffer is not memory: pass h to
+ * zf_gpu_ipc_copy(), then drop t, which tells the sender it may let go. */
+bool zf_remote_ipc_offer(const zf_tensor_t *t, zf_gpu_ipc_handle_t *h, const char **src_device);
+
+/* This host's id, "hostname:boot id": equal for processes that can share
+ * memory and GPUs (what executors report to the broker as host_id). */
+void zf_remote_default_host_id(char *buf, size_t n);
+
+/* The host id offers carry and are checked against: "hostname:boot id".
+ * Borrowed. zf_remote_set_host_id() replaces it (tests: a second host);
+ * call it before any tensor moves. */
+const char *zf_remote_host_id(const zf_remote_t *r);
+void zf_remote_set_host_id(zf_remote_t *r, const char *host_id);
 
 #endif

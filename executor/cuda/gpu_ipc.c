@@ -89,3 +89,48 @@ zf_status_t zf_gpu_ipc_import(zf_device_t *dev, const zf_gpu_ipc_handle_t *h, zf
     zf_buffer_unref(&buf);
     return s;
 }
+
+zf_status_t zf_gpu_ipc_copy(zf_device_t *dev, const zf_gpu_ipc_handle_t *h, zf_dtype_t dtype,
+                            const zf_shape_t *shape, zf_tensor_t **out)
+{
+    *out = NULL;
+    zf_tensor_t *mapped = NULL, *copy = NULL;
+    ZF_TRY(zf_gpu_ipc_import(dev, h, dtype, shape, &mapped));
+    zf__gpu_t *g = zf__gpu_of(dev);
+    zf_status_t s = zf__gpu_alloc_tensor(g, dtype, shape, &copy);
+    if (zf_ok(s)) {
+        /* Default: unified addressing tells a peer copy from a local one. */
+        cudaError_t err = cudaMemcpyAsync(zf_tensor_data(copy), zf_tensor_data(mapped),
+                                          zf_tensor_nbytes(copy), cudaMemcpyDefault, g->stream);
+        if (err == cudaSuccess) err = cudaStreamSynchronize(g->stream);
+        if (err != cudaSuccess) s = zf__gpu_error(err, "copying from a CUDA IPC mapping");
+    }
+    zf_tensor_unref(&mapped); /* closes the mapping: the copy is done */
+    if (!zf_ok(s)) {
+        zf_tensor_unref(&copy);
+        return s;
+    }
+    *out = copy;
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_gpu_tensor_download(const zf_tensor_t *src, zf_tensor_t **out)
+{
+    *out = NULL;
+    if (zf_tensor_memory_kind(src) != ZF_MEMORY_DEVICE) {
+        *out = zf_tensor_ref((zf_tensor_t *)src);
+        return ZF_STATUS_OK;
+    }
+    zf_tensor_t *t = NULL;
+    ZF_TRY(zf_tensor_new(zf_tensor_dtype(src), zf_tensor_shape(src), &t));
+    cudaError_t err = cudaSetDevice(zf_buffer_device_id(zf_tensor_buffer(src)));
+    if (err == cudaSuccess && zf_tensor_nbytes(t) > 0)
+        err = cudaMemcpy(zf_tensor_data(t), zf_tensor_data(src), zf_tensor_nbytes(t),
+                         cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess) {
+        zf_tensor_unref(&t);
+        return zf__gpu_error(err, "copying a GPU tensor to the host");
+    }
+    *out = t;
+    return ZF_STATUS_OK;
+}

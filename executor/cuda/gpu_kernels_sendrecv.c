@@ -3,14 +3,17 @@
  * asynchronous recvs) and move the bytes where each side needs them:
  *   _Send hands a device tensor on as it is when the receiver is a GPU
  *   (after waiting for the stream, since the receiver reads it on another
- *   stream), and a copy in pinned host memory otherwise;
+ *   stream; a GPU in another process on this host gets it over CUDA IPC,
+ *   executor/remote.h), and a copy in pinned host memory otherwise;
  *   _Recv leaves its output in this GPU's memory, _HostRecv in host memory,
- *   copying whatever arrived from wherever it is. */
+ *   copying whatever arrived from wherever it is (an IPC offer device to
+ *   device). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/graph.h"
 #include "executor/cuda/gpu_internal.h"
+#include "executor/remote.h"
 
 typedef struct {
     const zf_kernel_def_t *cpu;
@@ -113,10 +116,30 @@ typedef struct {
     bool to_host;
 } s_recv_t;
 
+/* A CUDA IPC offer from a peer on this host (executor/remote.h): copied
+ * device to device into this GPU's memory; dropping the placeholder tells
+ * the sender it may let its memory go. */
+static zf_status_t s_take_offer(zf_kernel_ctx_t *ctx, zf_tensor_t **t)
+{
+    zf_gpu_ipc_handle_t h;
+    const char *src = NULL;
+    if (!zf_remote_ipc_offer(*t, &h, &src)) return ZF_STATUS_OK;
+    zf_tensor_t *copy = NULL;
+    zf_status_t s =
+        zf_gpu_ipc_copy(ctx->device, &h, zf_tensor_dtype(*t), zf_tensor_shape(*t), &copy);
+    if (!zf_ok(s))
+        s = zf_status_prefix(s, "CUDA IPC from %s (GPU %d) to %s", src, (int)h.device_id,
+                             ctx->device->name_str);
+    zf_tensor_unref(t);
+    *t = copy;
+    return s;
+}
+
 /* Brings a received tensor to where this kernel's output lives. */
 static zf_status_t s_place(zf_kernel_ctx_t *ctx, bool to_host, zf_tensor_t **t)
 {
     if (!*t) return ZF_STATUS_OK;
+    ZF_TRY(s_take_offer(ctx, t));
     zf_tensor_t *moved = NULL;
     zf_status_t s = to_host ? zf_gpu_tensor_to_host(ctx->device, *t, &moved)
                             : zf_gpu_tensor_to_device(ctx->device, *t, &moved);

@@ -2,7 +2,8 @@
  * a 2-byte little-endian header length, that many header bytes, then the
  * payload. A header that decodes must satisfy every documented limit and
  * survive encode -> decode unchanged; the payload must then build a tensor
- * that matches the header, or fail cleanly. */
+ * that matches the header, or fail cleanly. A reply message (to a CUDA IPC
+ * offer) must likewise survive encode -> decode. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,10 @@ static void s_check_header(const zf_tensor_frame_header_t *h)
     s_check(h->shape.rank >= 0 && h->shape.rank <= ZF_MAX_RANK, "rank out of range");
     for (int i = 0; i < h->shape.rank; i++) s_check(h->shape.dims[i] >= 0, "negative dim");
     s_check(h->len <= INT64_MAX, "len out of range");
+    if (h->has_ipc)
+        s_check(h->len == 0 && !h->is_dead && h->ipc.nbytes > 0 && h->ipc.id > 0 &&
+                    h->ipc.device >= 0 && h->ipc.host[0] != '\0',
+                "an IPC offer out of its limits");
     zf_status_t s = zf_tensor_frame_check_header(h);
     s_check(zf_ok(s), "a decoded header fails its own check");
 
@@ -40,18 +45,33 @@ static void s_check_header(const zf_tensor_frame_header_t *h)
     s_check(memcmp(h, &back, sizeof back) == 0, "header changed in a round trip");
 }
 
+static void s_check_reply(const zf_tensor_frame_reply_t *r)
+{
+    s_check(r->id > 0 && strnlen(r->why, sizeof r->why) <= ZF_TENSOR_FRAME_MAX_WHY,
+            "reply out of its limits");
+    static uint8_t buf[ZF_TENSOR_FRAME_HEADER_MAX_ENCODED];
+    size_t len = 0;
+    zf_status_t s = zf_tensor_frame_encode_reply(r, buf, sizeof buf, &len);
+    s_check(zf_ok(s), "a decoded reply fails to encode");
+    zf_tensor_frame_reply_t back;
+    s = zf_tensor_frame_decode_reply(buf, len, &back);
+    s_check(zf_ok(s), "an encoded reply fails to decode");
+    s_check(memcmp(r, &back, sizeof back) == 0, "reply changed in a round trip");
+}
+
 static void s_check_payload(const zf_tensor_frame_header_t *h, const uint8_t *p, size_t len)
 {
     zf_tensor_t *t = NULL;
     zf_status_t s = zf_tensor_frame_decode_payload(h, p, len, &t);
     if (!zf_ok(s)) {
         s_check(t == NULL && zf_status_msg(&s)[0] != '\0', "a payload error without a message");
-        bool must_fit = len == h->len && zf_dtype_size(h->dtype) > 0;
+        bool must_fit = len == h->len && zf_dtype_size(h->dtype) > 0 && !h->has_ipc;
         s_check(!must_fit || s.code == ZF_RESOURCE_EXHAUSTED, "a well-sized payload refused");
         zf_status_clear(&s);
         return;
     }
     s_check(len == h->len, "a payload of the wrong size accepted");
+    s_check(!h->has_ipc || h->is_dead, "an IPC offer decoded as bytes");
     if (h->is_dead) {
         s_check(t == NULL, "a dead tensor came with a value");
         return;
@@ -70,7 +90,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t hlen = (size_t)data[0] | (size_t)data[1] << 8;
     if (hlen > size - 2) hlen = size - 2;
     static zf_tensor_frame_header_t h;
-    zf_status_t s = zf_tensor_frame_decode_header(data + 2, hlen, &h);
+    static zf_tensor_frame_reply_t reply;
+    bool is_reply = false;
+    zf_status_t s = zf_tensor_frame_decode_any(data + 2, hlen, &h, &reply, &is_reply);
+    if (zf_ok(s) && is_reply) {
+        s_check(h.key[0] == '\0', "a reply filled the tensor header");
+        s_check_reply(&reply);
+        return 0;
+    }
     if (!zf_ok(s)) {
         s_check(s.code == ZF_INVALID_ARGUMENT || s.code == ZF_RESOURCE_EXHAUSTED,
                 "unexpected error code");

@@ -1,7 +1,8 @@
 /* Tests for executor/remote: two transports in one process on 127.0.0.1
  * ephemeral ports; tensors pushed by _Send's remote hook land in the right
  * step's rendezvous on the other side, early or late, closed steps drop
- * them, and malformed messages are skipped. */
+ * them, and malformed messages are skipped; CUDA IPC offers are refused
+ * across hosts, handed on as placeholders and answered when released. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include "common/tensor_frame.h"
 #include "common/transport.h"
 #include "executor/remote.h"
+#include "kernel_test_util.h"
 #include "test_util.h"
 
 #define WAIT_MS 5000
@@ -248,6 +250,288 @@ static void test_rendezvous_key_dst_device_is_the_third_field(void **state)
     assert_int_equal(len, 1);
 }
 
+/* ---- CUDA IPC offers, seen from the receiving side ------------------------------
+ * The test plays a GPU sender G0 on this host: it pushes offers to B (the
+ * receiver, a GPU device) and reads B's replies on its own PULL socket,
+ * which B knows as G0's rendezvous endpoint. */
+
+#define DEV_G0  "/job:localhost/replica:0/task:0/device:GPU:0"
+#define DEV_G1  "/job:localhost/replica:0/task:0/device:GPU:1"
+#define KEY_G01 DEV_G0 ";0000000000000001;" DEV_G1 ";y:0;0:0"
+
+typedef struct {
+    zf_zctx_t *ctx;
+    zf_rendezvous_mgr_t *mgr;
+    zf_remote_t *b;
+    zf_socket_t *push, *pull; /* the test's, as G0 */
+} s_ipc_rig_t;
+
+static int s_ipc_setup(void **state)
+{
+    s_ipc_rig_t *g = calloc(1, sizeof *g);
+    ASSERT_OK(zf_zctx_new(&g->ctx));
+    ASSERT_OK(zf_rendezvous_mgr_new(&g->mgr));
+    ASSERT_OK(zf_remote_new(g->ctx, g->mgr, NULL, &g->b));
+    ASSERT_OK(zf_remote_attach(g->b, DEV_G1));
+    ASSERT_OK(zf_socket_new(g->ctx, ZF_SOCKET_PULL, &g->pull));
+    const char *ep = NULL;
+    ASSERT_OK(zf_socket_bind(g->pull, "tcp://127.0.0.1:*", &ep));
+    ASSERT_OK(zf_remote_set_peer(g->b, DEV_G0, ep));
+    ASSERT_OK(zf_socket_new(g->ctx, ZF_SOCKET_PUSH, &g->push));
+    ASSERT_OK(zf_socket_connect(g->push, zf_remote_endpoint(g->b)));
+    *state = g;
+    return 0;
+}
+
+static int s_ipc_teardown(void **state)
+{
+    s_ipc_rig_t *g = *state;
+    zf_socket_destroy(&g->push);
+    zf_socket_destroy(&g->pull);
+    zf_remote_destroy(&g->b);
+    zf_rendezvous_mgr_destroy(&g->mgr);
+    zf_zctx_destroy(&g->ctx);
+    free(g);
+    return 0;
+}
+
+/* Offers a float [2] from host under key for step_id, as offer id. */
+static void s_offer(s_ipc_rig_t *g, const char *key, int64_t step_id, uint64_t id, const char *host)
+{
+    zf_tensor_frame_ipc_t ipc = {.offset = 512, .nbytes = 8, .device = 3, .id = id};
+    for (int i = 0; i < ZF_TENSOR_FRAME_IPC_HANDLE; i++) ipc.handle[i] = (uint8_t)(255 - i);
+    snprintf(ipc.host, sizeof ipc.host, "%s", host);
+    static zf_tensor_frame_header_t h;
+    zf_shape_t shape = ZF_SHAPE(2);
+    ASSERT_OK(zf_tensor_frame_header_for_ipc(key, step_id, ZF_FLOAT, &shape, &ipc, &h));
+    ASSERT_OK(zf_tensor_frame_send_ipc(g->push, &h));
+}
+
+static void s_expect_reply(s_ipc_rig_t *g, uint64_t id, int64_t step_id, bool accepted,
+                           const char *why)
+{
+    zf_tensor_frame_t f;
+    ASSERT_OK(zf_tensor_frame_recv(g->pull, WAIT_MS, &f));
+    assert_non_null(f.reply);
+    assert_int_equal(f.reply->id, id);
+    assert_int_equal(f.reply->step_id, step_id);
+    assert_int_equal(f.reply->accepted, accepted);
+    if (!strstr(f.reply->why, why)) fail_msg("reply reason '%s' lacks '%s'", f.reply->why, why);
+    zf_tensor_frame_clear(&f);
+}
+
+static void s_expect_no_reply(s_ipc_rig_t *g)
+{
+    zf_tensor_frame_t f;
+    zf_test_expect_error(zf_tensor_frame_recv(g->pull, 200, &f), ZF_DEADLINE_EXCEEDED, NULL);
+}
+
+static void test_remote_refuses_an_ipc_offer_from_another_host(void **state)
+{
+    s_ipc_rig_t *g = *state;
+    zf_rendezvous_t *r = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_find(g->mgr, 4, &r));
+    s_offer(g, KEY_G01, 4, 17, "elsewhere:boot");
+    char why[512];
+    snprintf(why, sizeof why, "the sender's host 'elsewhere:boot' is not this host '%s'",
+             zf_remote_host_id(g->b));
+    s_expect_reply(g, 17, 4, false, why);
+    size_t values = 9;
+    zf_rendezvous_pending(r, &values, NULL);
+    assert_int_equal(values, 0);
+    zf_remote_stats_t st = zf_remote_stats(g->b);
+    assert_int_equal(st.ipc_received, 1);
+    assert_int_equal(st.delivered, 0);
+    zf_rendezvous_unref(&r);
+}
+
+static void
+test_remote_hands_an_accepted_offer_to_the_rendezvous_and_answers_on_release(void **state)
+{
+    s_ipc_rig_t *g = *state;
+    zf_rendezvous_t *r = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_find(g->mgr, 6, &r));
+    s_offer(g, KEY_G01, 6, 23, zf_remote_host_id(g->b));
+    if (!zf_gpu_built_with_cuda()) { /* the stub build cannot open handles */
+        s_expect_reply(g, 23, 6, false, "this executor was built without CUDA");
+        zf_rendezvous_unref(&r);
+        return;
+    }
+    zf_tensor_t *t = NULL;
+    ASSERT_OK(zf_rendezvous_recv(r, KEY_G01, WAIT_MS, &t, NULL));
+    zf_gpu_ipc_handle_t h;
+    const char *src = NULL;
+    assert_true(zf_remote_ipc_offer(t, &h, &src));
+    assert_string_equal(src, DEV_G0);
+    assert_int_equal(h.offset, 512);
+    assert_int_equal(h.nbytes, 8);
+    assert_int_equal(h.device_id, 3);
+    for (int i = 0; i < ZF_TENSOR_FRAME_IPC_HANDLE; i++) assert_int_equal(h.handle[i], 255 - i);
+    assert_int_equal(zf_tensor_dtype(t), ZF_FLOAT);
+    assert_int_equal(zf_tensor_memory_kind(t), ZF_MEMORY_DEVICE);
+    assert_int_equal(zf_tensor_num_elements(t), 2);
+    s_expect_no_reply(g); /* the sender's memory is still in use */
+    zf_tensor_unref(&t);
+    s_expect_reply(g, 23, 6, true, "");
+    zf_rendezvous_unref(&r);
+}
+
+static void test_remote_releases_an_offer_for_a_closed_step_at_once(void **state)
+{
+    s_ipc_rig_t *g = *state;
+    zf_remote_cleanup_step(g->b, 8, NULL);
+    s_offer(g, KEY_G01, 8, 31, zf_remote_host_id(g->b));
+    if (zf_gpu_built_with_cuda())
+        s_expect_reply(g, 31, 8, true, "");
+    else
+        s_expect_reply(g, 31, 8, false, "built without CUDA");
+    assert_int_equal(zf_remote_stats(g->b).delivered, 0);
+}
+
+static void test_remote_releases_a_queued_offer_when_its_step_is_aborted(void **state)
+{
+    s_ipc_rig_t *g = *state;
+    if (!zf_gpu_built_with_cuda()) skip();
+    zf_rendezvous_t *r = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_find(g->mgr, 9, &r));
+    s_offer(g, KEY_G01, 9, 37, zf_remote_host_id(g->b));
+    s_wait_stat(g->b, offsetof(zf_remote_stats_t, delivered), 1);
+    s_expect_no_reply(g);
+    zf_status_t why = zf_status_new(ZF_ABORTED, "peer died");
+    zf_remote_cleanup_step(g->b, 9, &why);
+    zf_status_clear(&why);
+    s_expect_reply(g, 37, 9, true, "");
+    zf_rendezvous_unref(&r);
+}
+
+static void test_remote_counts_an_offer_whose_key_names_no_sender_as_malformed(void **state)
+{
+    s_ipc_rig_t *g = *state;
+    s_offer(g, "no-fields-here", 2, 5, zf_remote_host_id(g->b));
+    s_wait_stat(g->b, offsetof(zf_remote_stats_t, malformed), 1);
+    s_expect_no_reply(g);
+    assert_int_equal(zf_remote_stats(g->b).delivered, 0);
+}
+
+static void test_remote_ignores_replies_to_offers_it_no_longer_holds(void **state)
+{
+    s_ipc_rig_t *g = *state;
+    zf_socket_t *to_b = g->push;
+    zf_tensor_frame_reply_t reply = {.id = 99, .step_id = 1, .accepted = false};
+    ASSERT_OK(zf_tensor_frame_send_reply(to_b, &reply));
+    zf_tensor_t *t = s_floats(1, 2, 3);
+    ASSERT_OK(zf_tensor_frame_send(to_b, KEY_G01, 1, t, false));
+    s_wait_stat(g->b, offsetof(zf_remote_stats_t, delivered), 1);
+    zf_remote_stats_t st = zf_remote_stats(g->b);
+    assert_int_equal(st.malformed, 0);
+    assert_int_equal(st.ipc_refused, 0);
+    assert_int_equal(st.ipc_held, 0);
+    zf_tensor_unref(&t);
+}
+
+static void test_remote_ipc_offer_is_false_for_ordinary_tensors(void **state)
+{
+    (void)state;
+    zf_tensor_t *t = s_floats(1, 2, 3);
+    zf_gpu_ipc_handle_t h;
+    const char *src = "unset";
+    assert_false(zf_remote_ipc_offer(t, &h, &src));
+    assert_false(zf_remote_ipc_offer(NULL, NULL, NULL));
+    assert_string_equal(src, "unset");
+    zf_tensor_unref(&t);
+}
+
+/* Without a GPU a tensor claiming GPU memory can be neither exported nor
+ * copied: the send fails cleanly, naming the key and device, and holds
+ * nothing. */
+static void test_remote_send_of_a_gpu_tensor_without_a_gpu_fails_and_holds_nothing(void **state)
+{
+    s_ipc_rig_t *g = *state;
+    int n = 0;
+    zf_status_t s = zf_gpu_device_count(&n);
+    if (zf_ok(s)) skip(); /* a real GPU would try the copy */
+    zf_status_clear(&s);
+    static float bytes[2] = {1, 2};
+    zf_buffer_t *buf = NULL;
+    ASSERT_OK(zf_buffer_wrap_memory(bytes, sizeof bytes, ZF_MEMORY_DEVICE, 0, NULL, NULL, &buf));
+    zf_tensor_t *t = NULL;
+    zf_shape_t shape = ZF_SHAPE(2);
+    ASSERT_OK(zf_tensor_from_buffer(ZF_FLOAT, &shape, buf, 0, &t));
+    zf_buffer_unref(&buf);
+    const char *ep = zf_socket_endpoint(g->pull);
+    ASSERT_OK(zf_remote_set_peer(g->b, DEV_G0, ep));
+    s = zf_remote_send(g->b, DEV_G0, KEY_G01, 3, t, false);
+    assert_false(zf_ok(s));
+    if (!strstr(zf_status_msg(&s), "sending '" KEY_G01 "' to " DEV_G0))
+        fail_msg("message '%s' names neither key nor device", zf_status_msg(&s));
+    zf_status_clear(&s);
+    zf_remote_stats_t st = zf_remote_stats(g->b);
+    assert_int_equal(st.ipc_offered, 0);
+    assert_int_equal(st.ipc_held, 0);
+    assert_int_equal(zf_tensor_refcount(t), 1);
+    zf_tensor_unref(&t);
+    s_expect_no_reply(g);
+}
+
+typedef struct {
+    bool fired;
+    zf_status_t status;
+} s_done_t;
+
+static void s_on_done(zf_kernel_ctx_t *ctx, zf_status_t status, void *arg)
+{
+    (void)ctx;
+    s_done_t *d = arg;
+    d->fired = true;
+    d->status = status;
+}
+
+/* A placeholder has no bytes: a CPU _Recv that finds one fails, naming the
+ * sender and itself, instead of reading it. */
+static void test_remote_offer_reaching_a_cpu_recv_fails_naming_both_devices(void **state)
+{
+    s_ipc_rig_t *g = *state;
+    if (!zf_gpu_built_with_cuda()) skip(); /* the stub build refuses offers */
+    zf_kernels_register_builtin(false);
+    zf_rendezvous_t *r = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_find(g->mgr, 12, &r));
+    s_offer(g, KEY_G01, 12, 41, zf_remote_host_id(g->b));
+    s_wait_stat(g->b, offsetof(zf_remote_stats_t, delivered), 1);
+    Tensorflow__NodeDef *n = kt_node_new("recv", "_Recv", 0);
+    kt_attr_type(n, "tensor_type", ZF_FLOAT);
+    kt_attr_string(n, "tensor_name", "y:0");
+    kt_attr_string(n, "send_device", DEV_G0);
+    kt_attr_int(n, "send_device_incarnation", 1);
+    kt_attr_string(n, "recv_device", DEV_G1);
+    kt_attr_bool(n, "client_terminated", false);
+    zf_device_t *cpu = NULL;
+    ASSERT_OK(zf_device_cpu_new(DEV_A, 1, &cpu));
+    const zf_kernel_def_t *def = NULL;
+    ASSERT_OK(zf_kernel_find("CPU", n, &def));
+    void *st = NULL;
+    ASSERT_OK(def->create(n, &st));
+    zf_tensor_t *out = NULL;
+    zf_kernel_ctx_t ctx = {.node = n,
+                           .state = st,
+                           .device = cpu,
+                           .outputs = &out,
+                           .num_outputs = 1,
+                           .rendezvous = r,
+                           .step_id = 12};
+    s_done_t done = {false, ZF_STATUS_OK};
+    def->compute_async(&ctx, s_on_done, &done);
+    assert_true(done.fired); /* the value was already there */
+    zf_test_expect_error(done.status, ZF_FAILED_PRECONDITION,
+                         DEV_G0 " offered this tensor over CUDA IPC, which only a GPU device can "
+                                "receive, not " DEV_A);
+    assert_null(out);
+    s_expect_reply(g, 41, 12, true, ""); /* released with the refusal */
+    def->destroy(st);
+    zf_device_destroy(&cpu);
+    kt_node_free(&n);
+    zf_rendezvous_unref(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -266,6 +550,28 @@ int main(void)
             test_remote_send_to_an_unknown_device_is_unavailable_but_the_hook_keeps_it_local,
             s_setup, s_teardown),
         cmocka_unit_test(test_rendezvous_key_dst_device_is_the_third_field),
+        cmocka_unit_test_setup_teardown(test_remote_refuses_an_ipc_offer_from_another_host,
+                                        s_ipc_setup, s_ipc_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_remote_hands_an_accepted_offer_to_the_rendezvous_and_answers_on_release,
+            s_ipc_setup, s_ipc_teardown),
+        cmocka_unit_test_setup_teardown(test_remote_releases_an_offer_for_a_closed_step_at_once,
+                                        s_ipc_setup, s_ipc_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_remote_releases_a_queued_offer_when_its_step_is_aborted, s_ipc_setup,
+            s_ipc_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_remote_counts_an_offer_whose_key_names_no_sender_as_malformed, s_ipc_setup,
+            s_ipc_teardown),
+        cmocka_unit_test_setup_teardown(test_remote_ignores_replies_to_offers_it_no_longer_holds,
+                                        s_ipc_setup, s_ipc_teardown),
+        cmocka_unit_test(test_remote_ipc_offer_is_false_for_ordinary_tensors),
+        cmocka_unit_test_setup_teardown(
+            test_remote_offer_reaching_a_cpu_recv_fails_naming_both_devices, s_ipc_setup,
+            s_ipc_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_remote_send_of_a_gpu_tensor_without_a_gpu_fails_and_holds_nothing, s_ipc_setup,
+            s_ipc_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,8 @@
 /* Tests for common/tensor_frame: tensors over real PUSH/PULL sockets
  * (inproc:// and 127.0.0.1 ephemeral TCP ports) for every dtype and rank,
- * empty, dead and string tensors; zero-copy on both sides; and every
- * header and framing violation, each rejected with its message while the
- * socket keeps working. */
+ * empty, dead and string tensors; zero-copy on both sides; CUDA IPC offers
+ * and their replies; and every header and framing violation, each rejected
+ * with its message while the socket keeps working. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -741,9 +741,324 @@ static void test_recv_times_out_and_send_checks_its_arguments(void **state)
     zf_buffer_unref(&dev);
     zf_test_expect_error(zf_tensor_frame_send(l.push, "gpu", 1, on_device, false),
                          ZF_FAILED_PRECONDITION, "tensor 'gpu' is in device memory");
+    ASSERT_OK(zf_tensor_frame_send(l.push, "gpu-dead", 2, on_device, true)); /* no bytes */
+    ASSERT_OK(zf_tensor_frame_recv(l.pull, WAIT_MS, &f));
+    assert_true(f.is_dead);
+    assert_null(f.tensor);
+    assert_string_equal(f.key, "gpu-dead");
+    zf_tensor_frame_clear(&f);
     zf_tensor_unref(&on_device);
     zf_tensor_unref(&t);
     zf_test_expect_error(zf_tensor_frame_recv(l.pull, 0, &f), ZF_DEADLINE_EXCEEDED, NULL);
+    s_link_close(&l);
+}
+
+/* ---- CUDA IPC offers and replies ---------------------------------------------- */
+
+static zf_tensor_frame_ipc_t s_ipc(void)
+{
+    zf_tensor_frame_ipc_t ipc = {.offset = 256, .nbytes = 8, .device = 1, .id = 42};
+    for (int i = 0; i < ZF_TENSOR_FRAME_IPC_HANDLE; i++) ipc.handle[i] = (uint8_t)(i * 7 + 1);
+    snprintf(ipc.host, sizeof ipc.host, "gpu-host:boot-1");
+    return ipc;
+}
+
+static void test_ipc_offer_header_round_trips_through_the_codec_and_a_socket(void **state)
+{
+    (void)state;
+    static zf_tensor_frame_header_t h, back;
+    zf_tensor_frame_ipc_t ipc = s_ipc();
+    zf_shape_t shape = ZF_SHAPE(2);
+    ASSERT_OK(zf_tensor_frame_header_for_ipc("edge;0", 5, ZF_FLOAT, &shape, &ipc, &h));
+    assert_true(h.has_ipc);
+    assert_int_equal(h.len, 0);
+    uint8_t buf[ZF_TENSOR_FRAME_HEADER_MAX_ENCODED];
+    size_t len = 0;
+    ASSERT_OK(zf_tensor_frame_encode_header(&h, buf, sizeof buf, &len));
+    ASSERT_OK(zf_tensor_frame_decode_header(buf, len, &back));
+    assert_memory_equal(&h, &back, sizeof h);
+
+    s_link_t l;
+    s_link_open(&l, "tcp://127.0.0.1:*");
+    ASSERT_OK(zf_tensor_frame_send_ipc(l.push, &h));
+    zf_tensor_frame_t f;
+    ASSERT_OK(zf_tensor_frame_recv(l.pull, WAIT_MS, &f));
+    assert_non_null(f.offer);
+    assert_null(f.reply);
+    assert_null(f.tensor);
+    assert_string_equal(f.key, "edge;0");
+    assert_int_equal(f.step_id, 5);
+    assert_int_equal(f.offer->dtype, ZF_FLOAT);
+    assert_true(zf_shape_equal(&f.offer->shape, &shape));
+    assert_memory_equal(&f.offer->ipc, &ipc, sizeof ipc);
+    zf_tensor_frame_clear(&f);
+    s_link_close(&l);
+}
+
+static void test_replies_round_trip_and_are_not_taken_for_tensors(void **state)
+{
+    (void)state;
+    zf_tensor_frame_reply_t r = {.id = 42, .step_id = -3, .accepted = false}, back;
+    snprintf(r.why, sizeof r.why, "the sender's host 'a' is not this host 'b'");
+    uint8_t buf[ZF_TENSOR_FRAME_HEADER_MAX_ENCODED];
+    size_t len = 0;
+    ASSERT_OK(zf_tensor_frame_encode_reply(&r, buf, sizeof buf, &len));
+    ASSERT_OK(zf_tensor_frame_decode_reply(buf, len, &back));
+    assert_memory_equal(&r, &back, sizeof r);
+    zf_tensor_frame_header_t h;
+    zf_test_expect_error(zf_tensor_frame_decode_header(buf, len, &h), ZF_INVALID_ARGUMENT,
+                         "tensor frame header: a reply, not a tensor");
+    assert_int_equal(h.key[0], '\0');
+    s_spec_t s = s_spec();
+    msgpack_sbuffer sbuf;
+    s_pack_spec(&s, &sbuf);
+    zf_test_expect_error(zf_tensor_frame_decode_reply(sbuf.data, sbuf.size, &back),
+                         ZF_INVALID_ARGUMENT, "tensor frame reply: a tensor, not a reply");
+    msgpack_sbuffer_destroy(&sbuf);
+
+    s_link_t l;
+    s_link_open(&l, "inproc://replies");
+    r.accepted = true;
+    memset(r.why, 0, sizeof r.why);
+    ASSERT_OK(zf_tensor_frame_send_reply(l.push, &r));
+    zf_tensor_frame_t f;
+    ASSERT_OK(zf_tensor_frame_recv(l.pull, WAIT_MS, &f));
+    assert_non_null(f.reply);
+    assert_null(f.offer);
+    assert_null(f.key);
+    assert_null(f.tensor);
+    assert_memory_equal(f.reply, &r, sizeof r);
+    zf_tensor_frame_clear(&f);
+    r.id = 0;
+    zf_test_expect_error(zf_tensor_frame_send_reply(l.push, &r), ZF_INVALID_ARGUMENT,
+                         "field 'reply': id 0 is out of range");
+    s_link_close(&l);
+}
+
+/* A float [2] tensor header with an "ipc" map, each part changeable. */
+typedef struct {
+    const char *omit; /* an ipc field left out */
+    const char *nil;  /* an ipc field sent as nil */
+    bool ipc_not_map;
+    size_t handle_len;
+    int64_t offset, nbytes, device, id, len, dtype;
+    const char *host;
+    size_t host_len;
+    bool dead, extra;
+} s_ipc_spec_t;
+
+static s_ipc_spec_t s_ipc_spec(void)
+{
+    return (s_ipc_spec_t){.handle_len = 64,
+                          .nbytes = 8,
+                          .device = 0,
+                          .id = 9,
+                          .dtype = ZF_FLOAT,
+                          .host = "h:1",
+                          .host_len = 3};
+}
+
+static void s_pack_str(msgpack_packer *pk, const char *s)
+{
+    msgpack_pack_str_with_body(pk, s, strlen(s));
+}
+
+/* Packs the ipc field's name and value n (0..5) unless omitted. */
+static void s_pack_ipc_item(msgpack_packer *pk, const s_ipc_spec_t *s, int n)
+{
+    static const char *const names[] = {"handle", "offset", "nbytes", "device", "id", "host"};
+    uint8_t handle[80] = {0};
+    s_pack_str(pk, names[n]);
+    if (s->nil && strcmp(s->nil, names[n]) == 0) {
+        msgpack_pack_nil(pk);
+        return;
+    }
+    const int64_t ints[] = {0, s->offset, s->nbytes, s->device, s->id};
+    if (n == 0)
+        msgpack_pack_bin_with_body(pk, handle, s->handle_len);
+    else if (n == 5)
+        msgpack_pack_str_with_body(pk, s->host, s->host_len);
+    else
+        msgpack_pack_int64(pk, ints[n]);
+}
+
+static void s_pack_ipc_spec(const s_ipc_spec_t *s, msgpack_sbuffer *sbuf)
+{
+    msgpack_sbuffer_init(sbuf);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sbuf, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 8);
+    s_pack_str(&pk, "v");
+    msgpack_pack_int(&pk, 1);
+    s_pack_str(&pk, "key");
+    s_pack_str(&pk, "edge;0");
+    s_pack_str(&pk, "step");
+    msgpack_pack_int(&pk, 5);
+    s_pack_str(&pk, "dtype");
+    msgpack_pack_int64(&pk, s->dtype);
+    s_pack_str(&pk, "shape");
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_int(&pk, 2);
+    s_pack_str(&pk, "dead");
+    s->dead ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+    s_pack_str(&pk, "len");
+    msgpack_pack_int64(&pk, s->len);
+    s_pack_str(&pk, "ipc");
+    if (s->ipc_not_map) {
+        msgpack_pack_array(&pk, 0);
+        return;
+    }
+    msgpack_pack_map(&pk, (size_t)(6 - (s->omit ? 1 : 0) + (s->extra ? 1 : 0)));
+    if (s->extra) {
+        s_pack_str(&pk, "future");
+        msgpack_pack_array(&pk, 1);
+        msgpack_pack_nil(&pk);
+    }
+    static const char *const names[] = {"handle", "offset", "nbytes", "device", "id", "host"};
+    for (int n = 0; n < 6; n++)
+        if (!s->omit || strcmp(s->omit, names[n]) != 0) s_pack_ipc_item(&pk, s, n);
+}
+
+static void test_every_ipc_field_violation_is_named(void **state)
+{
+    (void)state;
+    char long_host[ZF_TENSOR_FRAME_MAX_HOST + 1];
+    memset(long_host, 'h', sizeof long_host);
+    s_ipc_spec_t s = s_ipc_spec();
+    msgpack_sbuffer sbuf;
+    zf_tensor_frame_header_t h;
+    s.extra = true; /* a valid offer with a later version's field */
+    s_pack_ipc_spec(&s, &sbuf);
+    ASSERT_OK(zf_tensor_frame_decode_header(sbuf.data, sbuf.size, &h));
+    assert_true(h.has_ipc);
+    assert_int_equal(h.ipc.nbytes, 8);
+    assert_int_equal(h.ipc.id, 9);
+    assert_string_equal(h.ipc.host, "h:1");
+    msgpack_sbuffer_destroy(&sbuf);
+#define CASE(change, msg)                                                                          \
+    do {                                                                                           \
+        s = s_ipc_spec();                                                                          \
+        change;                                                                                    \
+        s_pack_ipc_spec(&s, &sbuf);                                                                \
+        zf_test_expect_error(zf_tensor_frame_decode_header(sbuf.data, sbuf.size, &h),              \
+                             ZF_INVALID_ARGUMENT, msg);                                            \
+        assert_false(h.has_ipc);                                                                   \
+        msgpack_sbuffer_destroy(&sbuf);                                                            \
+    } while (0)
+    CASE(s.ipc_not_map = true, "tensor frame header: field 'ipc' must be a map, not an array");
+    CASE(s.omit = "handle", "field 'ipc': field 'handle' is missing");
+    CASE(s.omit = "host", "field 'ipc': field 'host' is missing");
+    CASE(s.nil = "handle", "field 'ipc': field 'handle' must be binary, not nil");
+    CASE(s.nil = "offset", "field 'ipc': field 'offset' must be an integer, not nil");
+    CASE(s.nil = "host", "field 'ipc': field 'host' must be a string, not nil");
+    CASE(s.handle_len = 63, "field 'handle' is 63 bytes; a CUDA IPC handle has 64");
+    CASE(s.handle_len = 65, "field 'handle' is 65 bytes; a CUDA IPC handle has 64");
+    CASE(s.offset = -1, "field 'ipc': field 'offset' is negative (-1)");
+    CASE(s.offset = INT64_MAX - 4, "field 'ipc': offset 9223372036854775803 is out of range");
+    CASE(s.nbytes = 12, "field 'ipc': nbytes 12 but the tensor needs 8");
+    CASE(s.nbytes = -8, "field 'ipc': field 'nbytes' is negative (-8)");
+    CASE(s.device = -1, "field 'ipc': field 'device' -1 is not a CUDA ordinal");
+    CASE(s.device = INT64_C(1) << 40, "field 'device' 1099511627776 is not a CUDA ordinal");
+    CASE(s.id = 0, "field 'ipc': id 0 is out of range");
+    CASE((s.host = "", s.host_len = 0), "field 'host' is empty");
+    CASE((s.host = long_host, s.host_len = sizeof long_host),
+         "field 'host' is 321 bytes; at most 320 are allowed");
+    CASE((s.host = "a\0b", s.host_len = 3), "field 'host' contains a zero byte");
+    CASE(s.len = 8, "field 'len': an IPC offer carries no bytes (len 8)");
+    CASE(s.dead = true, "field 'ipc': a dead tensor cannot be offered");
+    CASE(s.dtype = ZF_STRING, "field 'ipc': string tensors cannot be offered");
+#undef CASE
+}
+
+static void s_expect_reply_error(const char *omit, const char *nil, int64_t v, int64_t id,
+                                 size_t why_len, const char *msg)
+{
+    static char why[ZF_TENSOR_FRAME_MAX_WHY + 8];
+    memset(why, 'w', sizeof why);
+    msgpack_sbuffer sbuf;
+    msgpack_sbuffer_init(&sbuf);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sbuf, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, omit ? 4 : 5);
+    static const char *const names[] = {"v", "reply", "step", "accepted", "why"};
+    for (int n = 0; n < 5; n++) {
+        if (omit && strcmp(omit, names[n]) == 0) continue;
+        s_pack_str(&pk, names[n]);
+        if (nil && strcmp(nil, names[n]) == 0)
+            msgpack_pack_nil(&pk);
+        else if (n == 3)
+            msgpack_pack_true(&pk);
+        else if (n == 4)
+            msgpack_pack_str_with_body(&pk, why, why_len);
+        else
+            msgpack_pack_int64(&pk, n == 0 ? v : n == 1 ? id : 3);
+    }
+    zf_tensor_frame_reply_t r;
+    zf_status_t s = zf_tensor_frame_decode_reply(sbuf.data, sbuf.size, &r);
+    msgpack_sbuffer_destroy(&sbuf);
+    if (!msg) {
+        ASSERT_OK(s);
+        assert_true(r.accepted);
+        assert_int_equal(r.step_id, 3);
+        return;
+    }
+    zf_test_expect_error(s, ZF_INVALID_ARGUMENT, msg);
+    assert_int_equal(r.id, 0);
+}
+
+static void test_every_reply_violation_is_named(void **state)
+{
+    (void)state;
+    s_expect_reply_error(NULL, NULL, 1, 7, ZF_TENSOR_FRAME_MAX_WHY, NULL);
+    s_expect_reply_error(NULL, NULL, 2, 7, 0, "tensor frame reply: version 2 is not supported");
+    s_expect_reply_error("v", NULL, 1, 7, 0, "tensor frame header: field 'v' is missing");
+    s_expect_reply_error("accepted", NULL, 1, 7, 0,
+                         "tensor frame reply: field 'accepted' is missing");
+    s_expect_reply_error("why", NULL, 1, 7, 0, "tensor frame reply: field 'why' is missing");
+    s_expect_reply_error("step", NULL, 1, 7, 0, "tensor frame reply: field 'step' is missing");
+    s_expect_reply_error(NULL, NULL, 1, 0, 0, "tensor frame reply: field 'reply': id 0 is out");
+    s_expect_reply_error(NULL, NULL, 1, -4, 0, "field 'reply' is negative (-4)");
+    s_expect_reply_error(NULL, "accepted", 1, 7, 0, "field 'accepted' must be a bool, not nil");
+    s_expect_reply_error(NULL, "why", 1, 7, 0, "field 'why' must be a string, not nil");
+    s_expect_reply_error(NULL, "step", 1, 7, 0, "field 'step' must be an integer, not nil");
+    s_expect_reply_error(NULL, NULL, 1, 7, ZF_TENSOR_FRAME_MAX_WHY + 1,
+                         "field 'why' is 513 bytes; at most 512 are allowed");
+}
+
+static void test_offers_and_replies_with_a_payload_are_refused_and_drained(void **state)
+{
+    (void)state;
+    s_link_t l;
+    s_link_open(&l, "inproc://offer-payload");
+    static zf_tensor_frame_header_t h;
+    zf_tensor_frame_ipc_t ipc = s_ipc();
+    zf_shape_t shape = ZF_SHAPE(2);
+    ASSERT_OK(zf_tensor_frame_header_for_ipc("edge;0", 5, ZF_FLOAT, &shape, &ipc, &h));
+    uint8_t buf[ZF_TENSOR_FRAME_HEADER_MAX_ENCODED];
+    size_t len = 0;
+    ASSERT_OK(zf_tensor_frame_encode_header(&h, buf, sizeof buf, &len));
+    void *sock = zf_socket_handle(l.push);
+    assert_true(zmq_send(sock, buf, len, ZMQ_SNDMORE) >= 0);
+    assert_true(zmq_send(sock, "12345678", 8, 0) == 8);
+    zf_tensor_frame_reply_t r = {.id = 1, .accepted = true};
+    ASSERT_OK(zf_tensor_frame_encode_reply(&r, buf, sizeof buf, &len));
+    assert_true(zmq_send(sock, buf, len, ZMQ_SNDMORE) >= 0);
+    assert_true(zmq_send(sock, "x", 1, 0) == 1);
+    zf_tensor_frame_t f;
+    zf_test_expect_error(zf_tensor_frame_recv(l.pull, WAIT_MS, &f), ZF_INVALID_ARGUMENT,
+                         "an IPC offer carries a payload of 8 bytes; it must be empty");
+    assert_null(f.key);
+    zf_test_expect_error(zf_tensor_frame_recv(l.pull, WAIT_MS, &f), ZF_INVALID_ARGUMENT,
+                         "a reply carries a payload of 1 bytes; it must be empty");
+    zf_tensor_t *t = s_patterned(ZF_INT64, &shape, 3);
+    ASSERT_OK(zf_tensor_frame_send(l.push, "next", 1, t, false));
+    s_expect_frame(l.pull, "next", 1, t, &f);
+    zf_tensor_frame_clear(&f);
+    zf_tensor_unref(&t);
+    zf_shape_t three = ZF_SHAPE(3);
+    zf_test_expect_error(zf_tensor_frame_header_for_ipc("edge;0", 5, ZF_FLOAT, &three, &ipc, &h),
+                         ZF_INVALID_ARGUMENT, "field 'ipc': nbytes 8 but the tensor needs 12");
+    assert_false(h.has_ipc);
     s_link_close(&l);
 }
 
@@ -768,6 +1083,11 @@ int main(void)
         cmocka_unit_test(test_string_payloads_are_checked_element_by_element),
         cmocka_unit_test(test_bad_messages_are_drained_and_the_socket_keeps_working),
         cmocka_unit_test(test_recv_times_out_and_send_checks_its_arguments),
+        cmocka_unit_test(test_ipc_offer_header_round_trips_through_the_codec_and_a_socket),
+        cmocka_unit_test(test_replies_round_trip_and_are_not_taken_for_tensors),
+        cmocka_unit_test(test_every_ipc_field_violation_is_named),
+        cmocka_unit_test(test_every_reply_violation_is_named),
+        cmocka_unit_test(test_offers_and_replies_with_a_payload_are_refused_and_drained),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
