@@ -277,6 +277,8 @@ static inline int zf_test_child_stop(zf_test_child_t *c, int sig, int wait_ms)
         if (got == 0) usleep(10000);
     }
     if (got == 0) {
+        fprintf(stderr, "test: child %d did not exit within %d ms of signal %d; killing it\n",
+                (int)c->pid, wait_ms, sig);
         kill(c->pid, SIGKILL);
         waitpid(c->pid, &status, 0);
     }
