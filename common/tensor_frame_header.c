@@ -353,10 +353,8 @@ zf_status_t zf_tensor_frame_encode_reply(const zf_tensor_frame_reply_t *r, uint8
     return ZF_STATUS_OK;
 }
 
-zf_status_t zf_tensor_frame_header_for_ipc(const char *key, int64_t step_id, zf_dtype_t dtype,
-                                           const zf_shape_t *shape,
-                                           const zf_tensor_frame_ipc_t *ipc,
-                                           zf_tensor_frame_header_t *out)
+/* Clears *out and sets its key (checked) and step id. */
+static zf_status_t s_header_start(const char *key, int64_t step_id, zf_tensor_frame_header_t *out)
 {
     memset(out, 0, sizeof *out);
     if (!key) return zf_invalid_argument("field 'key' is missing");
@@ -364,6 +362,15 @@ zf_status_t zf_tensor_frame_header_for_ipc(const char *key, int64_t step_id, zf_
     ZF_TRY(s_check_key(key, key_len));
     memcpy(out->key, key, key_len + 1);
     out->step_id = step_id;
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_tensor_frame_header_for_ipc(const char *key, int64_t step_id, zf_dtype_t dtype,
+                                           const zf_shape_t *shape,
+                                           const zf_tensor_frame_ipc_t *ipc,
+                                           zf_tensor_frame_header_t *out)
+{
+    ZF_TRY(s_header_start(key, step_id, out));
     out->dtype = dtype;
     out->shape = *shape;
     out->has_ipc = true;
@@ -391,12 +398,7 @@ zf_status_t zf_tensor_frame_header_from_tensor(const char *key, int64_t step_id,
                                                const zf_tensor_t *t, bool is_dead,
                                                zf_tensor_frame_header_t *out)
 {
-    memset(out, 0, sizeof *out);
-    if (!key) return zf_invalid_argument("field 'key' is missing");
-    size_t key_len = strnlen(key, ZF_TENSOR_FRAME_MAX_KEY + 1);
-    ZF_TRY(s_check_key(key, key_len));
-    memcpy(out->key, key, key_len + 1);
-    out->step_id = step_id;
+    ZF_TRY(s_header_start(key, step_id, out));
     out->is_dead = is_dead;
     if (!t) {
         if (!is_dead) return zf_invalid_argument("tensor '%s': a live tensor is required", key);

@@ -276,4 +276,18 @@ static inline void kt_expect_ints(const zf_tensor_t *t, zf_shape_t shape, const 
 }
 #define KT_EXPECT_INTS(t, shape, ...) kt_expect_ints((t), (shape), (const int64_t[]){__VA_ARGS__})
 
+/* What an asynchronous kernel's done callback reported (kt_on_done). */
+typedef struct {
+    bool fired;
+    zf_status_t status;
+} kt_done_t;
+
+static inline void kt_on_done(zf_kernel_ctx_t *ctx, zf_status_t status, void *arg)
+{
+    (void)ctx;
+    kt_done_t *d = arg;
+    d->fired = true;
+    d->status = status;
+}
+
 #endif

@@ -653,19 +653,6 @@ static Tensorflow__NodeDef *s_sendrecv_node(const char *op, const char *from, co
     return n;
 }
 
-typedef struct {
-    bool fired;
-    zf_status_t status;
-} s_done_t;
-
-static void s_on_done(zf_kernel_ctx_t *ctx, zf_status_t status, void *arg)
-{
-    (void)ctx;
-    s_done_t *d = arg;
-    d->fired = true;
-    d->status = status;
-}
-
 /* Runs a GPU _Send or _Recv node through create, compute and destroy. */
 static void s_run_sendrecv(zf_device_t *dev, const Tensorflow__NodeDef *n, zf_rendezvous_t *r,
                            zf_tensor_t *in, zf_tensor_t **out)
@@ -685,8 +672,8 @@ static void s_run_sendrecv(zf_device_t *dev, const Tensorflow__NodeDef *n, zf_re
     if (def->compute) {
         ASSERT_OK(def->compute(&ctx));
     } else {
-        s_done_t done = {false, ZF_STATUS_OK};
-        def->compute_async(&ctx, s_on_done, &done);
+        kt_done_t done = {false, ZF_STATUS_OK};
+        def->compute_async(&ctx, kt_on_done, &done);
         assert_true(done.fired); /* the value was already there */
         ASSERT_OK(done.status);
     }

@@ -473,19 +473,6 @@ static void test_remote_send_of_a_gpu_tensor_without_a_gpu_fails_and_holds_nothi
     s_expect_no_reply(g);
 }
 
-typedef struct {
-    bool fired;
-    zf_status_t status;
-} s_done_t;
-
-static void s_on_done(zf_kernel_ctx_t *ctx, zf_status_t status, void *arg)
-{
-    (void)ctx;
-    s_done_t *d = arg;
-    d->fired = true;
-    d->status = status;
-}
-
 /* A placeholder has no bytes: a CPU _Recv that finds one fails, naming the
  * sender and itself, instead of reading it. */
 static void test_remote_offer_reaching_a_cpu_recv_fails_naming_both_devices(void **state)
@@ -518,8 +505,8 @@ static void test_remote_offer_reaching_a_cpu_recv_fails_naming_both_devices(void
                            .num_outputs = 1,
                            .rendezvous = r,
                            .step_id = 12};
-    s_done_t done = {false, ZF_STATUS_OK};
-    def->compute_async(&ctx, s_on_done, &done);
+    kt_done_t done = {false, ZF_STATUS_OK};
+    def->compute_async(&ctx, kt_on_done, &done);
     assert_true(done.fired); /* the value was already there */
     zf_test_expect_error(done.status, ZF_FAILED_PRECONDITION,
                          DEV_G0 " offered this tensor over CUDA IPC, which only a GPU device can "
