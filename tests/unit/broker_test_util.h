@@ -262,14 +262,17 @@ static inline void zf_test_spawn(zf_test_child_t *c, const char *const *argv, in
     }
 }
 
-/* Sends sig (and SIGCONT, so a stopped child can act on it), waits up to
+/* Sends SIGCONT (so a stopped child can act on sig) and sig, waits up to
  * wait_ms, then SIGKILLs; reaps. Returns the exit code, 128 + the signal
  * when killed by one, -1 when it was not running. */
 static inline int zf_test_child_stop(zf_test_child_t *c, int sig, int wait_ms)
 {
     if (c->pid <= 0) return -1;
-    kill(c->pid, sig);
+    /* SIGCONT first: sent after sig, it could reach a child already exiting
+     * and discard the SIGSTOP with which LeakSanitizer's exit-time check
+     * stops the process's threads, leaving that check waiting forever. */
     kill(c->pid, SIGCONT);
+    kill(c->pid, sig);
     int status = 0;
     pid_t got = 0;
     for (int64_t end = zf_test_now_ms() + wait_ms; got == 0 && zf_test_now_ms() < end;) {
