@@ -100,7 +100,7 @@ base_image() {
 
 base_image
 log "building $image"
-docker build --network host -f "$top/docker/Dockerfile" -t "$image" "$top" > "$work/build.log" 2>&1 ||
+docker build --network host --force-rm -f "$top/docker/Dockerfile" -t "$image" "$top" > "$work/build.log" 2>&1 ||
   {
     tail -40 "$work/build.log" >&2
     fail "docker build failed (log: $work/build.log)"
