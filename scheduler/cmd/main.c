@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 static const char s_usage[] =
     "usage: zflow-scheduler [--broker ENDPOINT] [--workers N] [--listen ENDPOINT]\n"
+    "                       [--job-results N] [--job-ttl-ms MS]\n"
     "\n"
     "The zflow scheduler: serves the sessions clients open through the broker\n"
     "(placement, partitioning, plan cache, steps) on the executors the broker\n"
@@ -23,6 +25,9 @@ static const char s_usage[] =
     "  --listen ENDPOINT   where clients send a session's steps directly (default\n"
     "                      tcp://127.0.0.1:*, an ephemeral port; told to clients\n"
     "                      through the broker)\n"
+    "  --job-results N     results of one-shot jobs kept until collected, at\n"
+    "                      most (default 1024; the oldest go first)\n"
+    "  --job-ttl-ms MS     how long such a result is kept (default 600000)\n"
     "\n"
     "Prints 'zflow-scheduler connected to ENDPOINT' once registered. Logs go to\n"
     "stderr (ZFLOW_LOG_LEVEL). SIGINT or SIGTERM stops it.\n";
@@ -33,6 +38,21 @@ static void s_on_signal(int sig)
 {
     (void)sig;
     if (s_server) zf_sched_server_stop(s_server);
+}
+
+/* v as a whole number from 1 to max; false (with the message printed)
+ * otherwise. */
+static bool s_parse_long(const char *flag, const char *v, long max, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (!v[0] || *end || errno || n < 1 || n > max) {
+        fprintf(stderr, "zflow-scheduler: %s must be from 1 to %ld, not '%s'\n", flag, max, v);
+        return false;
+    }
+    *out = n;
+    return true;
 }
 
 static int s_parse_args(int argc, char **argv, zf_sched_server_config_t *cfg)
@@ -53,14 +73,17 @@ static int s_parse_args(int argc, char **argv, zf_sched_server_config_t *cfg)
         } else if (strcmp(a, "--listen") == 0) {
             cfg->listen = v;
         } else if (strcmp(a, "--workers") == 0) {
-            char *end = NULL;
-            errno = 0;
-            long n = strtol(v, &end, 10);
-            if (!v[0] || *end || errno || n < 1 || n > 1024) {
-                fprintf(stderr, "zflow-scheduler: --workers must be from 1 to 1024, not '%s'\n", v);
-                return 2;
-            }
+            long n = 0;
+            if (!s_parse_long(a, v, 1024, &n)) return 2;
             cfg->workers = (int)n;
+        } else if (strcmp(a, "--job-results") == 0) {
+            long n = 0;
+            if (!s_parse_long(a, v, 1000000, &n)) return 2;
+            cfg->job_results = (int)n;
+        } else if (strcmp(a, "--job-ttl-ms") == 0) {
+            long n = 0;
+            if (!s_parse_long(a, v, 7L * 24 * 3600 * 1000, &n)) return 2;
+            cfg->job_ttl_ms = n;
         } else {
             fprintf(stderr, "zflow-scheduler: unknown option '%s'\n%s", a, s_usage);
             return 2;
@@ -90,7 +113,7 @@ static int s_fail(zf_status_t s)
 int main(int argc, char **argv)
 {
     zf_log_init("zflow-scheduler");
-    zf_sched_server_config_t cfg = {"tcp://127.0.0.1:5555", 0, NULL};
+    zf_sched_server_config_t cfg = {"tcp://127.0.0.1:5555", 0, NULL, 0, 0};
     const char *env = getenv("ZFLOW_BROKER");
     if (env && env[0]) cfg.broker = env;
     if (s_parse_args(argc, argv, &cfg)) return 2;

@@ -365,10 +365,14 @@ static void test_scheduler_process_answers_help_and_rejects_bad_flags(void **sta
     const char *help[] = {SCHEDULER, "--help", NULL};
     const char *bogus[] = {SCHEDULER, "--bogus", "1", NULL};
     const char *workers[] = {SCHEDULER, "--workers", "0", NULL};
+    const char *results[] = {SCHEDULER, "--job-results", "0", NULL};
+    const char *ttl[] = {SCHEDULER, "--job-ttl-ms", "soon", NULL};
     const char *bad_endpoint[] = {SCHEDULER, "--broker", "nonsense", NULL};
     assert_int_equal(s_exit_code(help), 0);
     assert_int_equal(s_exit_code(bogus), 2);
     assert_int_equal(s_exit_code(workers), 2);
+    assert_int_equal(s_exit_code(results), 2);
+    assert_int_equal(s_exit_code(ttl), 2);
     assert_int_equal(s_exit_code(bad_endpoint), 1);
 }
 

@@ -273,12 +273,62 @@ static void test_service_keeps_serving_a_client_when_another_leaves_mid_step(voi
     zf_graphdef_free(&mm);
 }
 
+/* Submits a chain job (x = v) on c and waits until it is done; its id. */
+static char *s_submit_done(zf_client_t *c, Tensorflow__GraphDef *gd, float v)
+{
+    zf_tensor_t *x = s_floats(v);
+    zf_client_step_t step = s_chain_step(&x);
+    char *id = NULL;
+    ASSERT_OK(zf_client_submit(c, gd, NULL, &step, &id));
+    zf_client_job_progress_t p = {0};
+    for (int64_t end = zf_test_now_ms() + WAIT_MS; zf_test_now_ms() < end; usleep(10000)) {
+        ASSERT_OK(zf_client_poll(c, id, &p));
+        if (p.state == ZF_CLIENT_JOB_DONE) break;
+    }
+    assert_int_equal(p.state, ZF_CLIENT_JOB_DONE);
+    zf_tensor_unref(&x);
+    return id;
+}
+
+static void test_service_keeps_job_results_within_the_schedulers_limits(void **state)
+{
+    fixture_t *f = *state;
+    assert_int_equal(zf_test_child_stop(&f->svc.scheduler, SIGTERM, WAIT_MS), 0);
+    const char *args[] = {"--job-results", "1", "--job-ttl-ms", "1500", NULL};
+    zf_test_scheduler_start(&f->svc.scheduler, f->svc.broker.endpoint, args, WAIT_MS);
+    Tensorflow__GraphDef *gd = s_chain_graph();
+    zf_tensor_t *z = NULL;
+
+    /* room for one result: the second job's pushes out the first's */
+    char *first = s_submit_done(f->client, gd, 1.0f), *second = s_submit_done(f->client, gd, 2.0f);
+    zf_test_expect_error(zf_client_wait(f->client, first, 1, WAIT_MS, &z), ZF_NOT_FOUND,
+                         "at most 1 of them");
+    ASSERT_OK(zf_client_wait(f->client, second, 1, WAIT_MS, &z));
+    zf_tensor_t *want = s_floats(2.0f);
+    assert_memory_equal(zf_tensor_data(z), zf_tensor_data(want), zf_tensor_nbytes(want));
+    zf_tensor_unref(&want);
+    zf_tensor_unref(&z);
+
+    /* kept 1.5 s: gone 2.5 s later */
+    char *third = s_submit_done(f->client, gd, 3.0f);
+    usleep(2500000);
+    zf_test_expect_error(zf_client_wait(f->client, third, 1, WAIT_MS, &z), ZF_NOT_FOUND,
+                         "or it expired");
+    assert_null(z);
+    free(first);
+    free(second);
+    free(third);
+    zf_graphdef_free(&gd);
+}
+
 int main(void)
 {
     /* One BLAS thread per executor: threads spinning in matrix products
      * would crowd the executors' heartbeats off a small machine. */
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_service_keeps_job_results_within_the_schedulers_limits,
+                                        s_setup_slow, s_teardown),
         cmocka_unit_test_setup_teardown(
             test_service_reports_an_executor_killed_mid_step_and_replaces, s_setup_fast,
             s_teardown),
