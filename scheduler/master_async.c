@@ -92,7 +92,7 @@ void zf_master_start_step(zf_master_t *m, Zflow__Envelope **request, zf_master_s
     zf_status_t st = zf__master_step_begin(&a->st, a->s, p, a->req->run_step, &a->nm, a->r);
     if (!zf_ok(st)) /* no calls: it ends at the next poll */
         a->st = (zf__master_step_t){.m = m, .p = p, .failed = -1, .first = st, .aborted = true};
-    if (a->st.timeout_ms > 0) a->deadline = s_now_ms() + a->st.timeout_ms;
+    if (a->st.timeout_ms > 0) a->deadline = zf__master_deadline_after(s_now_ms(), a->st.timeout_ms);
     a->next = m->asteps;
     m->asteps = a;
     pthread_mutex_unlock(&m->mu);

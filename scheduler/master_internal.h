@@ -219,4 +219,12 @@ void zf__master_drop_plans(zf_master_t *m, zf__master_session_t *s, const char *
  * is gone). */
 void zf__master_placement_free(zf__master_session_t *s);
 
+/* The monotonic deadline timeout_ms after now_ms (both from the wire or a
+ * clock): 0 (none) when timeout_ms <= 0, and no overflow for absurd ones. */
+static inline int64_t zf__master_deadline_after(int64_t now_ms, int64_t timeout_ms)
+{
+    if (timeout_ms <= 0) return 0;
+    return timeout_ms > INT64_MAX - now_ms ? INT64_MAX : now_ms + timeout_ms;
+}
+
 #endif

@@ -334,7 +334,8 @@ zf_status_t zf_master_job_wait_for(zf_master_t *m, const char *job_id, int64_t t
     s_waiter_t *w = calloc(1, sizeof *w);
     if (!w) return zf_out_of_memory("master");
     int64_t now = s_now_ms();
-    *w = (s_waiter_t){done, arg, timeout_ms, timeout_ms > 0 ? now + timeout_ms : 0, NULL, NULL};
+    *w =
+        (s_waiter_t){done, arg, timeout_ms, zf__master_deadline_after(now, timeout_ms), NULL, NULL};
     pthread_mutex_lock(&m->mu);
     s_expire(m, now);
     zf__master_job_t *j = s_find(m, job_id);

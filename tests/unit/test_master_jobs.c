@@ -229,6 +229,34 @@ static void test_master_job_waiter_times_out_and_the_result_stays(void **state)
     s_cluster_destroy(c);
 }
 
+/* A wait's timeout comes from the wire: an absurd one is no deadline at
+ * all, not an overflow. */
+static void test_master_job_waiter_with_an_absurd_timeout_just_waits(void **state)
+{
+    (void)state;
+    cluster_t *c = s_cluster(1, 2000);
+    counter_job_t cj;
+    s_counter_job(&cj, 3, "init");
+    char *id = NULL;
+    ASSERT_OK(zf_master_job_new(c->m, &cj.job, &id));
+    result_t r = {0};
+    ASSERT_OK(zf_master_job_wait_for(c->m, id, INT64_MAX, s_on_result, &r));
+    zf_master_jobs_tick(c->m);
+    assert_int_equal(r.calls, 0);
+    zf_master_job_run(c->m, id, &cj.job);
+    assert_int_equal(r.calls, 1);
+    ASSERT_OK(zf_status_from_proto(r.reply->status));
+    assert_false(r.reply->unfinished);
+    zf_tensor_t *t = NULL;
+    ASSERT_OK(zf_tensor_from_proto(r.reply->fetches[0]->tensor, &t));
+    assert_true(*(const float *)zf_tensor_data(t) == 3.0f);
+    zf_tensor_unref(&t);
+    zflow__run_step_reply__free_unpacked(r.reply, NULL);
+    free(id);
+    zf_graphdef_free(&cj.gd);
+    s_cluster_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -237,6 +265,7 @@ int main(void)
         cmocka_unit_test(test_master_job_keeps_at_most_max_results_dropping_the_oldest),
         cmocka_unit_test(test_master_job_results_expire_after_their_age),
         cmocka_unit_test(test_master_job_waiter_times_out_and_the_result_stays),
+        cmocka_unit_test(test_master_job_waiter_with_an_absurd_timeout_just_waits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
