@@ -64,20 +64,6 @@ static void s_node_init(s_node_t *n)
     n->node.n_attr = 3;
 }
 
-static void s_fill(float *p, size_t n, uint32_t seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        p[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
-    }
-}
-
-static void s_die(const char *what, zf_status_t *s)
-{
-    fprintf(stderr, "conv2d: %s: %s\n", what, zf_status_msg(s));
-    exit(1);
-}
-
 /* The patch matrix of a SAME 3x3 stride-1 convolution (pad 1 each side). */
 static void s_patches(const float *img, float *p)
 {
@@ -98,15 +84,15 @@ int main(void)
     zf_kernels_register_builtin(false);
     zf_device_t *dev = NULL;
     zf_status_t s = zf_device_cpu_new("/job:localhost/replica:0/task:0/device:CPU:0", 0, &dev);
-    if (!zf_ok(s)) s_die("device", &s);
+    zf_bench_check("conv2d", "device", s);
     zf_shape_t ishape = {.rank = 4, .dims = {1, S_H, S_W, S_C}};
     zf_shape_t fshape = {.rank = 4, .dims = {S_K, S_K, S_C, S_OC}};
     zf_tensor_t *img = NULL, *filt = NULL, *out = NULL;
     if (!zf_ok(s = zf_tensor_new(ZF_FLOAT, &ishape, &img)) ||
         !zf_ok(s = zf_tensor_new(ZF_FLOAT, &fshape, &filt)))
-        s_die("inputs", &s);
-    s_fill(zf_tensor_data(img), (size_t)S_H * S_W * S_C, 1);
-    s_fill(zf_tensor_data(filt), (size_t)S_K * S_K * S_C * S_OC, 2);
+        zf_bench_check("conv2d", "inputs", s);
+    zf_bench_fill(zf_tensor_data(img), (size_t)S_H * S_W * S_C, 1);
+    zf_bench_fill(zf_tensor_data(filt), (size_t)S_K * S_K * S_C * S_OC, 2);
     const int m = S_H * S_W, k = S_K * S_K * S_C;
     float *patches = malloc(sizeof(float) * (size_t)m * (size_t)k);
     float *gemm_out = malloc(sizeof(float) * (size_t)m * S_OC);
@@ -117,8 +103,8 @@ int main(void)
     s_node_init(&n);
     const zf_kernel_def_t *def = NULL;
     void *state = NULL;
-    if (!zf_ok(s = zf_kernel_find("CPU", &n.node, &def))) s_die("find", &s);
-    if (def->create && !zf_ok(s = def->create(&n.node, &state))) s_die("create", &s);
+    zf_bench_check("conv2d", "find", zf_kernel_find("CPU", &n.node, &def));
+    if (def->create) zf_bench_check("conv2d", "create", def->create(&n.node, &state));
     zf_tensor_t *inputs[2] = {img, filt};
 
     double best_kernel = 1e30, best_gemm = 1e30;
@@ -135,7 +121,7 @@ int main(void)
                                .num_inputs = 2,
                                .outputs = &out,
                                .num_outputs = 1};
-        if (!zf_ok(s = def->compute(&ctx))) s_die("compute", &s);
+        if (!zf_ok(s = def->compute(&ctx))) zf_bench_check("conv2d", "compute", s);
         double t2 = zf_bench_now();
         if (r >= 0) {
             best_gemm = zf_bench_min(best_gemm, t1 - t0);

@@ -21,9 +21,7 @@
 
 static void s_check(zf_status_t s, const char *what)
 {
-    if (zf_ok(s)) return;
-    fprintf(stderr, "dispatch: %s: %s\n", what, zf_status_msg(&s));
-    exit(1);
+    zf_bench_check("dispatch", what, s);
 }
 
 /* The chain as text: node n0 is the Const, n1..n-1 Identities. */

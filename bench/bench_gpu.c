@@ -19,9 +19,7 @@
 
 static void s_check(zf_status_t s, const char *what)
 {
-    if (zf_ok(s)) return;
-    fprintf(stderr, "gpu: %s: %s\n", what, zf_status_msg(&s));
-    exit(1);
+    zf_bench_check("gpu", what, s);
 }
 
 /* A device tensor of n x n floats in [-1, 1). */

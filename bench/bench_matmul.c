@@ -46,34 +46,20 @@ static void s_node_init(s_node_t *n)
     n->node.n_attr = 1;
 }
 
-static void s_fill(float *p, size_t n, uint32_t seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        p[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
-    }
-}
-
-static void s_die(const char *what, zf_status_t *s)
-{
-    fprintf(stderr, "matmul: %s: %s\n", what, zf_status_msg(s));
-    exit(1);
-}
-
 int main(void)
 {
     int reps = zf_bench_reps(20);
     zf_kernels_register_builtin(false);
     zf_device_t *dev = NULL;
     zf_status_t s = zf_device_cpu_new("/job:localhost/replica:0/task:0/device:CPU:0", 0, &dev);
-    if (!zf_ok(s)) s_die("device", &s);
+    zf_bench_check("matmul", "device", s);
     zf_shape_t shape = {.rank = 2, .dims = {S_N, S_N}};
     zf_tensor_t *a = NULL, *b = NULL;
     if (!zf_ok(s = zf_tensor_new(ZF_FLOAT, &shape, &a)) ||
         !zf_ok(s = zf_tensor_new(ZF_FLOAT, &shape, &b)))
-        s_die("inputs", &s);
-    s_fill(zf_tensor_data(a), (size_t)S_N * S_N, 1);
-    s_fill(zf_tensor_data(b), (size_t)S_N * S_N, 2);
+        zf_bench_check("matmul", "inputs", s);
+    zf_bench_fill(zf_tensor_data(a), (size_t)S_N * S_N, 1);
+    zf_bench_fill(zf_tensor_data(b), (size_t)S_N * S_N, 2);
     float *direct = aligned_alloc(64, sizeof(float) * S_N * S_N);
     if (!direct) return 1;
 
@@ -81,8 +67,8 @@ int main(void)
     s_node_init(&n);
     const zf_kernel_def_t *def = NULL;
     void *state = NULL;
-    if (!zf_ok(s = zf_kernel_find("CPU", &n.node, &def))) s_die("find", &s);
-    if (def->create && !zf_ok(s = def->create(&n.node, &state))) s_die("create", &s);
+    zf_bench_check("matmul", "find", zf_kernel_find("CPU", &n.node, &def));
+    if (def->create) zf_bench_check("matmul", "create", def->create(&n.node, &state));
     zf_tensor_t *inputs[2] = {a, b}, *out = NULL;
 
     double best_kernel = 1e30, best_direct = 1e30;
@@ -105,7 +91,7 @@ int main(void)
                                        .num_inputs = 2,
                                        .outputs = &out,
                                        .num_outputs = 1};
-                if (!zf_ok(s = def->compute(&ctx))) s_die("compute", &s);
+                if (!zf_ok(s = def->compute(&ctx))) zf_bench_check("matmul", "compute", s);
                 t_kernel = zf_bench_now() - t0;
             }
         }

@@ -26,9 +26,7 @@
 
 static void s_check(zf_status_t s)
 {
-    if (zf_ok(s)) return;
-    fprintf(stderr, "remote: %s\n", zf_status_msg(&s));
-    exit(1);
+    zf_bench_check("remote", NULL, s);
 }
 
 typedef struct {

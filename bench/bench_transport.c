@@ -117,9 +117,7 @@ static double s_run(zf_socket_t *push, zf_socket_t *pull, zf_tensor_t *t, bool z
 
 static void s_check(zf_status_t s)
 {
-    if (zf_ok(s)) return;
-    fprintf(stderr, "transport: %s\n", zf_status_msg(&s));
-    exit(1);
+    zf_bench_check("transport", NULL, s);
 }
 
 typedef struct {

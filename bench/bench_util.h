@@ -3,9 +3,12 @@
 #ifndef ZF_BENCH_UTIL_H
 #define ZF_BENCH_UTIL_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "common/status.h"
 
 static inline double zf_bench_now(void)
 {
@@ -25,6 +28,27 @@ static inline int zf_bench_reps(int def)
 static inline double zf_bench_min(double a, double b)
 {
     return a < b ? a : b;
+}
+
+/* Exits the benchmark prog with "prog: [what: ]message" when s failed
+ * (what may be NULL). */
+static inline void zf_bench_check(const char *prog, const char *what, zf_status_t s)
+{
+    if (zf_ok(s)) return;
+    if (what)
+        fprintf(stderr, "%s: %s: %s\n", prog, what, zf_status_msg(&s));
+    else
+        fprintf(stderr, "%s: %s\n", prog, zf_status_msg(&s));
+    exit(1);
+}
+
+/* n floats in [-0.5, 0.5), the same for the same seed. */
+static inline void zf_bench_fill(float *p, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        p[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
+    }
 }
 
 #endif
