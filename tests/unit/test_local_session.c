@@ -247,22 +247,25 @@ static const char s_var_graph[] =
     "  attr { key: 'T' value { type: DT_FLOAT } } }\n"
     "node { name: 'read' op: 'Identity' input: 'v' attr { key: 'T' value { type: DT_FLOAT } } }\n";
 
-static void test_local_session_variables_persist_across_runs(void **state)
+/* Runs graph text: "read" fails FAILED_PRECONDITION with uninit_msg before
+ * "init"; then each of `steps` runs of "train" (feeding grad) moves the
+ * two-element variable from v0 by delta per step. */
+static void s_expect_training(const char *text, const char *uninit_msg, const float grad_v[2],
+                              int steps, const float v0[2], const float delta[2])
 {
-    (void)state;
-    Tensorflow__GraphDef *gd = s_parse(s_var_graph);
+    Tensorflow__GraphDef *gd = s_parse(text);
     zf_local_session_t *s = s_session(gd, NULL);
     zf_tensor_t *out = NULL;
     const char *read = "read";
     zf_status_t st = zf_local_session_run(s, NULL, NULL, 0, &read, 1, NULL, 0, &out);
     assert_int_equal(st.code, ZF_FAILED_PRECONDITION);
-    assert_non_null(strstr(zf_status_msg(&st), "Attempting to use uninitialized value v"));
+    assert_non_null(strstr(zf_status_msg(&st), uninit_msg));
     assert_null(out);
     zf_status_clear(&st);
     const char *init = "init";
     assert_int_equal(zf_local_session_run(s, NULL, NULL, 0, NULL, 0, &init, 1, NULL).code, ZF_OK);
-    zf_tensor_t *grad = s_floats((const float[]){2, -4}, ZF_SHAPE(2));
-    for (int step = 1; step <= 3; step++) { /* v -= 0.5 * [2,-4] */
+    zf_tensor_t *grad = s_floats(grad_v, ZF_SHAPE(2));
+    for (int step = 1; step <= steps; step++) {
         const char *train = "train";
         assert_int_equal(
             zf_local_session_run(s, (const char *[]){"grad"}, &grad, 1, NULL, 0, &train, 1, NULL)
@@ -270,13 +273,20 @@ static void test_local_session_variables_persist_across_runs(void **state)
             ZF_OK);
         out = s_run1(s, NULL, NULL, "read");
         const float *v = zf_tensor_data(out);
-        assert_true(v[0] == 1.0f - (float)step);
-        assert_true(v[1] == 2.0f + 2.0f * (float)step);
+        assert_true(v[0] == v0[0] + delta[0] * (float)step);
+        assert_true(v[1] == v0[1] + delta[1] * (float)step);
         zf_tensor_unref(&out);
     }
     zf_tensor_unref(&grad);
     zf_local_session_destroy(&s);
     zf_graphdef_free(&gd);
+}
+
+static void test_local_session_variables_persist_across_runs(void **state)
+{
+    (void)state; /* v -= 0.5 * [2,-4] per step */
+    s_expect_training(s_var_graph, "Attempting to use uninitialized value v",
+                      (const float[]){2, -4}, 3, (const float[]){1, 2}, (const float[]){-1, 2});
 }
 
 static const char s_resource_var_graph[] =
@@ -298,33 +308,9 @@ static const char s_resource_var_graph[] =
 
 static void test_local_session_resource_variables_persist_across_runs(void **state)
 {
-    (void)state;
-    Tensorflow__GraphDef *gd = s_parse(s_resource_var_graph);
-    zf_local_session_t *s = s_session(gd, NULL);
-    zf_tensor_t *out = NULL;
-    const char *read = "read";
-    zf_status_t st = zf_local_session_run(s, NULL, NULL, 0, &read, 1, NULL, 0, &out);
-    assert_int_equal(st.code, ZF_FAILED_PRECONDITION);
-    assert_null(out);
-    zf_status_clear(&st);
-    const char *init = "init";
-    assert_int_equal(zf_local_session_run(s, NULL, NULL, 0, NULL, 0, &init, 1, NULL).code, ZF_OK);
-    zf_tensor_t *grad = s_floats((const float[]){4, -8}, ZF_SHAPE(2));
-    for (int step = 1; step <= 2; step++) { /* w -= 0.25 * [4,-8] */
-        const char *train = "train";
-        assert_int_equal(
-            zf_local_session_run(s, (const char *[]){"grad"}, &grad, 1, NULL, 0, &train, 1, NULL)
-                .code,
-            ZF_OK);
-        out = s_run1(s, NULL, NULL, "read");
-        const float *v = zf_tensor_data(out);
-        assert_true(v[0] == 3.0f - (float)step);
-        assert_true(v[1] == 5.0f + 2.0f * (float)step);
-        zf_tensor_unref(&out);
-    }
-    zf_tensor_unref(&grad);
-    zf_local_session_destroy(&s);
-    zf_graphdef_free(&gd);
+    (void)state; /* w -= 0.25 * [4,-8] per step */
+    s_expect_training(s_resource_var_graph, "Could not find variable w", (const float[]){4, -8}, 2,
+                      (const float[]){3, 5}, (const float[]){-1, 2});
 }
 
 /* ---- errors ---------------------------------------------------------------- */
