@@ -199,9 +199,19 @@ static zf_status_t s_from_vals(const s_spec_t *spec, const Tensorflow__TensorPro
     if ((uint64_t)count > (uint64_t)spec->n)
         return zf_invalid_argument("%s has %zu values but %s has only %" PRId64 " elements", field,
                                    count, spec->desc, spec->n);
+    size_t n = (size_t)spec->n;
+    if (count < n) { /* the remainder repeats the last value */
+        uint64_t per = spec->dtype == ZF_STRING
+                           ? sizeof(zf_tstring_t) + (count ? p->string_val[count - 1].len : 0)
+                           : zf_dtype_size(spec->dtype);
+        if ((uint64_t)(n - count) > ZF_TENSOR_PROTO_MAX_FILL_BYTES / per)
+            return zf_invalid_argument(
+                "%s has %zu values for %s: repeating the last to fill the other %zu elements "
+                "would take more than %u MiB; send such a tensor as tensor_content",
+                field, count, spec->desc, n - count, ZF_TENSOR_PROTO_MAX_FILL_BYTES >> 20);
+    }
     zf_tensor_t *t;
     ZF_TRY(zf_tensor_new(spec->dtype, &spec->shape, &t));
-    size_t n = (size_t)spec->n;
     if (spec->dtype == ZF_STRING) {
         for (size_t i = 0; i < n && count > 0; i++) {
             const ProtobufCBinaryData *v = &p->string_val[i < count ? i : count - 1];

@@ -28,7 +28,12 @@
  * not fully defined, size mismatches and too many values (messages name the
  * dtype and shape); UNIMPLEMENTED for RESOURCE and VARIANT;
  * RESOURCE_EXHAUSTED past the allocation limit. Nothing is allocated for a
- * tensor whose size is absurd. */
+ * tensor whose size is absurd. A value list shorter than the shape repeats
+ * its last value (no values: zeros); such a filled-in remainder may take at
+ * most ZF_TENSOR_PROTO_MAX_FILL_BYTES (INVALID_ARGUMENT past it), so a few
+ * bytes on the wire cannot ask for gigabytes; large tensors travel as
+ * tensor_content. */
+#define ZF_TENSOR_PROTO_MAX_FILL_BYTES (256u << 20)
 zf_status_t zf_tensor_from_proto(const Tensorflow__TensorProto *proto, zf_tensor_t **out);
 
 /* Builds a TensorProto holding t (borrowed; host memory only). With

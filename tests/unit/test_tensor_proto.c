@@ -250,6 +250,39 @@ static void test_tensor_proto_without_values_is_zeros(void **state)
     zf_tensor_unref(&t);
 }
 
+/* A few bytes must not ask for gigabytes: a remainder filled from a short
+ * list is capped, for numbers and for repeated strings. */
+static void test_tensor_proto_caps_what_a_short_value_list_fills(void **state)
+{
+    (void)state;
+    float v = 1;
+    PROTO(s, ZF_FLOAT, 268435456); /* 1 GiB from one value */
+    s.p.float_val = &v;
+    s.p.n_float_val = 1;
+    zf_tensor_t *t = NULL;
+    zf_test_expect_error(zf_tensor_from_proto(&s.p, &t), ZF_INVALID_ARGUMENT,
+                         "float_val has 1 values for float32 [268435456]: repeating the last to "
+                         "fill the other 268435455 elements would take more than 256 MiB");
+    assert_null(t);
+    PROTO(z, ZF_DOUBLE, 1 << 26); /* no values: 512 MiB of zeros */
+    zf_test_expect_error(zf_tensor_from_proto(&z.p, &t), ZF_INVALID_ARGUMENT,
+                         "send such a tensor as tensor_content");
+    static uint8_t big[1 << 20];
+    ProtobufCBinaryData sv = {sizeof big, big};
+    PROTO(str, ZF_STRING, 400); /* 400 copies of 1 MiB */
+    str.p.string_val = &sv;
+    str.p.n_string_val = 1;
+    zf_test_expect_error(zf_tensor_from_proto(&str.p, &t), ZF_INVALID_ARGUMENT,
+                         "string_val has 1 values");
+    assert_null(t);
+    PROTO(ok, ZF_FLOAT, 1 << 20); /* 4 MiB of one value is fine */
+    ok.p.float_val = &v;
+    ok.p.n_float_val = 1;
+    t = s_convert(&ok);
+    assert_true(((const float *)zf_tensor_data(t))[(1 << 20) - 1] == 1.0f);
+    zf_tensor_unref(&t);
+}
+
 static void test_tensor_proto_rejects_more_values_than_elements(void **state)
 {
     (void)state;
@@ -412,7 +445,9 @@ static void test_tensor_proto_absurd_shapes_fail_before_allocating(void **state)
     PROTO(s, ZF_FLOAT, (int64_t)1 << 40);
     s.p.float_val = &v;
     s.p.n_float_val = 1;
-    zf_test_expect_error(zf_tensor_from_proto(&s.p, &t), ZF_RESOURCE_EXHAUSTED, "[1099511627776]");
+    /* a short value list is refused before the allocation limit is asked */
+    zf_test_expect_error(zf_tensor_from_proto(&s.p, &t), ZF_INVALID_ARGUMENT,
+                         "float32 [1099511627776]: repeating the last");
     uint8_t bytes[4] = {0};
     s.p.tensor_content.data = bytes;
     s.p.tensor_content.len = 4;
@@ -552,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_tensor_proto_fills_shape_from_single_value),
         cmocka_unit_test(test_tensor_proto_fills_remainder_with_last_value),
         cmocka_unit_test(test_tensor_proto_without_values_is_zeros),
+        cmocka_unit_test(test_tensor_proto_caps_what_a_short_value_list_fills),
         cmocka_unit_test(test_tensor_proto_rejects_more_values_than_elements),
         cmocka_unit_test(test_tensor_proto_without_shape_is_a_scalar),
         cmocka_unit_test(test_tensor_proto_reads_string_val_and_fills),
