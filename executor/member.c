@@ -1,6 +1,7 @@
 /* The executor's membership client: owns the DEALER to the broker, the
  * heartbeat clock and the registration state. */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,7 +161,9 @@ static void s_on_registered(zf_exec_member_t *m, const Zflow__RegisterExecutorRe
     }
     if (zf_ok(s)) {
         snprintf(m->name, sizeof m->name, "%s", m->device->name_str);
-        if (!m->fixed_period && r->heartbeat_ms > 0) m->heartbeat_ms = (int)r->heartbeat_ms;
+        /* a period from the wire past INT_MAX / 2 would wrap to a negative int */
+        if (!m->fixed_period && r->heartbeat_ms > 0 && r->heartbeat_ms <= INT_MAX / 2)
+            m->heartbeat_ms = (int)r->heartbeat_ms;
         m->registrations++;
         m->next_heartbeat_ms = s_now_ms() + m->heartbeat_ms;
         zf_log_info("executor", "registered with %s as %s (incarnation %016" PRIx64 ")", m->broker,
