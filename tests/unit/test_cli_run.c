@@ -199,6 +199,9 @@ static void test_cli_run_runs_targets_and_multiple_fetches(void **state)
             " --fetch same",
             path);
     s_expect(&r, 0, "init =\n7\nseven =\n7\nsame =\n[ True False]\n");
+    /* --target is not ignored: a target that is not in the graph fails */
+    s_zflow(&r, "run %s --inprocess --target nosuch", path);
+    s_expect(&r, 1, "nosuch");
 }
 
 static void test_cli_run_refuses_what_it_cannot_run(void **state)

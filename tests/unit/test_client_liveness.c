@@ -75,10 +75,10 @@ static int s_teardown(void **state)
     fixture_t *f = *state;
     if (!f) return 0;
     zf_client_destroy(&f->client);
-    zf_test_service_stop(&f->svc, WAIT_MS);
+    int rc = zf_test_service_stop(&f->svc, WAIT_MS);
     zf_graphdef_free(&f->gd);
     free(f);
-    return 0;
+    return rc == 0 ? 0 : -1;
 }
 
 static void test_client_reports_a_killed_broker_as_unavailable_within_3_s(void **state)

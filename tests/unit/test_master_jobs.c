@@ -140,6 +140,7 @@ static void test_master_job_failure_names_the_step_or_the_init_targets(void **st
     id = s_submit_and_run(c, &cj);
     ASSERT_OK(zf_master_job_wait(c->m, id, s_on_result, &r));
     st = zf_status_from_proto(r.reply->status);
+    assert_int_equal(st.code, ZF_INVALID_ARGUMENT);
     assert_true(strncmp(zf_status_msg(&st), "init targets: ", 14) == 0);
     assert_non_null(strstr(zf_status_msg(&st), "no_such_node"));
     zf_status_clear(&st);
@@ -183,12 +184,14 @@ static void test_master_job_results_expire_after_their_age(void **state)
 {
     (void)state;
     cluster_t *c = s_cluster(1, 2000);
-    zf_master_set_job_retention(c->m, 0, 50);
+    zf_master_set_job_retention(c->m, 0, 300);
     counter_job_t cj;
     s_counter_job(&cj, 1, "init");
     char *id = s_submit_and_run(c, &cj);
-    usleep(120 * 1000);
     zf_master_job_progress_t p;
+    ASSERT_OK(zf_master_job_poll(c->m, id, &p)); /* kept at first */
+    assert_int_equal(p.state, ZF_MASTER_JOB_DONE);
+    usleep(600 * 1000);
     zf_test_expect_error(zf_master_job_poll(c->m, id, &p), ZF_NOT_FOUND, "expired");
     assert_int_equal(p.state, 0);
     free(id);

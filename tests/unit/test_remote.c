@@ -425,6 +425,7 @@ static void test_remote_ignores_replies_to_offers_it_no_longer_holds(void **stat
     zf_remote_stats_t st = zf_remote_stats(g->b);
     assert_int_equal(st.malformed, 0);
     assert_int_equal(st.ipc_refused, 0);
+    assert_int_equal(st.ipc_released, 0);
     assert_int_equal(st.ipc_held, 0);
     zf_tensor_unref(&t);
 }

@@ -245,6 +245,7 @@ static void test_routing_names_the_gone_scheduler_of_a_session_and_a_job(void **
     for (int tries = 0; tries < 20 && (!mine[0] || !mine[1]); tries++) {
         char *id = s_create(f->client, f->gd);
         int owner = s_owner(f, id);
+        assert_true(owner == 0 || owner == 1);
         if (!mine[owner])
             mine[owner] = id;
         else

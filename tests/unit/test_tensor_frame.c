@@ -1000,6 +1000,8 @@ static void s_expect_reply_error(const char *omit, const char *nil, int64_t v, i
         ASSERT_OK(s);
         assert_true(r.accepted);
         assert_int_equal(r.step_id, 3);
+        assert_int_equal(r.id, id);
+        assert_int_equal(strlen(r.why), why_len);
         return;
     }
     zf_test_expect_error(s, ZF_INVALID_ARGUMENT, msg);
