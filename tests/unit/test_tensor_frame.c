@@ -850,8 +850,9 @@ typedef struct {
 static s_ipc_spec_t s_ipc_spec(void)
 {
     return (s_ipc_spec_t){.handle_len = 64,
+                          .offset = 256,
                           .nbytes = 8,
-                          .device = 0,
+                          .device = 2,
                           .id = 9,
                           .dtype = ZF_FLOAT,
                           .host = "h:1",
@@ -867,7 +868,8 @@ static void s_pack_str(msgpack_packer *pk, const char *s)
 static void s_pack_ipc_item(msgpack_packer *pk, const s_ipc_spec_t *s, int n)
 {
     static const char *const names[] = {"handle", "offset", "nbytes", "device", "id", "host"};
-    uint8_t handle[80] = {0};
+    uint8_t handle[80];
+    for (int i = 0; i < 80; i++) handle[i] = (uint8_t)(i * 7 + 1); /* a pattern, not zeros */
     s_pack_str(pk, names[n]);
     if (s->nil && strcmp(s->nil, names[n]) == 0) {
         msgpack_pack_nil(pk);
@@ -931,6 +933,9 @@ static void test_every_ipc_field_violation_is_named(void **state)
     s_pack_ipc_spec(&s, &sbuf);
     ASSERT_OK(zf_tensor_frame_decode_header(sbuf.data, sbuf.size, &h));
     assert_true(h.has_ipc);
+    assert_int_equal(h.ipc.offset, 256);
+    assert_int_equal(h.ipc.device, 2);
+    for (int i = 0; i < 64; i++) assert_int_equal(h.ipc.handle[i], (uint8_t)(i * 7 + 1));
     assert_int_equal(h.ipc.nbytes, 8);
     assert_int_equal(h.ipc.id, 9);
     assert_string_equal(h.ipc.host, "h:1");
