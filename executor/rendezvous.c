@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/log.h"
 #include "common/strmap.h"
 #include "executor/rendezvous.h"
 
@@ -434,25 +435,192 @@ zf_status_t zf_rendezvous_recv(zf_rendezvous_t *r, const char *key, int64_t time
 
 /* ---- step table --------------------------------------------------------- */
 
-typedef struct {
+#define S_DEFAULT_MAX_UNCLAIMED 1024
+#define S_DEFAULT_TTL_MS        60000
+
+/* One step of the table. Unclaimed steps are also on a FIFO in creation
+ * order, so that expiry and the cap only ever look at its head. */
+typedef struct s_step {
     int64_t step_id;
     zf_rendezvous_t *r;
+    bool claimed;
+    bool evicted;               /* once removed: by the cap (true) or by the ttl */
+    int64_t created;            /* monotonic ns */
+    int64_t limit;              /* once removed: the cap or the ttl that removed it */
+    struct s_step *prev, *next; /* the FIFO; next also chains removed steps */
 } s_step_t;
 
 struct zf_rendezvous_mgr {
     pthread_mutex_t mu;
-    s_step_t *steps; /* few steps run at once: a flat array is enough */
-    size_t n, cap;
+    s_step_t **slots; /* open addressing with linear probing; a power of two */
+    size_t n_slots, n;
+    s_step_t *oldest, *newest; /* unclaimed steps, oldest first */
+    size_t unclaimed, max_unclaimed;
+    int64_t ttl_ms;
+    uint64_t expired, evicted;
     char *local_device; /* the hook new rendezvous get; NULL when none */
     zf_rendezvous_remote_fn remote;
     void *remote_arg;
 };
 
+static int64_t s_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Step ids are often consecutive: mix every bit into the low ones. */
+static size_t s_hash(int64_t step_id)
+{
+    uint64_t x = (uint64_t)step_id;
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* The slot holding step_id, or the empty one where it would go. The table
+ * is never more than half full, so the probe ends. Caller holds the lock. */
+static size_t s_slot_locked(const zf_rendezvous_mgr_t *mgr, int64_t step_id)
+{
+    size_t mask = mgr->n_slots - 1;
+    size_t i = s_hash(step_id) & mask;
+    while (mgr->slots[i] && mgr->slots[i]->step_id != step_id) i = (i + 1) & mask;
+    return i;
+}
+
+static int s_grow_locked(zf_rendezvous_mgr_t *mgr)
+{
+    s_step_t **old = mgr->slots;
+    size_t n_old = mgr->n_slots;
+    s_step_t **slots = calloc(n_old * 2, sizeof *slots);
+    if (!slots) return -1;
+    mgr->slots = slots;
+    mgr->n_slots = n_old * 2;
+    for (size_t i = 0; i < n_old; i++)
+        if (old[i]) mgr->slots[s_slot_locked(mgr, old[i]->step_id)] = old[i];
+    free(old);
+    return 0;
+}
+
+/* Empties slot i and shifts later entries of its probe run back into the
+ * hole, so lookups need no tombstones. Caller holds the lock. */
+static void s_unslot_locked(zf_rendezvous_mgr_t *mgr, size_t i)
+{
+    size_t mask = mgr->n_slots - 1;
+    mgr->slots[i] = NULL;
+    for (size_t j = (i + 1) & mask; mgr->slots[j]; j = (j + 1) & mask) {
+        size_t home = s_hash(mgr->slots[j]->step_id) & mask;
+        if (((j - home) & mask) < ((j - i) & mask)) continue; /* the hole is before its home */
+        mgr->slots[i] = mgr->slots[j];
+        mgr->slots[j] = NULL;
+        i = j;
+    }
+    mgr->n--;
+}
+
+static void s_fifo_push_locked(zf_rendezvous_mgr_t *mgr, s_step_t *st)
+{
+    st->next = NULL;
+    st->prev = mgr->newest;
+    if (mgr->newest)
+        mgr->newest->next = st;
+    else
+        mgr->oldest = st;
+    mgr->newest = st;
+    mgr->unclaimed++;
+}
+
+static void s_fifo_unlink_locked(zf_rendezvous_mgr_t *mgr, s_step_t *st)
+{
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        mgr->oldest = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    else
+        mgr->newest = st->prev;
+    st->prev = st->next = NULL;
+    mgr->unclaimed--;
+}
+
+/* Takes the oldest unclaimed step out of the table onto *dropped, to be
+ * aborted by s_drop_all() once the lock is released. */
+static void s_take_oldest_locked(zf_rendezvous_mgr_t *mgr, bool evicted, s_step_t **dropped)
+{
+    s_step_t *st = mgr->oldest;
+    s_unslot_locked(mgr, s_slot_locked(mgr, st->step_id));
+    s_fifo_unlink_locked(mgr, st);
+    st->evicted = evicted;
+    st->limit = evicted ? (int64_t)mgr->max_unclaimed : mgr->ttl_ms;
+    if (evicted)
+        mgr->evicted++;
+    else
+        mgr->expired++;
+    st->next = *dropped;
+    *dropped = st;
+}
+
+/* Removes the unclaimed steps past the ttl, then the oldest ones while
+ * `room` more would pass the cap. */
+static void s_sweep_locked(zf_rendezvous_mgr_t *mgr, int64_t now, size_t room, s_step_t **dropped)
+{
+    while (mgr->oldest && (now - mgr->oldest->created) / 1000000 >= mgr->ttl_ms)
+        s_take_oldest_locked(mgr, false, dropped);
+    while (mgr->oldest && mgr->unclaimed + room > mgr->max_unclaimed)
+        s_take_oldest_locked(mgr, true, dropped);
+}
+
+/* Aborts and frees removed steps, oldest first; runs without the table's
+ * lock because the abort fires pending recvs' callbacks. */
+static void s_drop_all(s_step_t *dropped)
+{
+    s_step_t *oldest_first = NULL;
+    while (dropped) {
+        s_step_t *next = dropped->next;
+        dropped->next = oldest_first;
+        oldest_first = dropped;
+        dropped = next;
+    }
+    for (s_step_t *st = oldest_first, *next; st; st = next) {
+        next = st->next;
+        size_t values = 0;
+        zf_rendezvous_pending(st->r, &values, NULL);
+        zf_status_t why =
+            st->evicted ? zf_status_new(ZF_ABORTED,
+                                        "step %lld never started on this executor: its tensors "
+                                        "were dropped because more than %lld steps waited to start",
+                                        (long long)st->step_id, (long long)st->limit)
+                        : zf_status_new(ZF_ABORTED,
+                                        "step %lld never started on this executor: its tensors "
+                                        "were dropped after %lld ms",
+                                        (long long)st->step_id, (long long)st->limit);
+        zf_log_warn("rendezvous", "%s (%zu values were queued)", zf_status_msg(&why), values);
+        zf_rendezvous_start_abort(st->r, &why);
+        zf_status_clear(&why);
+        zf_rendezvous_unref(&st->r);
+        free(st);
+    }
+}
+
 zf_status_t zf_rendezvous_mgr_new(zf_rendezvous_mgr_t **out)
 {
-    *out = calloc(1, sizeof **out);
-    if (!*out) return zf_out_of_memory("rendezvous table");
-    pthread_mutex_init(&(*out)->mu, NULL);
+    zf_rendezvous_mgr_t *mgr = calloc(1, sizeof *mgr);
+    if (mgr) mgr->slots = calloc(16, sizeof *mgr->slots);
+    if (!mgr || !mgr->slots) {
+        free(mgr);
+        *out = NULL;
+        return zf_out_of_memory("rendezvous table");
+    }
+    mgr->n_slots = 16;
+    mgr->max_unclaimed = S_DEFAULT_MAX_UNCLAIMED;
+    mgr->ttl_ms = S_DEFAULT_TTL_MS;
+    pthread_mutex_init(&mgr->mu, NULL);
+    *out = mgr;
     return ZF_STATUS_OK;
 }
 
@@ -462,52 +630,106 @@ void zf_rendezvous_mgr_destroy(zf_rendezvous_mgr_t **mgr_p)
     zf_rendezvous_mgr_t *mgr = *mgr_p;
     *mgr_p = NULL;
     zf_status_t s = zf_status_new(ZF_CANCELLED, "rendezvous table shut down");
-    for (size_t i = 0; i < mgr->n; i++) {
-        zf_rendezvous_start_abort(mgr->steps[i].r, &s);
-        zf_rendezvous_unref(&mgr->steps[i].r);
+    for (size_t i = 0; i < mgr->n_slots; i++) {
+        s_step_t *st = mgr->slots[i];
+        if (!st) continue;
+        zf_rendezvous_start_abort(st->r, &s);
+        zf_rendezvous_unref(&st->r);
+        free(st);
     }
     zf_status_clear(&s);
-    free(mgr->steps);
+    free(mgr->slots);
     free(mgr->local_device);
     pthread_mutex_destroy(&mgr->mu);
     free(mgr);
 }
 
-static zf_status_t s_mgr_add_locked(zf_rendezvous_mgr_t *mgr, int64_t step_id,
-                                    zf_rendezvous_t **out)
+void zf_rendezvous_mgr_set_limits(zf_rendezvous_mgr_t *mgr, int max_unclaimed, int64_t ttl_ms)
 {
-    if (mgr->n == mgr->cap) {
-        size_t cap = mgr->cap ? mgr->cap * 2 : 8;
-        s_step_t *steps = realloc(mgr->steps, cap * sizeof *steps);
-        if (!steps) return zf_out_of_memory("rendezvous table");
-        mgr->steps = steps;
-        mgr->cap = cap;
-    }
+    pthread_mutex_lock(&mgr->mu);
+    mgr->max_unclaimed = max_unclaimed > 0 ? (size_t)max_unclaimed : S_DEFAULT_MAX_UNCLAIMED;
+    mgr->ttl_ms = ttl_ms > 0 ? ttl_ms : S_DEFAULT_TTL_MS;
+    pthread_mutex_unlock(&mgr->mu);
+}
+
+zf_rendezvous_mgr_stats_t zf_rendezvous_mgr_stats(zf_rendezvous_mgr_t *mgr)
+{
+    pthread_mutex_lock(&mgr->mu);
+    zf_rendezvous_mgr_stats_t st = {.steps = mgr->n,
+                                    .unclaimed = mgr->unclaimed,
+                                    .expired = mgr->expired,
+                                    .evicted = mgr->evicted};
+    pthread_mutex_unlock(&mgr->mu);
+    return st;
+}
+
+/* A new rendezvous with the table's remote-send hook. */
+static zf_status_t s_rendezvous_for_locked(zf_rendezvous_mgr_t *mgr, int64_t step_id,
+                                           zf_rendezvous_t **out)
+{
     ZF_TRY(zf_rendezvous_new(step_id, out));
-    if (mgr->remote) {
-        zf_status_t s =
-            zf_rendezvous_set_remote(*out, mgr->local_device, mgr->remote, mgr->remote_arg);
-        if (!zf_ok(s)) {
-            zf_rendezvous_unref(out);
-            return s;
-        }
+    if (!mgr->remote) return ZF_STATUS_OK;
+    zf_status_t s = zf_rendezvous_set_remote(*out, mgr->local_device, mgr->remote, mgr->remote_arg);
+    if (!zf_ok(s)) zf_rendezvous_unref(out);
+    return s;
+}
+
+/* Adds step_id; an unclaimed one first makes room under the cap. */
+static zf_status_t s_add_locked(zf_rendezvous_mgr_t *mgr, int64_t step_id, bool claim, int64_t now,
+                                s_step_t **dropped, s_step_t **out)
+{
+    *out = NULL;
+    if ((mgr->n + 1) * 2 > mgr->n_slots && s_grow_locked(mgr) != 0)
+        return zf_out_of_memory("rendezvous table");
+    s_step_t *st = calloc(1, sizeof *st);
+    if (!st) return zf_out_of_memory("rendezvous table");
+    zf_status_t s = s_rendezvous_for_locked(mgr, step_id, &st->r);
+    if (!zf_ok(s)) {
+        free(st);
+        return s;
     }
-    mgr->steps[mgr->n++] = (s_step_t){step_id, *out};
+    if (!claim) s_sweep_locked(mgr, now, 1, dropped);
+    st->step_id = step_id;
+    st->claimed = claim;
+    st->created = now;
+    mgr->slots[s_slot_locked(mgr, step_id)] = st; /* after the sweep: it moves entries */
+    mgr->n++;
+    if (!claim) s_fifo_push_locked(mgr, st);
+    *out = st;
     return ZF_STATUS_OK;
+}
+
+static zf_status_t s_mgr_get(zf_rendezvous_mgr_t *mgr, int64_t step_id, bool claim,
+                             zf_rendezvous_t **out)
+{
+    *out = NULL;
+    s_step_t *dropped = NULL, *st = NULL;
+    zf_status_t s = ZF_STATUS_OK;
+    pthread_mutex_lock(&mgr->mu);
+    int64_t now = s_now_ns(); /* under the lock, so the FIFO stays in time order */
+    s_sweep_locked(mgr, now, 0, &dropped);
+    st = mgr->slots[s_slot_locked(mgr, step_id)];
+    if (!st) {
+        s = s_add_locked(mgr, step_id, claim, now, &dropped, &st);
+    } else if (claim && !st->claimed) {
+        s_fifo_unlink_locked(mgr, st);
+        st->claimed = true;
+    }
+    if (zf_ok(s)) *out = zf_rendezvous_ref(st->r);
+    pthread_mutex_unlock(&mgr->mu);
+    s_drop_all(dropped);
+    return s;
 }
 
 zf_status_t zf_rendezvous_mgr_find(zf_rendezvous_mgr_t *mgr, int64_t step_id, zf_rendezvous_t **out)
 {
-    *out = NULL;
-    pthread_mutex_lock(&mgr->mu);
-    zf_status_t s = ZF_STATUS_OK;
-    zf_rendezvous_t *r = NULL;
-    for (size_t i = 0; i < mgr->n && !r; i++)
-        if (mgr->steps[i].step_id == step_id) r = mgr->steps[i].r;
-    if (!r) s = s_mgr_add_locked(mgr, step_id, &r);
-    if (zf_ok(s)) *out = zf_rendezvous_ref(r);
-    pthread_mutex_unlock(&mgr->mu);
-    return s;
+    return s_mgr_get(mgr, step_id, false, out);
+}
+
+zf_status_t zf_rendezvous_mgr_claim(zf_rendezvous_mgr_t *mgr, int64_t step_id,
+                                    zf_rendezvous_t **out)
+{
+    return s_mgr_get(mgr, step_id, true, out);
 }
 
 zf_status_t zf_rendezvous_mgr_set_remote(zf_rendezvous_mgr_t *mgr, const char *local_device,
@@ -526,16 +748,16 @@ zf_status_t zf_rendezvous_mgr_set_remote(zf_rendezvous_mgr_t *mgr, const char *l
 
 void zf_rendezvous_mgr_cleanup(zf_rendezvous_mgr_t *mgr, int64_t step_id, const zf_status_t *status)
 {
-    zf_rendezvous_t *r = NULL;
     pthread_mutex_lock(&mgr->mu);
-    for (size_t i = 0; i < mgr->n; i++) {
-        if (mgr->steps[i].step_id != step_id) continue;
-        r = mgr->steps[i].r;
-        mgr->steps[i] = mgr->steps[--mgr->n];
-        break;
+    size_t i = s_slot_locked(mgr, step_id);
+    s_step_t *st = mgr->slots[i];
+    if (st) {
+        s_unslot_locked(mgr, i);
+        if (!st->claimed) s_fifo_unlink_locked(mgr, st);
     }
     pthread_mutex_unlock(&mgr->mu);
-    if (!r) return;
-    if (status && !zf_ok(*status)) zf_rendezvous_start_abort(r, status);
-    zf_rendezvous_unref(&r);
+    if (!st) return;
+    if (status && !zf_ok(*status)) zf_rendezvous_start_abort(st->r, status);
+    zf_rendezvous_unref(&st->r);
+    free(st);
 }

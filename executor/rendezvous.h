@@ -124,22 +124,68 @@ zf_status_t zf_rendezvous_status(zf_rendezvous_t *r);
  * diagnostics). */
 void zf_rendezvous_pending(zf_rendezvous_t *r, size_t *values, size_t *recvs);
 
-/* ---- per-process table of step rendezvous ------------------------------ */
-
-/* Maps step ids to rendezvous, so that tensors arriving from the network
- * before a step starts locally have somewhere to wait. Thread-safe. */
+/* ---- per-process table of step rendezvous ------------------------------
+ * Maps step ids to rendezvous, so that tensors arriving from the network
+ * before a step starts locally have somewhere to wait.
+ *
+ * A step is CLAIMED once a local RunGraph has asked for it
+ * (zf_rendezvous_mgr_claim()), and UNCLAIMED while only arriving tensors
+ * have (zf_rendezvous_mgr_find()). A peer may send tensors for steps that
+ * never start here (a stray, a replay, a buggy or hostile peer), so
+ * unclaimed steps are bounded: each lives at most ttl_ms after its creation
+ * and at most max_unclaimed of them exist (defaults 60000 ms and 1024). The
+ * limits are enforced on find and claim calls, without a thread: expired
+ * steps go first, then the oldest unclaimed step whenever a new one would
+ * pass the cap. A removed step's rendezvous is aborted with ABORTED "step
+ * <id> never started on this executor: its tensors were dropped after <ttl>
+ * ms" or "... dropped because more than <cap> steps waited to start", its
+ * queued tensors are freed, holders of references see that status, and one
+ * warning is logged. Claimed steps are never removed that way: their owner
+ * ends them with zf_rendezvous_mgr_cleanup().
+ *
+ * Thread-safety: every function may be called from any thread. find and
+ * claim are O(1) expected (a hash on the step id; expiry looks only at the
+ * oldest unclaimed step). The abort of a removed step runs after the
+ * table's lock is released but before find or claim returns, on the
+ * caller's thread: recv callbacks pending on an unclaimed step fire there,
+ * so they must not take a lock the caller of find or claim holds. */
 typedef struct zf_rendezvous_mgr zf_rendezvous_mgr_t;
 
+typedef struct {
+    size_t steps;     /* in the table now, claimed or not */
+    size_t unclaimed; /* of which not claimed */
+    uint64_t expired; /* unclaimed steps removed for their age, ever */
+    uint64_t evicted; /* unclaimed steps removed by the cap, ever */
+} zf_rendezvous_mgr_stats_t;
+
+/* An empty table with the default limits; caller owns it. Errors:
+ * RESOURCE_EXHAUSTED. */
 zf_status_t zf_rendezvous_mgr_new(zf_rendezvous_mgr_t **out);
 
 /* Aborts every rendezvous still registered with CANCELLED and frees the
  * table. NULL-safe, sets *mgr_p to NULL. */
 void zf_rendezvous_mgr_destroy(zf_rendezvous_mgr_t **mgr_p);
 
-/* The rendezvous for step_id, created on first use; *out is a new
- * reference the caller owns. Errors: RESOURCE_EXHAUSTED. */
+/* The rendezvous for step_id, created UNCLAIMED when missing (finding an
+ * existing step leaves its state alone); first removes unclaimed steps past
+ * the limits. *out is a new reference the caller owns. Errors:
+ * RESOURCE_EXHAUSTED. */
 zf_status_t zf_rendezvous_mgr_find(zf_rendezvous_mgr_t *mgr, int64_t step_id,
                                    zf_rendezvous_t **out);
+
+/* Like zf_rendezvous_mgr_find(), and marks the step CLAIMED: tensors
+ * already queued for it stay, and it lives until
+ * zf_rendezvous_mgr_cleanup(). Errors: RESOURCE_EXHAUSTED. */
+zf_status_t zf_rendezvous_mgr_claim(zf_rendezvous_mgr_t *mgr, int64_t step_id,
+                                    zf_rendezvous_t **out);
+
+/* Sets the bounds on unclaimed steps: at most max_unclaimed of them, each
+ * for at most ttl_ms after its creation; a value <= 0 selects the default
+ * (1024, 60000 ms). Steps past new limits go on the next find or claim. */
+void zf_rendezvous_mgr_set_limits(zf_rendezvous_mgr_t *mgr, int max_unclaimed, int64_t ttl_ms);
+
+/* A snapshot of the table's counters. */
+zf_rendezvous_mgr_stats_t zf_rendezvous_mgr_stats(zf_rendezvous_mgr_t *mgr);
 
 /* Every rendezvous the table creates from now on gets this remote-send
  * hook (see zf_rendezvous_set_remote()); ones created before keep theirs.
@@ -147,9 +193,10 @@ zf_status_t zf_rendezvous_mgr_find(zf_rendezvous_mgr_t *mgr, int64_t step_id,
 zf_status_t zf_rendezvous_mgr_set_remote(zf_rendezvous_mgr_t *mgr, const char *local_device,
                                          zf_rendezvous_remote_fn fn, void *arg);
 
-/* Ends step_id: removes its rendezvous from the table, aborting it with
- * *status when that is an error (recvs still pending then fail with it).
- * Holders of references keep the object until they drop them. */
+/* Ends step_id, claimed or not: removes its rendezvous from the table,
+ * aborting it with *status when that is an error (recvs still pending then
+ * fail with it). Holders of references keep the object until they drop
+ * them. An unknown step_id is ignored. */
 void zf_rendezvous_mgr_cleanup(zf_rendezvous_mgr_t *mgr, int64_t step_id,
                                const zf_status_t *status);
 
