@@ -1,5 +1,6 @@
 /* The broker loop: owns the ROUTER socket, the executor registry, the
- * registered schedulers and the client requests they have not answered. */
+ * registered schedulers, the client requests they have not answered and
+ * each client's count of them. */
 #include "broker/broker.h"
 
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include "broker/registry.h"
 #include "common/device_name.h"
 #include "common/log.h"
+#include "common/strmap.h"
 #include "common/transport.h"
 
 #define S_LOG           "broker"
@@ -40,6 +42,13 @@ typedef struct s_pending {
     uint64_t request_id;
 } s_pending_t;
 
+/* A client with requests in flight; the clients map's key points into id. */
+typedef struct s_client {
+    s_ident_t id;
+    int in_flight;
+    int fd; /* its connection, to forget it when that closes */
+} s_client_t;
+
 struct zf_broker {
     zf_zctx_t *ctx;
     zf_socket_t *sock;
@@ -54,6 +63,8 @@ struct zf_broker {
     int last_pick; /* the scheduler picked last, where the round robin goes on */
     s_pending_t *pending;
     int n_pending, cap_pending;
+    zf_strmap_t *clients; /* routing id -> s_client_t *, while it has requests in flight */
+    int max_client_requests;
     volatile sig_atomic_t stop;
 };
 
@@ -152,6 +163,89 @@ static zf_status_t s_grow(void **arr, int *cap, int n, size_t elem)
     return ZF_STATUS_OK;
 }
 
+static void s_serve_monitor(zf_broker_t *b);
+
+/* ---- clients and their requests in flight ----------------------------------- */
+
+static s_client_t *s_client_find(const zf_broker_t *b, const s_ident_t *id)
+{
+    uintptr_t v = 0;
+    return zf_strmap_get_n(b->clients, (const char *)id->id, id->len, &v) ? (s_client_t *)v : NULL;
+}
+
+/* Counts one more request (a `what`) in flight for client id, whose
+ * message came on b->msg_fd. RESOURCE_EXHAUSTED when it is at its limit. */
+static zf_status_t s_client_add(zf_broker_t *b, const s_ident_t *id, const char *what)
+{
+    s_client_t *c = s_client_find(b, id);
+    if (c && c->in_flight >= b->max_client_requests)
+        return zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                             "%s refused: this client already has %d requests in flight through "
+                             "the broker, the most one client may have (--max-client-requests "
+                             "%d); send more once replies come back",
+                             what, c->in_flight, b->max_client_requests);
+    if (!c || c->fd != b->msg_fd) {
+        /* Disconnects that happened before this message apply first, so
+         * that a closed connection's fd, now this one's, forgets nobody. */
+        s_serve_monitor(b);
+        c = s_client_find(b, id);
+    }
+    if (!c) {
+        if (!(c = calloc(1, sizeof *c))) return zf_out_of_memory("broker: a client's count");
+        c->id = *id;
+        if (zf_strmap_insert_n(b->clients, (const char *)c->id.id, c->id.len, (uintptr_t)c, NULL)) {
+            free(c);
+            return zf_out_of_memory("broker: the client table");
+        }
+    }
+    c->fd = b->msg_fd;
+    c->in_flight++;
+    return ZF_STATUS_OK;
+}
+
+/* One request of client id answered (or failed); the last one forgets it. */
+static void s_client_done(zf_broker_t *b, const s_ident_t *id)
+{
+    s_client_t *c = s_client_find(b, id);
+    if (!c || --c->in_flight > 0) return;
+    zf_strmap_remove_n(b->clients, (const char *)c->id.id, c->id.len, NULL);
+    free(c);
+}
+
+/* Forgets client c and its requests in flight, which nobody can receive
+ * any more: a late reply to one is dropped. */
+static void s_client_forget(zf_broker_t *b, s_client_t *c)
+{
+    int n = 0;
+    for (int k = 0; k < b->n_pending;) {
+        if (!s_ident_equal(&b->pending[k].client, &c->id)) {
+            k++;
+            continue;
+        }
+        int i = s_sched_find(b, &b->pending[k].sched);
+        if (i >= 0) b->scheds[i].outstanding--;
+        b->pending[k] = b->pending[--b->n_pending];
+        n++;
+    }
+    char hex[40];
+    zf_log_info(S_LOG, "client %s disconnected; forgot its %d requests in flight",
+                s_ident_str(&c->id, hex, sizeof hex), n);
+    zf_strmap_remove_n(b->clients, (const char *)c->id.id, c->id.len, NULL);
+    free(c);
+}
+
+/* Forgets the clients whose connection fd closed. */
+static void s_clients_disconnected(zf_broker_t *b, int fd)
+{
+    size_t iter = 0;
+    uintptr_t v = 0;
+    while (zf_strmap_next(b->clients, &iter, NULL, NULL, &v)) {
+        if (((s_client_t *)v)->fd != fd) continue;
+        s_client_forget(b, (s_client_t *)v);
+        iter = 0; /* the map changed under the iteration */
+    }
+}
+
 /* Drops scheduler i; each request it held is answered UNAVAILABLE. */
 static void s_sched_drop(zf_broker_t *b, int i, const char *why)
 {
@@ -168,6 +262,7 @@ static void s_sched_drop(zf_broker_t *b, int i, const char *why)
             continue;
         }
         b->pending[k] = b->pending[--b->n_pending];
+        s_client_done(b, &p.client);
         zf_status_t st = zf_status_new(ZF_UNAVAILABLE,
                                        "the scheduler serving this request is gone "
                                        "(%s)",
@@ -391,11 +486,16 @@ static int s_route_request(zf_broker_t *b, const Zflow__Envelope *env, zf_status
 
 /* Hands env from client to the scheduler that holds what it names, or the
  * least busy one; schedulers found gone on the way are dropped (and the
- * next one is tried when any may serve). */
+ * next one is tried when any may serve). A client at its limit of requests
+ * in flight is answered at once. */
 static void s_forward_request(zf_broker_t *b, const s_ident_t *client, const Zflow__Envelope *env)
 {
     zf_status_t s = s_grow((void **)&b->pending, &b->cap_pending, b->n_pending, sizeof *b->pending);
+    if (zf_ok(s)) s = s_client_add(b, client, s_body_name(env));
     if (!zf_ok(s)) {
+        char hex[40];
+        zf_log_info(S_LOG, "client %s: %s", s_ident_str(client, hex, sizeof hex),
+                    zf_status_msg(&s));
         s_send_status(b, client, env->request_id, &s);
         return;
     }
@@ -410,13 +510,13 @@ static void s_forward_request(zf_broker_t *b, const s_ident_t *client, const Zfl
         }
         if (s.code != ZF_UNAVAILABLE) {
             s = zf_status_prefix(s, "cannot pass %s to a scheduler", s_body_name(env));
-            s_send_status(b, client, env->request_id, &s);
-            return;
+            break;
         }
         zf_status_clear(&s);
         s_sched_drop(b, i, "disconnected");
     }
     if (zf_ok(s)) s = zf_status_new(ZF_UNAVAILABLE, "no scheduler is registered");
+    s_client_done(b, client);
     s_send_status(b, client, env->request_id, &s);
 }
 
@@ -452,6 +552,7 @@ static void s_on_scheduler_reply(zf_broker_t *b, const zf_route_t *route,
     }
     b->pending[k] = b->pending[--b->n_pending];
     b->scheds[i].outstanding--;
+    s_client_done(b, &client);
     zf_status_t s = s_send(b, &client, env);
     zf_status_clear(&s); /* a client that left does not disturb anyone */
 }
@@ -575,8 +676,8 @@ static zf_status_t s_serve_one(zf_broker_t *b)
     return ZF_STATUS_OK;
 }
 
-/* Drops the schedulers whose connections closed. A monitor event is two
- * frames: [u16 event, u32 value (the fd)][endpoint]. */
+/* Drops the schedulers and forgets the clients whose connections closed. A
+ * monitor event is two frames: [u16 event, u32 value (the fd)][endpoint]. */
 static void s_serve_monitor(zf_broker_t *b)
 {
     void *h = zf_socket_handle(b->monitor);
@@ -590,12 +691,14 @@ static void s_serve_monitor(zf_broker_t *b)
             memcpy(&fd, (uint8_t *)zmq_msg_data(&m) + 2, sizeof fd);
         }
         zf_socket_drain(b->monitor);
-        for (int i = 0; event == ZMQ_EVENT_DISCONNECTED && i < b->n_scheds;) {
+        if (event != ZMQ_EVENT_DISCONNECTED) continue;
+        for (int i = 0; i < b->n_scheds;) {
             if (b->scheds[i].fd == (int)fd)
                 s_sched_drop(b, i, "disconnected");
             else
                 i++;
         }
+        s_clients_disconnected(b, (int)fd);
     }
     zmq_msg_close(&m);
 }
@@ -695,12 +798,19 @@ zf_status_t zf_broker_new(const zf_broker_config_t *config, zf_broker_t **out)
         config->heartbeat_ms > INT32_MAX / config->heartbeat_misses)
         return zf_invalid_argument("heartbeat period %d ms and %d misses are out of range",
                                    config->heartbeat_ms, config->heartbeat_misses);
+    if (config->max_client_requests < 0)
+        return zf_invalid_argument("a client's requests in flight must be limited to 1 or more "
+                                   "(0: the default, %d), not %d",
+                                   ZF_BROKER_MAX_CLIENT_REQUESTS, config->max_client_requests);
     zf_broker_t *b = calloc(1, sizeof *b);
     if (!b) return zf_out_of_memory("a broker");
     b->heartbeat_ms = config->heartbeat_ms;
     b->heartbeat_misses = config->heartbeat_misses;
     b->last_pick = -1; /* the first pick is the first scheduler */
-    zf_status_t s = s_open(b, config);
+    b->max_client_requests = config->max_client_requests > 0 ? config->max_client_requests
+                                                             : ZF_BROKER_MAX_CLIENT_REQUESTS;
+    b->clients = zf_strmap_new(0, 0);
+    zf_status_t s = b->clients ? s_open(b, config) : zf_out_of_memory("broker: the client table");
     if (!zf_ok(s)) {
         zf_broker_destroy(&b);
         return s;
@@ -734,6 +844,10 @@ void zf_broker_destroy(zf_broker_t **b_p)
     zf_socket_destroy(&b->sock);
     zf_zctx_destroy(&b->ctx);
     zf_registry_destroy(&b->reg);
+    size_t iter = 0;
+    uintptr_t v = 0;
+    while (b->clients && zf_strmap_next(b->clients, &iter, NULL, NULL, &v)) free((void *)v);
+    zf_strmap_destroy(&b->clients);
     free(b->scheds);
     free(b->pending);
     free(b);
@@ -752,4 +866,9 @@ int zf_broker_num_schedulers(const zf_broker_t *b)
 int zf_broker_num_outstanding(const zf_broker_t *b)
 {
     return b->n_pending;
+}
+
+int zf_broker_num_clients(const zf_broker_t *b)
+{
+    return (int)zf_strmap_size(b->clients);
 }

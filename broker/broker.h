@@ -20,6 +20,13 @@
  *   fails (the ROUTER is in mandatory mode). Each of its outstanding client
  *   requests is then answered UNAVAILABLE; a late reply for a request
  *   already answered is dropped.
+ * - One client may have at most max_client_requests requests in flight
+ *   (passed to a scheduler and not answered yet); one past that is answered
+ *   RESOURCE_EXHAUSTED at once and goes nowhere, so a client cannot grow
+ *   the broker's table without bound. The count is kept per client routing
+ *   id. A client whose connection closes has its requests forgotten (a
+ *   late reply to them is dropped), as have the clients of a scheduler that
+ *   is dropped (they are answered UNAVAILABLE).
  * - Every message is checked by the envelope codec and then by field; a
  *   bad one is answered with INVALID_ARGUMENT (or FAILED_PRECONDITION for
  *   another protocol version) when its sender is known, logged, and
@@ -37,13 +44,18 @@
 typedef struct zf_broker zf_broker_t;
 
 typedef struct zf_broker_config {
-    const char *listen;   /* e.g. "tcp://127.0.0.1:5555"; port 0 or a star picks one */
-    int heartbeat_ms;     /* executor heartbeat period, > 0 */
-    int heartbeat_misses; /* dead after this many missed heartbeats, > 0 */
+    const char *listen;      /* e.g. "tcp://127.0.0.1:5555"; port 0 or a star picks one */
+    int heartbeat_ms;        /* executor heartbeat period, > 0 */
+    int heartbeat_misses;    /* dead after this many missed heartbeats, > 0 */
+    int max_client_requests; /* a client's requests in flight at most; 0: the default */
 } zf_broker_config_t;
 
+/* Requests one client may have in flight through the broker by default. */
+#define ZF_BROKER_MAX_CLIENT_REQUESTS 4096
+
 /* A broker bound at config->listen. Caller owns *out.
- * Errors: INVALID_ARGUMENT for a bad endpoint or settings, UNAVAILABLE
+ * Errors: INVALID_ARGUMENT for a bad endpoint or settings (a negative
+ * max_client_requests among them), UNAVAILABLE
  * when the address cannot be bound, RESOURCE_EXHAUSTED. */
 zf_status_t zf_broker_new(const zf_broker_config_t *config, zf_broker_t **out);
 
@@ -71,5 +83,7 @@ void zf_broker_stop(zf_broker_t *b);
 /* Counts, for tests and logs. */
 int zf_broker_num_schedulers(const zf_broker_t *b);
 int zf_broker_num_outstanding(const zf_broker_t *b);
+/* Clients with at least one request in flight. */
+int zf_broker_num_clients(const zf_broker_t *b);
 
 #endif

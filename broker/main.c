@@ -12,6 +12,7 @@
 
 static const char s_usage[] =
     "usage: zflow-broker [--listen ENDPOINT] [--heartbeat-ms N] [--heartbeat-misses N]\n"
+    "                    [--max-client-requests N]\n"
     "\n"
     "The zflow broker: the one address clients, schedulers and executors\n"
     "connect to. Keeps the executor registry and passes client requests to a\n"
@@ -24,6 +25,9 @@ static const char s_usage[] =
     "                          ZFLOW_HEARTBEAT_MS)\n"
     "  --heartbeat-misses N    missed heartbeats before an executor is dead\n"
     "                          (default 3; env ZFLOW_HEARTBEAT_MISSES)\n"
+    "  --max-client-requests N requests one client may have in flight through\n"
+    "                          the broker (default 4096); one more is refused\n"
+    "                          with RESOURCE_EXHAUSTED until replies come back\n"
     "\n"
     "Prints 'zflow-broker listening on ENDPOINT' as its first line. Logs go to\n"
     "stderr (ZFLOW_LOG_LEVEL). SIGINT or SIGTERM stops it.\n";
@@ -81,6 +85,8 @@ static int s_parse_args(int argc, char **argv, zf_broker_config_t *cfg)
             if (s_parse_positive("--heartbeat-ms", v, &cfg->heartbeat_ms)) return 2;
         } else if (strcmp(a, "--heartbeat-misses") == 0) {
             if (s_parse_positive("--heartbeat-misses", v, &cfg->heartbeat_misses)) return 2;
+        } else if (strcmp(a, "--max-client-requests") == 0) {
+            if (s_parse_positive("--max-client-requests", v, &cfg->max_client_requests)) return 2;
         } else {
             fprintf(stderr, "zflow-broker: unknown option '%s'\n%s", a, s_usage);
             return 2;
@@ -103,7 +109,7 @@ static void s_install_signals(void)
 int main(int argc, char **argv)
 {
     zf_log_init("zflow-broker");
-    zf_broker_config_t cfg = {"tcp://127.0.0.1:5555", 1000, 3};
+    zf_broker_config_t cfg = {"tcp://127.0.0.1:5555", 1000, 3, ZF_BROKER_MAX_CLIENT_REQUESTS};
     if (s_parse_env(&cfg) || s_parse_args(argc, argv, &cfg)) return 2;
     zf_broker_t *b = NULL;
     zf_status_t s = zf_broker_new(&cfg, &b);
@@ -116,8 +122,11 @@ int main(int argc, char **argv)
     s_install_signals();
     printf("zflow-broker listening on %s\n", zf_broker_endpoint(b));
     fflush(stdout);
-    zf_log_info("broker", "listening on %s (heartbeat %d ms, dead after %d misses)",
-                zf_broker_endpoint(b), cfg.heartbeat_ms, cfg.heartbeat_misses);
+    zf_log_info("broker",
+                "listening on %s (heartbeat %d ms, dead after %d misses, at most %d requests in "
+                "flight per client)",
+                zf_broker_endpoint(b), cfg.heartbeat_ms, cfg.heartbeat_misses,
+                cfg.max_client_requests);
     s = zf_broker_run(b);
     s_broker = NULL;
     zf_broker_destroy(&b);

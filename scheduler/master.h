@@ -188,11 +188,18 @@ typedef struct zf_master_job_progress {
  * already over the new bounds go at the next job call or tick. */
 void zf_master_set_job_retention(zf_master_t *m, int max_results, int64_t max_age_ms);
 
+/* Default and setter (<= 0: the default) of the most steps one job may ask
+ * for, so that no job can hold a scheduler for practically ever. */
+#define ZF_MASTER_JOB_STEPS_MAX 1000000
+void zf_master_set_job_steps_max(zf_master_t *m, int64_t max_steps);
+
 /* Creates job for req (borrowed; checked only): CreateSession, a RunStep
  * of its init_targets when it has some, `steps` RunSteps and CloseSession
  * in one. *job_id (caller frees) names it for
  * zf_master_job_poll() and zf_master_job_wait(). Errors: INVALID_ARGUMENT
- * for a job without a session or a step, or with negative steps;
+ * for a job without a session or a step, or with negative steps or more
+ * than the limit ("SubmitJob asks for N steps; this scheduler runs at
+ * most M per job (--max-job-steps)");
  * RESOURCE_EXHAUSTED. */
 zf_status_t zf_master_job_new(zf_master_t *m, const Zflow__SubmitJob *req, char **job_id);
 

@@ -80,7 +80,7 @@ struct zf_master {
      * first, and their retention (0: the defaults) */
     struct zf__master_job *jobs_done_head, *jobs_done_tail;
     int n_jobs_done, jobs_keep_max;
-    int64_t jobs_keep_ms, jobs_last_tick_ms;
+    int64_t jobs_keep_ms, jobs_last_tick_ms, jobs_steps_max;
     char id_prefix[24];              /* before every session and job id */
     struct zf__master_async *asteps; /* master_step.c: steps run without a thread, under mu */
 };

@@ -156,7 +156,32 @@ void zf_master_set_job_retention(zf_master_t *m, int max_results, int64_t max_ag
     pthread_mutex_unlock(&m->mu);
 }
 
+void zf_master_set_job_steps_max(zf_master_t *m, int64_t max_steps)
+{
+    pthread_mutex_lock(&m->mu);
+    m->jobs_steps_max = max_steps > 0 ? max_steps : 0;
+    pthread_mutex_unlock(&m->mu);
+}
+
 /* ---- submit and run -------------------------------------------------------------- */
+
+/* A job's step count is 0 (one run) up to the scheduler's limit. */
+static zf_status_t s_check_steps(zf_master_t *m, int64_t steps)
+{
+    pthread_mutex_lock(&m->mu);
+    int64_t max = m->jobs_steps_max > 0 ? m->jobs_steps_max : ZF_MASTER_JOB_STEPS_MAX;
+    pthread_mutex_unlock(&m->mu);
+    if (steps < 0)
+        return zf_invalid_argument("SubmitJob: steps must be 0 or more, not %" PRId64
+                                   " (0 runs the step once; this scheduler runs at most %" PRId64
+                                   " per job (--max-job-steps))",
+                                   steps, max);
+    if (steps > max)
+        return zf_invalid_argument("SubmitJob asks for %" PRId64 " steps; this scheduler runs at "
+                                   "most %" PRId64 " per job (--max-job-steps)",
+                                   steps, max);
+    return ZF_STATUS_OK;
+}
 
 zf_status_t zf_master_job_new(zf_master_t *m, const Zflow__SubmitJob *req, char **job_id)
 {
@@ -164,8 +189,7 @@ zf_status_t zf_master_job_new(zf_master_t *m, const Zflow__SubmitJob *req, char 
     if (!req || !req->session || !req->session->graph)
         return zf_invalid_argument("SubmitJob without a session graph");
     if (!req->step) return zf_invalid_argument("SubmitJob without a step");
-    if (req->steps < 0)
-        return zf_invalid_argument("SubmitJob: steps must be 0 or more, not %" PRId64, req->steps);
+    ZF_TRY(s_check_steps(m, req->steps));
     zf__master_job_t *j = calloc(1, sizeof *j);
     if (!j) return zf_out_of_memory("master");
     j->state = ZF_MASTER_JOB_QUEUED;

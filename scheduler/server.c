@@ -584,6 +584,7 @@ static zf_status_t s_start(zf_sched_server_t *srv, const zf_sched_server_config_
     zf_master_options_t mo = {.id_prefix = prefix};
     ZF_TRY(zf_master_new(&t, &mo, &srv->master));
     zf_master_set_job_retention(srv->master, cfg->job_results, cfg->job_ttl_ms);
+    zf_master_set_job_steps_max(srv->master, cfg->max_steps);
     return zf_thread_pool_new(cfg->workers > 0 ? cfg->workers : 16, &srv->pool);
 }
 

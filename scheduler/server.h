@@ -38,6 +38,7 @@ typedef struct zf_sched_server_config {
     const char *listen; /* the client ROUTER's bind; NULL: "tcp://127.0.0.1:*" */
     int job_results;    /* one-shot job results kept uncollected; 0: the master's default */
     int64_t job_ttl_ms; /* how long such a result is kept; 0: the master's default */
+    int64_t max_steps;  /* steps one job may ask for; 0: the master's default */
 } zf_sched_server_config_t;
 
 /* Connects to the broker (in the background) and starts the executor I/O

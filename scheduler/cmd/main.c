@@ -13,7 +13,7 @@
 
 static const char s_usage[] =
     "usage: zflow-scheduler [--broker ENDPOINT] [--workers N] [--listen ENDPOINT]\n"
-    "                       [--job-results N] [--job-ttl-ms MS]\n"
+    "                       [--job-results N] [--job-ttl-ms MS] [--max-job-steps N]\n"
     "\n"
     "The zflow scheduler: serves the sessions clients open through the broker\n"
     "(placement, partitioning, plan cache, steps) on the executors the broker\n"
@@ -28,6 +28,8 @@ static const char s_usage[] =
     "  --job-results N     results of one-shot jobs kept until collected, at\n"
     "                      most (default 1024; the oldest go first)\n"
     "  --job-ttl-ms MS     how long such a result is kept (default 600000)\n"
+    "  --max-job-steps N   steps one job may ask for, at most (default 1000000);\n"
+    "                      a job asking for more is refused when submitted\n"
     "\n"
     "Prints 'zflow-scheduler connected to ENDPOINT' once registered. Logs go to\n"
     "stderr (ZFLOW_LOG_LEVEL). SIGINT or SIGTERM stops it.\n";
@@ -84,6 +86,10 @@ static int s_parse_args(int argc, char **argv, zf_sched_server_config_t *cfg)
             long n = 0;
             if (!s_parse_long(a, v, 7L * 24 * 3600 * 1000, &n)) return 2;
             cfg->job_ttl_ms = n;
+        } else if (strcmp(a, "--max-job-steps") == 0) {
+            long n = 0;
+            if (!s_parse_long(a, v, 1000000000000L, &n)) return 2;
+            cfg->max_steps = n;
         } else {
             fprintf(stderr, "zflow-scheduler: unknown option '%s'\n%s", a, s_usage);
             return 2;
@@ -113,7 +119,7 @@ static int s_fail(zf_status_t s)
 int main(int argc, char **argv)
 {
     zf_log_init("zflow-scheduler");
-    zf_sched_server_config_t cfg = {"tcp://127.0.0.1:5555", 0, NULL, 0, 0};
+    zf_sched_server_config_t cfg = {"tcp://127.0.0.1:5555", 0, NULL, 0, 0, 0};
     const char *env = getenv("ZFLOW_BROKER");
     if (env && env[0]) cfg.broker = env;
     if (s_parse_args(argc, argv, &cfg)) return 2;
