@@ -53,7 +53,11 @@ struct zf_executor {
     int32_t num_multi;
     zf_dtype_t *out_types; /* expected base dtype per output slot; ZF_INVALID: unchecked */
     int32_t total_inputs, total_outputs;
+    bool light; /* see zf_executor_is_light() */
 };
+
+/* Set on event-loop threads (zf_executor_set_inline_thread()). */
+static _Thread_local bool s_inline_thread;
 
 static zf_status_t s_too_big(void)
 {
@@ -157,6 +161,9 @@ static zf_status_t s_plan(zf_executor_t *ex)
     }
     if (ex->num_nodes > 0 && ex->num_roots == 0)
         return zf_invalid_argument("graph has no node without inputs, so no node can start");
+    ex->light = ex->num_nodes <= ZF_EXECUTOR_LIGHT_NODES;
+    for (int32_t i = 0; i < ex->num_nodes && ex->light; i++)
+        if (ex->nodes[i].flags & S_EXPENSIVE) ex->light = false;
     ex->out_types = calloc((size_t)ex->total_outputs + 1, sizeof *ex->out_types);
     bool *seen = calloc((size_t)max_outputs + 1, sizeof *seen);
     zf_status_t s = ex->out_types && seen ? ZF_STATUS_OK : zf_out_of_memory("executor plan");
@@ -229,6 +236,16 @@ void zf_executor_destroy(zf_executor_t **ex_p)
 int zf_executor_num_nodes(const zf_executor_t *ex)
 {
     return ex->num_nodes;
+}
+
+bool zf_executor_is_light(const zf_executor_t *ex)
+{
+    return ex->light;
+}
+
+void zf_executor_set_inline_thread(bool on)
+{
+    s_inline_thread = on;
 }
 
 /* ---- a step --------------------------------------------------------------- */
@@ -477,8 +494,9 @@ static void s_after_compute(s_step_t *st, int32_t id, zf_status_t s, s_worklist_
 /* An asynchronous kernel's run. Whichever of the starter and the callback
  * comes second continues the node: the starter inline, when the callback
  * fired before compute_async returned; otherwise the callback, on the pool
- * (never inline on the thread that completed the recv, which may belong to
- * another partition). */
+ * (not inline on the thread that completed the recv, which may belong to
+ * another partition), unless that thread is an event loop and the rest is
+ * light (s_continue_inline()). */
 typedef struct {
     zf_kernel_ctx_t ctx;
     s_step_t *st;
@@ -500,12 +518,27 @@ static void s_async_resume(void *arg)
     s_process(st, &wl);
 }
 
+/* True when a's node may continue on this thread: an event loop, a light
+ * partition, and outputs small enough that what follows stays short. */
+static bool s_continue_inline(const s_async_t *a)
+{
+    if (!s_inline_thread || !a->st->ex->light) return false;
+    size_t bytes = 0;
+    for (int k = 0; k < a->ctx.num_outputs; k++)
+        if (a->ctx.outputs[k]) bytes += zf_tensor_nbytes(a->ctx.outputs[k]);
+    return bytes <= ZF_EXECUTOR_INLINE_BYTES;
+}
+
 static void s_async_done(zf_kernel_ctx_t *ctx, zf_status_t status, void *arg)
 {
     (void)ctx;
     s_async_t *a = arg;
     a->status = status;
     if (atomic_fetch_add(&a->phase, 1) == 0) return; /* the starter continues */
+    if (s_continue_inline(a)) {
+        s_async_resume(a);
+        return;
+    }
     zf_thread_pool_t *pool = a->st->ex->device->pool;
     zf_status_t s = pool ? zf_thread_pool_submit(pool, s_async_resume, a) : zf_internal("no pool");
     if (zf_ok(s)) return;

@@ -16,8 +16,9 @@
  * ready. Cheap kernels run inline on the thread that made them ready;
  * ZF_KERNEL_EXPENSIVE ones go to the device's thread pool; asynchronous
  * kernels (_Recv) start inline and continue, when their callback fires on
- * another thread, on the pool. Dead inputs (control flow) make a node dead
- * without running it, except Send/Recv nodes, which forward deadness.
+ * another thread, on the pool (or on that thread, when it is an event loop
+ * and the partition is light: zf_executor_set_inline_thread()). Dead inputs (control flow) make a
+ * node dead without running it, except Send/Recv nodes, which forward deadness.
  *
  * Errors: the first kernel that fails sets the step's status — prefixed
  * with the device name — and aborts the step's rendezvous with it; nodes
@@ -30,6 +31,7 @@
 #ifndef ZF_EXECUTOR_H
 #define ZF_EXECUTOR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/status.h"
@@ -63,6 +65,23 @@ void zf_executor_adopt_graphdef(zf_executor_t *ex, Tensorflow__GraphDef **gd_p);
 void zf_executor_destroy(zf_executor_t **ex_p);
 
 int zf_executor_num_nodes(const zf_executor_t *ex);
+
+/* A partition of at most ZF_EXECUTOR_LIGHT_NODES nodes, none of them
+ * ZF_KERNEL_EXPENSIVE. An event loop may start a step of it on its own
+ * thread (when its feeds are small) and continue it there when a recv
+ * completes: what runs then is short, and two thread hand-offs are saved. */
+#define ZF_EXECUTOR_LIGHT_NODES 64
+bool zf_executor_is_light(const zf_executor_t *ex);
+
+/* The most bytes an asynchronous kernel (a _Recv) may produce for its
+ * light partition to continue inline on an event loop (see below). */
+#define ZF_EXECUTOR_INLINE_BYTES (256 * 1024)
+
+/* Marks the calling thread as an event loop (or not; the default): when a
+ * recv callback fires on it for a light partition and the value is at most
+ * ZF_EXECUTOR_INLINE_BYTES, the step continues on this thread instead of
+ * going to the device's pool. Thread-local. */
+void zf_executor_set_inline_thread(bool on);
 
 typedef struct zf_executor_args {
     int64_t step_id;

@@ -108,14 +108,27 @@ static bool s_closed_locked(const zf_remote_t *r, int64_t step_id)
     return false;
 }
 
-zf_status_t zf_remote_step_rendezvous(zf_remote_t *r, int64_t step_id, zf_rendezvous_t **out)
+static zf_status_t s_step_rendezvous(zf_remote_t *r, int64_t step_id, bool claim,
+                                     zf_rendezvous_t **out)
 {
     *out = NULL;
     pthread_mutex_lock(&r->mu);
     zf_status_t s = ZF_STATUS_OK;
-    if (!s_closed_locked(r, step_id)) s = zf_rendezvous_mgr_find(r->mgr, step_id, out);
+    if (!s_closed_locked(r, step_id))
+        s = claim ? zf_rendezvous_mgr_claim(r->mgr, step_id, out)
+                  : zf_rendezvous_mgr_find(r->mgr, step_id, out);
     pthread_mutex_unlock(&r->mu);
     return s;
+}
+
+zf_status_t zf_remote_step_rendezvous(zf_remote_t *r, int64_t step_id, zf_rendezvous_t **out)
+{
+    return s_step_rendezvous(r, step_id, false, out);
+}
+
+zf_status_t zf_remote_claim_step(zf_remote_t *r, int64_t step_id, zf_rendezvous_t **out)
+{
+    return s_step_rendezvous(r, step_id, true, out);
 }
 
 static void s_deliver(zf_remote_t *r, zf_tensor_frame_t *f)
@@ -137,30 +150,48 @@ static void s_deliver(zf_remote_t *r, zf_tensor_frame_t *f)
 static void s_on_offer(zf_remote_t *r, zf_tensor_frame_t *f);
 static void s_on_reply(zf_remote_t *r, const zf_tensor_frame_reply_t *reply);
 
+/* Receives and handles one message, waiting up to timeout_ms; false when
+ * none came (or the socket's context is closing). */
+static bool s_receive_one(zf_remote_t *r, int timeout_ms)
+{
+    zf_tensor_frame_t f = {0};
+    zf_status_t s = zf_tensor_frame_recv(r->pull, timeout_ms, &f);
+    bool got = zf_ok(s) || (s.code != ZF_CANCELLED && s.code != ZF_DEADLINE_EXCEEDED);
+    if (zf_ok(s) && f.reply) {
+        s_on_reply(r, f.reply);
+    } else if (zf_ok(s) && f.offer) {
+        s_on_offer(r, &f);
+    } else if (zf_ok(s)) {
+        s_deliver(r, &f);
+    } else if (s.code == ZF_CANCELLED) {
+        atomic_store(&r->stop, true);
+    } else if (s.code != ZF_DEADLINE_EXCEEDED) {
+        atomic_fetch_add(&r->malformed, 1);
+        zf_log_warn("remote", "dropped a message on %s: %s", zf_socket_endpoint(r->pull),
+                    zf_status_msg(&s));
+    }
+    zf_status_clear(&s);
+    zf_tensor_frame_clear(&f);
+    return got;
+}
+
 static void *s_receiver(void *arg)
 {
     zf_remote_t *r = arg;
-    while (!atomic_load(&r->stop)) {
-        zf_tensor_frame_t f = {0};
-        zf_status_t s = zf_tensor_frame_recv(r->pull, S_POLL_MS, &f);
-        if (zf_ok(s) && f.reply) {
-            s_on_reply(r, f.reply);
-        } else if (zf_ok(s) && f.offer) {
-            s_on_offer(r, &f);
-        } else if (zf_ok(s)) {
-            s_deliver(r, &f);
-        } else if (s.code == ZF_CANCELLED) {
-            zf_status_clear(&s);
-            break;
-        } else if (s.code != ZF_DEADLINE_EXCEEDED) {
-            atomic_fetch_add(&r->malformed, 1);
-            zf_log_warn("remote", "dropped a message on %s: %s", zf_socket_endpoint(r->pull),
-                        zf_status_msg(&s));
-        }
-        zf_status_clear(&s);
-        zf_tensor_frame_clear(&f);
-    }
+    while (!atomic_load(&r->stop)) s_receive_one(r, S_POLL_MS);
     return NULL;
+}
+
+int zf_remote_pump(zf_remote_t *r, int max)
+{
+    int n = 0;
+    while (n < max && !atomic_load(&r->stop) && s_receive_one(r, 0)) n++;
+    return n;
+}
+
+void *zf_remote_poll_handle(const zf_remote_t *r)
+{
+    return zf_socket_handle(r->pull);
 }
 
 /* ---- peers ---------------------------------------------------------------- */
@@ -213,8 +244,8 @@ static void s_peer_release(zf_remote_t *r, s_peer_t **p_p)
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
-zf_status_t zf_remote_new(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr, const char *bind_endpoint,
-                          zf_remote_t **out)
+static zf_status_t s_new(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr, const char *bind_endpoint,
+                         bool thread, zf_remote_t **out)
 {
     *out = NULL;
     zf_remote_t *r = calloc(1, sizeof *r);
@@ -240,15 +271,27 @@ zf_status_t zf_remote_new(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr, const char *
     if (zf_ok(s)) s = zf_socket_set_max_frame_size(r->pull, (int64_t)zf_buffer_alloc_limit());
     if (zf_ok(s))
         s = zf_socket_bind(r->pull, bind_endpoint ? bind_endpoint : "tcp://127.0.0.1:*", NULL);
-    if (zf_ok(s) && pthread_create(&r->thread, NULL, s_receiver, r) != 0)
+    if (zf_ok(s) && thread && pthread_create(&r->thread, NULL, s_receiver, r) != 0)
         s = zf_status_new(ZF_RESOURCE_EXHAUSTED, "cannot start the rendezvous receiver thread");
     if (!zf_ok(s)) {
         zf_remote_destroy(&r);
         return s;
     }
-    r->started = true;
+    r->started = thread;
     *out = r;
     return ZF_STATUS_OK;
+}
+
+zf_status_t zf_remote_new(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr, const char *bind_endpoint,
+                          zf_remote_t **out)
+{
+    return s_new(ctx, mgr, bind_endpoint, true, out);
+}
+
+zf_status_t zf_remote_new_polled(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr,
+                                 const char *bind_endpoint, zf_remote_t **out)
+{
+    return s_new(ctx, mgr, bind_endpoint, false, out);
 }
 
 void zf_remote_destroy(zf_remote_t **r_p)
@@ -436,7 +479,10 @@ zf_status_t zf_remote_send(zf_remote_t *r, const char *device, const char *key, 
 
 /* ---- steps ------------------------------------------------------------------ */
 
-void zf_remote_cleanup_step(zf_remote_t *r, int64_t step_id, const zf_status_t *status)
+/* Closes step_id here; the IPC offers it still holds are released only
+ * when release_held. */
+static void s_close_step(zf_remote_t *r, int64_t step_id, const zf_status_t *status,
+                         bool release_held)
 {
     pthread_mutex_lock(&r->mu);
     if (!s_closed_locked(r, step_id)) {
@@ -444,12 +490,22 @@ void zf_remote_cleanup_step(zf_remote_t *r, int64_t step_id, const zf_status_t *
         r->next_closed = (r->next_closed + 1) % ZF_REMOTE_CLOSED_STEPS;
         if (r->n_closed < ZF_REMOTE_CLOSED_STEPS) r->n_closed++;
     }
-    s_held_t *held = s_held_take_locked(r, 0, step_id);
+    s_held_t *held = release_held ? s_held_take_locked(r, 0, step_id) : NULL;
     pthread_mutex_unlock(&r->mu);
     s_held_free_all(&held); /* offers the receiver never answered */
     /* The receiver looks the step up under the lock, so from here on it can
      * no longer recreate it; the abort's callbacks run without the lock. */
     zf_rendezvous_mgr_cleanup(r->mgr, step_id, status);
+}
+
+void zf_remote_cleanup_step(zf_remote_t *r, int64_t step_id, const zf_status_t *status)
+{
+    s_close_step(r, step_id, status, true);
+}
+
+void zf_remote_finish_step(zf_remote_t *r, int64_t step_id)
+{
+    s_close_step(r, step_id, NULL, false);
 }
 
 zf_remote_stats_t zf_remote_stats(zf_remote_t *r)

@@ -9,8 +9,11 @@
  * until the _Recv asks for it. Steps ended with zf_remote_cleanup_step() are
  * remembered (the most recent ZF_REMOTE_CLOSED_STEPS of them), and tensors
  * still arriving for them are dropped and counted instead of creating a
- * rendezvous nobody will free. A malformed frame is logged, counted and
- * dropped; the next one is read normally.
+ * rendezvous nobody will free; steps that tensors created but no RunGraph
+ * ever claimed are dropped by the table's own limits (executor/rendezvous.h).
+ * A malformed frame is logged, counted and dropped; the next one is read
+ * normally. The executor service polls the PULL socket from its own event
+ * loop instead (zf_remote_new_polled()), saving a thread hand-off.
  *
  * Sending: zf_remote_attach() installs the remote-send hook
  * (executor/rendezvous.h) on the rendezvous table, so a _Send whose key names
@@ -75,6 +78,22 @@ typedef struct zf_remote zf_remote_t;
 zf_status_t zf_remote_new(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr, const char *bind_endpoint,
                           zf_remote_t **out);
 
+/* As zf_remote_new(), but with no receiver thread: the caller's own event
+ * loop polls zf_remote_poll_handle() (a ZeroMQ socket, for zmq_poll) and
+ * calls zf_remote_pump() when it is readable. Tensors are then delivered,
+ * and the _Recv callbacks they complete run, on that loop's thread, which
+ * saves a thread hand-off per tensor. zf_remote_pump() must only be called
+ * from one thread at a time. */
+zf_status_t zf_remote_new_polled(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr,
+                                 const char *bind_endpoint, zf_remote_t **out);
+
+/* The PULL socket's ZeroMQ handle, to poll for ZMQ_POLLIN. */
+void *zf_remote_poll_handle(const zf_remote_t *r);
+
+/* Handles the messages waiting on a polled transport's PULL socket, at
+ * most max of them, without blocking; returns how many it handled. */
+int zf_remote_pump(zf_remote_t *r, int max);
+
 /* Stops the receiver thread, closes every socket (queued outgoing tensors
  * are dropped and their references released) and frees the transport.
  * NULL-safe, sets *r_p to NULL. */
@@ -131,10 +150,21 @@ zf_status_t zf_remote_send(zf_remote_t *r, const char *device, const char *key, 
  * reference. Errors: RESOURCE_EXHAUSTED. */
 zf_status_t zf_remote_step_rendezvous(zf_remote_t *r, int64_t step_id, zf_rendezvous_t **out);
 
+/* As zf_remote_step_rendezvous(), for the RunGraph that starts step_id
+ * here: the step is claimed (zf_rendezvous_mgr_claim()), so it is no
+ * longer subject to the limits on steps that only tensors created. */
+zf_status_t zf_remote_claim_step(zf_remote_t *r, int64_t step_id, zf_rendezvous_t **out);
+
 /* Ends step_id here: removes its rendezvous from mgr (aborting it with
  * *status when that is an error) and drops tensors that arrive for it
  * later. */
 void zf_remote_cleanup_step(zf_remote_t *r, int64_t step_id, const zf_status_t *status);
+
+/* Ends step_id here after its partition ran to the end without an error:
+ * as zf_remote_cleanup_step() with no error, except that device tensors
+ * this process offered over IPC stay held until their receiver answers
+ * (it may still be copying) or a later zf_remote_cleanup_step(). */
+void zf_remote_finish_step(zf_remote_t *r, int64_t step_id);
 
 /* Counters (tests, diagnostics): tensors handed to a rendezvous, tensors
  * dropped because their step was closed or aborted, malformed messages;

@@ -19,6 +19,8 @@
 #define S_BATCH   64  /* requests served before queued replies are sent */
 #define S_DEFAULT "tcp://127.0.0.1:*"
 
+_Thread_local const zf_exec_service_t *zf__svc_loop;
+
 /* ---- sessions and graphs ---------------------------------------------------- */
 
 /* The session's store, created on first use, with a new reference. Caller
@@ -313,22 +315,31 @@ static void s_serve_requests(zf_exec_service_t *svc)
     }
 }
 
+/* The event loop: control requests, tensors from peers (the transport is
+ * polled here, not by a thread of its own) and the replies of steps that
+ * ended elsewhere. Light steps start and continue on this thread (see
+ * zf__svc_run_graph), so a small step's RunGraph, its tensors and its reply
+ * cost no thread hand-off. */
 static void *s_control_thread(void *arg)
 {
     zf_exec_service_t *svc = arg;
+    zf_executor_set_inline_thread(true);
+    zf__svc_loop = svc;
     while (!atomic_load(&svc->stop)) {
-        zmq_pollitem_t items[2] = {
+        zmq_pollitem_t items[3] = {
             {zf_socket_handle(svc->router), 0, ZMQ_POLLIN, 0},
             {NULL, svc->wake[0], ZMQ_POLLIN, 0},
+            {zf_remote_poll_handle(svc->remote), 0, ZMQ_POLLIN, 0},
         };
-        int rc = zmq_poll(items, 2, S_POLL_MS);
+        int rc = zmq_poll(items, 3, S_POLL_MS);
         if (rc < 0 && zmq_errno() == ETERM) break;
         char buf[64];
         if (items[1].revents)
             while (read(svc->wake[0], buf, sizeof buf) > 0) {
             }
-        s_flush_replies(svc);
+        if (items[2].revents) zf_remote_pump(svc->remote, S_BATCH);
         if (items[0].revents) s_serve_requests(svc);
+        s_flush_replies(svc);
     }
     return NULL;
 }
@@ -347,7 +358,7 @@ static zf_status_t s_open(zf_exec_service_t *svc, const zf_exec_service_options_
     svc->sessions = zf_strmap_new(8, ZF_STRMAP_COPY_KEYS);
     if (!svc->graphs || !svc->sessions) return zf_out_of_memory("executor service");
     ZF_TRY(zf_rendezvous_mgr_new(&svc->mgr));
-    ZF_TRY(zf_remote_new(svc->ctx, svc->mgr, o->rendezvous_bind, &svc->remote));
+    ZF_TRY(zf_remote_new_polled(svc->ctx, svc->mgr, o->rendezvous_bind, &svc->remote));
     ZF_TRY(zf_remote_attach(svc->remote, svc->device->name_str));
     ZF_TRY(zf_socket_new(svc->ctx, ZF_SOCKET_ROUTER, &svc->router));
     /* A control message is one protobuf: never larger than protobuf's limit.

@@ -77,6 +77,9 @@ struct zf_exec_service {
     zf__svc_step_t *done_head, *done_tail; /* replies for the control thread */
 };
 
+/* The service whose control thread this is; NULL on every other thread. */
+extern _Thread_local const zf_exec_service_t *zf__svc_loop;
+
 /* "graph handle not found; the executor restarted" */
 extern const char zf__svc_restarted[];
 

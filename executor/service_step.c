@@ -113,8 +113,9 @@ static void s_step_finish(zf__svc_step_t *st)
     else
         svc->done_head = st;
     svc->done_tail = st;
-    char byte = 1;
-    if (write(svc->wake[1], &byte, 1) < 0) { /* full: a wakeup is pending anyway */
+    char byte = 1; /* the control thread itself flushes after each turn */
+    if (zf__svc_loop != svc && write(svc->wake[1], &byte, 1) < 0) {
+        /* full: a wakeup is pending anyway */
     }
     if (--svc->n_running == 0) pthread_cond_broadcast(&svc->idle);
     pthread_mutex_unlock(&svc->mu);
@@ -125,8 +126,13 @@ static void s_step_done(zf_status_t status, void *arg)
     zf__svc_step_t *st = arg;
     /* The partitions on other executors learn of the failure through the
      * scheduler's AbortStep; here the rendezvous keeps the root cause. */
-    if (!zf_ok(status)) zf_rendezvous_start_abort(st->r, &status);
+    bool ok = zf_ok(status);
+    if (!ok) zf_rendezvous_start_abort(st->r, &status);
     s_build_reply(st, status);
+    /* Every _Recv of this partition has had its value, so nothing more can
+     * come for the step here: it is cleaned up now, and the scheduler sends
+     * CleanupGraph only for steps that failed (zf__master_step_cleanup). */
+    if (ok) zf_remote_finish_step(st->svc->remote, st->step_id);
     s_step_finish(st);
 }
 
@@ -254,6 +260,18 @@ static void s_step_start(void *arg)
     zf_executor_run_async(st->graph->ex, &args, s_step_done, st);
 }
 
+/* True when a step of g may start on the control thread: a light
+ * partition with small feeds whose peers are all known already, so nothing
+ * on the way can wait. */
+static bool s_starts_here(zf_exec_service_t *svc, const zf__svc_graph_t *g, size_t feed_bytes)
+{
+    if (!zf_executor_is_light(g->ex) || feed_bytes > ZF_EXECUTOR_INLINE_BYTES) return false;
+    for (int k = 0; k < g->n_peers; k++)
+        if (!zf_remote_wait_peer_incarnation(svc->remote, g->peers[k], g->peer_incarnation[k], 0))
+            return false;
+    return true;
+}
+
 void zf__svc_step_free_locked(zf_exec_service_t *svc, zf__svc_step_t *st)
 {
     if (!st) return;
@@ -289,8 +307,9 @@ static zf_status_t s_find_graph(zf_exec_service_t *svc, const Zflow__RunGraph *r
     return ZF_STATUS_OK;
 }
 
-/* Sends the request's feeds into the step's rendezvous. */
-static zf_status_t s_send_feeds(zf_rendezvous_t *r, const Zflow__RunGraph *req)
+/* Sends the request's feeds into the step's rendezvous; adds their bytes
+ * to *bytes. */
+static zf_status_t s_send_feeds(zf_rendezvous_t *r, const Zflow__RunGraph *req, size_t *bytes)
 {
     for (size_t i = 0; i < req->n_feeds; i++) {
         const Zflow__NamedTensor *f = req->feeds[i];
@@ -300,6 +319,7 @@ static zf_status_t s_send_feeds(zf_rendezvous_t *r, const Zflow__RunGraph *req)
         zf_tensor_t *t = NULL;
         zf_status_t s = zf_tensor_from_proto(f->tensor, &t);
         if (!zf_ok(s)) return zf_status_prefix(s, "RunGraph feed '%s'", key);
+        *bytes += zf_tensor_nbytes(t);
         s = zf_rendezvous_send(r, key, t, false);
         zf_tensor_unref(&t);
         ZF_TRY(s);
@@ -320,19 +340,20 @@ static zf_status_t s_copy_fetch_keys(zf__svc_step_t *st, const Zflow__RunGraph *
     return ZF_STATUS_OK;
 }
 
-/* Fills st for req: graph, fetch keys, the step's rendezvous with the feeds. */
+/* Fills st for req: graph, fetch keys, the step's rendezvous with the
+ * feeds (*feed_bytes of them). */
 static zf_status_t s_step_prepare(zf_exec_service_t *svc, zf__svc_step_t *st,
-                                  const Zflow__RunGraph *req)
+                                  const Zflow__RunGraph *req, size_t *feed_bytes)
 {
     ZF_TRY(s_find_graph(svc, req, &st->graph));
     ZF_TRY(s_copy_fetch_keys(st, req));
-    ZF_TRY(zf_remote_step_rendezvous(svc->remote, req->step_id, &st->r));
+    ZF_TRY(zf_remote_claim_step(svc->remote, req->step_id, &st->r));
     if (!st->r)
         return zf_status_new(ZF_FAILED_PRECONDITION,
                              "step %" PRId64 " has already been cleaned up on this executor",
                              req->step_id);
     ZF_TRY(zf_rendezvous_status(st->r)); /* aborted before it started */
-    return s_send_feeds(st->r, req);
+    return s_send_feeds(st->r, req, feed_bytes);
 }
 
 zf_status_t zf__svc_run_graph(zf_exec_service_t *svc, const zf_route_t *route, uint64_t request_id,
@@ -344,7 +365,8 @@ zf_status_t zf__svc_run_graph(zf_exec_service_t *svc, const zf_route_t *route, u
     st->step_id = req->step_id;
     st->route = *route;
     st->request_id = request_id;
-    zf_status_t s = s_step_prepare(svc, st, req);
+    size_t feed_bytes = 0;
+    zf_status_t s = s_step_prepare(svc, st, req, &feed_bytes);
     if (!zf_ok(s)) {
         pthread_mutex_lock(&svc->mu);
         zf__svc_step_free_locked(svc, st);
@@ -365,6 +387,10 @@ zf_status_t zf__svc_run_graph(zf_exec_service_t *svc, const zf_route_t *route, u
     svc->running = st;
     svc->n_running++;
     pthread_mutex_unlock(&svc->mu);
+    if (s_starts_here(svc, st->graph, feed_bytes)) {
+        s_step_start(st);
+        return ZF_STATUS_OK;
+    }
     /* Off the control thread: the first nodes run on whoever starts the step. */
     zf_status_t ps = svc->device->pool ? zf_thread_pool_submit(svc->device->pool, s_step_start, st)
                                        : zf_internal("no pool");

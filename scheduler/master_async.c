@@ -120,11 +120,12 @@ static bool s_async_advance(s_async_t *a, int64_t now)
     }
 }
 
-/* Ends a (taken out of m->asteps): its result. CleanupGraph is left for
- * s_async_release, after the client's reply has left. Under m->mu. */
+/* Ends a (taken out of m->asteps): its result. CleanupGraph, when the step
+ * failed, is left for s_async_release, after the client's reply has left.
+ * Under m->mu. */
 static void s_async_end(s_async_t *a)
 {
-    a->cleanup = a->st.calls != NULL;
+    a->cleanup = a->st.calls != NULL && !zf_ok(a->st.first); /* see zf__master_step_cleanup */
     if (a->st.calls)
         a->res = zf__master_step_end(&a->st, a->s, a->req->run_step, &a->nm, a->r, false);
     else

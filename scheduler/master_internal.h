@@ -175,11 +175,15 @@ bool zf__master_step_scan(zf__master_step_t *st);
  * m->mu. */
 void zf__master_step_abort_others(zf__master_step_t *st);
 
-/* CleanupGraph for the step on every partition's executor. Under m->mu. */
+/* CleanupGraph for the step on every partition's executor. Under m->mu.
+ * Only a step that failed somewhere needs it: an executor whose partition
+ * ran to the end without an error cleans the step up itself (no tensor can
+ * still come for it), so a step that succeeded everywhere costs no
+ * CleanupGraph messages. */
 void zf__master_step_cleanup(zf__master_step_t *st);
 
 /* Ends a step whose partitions have answered (or were given up on):
- * CleanupGraph when cleanup, the fetches into out, the plan dropped when an
+ * CleanupGraph when cleanup and the step failed, the fetches into out, the plan dropped when an
  * executor failed or restarted, the calls freed. Returns the step's status.
  * Under m->mu. */
 zf_status_t zf__master_step_end(zf__master_step_t *st, zf__master_session_t *s,

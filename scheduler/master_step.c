@@ -647,7 +647,7 @@ zf_status_t zf__master_step_end(zf__master_step_t *st, zf__master_session_t *s,
                                 const Zflow__RunStep *req, const zf__master_names_t *nm,
                                 Zflow__RunStepReply *out, bool cleanup)
 {
-    if (cleanup) zf__master_step_cleanup(st);
+    if (cleanup && !zf_ok(st->first)) zf__master_step_cleanup(st);
     zf_status_t res = st->first;
     if (zf_ok(res)) res = s_collect(st, req, nm, out);
     if (st->restarted || res.code == ZF_UNAVAILABLE) zf__master_plan_drop(st->m, s, nm->sig, st->p);

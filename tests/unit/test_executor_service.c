@@ -243,6 +243,13 @@ static void test_service_runs_a_registered_partition_with_feeds_and_fetches_by_k
     assert_string_equal(reply->run_graph_reply->fetches[0]->name, p->fetches[0].key);
     s_expect_floats(reply->run_graph_reply->fetches[0]->tensor, 1, 4, 9);
     zflow__envelope__free_unpacked(reply, NULL);
+    /* The step succeeded, so the executor cleaned it up without waiting
+     * for a CleanupGraph: it cannot run again. */
+    s_run(f->dealer[0], 78, handle, inc, 1, p->feeds[0].key, x, p->fetches[0].key);
+    reply = s_run_reply(f->dealer[0], &s);
+    assert_int_equal(reply->request_id, 78);
+    zf_test_expect_error(s, ZF_FAILED_PRECONDITION, "step 1 has already been cleaned up");
+    zflow__envelope__free_unpacked(reply, NULL);
     zf_tensor_unref(&x);
     free(handle);
     zf_partition_set_destroy(&set);
@@ -492,7 +499,15 @@ static void test_two_services_run_a_split_graph_like_the_local_session(void **st
         zf_tensor_unref(&want);
         zflow__envelope__free_unpacked(r1, NULL);
     }
+    /* Every step succeeded on both sides, so both cleaned it up already. */
     for (int i = 0; i < 2; i++) {
+        s_run(f->dealer[i], 2500, i ? h1 : h0, i ? inc1 : inc0, 500, NULL, NULL, NULL);
+        zf_status_t s = ZF_STATUS_OK;
+        Zflow__Envelope *again = s_run_reply(f->dealer[i], &s);
+        zf_test_expect_error(s, ZF_FAILED_PRECONDITION, "step 500 has already been cleaned up");
+        zflow__envelope__free_unpacked(again, NULL);
+    }
+    for (int i = 0; i < 2; i++) { /* a CleanupGraph after that is harmless */
         for (int k = 0; k < N_STEPS; k++) {
             Zflow__CleanupGraph cg;
             zflow__cleanup_graph__init(&cg);
