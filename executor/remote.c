@@ -15,6 +15,7 @@
 #include "common/strmap.h"
 #include "common/tensor_frame.h"
 #include "executor/remote.h"
+#include "executor/step_set.h"
 
 #define S_POLL_MS     100 /* how often the receiver looks at its stop flag */
 #define S_OFFER_MAGIC 0x7a665063u
@@ -70,10 +71,9 @@ struct zf_remote {
     atomic_bool stop;
     pthread_mutex_t mu; /* guards peers, their refs and incarnations, closed and held */
     pthread_cond_t peers_changed;
-    zf_strmap_t *peers; /* device -> s_peer_t *, keys copied */
-    int64_t closed[ZF_REMOTE_CLOSED_STEPS];
-    size_t n_closed, next_closed;
-    s_held_t *held; /* guarded by mu */
+    zf_strmap_t *peers;    /* device -> s_peer_t *, keys copied */
+    zf_step_set_t *closed; /* the most recent ZF_REMOTE_CLOSED_STEPS closed steps */
+    s_held_t *held;        /* guarded by mu */
     uint64_t n_held;
     atomic_uint_fast64_t next_offer;
     s_acker_t *acker;
@@ -103,9 +103,7 @@ void zf_remote_default_host_id(char *buf, size_t n)
 
 static bool s_closed_locked(const zf_remote_t *r, int64_t step_id)
 {
-    for (size_t i = 0; i < r->n_closed; i++)
-        if (r->closed[i] == step_id) return true;
-    return false;
+    return zf_step_set_has(r->closed, step_id);
 }
 
 static zf_status_t s_step_rendezvous(zf_remote_t *r, int64_t step_id, bool claim,
@@ -264,6 +262,7 @@ static zf_status_t s_new(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr, const char *b
     zf_status_t s = (r->peers = zf_strmap_new(8, ZF_STRMAP_COPY_KEYS)) && r->acker
                         ? ZF_STATUS_OK
                         : zf_out_of_memory("remote transport");
+    if (zf_ok(s)) s = zf_step_set_new(ZF_REMOTE_CLOSED_STEPS, &r->closed);
     if (zf_ok(s)) s = zf_socket_new(ctx, ZF_SOCKET_PULL, &r->pull);
     /* A tensor payload can be no larger than a tensor this process may
      * allocate; refusing bigger frames keeps a peer from making libzmq
@@ -316,6 +315,7 @@ void zf_remote_destroy(zf_remote_t **r_p)
         s_peer_unref_locked(&p); /* no send runs any more */
     }
     zf_strmap_destroy(&r->peers);
+    zf_step_set_destroy(&r->closed);
     pthread_cond_destroy(&r->peers_changed);
     pthread_mutex_destroy(&r->mu);
     free(r);
@@ -485,11 +485,7 @@ static void s_close_step(zf_remote_t *r, int64_t step_id, const zf_status_t *sta
                          bool release_held)
 {
     pthread_mutex_lock(&r->mu);
-    if (!s_closed_locked(r, step_id)) {
-        r->closed[r->next_closed] = step_id;
-        r->next_closed = (r->next_closed + 1) % ZF_REMOTE_CLOSED_STEPS;
-        if (r->n_closed < ZF_REMOTE_CLOSED_STEPS) r->n_closed++;
-    }
+    zf_step_set_add(r->closed, step_id);
     s_held_t *held = release_held ? s_held_take_locked(r, 0, step_id) : NULL;
     pthread_mutex_unlock(&r->mu);
     s_held_free_all(&held); /* offers the receiver never answered */
