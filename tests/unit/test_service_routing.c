@@ -42,7 +42,7 @@ static Tensorflow__GraphDef *s_chain_graph(void)
 static const char *const s_feed_x[1] = {"x"};
 static const char *const s_fetch_z[1] = {"z"};
 
-/* One chain step of session with x = [v, -v]; checks z == x. */
+/* One chain step of session with x = [v, -v]; checks z == x * x. */
 static zf_status_t s_run(zf_client_t *c, const char *session, float v)
 {
     float in[2] = {v, -v};
@@ -52,8 +52,9 @@ static zf_status_t s_run(zf_client_t *c, const char *session, float v)
     zf_client_step_t step = {s_feed_x, &x, 1, s_fetch_z, 1, NULL, 0};
     zf_status_t s = zf_client_session_run(c, session, &step, WAIT_MS, &z);
     if (zf_ok(s)) {
-        assert_int_equal(zf_tensor_nbytes(z), sizeof in);
-        assert_memory_equal(zf_tensor_data(z), in, sizeof in);
+        float want[2] = {v * v, v * v};
+        assert_int_equal(zf_tensor_nbytes(z), sizeof want);
+        assert_memory_equal(zf_tensor_data(z), want, sizeof want);
     }
     zf_tensor_unref(&z);
     zf_tensor_unref(&x);
@@ -200,7 +201,7 @@ static void test_routing_sends_each_jobs_wait_to_its_scheduler(void **state)
     for (int i = 0; i < N_SESS; i++) {
         zf_tensor_t *z = NULL;
         ASSERT_OK(zf_client_wait(f->client, jobs[i], 1, WAIT_MS, &z));
-        float want[2] = {(float)(i + 1), -(float)(i + 1)};
+        float want[2] = {(float)((i + 1) * (i + 1)), (float)((i + 1) * (i + 1))};
         assert_memory_equal(zf_tensor_data(z), want, sizeof want);
         zf_tensor_unref(&z);
         free(jobs[i]);
