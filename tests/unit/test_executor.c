@@ -23,6 +23,7 @@
 #include "executor/kernels_sendrecv.h"
 #include "executor/resource.h"
 #include "scheduler/partition.h"
+#include "test_util.h"
 
 #define TEST0 "/job:t/replica:0/task:0/device:TEST:0"
 #define TEST1 "/job:t/replica:0/task:0/device:TEST:1"
@@ -883,6 +884,111 @@ static void test_executor_variables_persist_across_steps(void **state)
     zf_device_destroy(&cpu);
 }
 
+/* ---- light partitions and event-loop threads -------------------------------- */
+
+static void test_executor_calls_small_partitions_of_cheap_kernels_light(void **state)
+{
+    s_fixture_t *f = *state;
+    s_gb_t gb = {0};
+    s_gb_recv(&gb, "r", "k");
+    s_gb_op(&gb, "Square", "sq", "input: 'r'");
+    s_gb_send(&gb, "s", "sq", "out");
+    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    assert_true(zf_executor_is_light(ex));
+    zf_executor_destroy(&ex);
+    /* one expensive kernel anywhere makes it heavy */
+    s_gb_const(&gb, "c", 1, NULL);
+    s_gb_op(&gb, "StopGradient", "g", "input: 'c'");
+    ex = s_executor(f->dev0, s_gb_parse(&gb));
+    assert_false(zf_executor_is_light(ex));
+    zf_executor_destroy(&ex);
+    /* as do more than ZF_EXECUTOR_LIGHT_NODES nodes, even cheap ones */
+    for (int n = ZF_EXECUTOR_LIGHT_NODES; n <= ZF_EXECUTOR_LIGHT_NODES + 1; n++) {
+        s_gb_const(&gb, "i0", 1, NULL);
+        for (int k = 1; k < n; k++) {
+            char name[16], in[32];
+            snprintf(name, sizeof name, "i%d", k);
+            snprintf(in, sizeof in, "input: 'i%d'", k - 1);
+            s_gb_op(&gb, "Identity", name, in);
+        }
+        ex = s_executor(f->dev0, s_gb_parse(&gb));
+        assert_int_equal(zf_executor_num_nodes(ex), n);
+        assert_int_equal(zf_executor_is_light(ex), n <= ZF_EXECUTOR_LIGHT_NODES);
+        zf_executor_destroy(&ex);
+    }
+}
+
+typedef struct {
+    atomic_bool done;
+    pthread_t thread; /* the one that ended the step */
+    zf_status_t status;
+} s_where_t;
+
+static void s_where_done(zf_status_t status, void *arg)
+{
+    s_where_t *w = arg;
+    w->thread = pthread_self();
+    w->status = status;
+    atomic_store(&w->done, true);
+}
+
+/* Starts a step of r -> Square -> out (plus, when heavy, an unrelated
+ * expensive node), then sends k (n floats) from this thread, marked as an
+ * event loop; returns the thread that ended the step. */
+static pthread_t s_recv_continues_on(s_fixture_t *f, bool heavy, int64_t n)
+{
+    s_gb_t gb = {0};
+    s_gb_recv(&gb, "r", "k");
+    s_gb_op(&gb, "Square", "sq", "input: 'r'");
+    s_gb_send(&gb, "s", "sq", "out");
+    if (heavy) {
+        s_gb_const(&gb, "c", 1, NULL);
+        s_gb_op(&gb, "StopGradient", "g", "input: 'c'");
+    }
+    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    zf_rendezvous_t *r = NULL;
+    ASSERT_OK(zf_rendezvous_new(1, &r));
+    s_where_t w = {.status = ZF_STATUS_OK};
+    atomic_init(&w.done, false);
+    zf_executor_args_t args = {1, r};
+    zf_executor_run_async(ex, &args, s_where_done, &w);
+    zf_shape_t shape = {.rank = 1, .dims = {n}};
+    zf_tensor_t *t = NULL;
+    ASSERT_OK(zf_tensor_new(ZF_FLOAT, &shape, &t));
+    float *v = zf_tensor_data(t);
+    for (int64_t i = 0; i < n; i++) v[i] = (float)(i % 7) - 3;
+    zf_executor_set_inline_thread(true);
+    ASSERT_OK(zf_rendezvous_send(r, "k", t, false));
+    zf_executor_set_inline_thread(false);
+    while (!atomic_load(&w.done)) usleep(1000);
+    ASSERT_OK(w.status);
+    zf_tensor_t *out = NULL;
+    ASSERT_OK(zf_rendezvous_recv(r, "out", 0, &out, NULL));
+    assert_int_equal(zf_tensor_num_elements(out), n);
+    assert_true(((float *)zf_tensor_data(out))[n - 1] == v[n - 1] * v[n - 1]);
+    zf_tensor_unref(&out);
+    zf_tensor_unref(&t);
+    zf_rendezvous_unref(&r);
+    zf_executor_destroy(&ex);
+    return w.thread;
+}
+
+static void
+test_executor_continues_a_light_step_on_the_event_loop_that_completes_its_recv(void **state)
+{
+    s_fixture_t *f = *state;
+    pthread_t me = pthread_self();
+    /* light, small value: ends on this thread, inside the send */
+    assert_true(pthread_equal(s_recv_continues_on(f, false, 2), me));
+    /* a heavy partition, or a value past ZF_EXECUTOR_INLINE_BYTES: the pool */
+    assert_false(pthread_equal(s_recv_continues_on(f, true, 2), me));
+    int64_t big = ZF_EXECUTOR_INLINE_BYTES / (int64_t)sizeof(float) + 1;
+    assert_false(pthread_equal(s_recv_continues_on(f, false, big), me));
+    /* the last value that still stays */
+    assert_true(pthread_equal(
+        s_recv_continues_on(f, false, ZF_EXECUTOR_INLINE_BYTES / (int64_t)sizeof(float)), me));
+}
+
 int main(void)
 {
     zf_status_t s = ZF_STATUS_OK;
@@ -919,6 +1025,11 @@ int main(void)
                                         s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_executor_runs_an_empty_graph, s_setup, s_teardown),
         cmocka_unit_test(test_executor_variables_persist_across_steps),
+        cmocka_unit_test_setup_teardown(test_executor_calls_small_partitions_of_cheap_kernels_light,
+                                        s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_executor_continues_a_light_step_on_the_event_loop_that_completes_its_recv, s_setup,
+            s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
