@@ -538,7 +538,8 @@ static zf_status_t s_poll(zf_sched_server_t *srv, int timeout_ms)
 /* ---- lifecycle ------------------------------------------------------------------- */
 
 /* Binds the client ROUTER and picks the scheduler's id; the advertised
- * endpoint is the bound one with a wildcard host replaced by loopback. */
+ * endpoint is cfg->advertise, or else the bound one with a wildcard host
+ * replaced by loopback. */
 static zf_status_t s_open_clients(zf_sched_server_t *srv, const zf_sched_server_config_t *cfg)
 {
     snprintf(srv->sched_id, sizeof srv->sched_id, "%08" PRIx64,
@@ -549,6 +550,10 @@ static zf_status_t s_open_clients(zf_sched_server_t *srv, const zf_sched_server_
     ZF_TRY(zf_socket_set_max_frame_size(srv->clients, (int64_t)256 << 20));
     const char *bound = NULL;
     ZF_TRY(zf_socket_bind(srv->clients, cfg->listen ? cfg->listen : S_LISTEN, &bound));
+    if (cfg->advertise) {
+        srv->client_endpoint = strdup(cfg->advertise);
+        return srv->client_endpoint ? ZF_STATUS_OK : zf_out_of_memory("scheduler");
+    }
     const char *wild = "tcp://0.0.0.0:";
     size_t n = strlen(bound) + 16;
     if (!(srv->client_endpoint = malloc(n))) return zf_out_of_memory("scheduler");

@@ -36,6 +36,10 @@ typedef struct zf_sched_server_config {
     const char *broker; /* the broker's endpoint */
     int workers;        /* concurrent requests; 0: 16 */
     const char *listen; /* the client ROUTER's bind; NULL: "tcp://127.0.0.1:*" */
+    /* what clients are told to connect to (e.g. tcp://HOST:PORT behind NAT
+     * or a bridge network); NULL: the bound endpoint, a wildcard host read
+     * as 127.0.0.1 */
+    const char *advertise;
     int job_results;    /* one-shot job results kept uncollected; 0: the master's default */
     int64_t job_ttl_ms; /* how long such a result is kept; 0: the master's default */
     int64_t max_steps;  /* steps one job may ask for; 0: the master's default */

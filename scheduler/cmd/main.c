@@ -13,7 +13,8 @@
 
 static const char s_usage[] =
     "usage: zflow-scheduler [--broker ENDPOINT] [--workers N] [--listen ENDPOINT]\n"
-    "                       [--job-results N] [--job-ttl-ms MS] [--max-job-steps N]\n"
+    "                       [--advertise ENDPOINT] [--job-results N] [--job-ttl-ms MS]\n"
+    "                       [--max-job-steps N]\n"
     "\n"
     "The zflow scheduler: serves the sessions clients open through the broker\n"
     "(placement, partitioning, plan cache, steps) on the executors the broker\n"
@@ -25,6 +26,9 @@ static const char s_usage[] =
     "  --listen ENDPOINT   where clients send a session's steps directly (default\n"
     "                      tcp://127.0.0.1:*, an ephemeral port; told to clients\n"
     "                      through the broker)\n"
+    "  --advertise ENDPOINT  what clients are told to connect to instead of the\n"
+    "                      bound endpoint (NAT, bridge networks); a client that\n"
+    "                      cannot reach it sends the steps through the broker\n"
     "  --job-results N     results of one-shot jobs kept until collected, at\n"
     "                      most (default 1024; the oldest go first)\n"
     "  --job-ttl-ms MS     how long such a result is kept (default 600000)\n"
@@ -74,6 +78,15 @@ static int s_parse_args(int argc, char **argv, zf_sched_server_config_t *cfg)
             cfg->broker = v;
         } else if (strcmp(a, "--listen") == 0) {
             cfg->listen = v;
+        } else if (strcmp(a, "--advertise") == 0) {
+            if (strncmp(v, "tcp://", 6) != 0 && strncmp(v, "ipc://", 6) != 0) {
+                fprintf(stderr,
+                        "zflow-scheduler: --advertise must be a tcp:// or ipc:// endpoint, "
+                        "not '%s'\n",
+                        v);
+                return 2;
+            }
+            cfg->advertise = v;
         } else if (strcmp(a, "--workers") == 0) {
             long n = 0;
             if (!s_parse_long(a, v, 1024, &n)) return 2;
@@ -119,7 +132,7 @@ static int s_fail(zf_status_t s)
 int main(int argc, char **argv)
 {
     zf_log_init("zflow-scheduler");
-    zf_sched_server_config_t cfg = {"tcp://127.0.0.1:5555", 0, NULL, 0, 0, 0};
+    zf_sched_server_config_t cfg = {.broker = "tcp://127.0.0.1:5555"};
     const char *env = getenv("ZFLOW_BROKER");
     if (env && env[0]) cfg.broker = env;
     if (s_parse_args(argc, argv, &cfg)) return 2;

@@ -3,7 +3,8 @@
  * 127.0.0.1 ephemeral ports. A session's steps and a job's wait reach the
  * scheduler that holds them, through the broker or straight to the
  * scheduler; a session or job whose scheduler is gone is UNAVAILABLE
- * naming it. */
+ * naming it; a client that cannot reach a scheduler's advertised endpoint
+ * goes through the broker. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,10 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
+#include "common/transport.h"
 #include "service_test_util.h"
 #include "test_util.h"
 
@@ -272,6 +275,71 @@ static void test_routing_names_the_gone_scheduler_of_a_session_and_a_job(void **
     free(job);
 }
 
+/* The CreateSessionReply's scheduler endpoint, asked of the broker with a
+ * raw DEALER (the client library keeps it to itself). */
+static char *s_advertised(fixture_t *f)
+{
+    zf_zctx_t *ctx = NULL;
+    zf_socket_t *d = NULL;
+    ASSERT_OK(zf_zctx_new(&ctx));
+    ASSERT_OK(zf_socket_new(ctx, ZF_SOCKET_DEALER, &d));
+    ASSERT_OK(zf_socket_connect(d, f->broker.endpoint));
+    Zflow__CreateSession cs = ZFLOW__CREATE_SESSION__INIT;
+    cs.graph = f->gd;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.version = ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
+    env.request_id = 41;
+    env.body_case = ZFLOW__ENVELOPE__BODY_CREATE_SESSION;
+    env.create_session = &cs;
+    ASSERT_OK(zf_envelope_send(d, NULL, &env));
+    zf_route_t route;
+    Zflow__Envelope *rep = NULL;
+    ASSERT_OK(zf_envelope_recv(d, WAIT_MS, &route, &rep));
+    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_CREATE_SESSION_REPLY);
+    char *ep = strdup(rep->create_session_reply->scheduler_endpoint);
+    zflow__envelope__free_unpacked(rep, NULL);
+    zf_socket_destroy(&d);
+    zf_zctx_destroy(&ctx);
+    return ep;
+}
+
+/* A scheduler behind NAT advertises an address this client cannot reach
+ * (here port 9 on loopback, where nothing listens): the client finds that
+ * out with one unanswered ping and sends the session's steps through the
+ * broker, which reaches the same scheduler. */
+static void
+test_routing_falls_back_to_the_broker_when_the_advertised_endpoint_is_unreachable(void **state)
+{
+    fixture_t *f = *state;
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(zf_test_child_stop(&f->schedulers[i], SIGTERM, WAIT_MS), 0);
+    const char *args[] = {"--advertise", "tcp://127.0.0.1:9", NULL};
+    zf_test_scheduler_start(&f->schedulers[0], f->broker.endpoint, args, WAIT_MS);
+    char *ep = s_advertised(f);
+    assert_string_equal(ep, "tcp://127.0.0.1:9");
+    free(ep);
+    char *session = s_create(f->client, f->gd);
+    for (int k = 1; k <= 3; k++) ASSERT_OK(s_run(f->client, session, (float)k));
+    ASSERT_OK(zf_client_session_close(f->client, session));
+    free(session);
+}
+
+static void test_scheduler_refuses_an_advertised_endpoint_of_no_transport(void **state)
+{
+    (void)state;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s --advertise 127.0.0.1:7000 2>&1", ZF_TEST_SCHEDULER);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char out[1024];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+    assert_non_null(strstr(out, "zflow-scheduler: --advertise must be a tcp:// or ipc:// endpoint, "
+                                "not '127.0.0.1:7000'"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +348,10 @@ int main(void)
             s_teardown),
         cmocka_unit_test_setup_teardown(
             test_routing_sends_each_sessions_steps_straight_to_its_scheduler, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_routing_falls_back_to_the_broker_when_the_advertised_endpoint_is_unreachable,
+            s_setup, s_teardown),
+        cmocka_unit_test(test_scheduler_refuses_an_advertised_endpoint_of_no_transport),
         cmocka_unit_test_setup_teardown(test_routing_sends_each_jobs_wait_to_its_scheduler, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(
