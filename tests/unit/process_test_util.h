@@ -1,6 +1,7 @@
 /* Test helpers for tests that run programs as child processes: a monotonic
  * clock, starting a program with its output on pipes, reading a line or a
- * pipe up to a deadline, and reaping with a deadline. Include after cmocka.h. */
+ * pipe up to a deadline, reaping with a deadline, and running a program to
+ * its end for its output and exit code. Include after cmocka.h. */
 #ifndef ZF_PROCESS_TEST_UTIL_H
 #define ZF_PROCESS_TEST_UTIL_H
 
@@ -10,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,6 +100,21 @@ static inline int zf_test_reap(pid_t pid, int64_t deadline)
         usleep(10000);
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Runs "program args" through the shell, stderr folded into stdout, which
+ * goes to out (NUL-terminated, cut at size - 1); returns the exit code, -1
+ * when a signal ended it. */
+static inline int zf_test_run_program(const char *program, const char *args, char *out, size_t size)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", program, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 #endif

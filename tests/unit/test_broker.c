@@ -373,14 +373,7 @@ static void test_broker_takes_settings_from_the_environment_and_flags(void **sta
 /* Runs zflow-broker with args, stderr folded in; returns its exit code. */
 static int s_broker_cmd(const char *args, char *out, size_t size)
 {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s/zflow-broker %s 2>&1", ZF_BIN_DIR, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, size - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return zf_test_run_program(ZF_BIN_DIR "/zflow-broker", args, out, size);
 }
 
 static void test_broker_refuses_bad_flags_and_a_busy_address(void **state)

@@ -226,14 +226,7 @@ static void test_scheduler_process_refuses_a_job_past_max_job_steps_and_keeps_se
 /* Runs the scheduler with args, stderr folded in; its exit code. */
 static int s_scheduler_cmd(const char *args, char *out, size_t size)
 {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", SCHEDULER, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, size - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return zf_test_run_program(SCHEDULER, args, out, size);
 }
 
 static void test_scheduler_refuses_a_bad_max_job_steps_and_lists_the_flag_in_help(void **state)

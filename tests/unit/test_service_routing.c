@@ -327,15 +327,9 @@ test_routing_falls_back_to_the_broker_when_the_advertised_endpoint_is_unreachabl
 static void test_scheduler_refuses_an_advertised_endpoint_of_no_transport(void **state)
 {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s --advertise 127.0.0.1:7000 2>&1", ZF_TEST_SCHEDULER);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
     char out[1024];
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+    assert_int_equal(
+        zf_test_run_program(ZF_TEST_SCHEDULER, "--advertise 127.0.0.1:7000", out, sizeof out), 2);
     assert_non_null(strstr(out, "zflow-scheduler: --advertise must be a tcp:// or ipc:// endpoint, "
                                 "not '127.0.0.1:7000'"));
 }
