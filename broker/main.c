@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cmdline.h"
 #include "broker/broker.h"
 #include "common/log.h"
 
@@ -42,10 +43,8 @@ static void s_on_signal(int sig)
 
 static int s_parse_positive(const char *what, const char *text, int *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (!text[0] || *end || errno || v < 1 || v > INT_MAX / 1000) {
+    long v = 0;
+    if (!zf_parse_long(text, 1, INT_MAX / 1000, &v)) {
         fprintf(stderr, "zflow-broker: %s must be a whole number from 1 to %d, not '%s'\n", what,
                 INT_MAX / 1000, text);
         return 2;
@@ -97,12 +96,7 @@ static int s_parse_args(int argc, char **argv, zf_broker_config_t *cfg)
 
 static void s_install_signals(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = s_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    zf_on_stop_signals(s_on_signal);
     signal(SIGPIPE, SIG_IGN);
 }
 

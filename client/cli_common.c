@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/cmdline.h"
 #include "client/cli.h"
 #include "common/dtype.h"
 #include "common/npy.h"
@@ -344,14 +345,10 @@ zf_dtype_t zf_cli_graph_dtype(void *graph, const char *name)
 
 zf_status_t zf_cli_parse_count(const char *option, const char *text, long max, long *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(text, &end, 10);
     *out = 0;
-    if (!text[0] || *end || errno || v < 1 || v > max)
+    if (!zf_parse_long(text, 1, max, out))
         return zf_invalid_argument("%s must be a number from 1 to %ld, not '%s'", option, max,
                                    text);
-    *out = v;
     return ZF_STATUS_OK;
 }
 

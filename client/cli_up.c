@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/cmdline.h"
 #include "client/cli.h"
 #include "client/cluster.h"
 
@@ -31,16 +32,6 @@ static void s_on_signal(int sig)
     s_stop_signal = sig;
 }
 
-static bool s_parse_int(const char *text, long lo, long hi, long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (!text[0] || *end || errno || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
 static int s_parse(int argc, char **argv, char *devices, size_t size, int *port)
 {
     snprintf(devices, size, "cpu:1");
@@ -49,7 +40,7 @@ static int s_parse(int argc, char **argv, char *devices, size_t size, int *port)
         long v = 0;
         bool has_value = i + 1 < argc;
         if (strcmp(argv[i], "--cpu") == 0 && has_value) {
-            if (!s_parse_int(argv[++i], 1, 4096, &v)) {
+            if (!zf_parse_long(argv[++i], 1, 4096, &v)) {
                 fprintf(stderr, "zflow up: --cpu must be 1..4096, not '%s'\n", argv[i]);
                 return 2;
             }
@@ -57,7 +48,7 @@ static int s_parse(int argc, char **argv, char *devices, size_t size, int *port)
         } else if (strcmp(argv[i], "--devices") == 0 && has_value) {
             snprintf(devices, size, "%s", argv[++i]);
         } else if (strcmp(argv[i], "--port") == 0 && has_value) {
-            if (!s_parse_int(argv[++i], 0, 65535, &v)) {
+            if (!zf_parse_long(argv[++i], 0, 65535, &v)) {
                 fprintf(stderr, "zflow up: --port must be 0..65535, not '%s'\n", argv[i]);
                 return 2;
             }
@@ -96,12 +87,7 @@ static int s_run(int argc, char **argv)
     int rc = s_parse(argc, argv, devices, sizeof devices, &o.port);
     if (rc) return rc;
     o.devices = devices;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = s_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    zf_on_stop_signals(s_on_signal);
     zf_cluster_t *c = NULL;
     zf_status_t s = zf_cluster_start(&o, &c);
     if (!zf_ok(s)) return zf_cli_fail("up", &s);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/cmdline.h"
 #include "common/device_type.h"
 #include "common/log.h"
 #include "common/transport.h"
@@ -71,10 +72,8 @@ static int s_fail(int code, const char *what, const char *arg)
 
 static bool s_parse_int(const char *text, int min, int *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < min || v > INT_MAX) return false;
+    long v = 0;
+    if (!zf_parse_long(text, min, INT_MAX, &v)) return false;
     *out = (int)v;
     return true;
 }
@@ -181,11 +180,7 @@ int main(int argc, char **argv)
     s_flags_t f = {0};
     int code = s_parse(argc, argv, &f);
     if (code >= 0) return code;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = s_on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    zf_on_stop_signals(s_on_signal);
     zf_status_t s = s_run(&f);
     if (zf_ok(s)) return 0;
     zf_log_error("executor", "%s", zf_status_msg(&s));

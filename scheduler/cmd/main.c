@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cmdline.h"
 #include "common/log.h"
 #include "scheduler/server.h"
 
@@ -50,15 +51,9 @@ static void s_on_signal(int sig)
  * otherwise. */
 static bool s_parse_long(const char *flag, const char *v, long max, long *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (!v[0] || *end || errno || n < 1 || n > max) {
-        fprintf(stderr, "zflow-scheduler: %s must be from 1 to %ld, not '%s'\n", flag, max, v);
-        return false;
-    }
-    *out = n;
-    return true;
+    if (zf_parse_long(v, 1, max, out)) return true;
+    fprintf(stderr, "zflow-scheduler: %s must be from 1 to %ld, not '%s'\n", flag, max, v);
+    return false;
 }
 
 static int s_parse_args(int argc, char **argv, zf_sched_server_config_t *cfg)
@@ -113,12 +108,7 @@ static int s_parse_args(int argc, char **argv, zf_sched_server_config_t *cfg)
 
 static void s_install_signals(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = s_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    zf_on_stop_signals(s_on_signal);
     signal(SIGPIPE, SIG_IGN);
 }
 
