@@ -145,6 +145,8 @@ void zf_strmap_destroy(zf_strmap_t **map_p)
 {
     if (!map_p || !*map_p) return;
     zf_strmap_t *map = *map_p;
+    for (size_t i = 0; (map->flags & ZF_STRMAP_OWN_KEYS) && i < map->cap; i++)
+        free((void *)map->slots[i].key);
     s_chunk_t *c = map->chunks;
     while (c) {
         s_chunk_t *next = c->next;
@@ -251,7 +253,13 @@ static int s_slot_for_insert(zf_strmap_t *map, const char *key, size_t len, uint
 static int s_fill_slot(zf_strmap_t *map, size_t i, const char *key, size_t len, uint32_t hash,
                        uintptr_t value)
 {
-    if (map->flags & ZF_STRMAP_COPY_KEYS) {
+    if (map->flags & ZF_STRMAP_OWN_KEYS) {
+        char *own = malloc(len + 1);
+        if (!own) return -ENOMEM;
+        memcpy(own, key, len);
+        own[len] = '\0';
+        key = own;
+    } else if (map->flags & ZF_STRMAP_COPY_KEYS) {
         key = s_copy_key(map, key, len);
         if (!key) return -ENOMEM;
     }
@@ -354,6 +362,7 @@ bool zf_strmap_remove_n(zf_strmap_t *map, const char *key, size_t len, uintptr_t
     size_t hole = s_probe(map, key, len, (uint32_t)zf_strmap_hash(key, len));
     if (!map->slots[hole].key) return false;
     if (value) *value = map->slots[hole].value;
+    if (map->flags & ZF_STRMAP_OWN_KEYS) free((void *)map->slots[hole].key);
     size_t mask = map->cap - 1;
     for (size_t j = (hole + 1) & mask; map->slots[j].key; j = (j + 1) & mask) {
         if (s_can_fill_hole(hole, j, map->slots[j].hash & mask)) {

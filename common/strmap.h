@@ -6,7 +6,10 @@
  * By default keys are BORROWED: the map stores the caller's pointer and the
  * bytes must stay valid and unchanged while they are in the map. With
  * ZF_STRMAP_COPY_KEYS the map copies each inserted key (NUL-terminated) into
- * storage it owns until zf_strmap_destroy().
+ * storage it owns until zf_strmap_destroy() (cheap, for maps built once);
+ * with ZF_STRMAP_OWN_KEYS each copy is its own allocation, freed when its
+ * entry is removed (for long-lived maps whose keys come and go, such as a
+ * service's sessions, which would otherwise grow with every one).
  *
  * Values are uintptr_t: store an index, or a pointer cast with (uintptr_t).
  * The table grows geometrically (doubling, load factor at most 3/4); give an
@@ -27,6 +30,7 @@ typedef struct zf_strmap zf_strmap_t;
 /* zf_strmap_new() flags. */
 enum {
     ZF_STRMAP_COPY_KEYS = 1u << 0, /* the map owns copies of its keys */
+    ZF_STRMAP_OWN_KEYS = 1u << 1,  /* ... each freed when its entry goes */
 };
 
 /* Keys are limited to this many bytes (inserting a longer key fails). */
@@ -74,7 +78,8 @@ static inline bool zf_strmap_get(const zf_strmap_t *map, const char *key, uintpt
 }
 
 /* Removes key. Returns true and sets *value (when non-NULL) if it was there.
- * A copied key's bytes are reclaimed only by zf_strmap_destroy(). */
+ * A key copied under ZF_STRMAP_COPY_KEYS is reclaimed only by
+ * zf_strmap_destroy(); one under ZF_STRMAP_OWN_KEYS is freed here. */
 bool zf_strmap_remove_n(zf_strmap_t *map, const char *key, size_t len, uintptr_t *value);
 static inline bool zf_strmap_remove(zf_strmap_t *map, const char *key, uintptr_t *value)
 {

@@ -259,7 +259,7 @@ static zf_status_t s_new(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr, const char *b
         atomic_init(&r->acker->refs, 1);
         r->acker->r = r;
     }
-    zf_status_t s = (r->peers = zf_strmap_new(8, ZF_STRMAP_COPY_KEYS)) && r->acker
+    zf_status_t s = (r->peers = zf_strmap_new(8, ZF_STRMAP_OWN_KEYS)) && r->acker
                         ? ZF_STATUS_OK
                         : zf_out_of_memory("remote transport");
     if (zf_ok(s)) s = zf_step_set_new(ZF_REMOTE_CLOSED_STEPS, &r->closed);

@@ -34,8 +34,8 @@ zf_status_t zf_resource_mgr_new(zf_resource_mgr_t **out)
     *out = NULL;
     zf_resource_mgr_t *mgr = calloc(1, sizeof *mgr);
     if (!mgr) return zf_out_of_memory("resource manager");
-    mgr->by_name = zf_strmap_new(16, ZF_STRMAP_COPY_KEYS);
-    mgr->by_ref = zf_strmap_new(16, ZF_STRMAP_COPY_KEYS);
+    mgr->by_name = zf_strmap_new(16, ZF_STRMAP_OWN_KEYS);
+    mgr->by_ref = zf_strmap_new(16, ZF_STRMAP_OWN_KEYS);
     if (!mgr->by_name || !mgr->by_ref) {
         zf_strmap_destroy(&mgr->by_name);
         zf_strmap_destroy(&mgr->by_ref);

@@ -354,8 +354,8 @@ static zf_status_t s_open(zf_exec_service_t *svc, const zf_exec_service_options_
         fcntl(svc->wake[i], F_SETFL, O_NONBLOCK);
         fcntl(svc->wake[i], F_SETFD, FD_CLOEXEC);
     }
-    svc->graphs = zf_strmap_new(8, ZF_STRMAP_COPY_KEYS);
-    svc->sessions = zf_strmap_new(8, ZF_STRMAP_COPY_KEYS);
+    svc->graphs = zf_strmap_new(8, ZF_STRMAP_OWN_KEYS);
+    svc->sessions = zf_strmap_new(8, ZF_STRMAP_OWN_KEYS);
     if (!svc->graphs || !svc->sessions) return zf_out_of_memory("executor service");
     ZF_TRY(zf_rendezvous_mgr_new(&svc->mgr));
     ZF_TRY(zf_remote_new_polled(svc->ctx, svc->mgr, o->rendezvous_bind, &svc->remote));

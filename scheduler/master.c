@@ -51,8 +51,8 @@ zf_status_t zf_master_new(const zf_master_transport_t *transport, const zf_maste
     /* Step ids differ between starts of the scheduler, so an executor that
      * outlives one never mixes its steps with the next one's. */
     atomic_init(&m->next_step, (int_fast64_t)((zf_device_new_incarnation() >> 24) | 1));
-    m->sessions = zf_strmap_new(8, ZF_STRMAP_COPY_KEYS);
-    m->jobs = zf_strmap_new(8, ZF_STRMAP_COPY_KEYS);
+    m->sessions = zf_strmap_new(8, ZF_STRMAP_OWN_KEYS);
+    m->jobs = zf_strmap_new(8, ZF_STRMAP_OWN_KEYS);
     if (!m->sessions || !m->jobs) {
         zf_master_destroy(&m);
         return zf_out_of_memory("master");
@@ -406,7 +406,7 @@ static zf_status_t s_session_new(const Zflow__CreateSession *req, zf__master_ses
         s->place_first = req->options->place_first;
         s->timeout_ms = req->options->step_timeout_ms > 0 ? req->options->step_timeout_ms : 0;
     }
-    s->plans = zf_strmap_new(4, ZF_STRMAP_COPY_KEYS);
+    s->plans = zf_strmap_new(4, ZF_STRMAP_OWN_KEYS);
     zf_status_t st = s->plans ? s_copy_graphdef(req->graph, &s->gd) : zf_out_of_memory("master");
     if (zf_ok(st)) st = zf_graph_new_from_graphdef(s->gd, &s->graph);
     if (zf_ok(st)) {

@@ -222,7 +222,7 @@ static zf_status_t s_new(zf_zctx_t *ctx, zf_sched_rpc_reply_fn on_reply, void *a
     rpc->arg = arg;
     rpc->wake[0] = rpc->wake[1] = -1;
     pthread_mutex_init(&rpc->mu, NULL);
-    zf_status_t st = (rpc->index = zf_strmap_new(16, ZF_STRMAP_COPY_KEYS))
+    zf_status_t st = (rpc->index = zf_strmap_new(16, ZF_STRMAP_OWN_KEYS))
                          ? ZF_STATUS_OK
                          : zf_out_of_memory("rpc");
     if (zf_ok(st) && pipe(rpc->wake) != 0) st = zf_internal("rpc: pipe: %s", strerror(errno));

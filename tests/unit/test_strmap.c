@@ -223,6 +223,32 @@ static void test_strmap_hash_spreads_similar_keys(void **state)
     assert_true(zf_strmap_hash("a", 1) != zf_strmap_hash("a\0", 2));
 }
 
+/* Each owned key is freed with its entry: churning 100,000 keys through
+ * the map leaves exactly the live ones (LeakSanitizer checks the rest). */
+static void test_strmap_frees_owned_keys_as_entries_go(void **state)
+{
+    (void)state;
+    zf_strmap_t *m = zf_strmap_new(0, ZF_STRMAP_OWN_KEYS);
+    char buf[32];
+    for (int i = 0; i < 100000; i++) {
+        snprintf(buf, sizeof buf, "session-%d", i);
+        assert_int_equal(zf_strmap_insert(m, buf, (uintptr_t)i, NULL), 0);
+        memset(buf, 'x', 8); /* the map holds its own copy */
+        if (i >= 3) {
+            snprintf(buf, sizeof buf, "session-%d", i - 3);
+            uintptr_t v = 0;
+            assert_true(zf_strmap_remove(m, buf, &v));
+            assert_int_equal(v, (uintptr_t)(i - 3));
+        }
+    }
+    assert_int_equal(zf_strmap_size(m), 3);
+    uintptr_t v = 0;
+    assert_true(zf_strmap_get(m, "session-99999", &v));
+    assert_int_equal(v, 99999);
+    assert_false(zf_strmap_get(m, "session-99996", &v));
+    zf_strmap_destroy(&m); /* frees the three left */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +261,7 @@ int main(void)
         cmocka_unit_test(test_strmap_copies_keys_when_asked),
         cmocka_unit_test(test_strmap_reserve_keeps_contents),
         cmocka_unit_test(test_strmap_hash_spreads_similar_keys),
+        cmocka_unit_test(test_strmap_frees_owned_keys_as_entries_go),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
