@@ -111,11 +111,20 @@ static zf_status_t s_step_rendezvous(zf_remote_t *r, int64_t step_id, bool claim
 {
     *out = NULL;
     pthread_mutex_lock(&r->mu);
-    zf_status_t s = ZF_STATUS_OK;
-    if (!s_closed_locked(r, step_id))
-        s = claim ? zf_rendezvous_mgr_claim(r->mgr, step_id, out)
-                  : zf_rendezvous_mgr_find(r->mgr, step_id, out);
+    bool closed = s_closed_locked(r, step_id);
     pthread_mutex_unlock(&r->mu);
+    if (closed) return ZF_STATUS_OK;
+    /* Not under r->mu: the table may drop expired steps here, and freeing
+     * an IPC offer they held answers its sender through r->mu. */
+    zf_status_t s = claim ? zf_rendezvous_mgr_claim(r->mgr, step_id, out)
+                          : zf_rendezvous_mgr_find(r->mgr, step_id, out);
+    pthread_mutex_lock(&r->mu);
+    closed = zf_ok(s) && s_closed_locked(r, step_id);
+    pthread_mutex_unlock(&r->mu);
+    if (closed) { /* closed meanwhile: what was (re)made here goes too */
+        zf_rendezvous_unref(out);
+        zf_rendezvous_mgr_cleanup(r->mgr, step_id, NULL);
+    }
     return s;
 }
 
@@ -489,8 +498,9 @@ static void s_close_step(zf_remote_t *r, int64_t step_id, const zf_status_t *sta
     s_held_t *held = release_held ? s_held_take_locked(r, 0, step_id) : NULL;
     pthread_mutex_unlock(&r->mu);
     s_held_free_all(&held); /* offers the receiver never answered */
-    /* The receiver looks the step up under the lock, so from here on it can
-     * no longer recreate it; the abort's callbacks run without the lock. */
+    /* A lookup that raced with this and recreated the step sees it closed
+     * afterwards and removes it again; the abort's callbacks run without
+     * the lock. */
     zf_rendezvous_mgr_cleanup(r->mgr, step_id, status);
 }
 

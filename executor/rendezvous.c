@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/strmap.h"
 #include "executor/rendezvous.h"
+#include "executor/step_set.h"
 
 /* A queued value (done == NULL) or a waiting recv. A key's queue holds one
  * kind at a time: values wait only while no recv does, and vice versa. */
@@ -458,7 +459,8 @@ struct zf_rendezvous_mgr {
     size_t unclaimed, max_unclaimed;
     int64_t ttl_ms;
     uint64_t expired, evicted;
-    char *local_device; /* the hook new rendezvous get; NULL when none */
+    zf_step_set_t *dropped; /* the ids most recently expired or evicted */
+    char *local_device;     /* the hook new rendezvous get; NULL when none */
     zf_rendezvous_remote_fn remote;
     void *remote_arg;
 };
@@ -561,6 +563,7 @@ static void s_take_oldest_locked(zf_rendezvous_mgr_t *mgr, bool evicted, s_step_
         mgr->evicted++;
     else
         mgr->expired++;
+    zf_step_set_add(mgr->dropped, st->step_id);
     st->next = *dropped;
     *dropped = st;
 }
@@ -611,7 +614,12 @@ zf_status_t zf_rendezvous_mgr_new(zf_rendezvous_mgr_t **out)
 {
     zf_rendezvous_mgr_t *mgr = calloc(1, sizeof *mgr);
     if (mgr) mgr->slots = calloc(16, sizeof *mgr->slots);
-    if (!mgr || !mgr->slots) {
+    zf_status_t s = mgr && mgr->slots
+                        ? zf_step_set_new(ZF_RENDEZVOUS_MGR_DROPPED_IDS, &mgr->dropped)
+                        : ZF_STATUS_OK;
+    zf_status_clear(&s);
+    if (!mgr || !mgr->slots || !mgr->dropped) {
+        if (mgr) free(mgr->slots);
         free(mgr);
         *out = NULL;
         return zf_out_of_memory("rendezvous table");
@@ -638,6 +646,7 @@ void zf_rendezvous_mgr_destroy(zf_rendezvous_mgr_t **mgr_p)
         free(st);
     }
     zf_status_clear(&s);
+    zf_step_set_destroy(&mgr->dropped);
     free(mgr->slots);
     free(mgr->local_device);
     pthread_mutex_destroy(&mgr->mu);
@@ -709,7 +718,12 @@ static zf_status_t s_mgr_get(zf_rendezvous_mgr_t *mgr, int64_t step_id, bool cla
     int64_t now = s_now_ns(); /* under the lock, so the FIFO stays in time order */
     s_sweep_locked(mgr, now, 0, &dropped);
     st = mgr->slots[s_slot_locked(mgr, step_id)];
-    if (!st) {
+    if (!st && zf_step_set_has(mgr->dropped, step_id)) {
+        s = zf_status_new(ZF_ABORTED,
+                          "step %lld never started on this executor in time: the tensors that "
+                          "came for it were dropped",
+                          (long long)step_id);
+    } else if (!st) {
         s = s_add_locked(mgr, step_id, claim, now, &dropped, &st);
     } else if (claim && !st->claimed) {
         s_fifo_unlink_locked(mgr, st);

@@ -168,14 +168,18 @@ void zf_rendezvous_mgr_destroy(zf_rendezvous_mgr_t **mgr_p);
 
 /* The rendezvous for step_id, created UNCLAIMED when missing (finding an
  * existing step leaves its state alone); first removes unclaimed steps past
- * the limits. *out is a new reference the caller owns. Errors:
- * RESOURCE_EXHAUSTED. */
+ * the limits. *out is a new reference the caller owns. A step the limits
+ * removed (one of the last ZF_RENDEZVOUS_MGR_DROPPED_IDS) is not created
+ * again: its tensors are gone, so a RunGraph for it could only wait.
+ * Errors: ABORTED "step N never started on this executor in time: ..."
+ * for such a step; RESOURCE_EXHAUSTED. */
+#define ZF_RENDEZVOUS_MGR_DROPPED_IDS 4096
 zf_status_t zf_rendezvous_mgr_find(zf_rendezvous_mgr_t *mgr, int64_t step_id,
                                    zf_rendezvous_t **out);
 
 /* Like zf_rendezvous_mgr_find(), and marks the step CLAIMED: tensors
  * already queued for it stay, and it lives until
- * zf_rendezvous_mgr_cleanup(). Errors: RESOURCE_EXHAUSTED. */
+ * zf_rendezvous_mgr_cleanup(). Errors: as zf_rendezvous_mgr_find(). */
 zf_status_t zf_rendezvous_mgr_claim(zf_rendezvous_mgr_t *mgr, int64_t step_id,
                                     zf_rendezvous_t **out);
 
