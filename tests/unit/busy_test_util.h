@@ -43,10 +43,10 @@ static inline void zf_test_wait_cpu(pid_t pid, long since, long ticks, int wait_
     fail_msg("process %d did not start computing within %d ms", (int)pid, wait_ms);
 }
 
-/* x on cpu0, y = -x on cpu1, z = y * y on cpu0, and y waits for a chain of 20
+/* x on cpu0, y = x * x on cpu1, z = -y on cpu0, and y waits for a chain of 20
  * products of 1024x1024 matrices on cpu1 (a few tenths of a second of CPU
  * time; the values stay 1/1024), so a step is busy on cpu1 long enough to
- * be caught there. z = Square(y) equals x * x. */
+ * be caught there. z equals -(x * x). */
 static inline Tensorflow__GraphDef *zf_test_slow_chain_graph(const char *cpu0, const char *cpu1)
 {
     enum { N = 1024, K = 20 };
@@ -68,9 +68,9 @@ static inline Tensorflow__GraphDef *zf_test_slow_chain_graph(const char *cpu0, c
                                 "  device: '%s' attr { key: 'T' value { type: DT_FLOAT } } }",
                                 k, k - 1, cpu1);
     len += (size_t)snprintf(text + len, cap - len,
-                            "node { name: 'y' op: 'Neg' input: 'x' input: '^m%d' device: '%s'"
+                            "node { name: 'y' op: 'Square' input: 'x' input: '^m%d' device: '%s'"
                             "  attr { key: 'T' value { type: DT_FLOAT } } }"
-                            "node { name: 'z' op: 'Square' input: 'y' device: '%s'"
+                            "node { name: 'z' op: 'Neg' input: 'y' device: '%s'"
                             "  attr { key: 'T' value { type: DT_FLOAT } } }",
                             K, cpu1, cpu0);
     assert_true(len < cap);

@@ -80,9 +80,10 @@ static inline int zf_test_service_stop(zf_test_service_t *svc, int wait_ms)
     return rc;
 }
 
-/* A float chain of n nodes (2 or 3): Placeholder x on devices[0], y = -x
- * on devices[1], z = Square(y) = x * x on devices[2] (so no node can pass
- * its input through unnoticed). Caller frees (zf_graphdef_free). */
+/* A float chain of n nodes: with n = 2, Placeholder x on devices[0] and
+ * y = -x on devices[1]; with n = 3, y = Square(x) on devices[1] and
+ * z = -y = -(x * x) on devices[2], so neither partition can pass its input
+ * through unnoticed. Caller frees (zf_graphdef_free). */
 static inline Tensorflow__GraphDef *zf_test_neg_chain(const char *const *devices, int n)
 {
     static const char *const names[3] = {"x", "y", "z"};
@@ -96,7 +97,7 @@ static inline Tensorflow__GraphDef *zf_test_neg_chain(const char *const *devices
         len += snprintf(text + len, sizeof text - (size_t)len,
                         "node { name: '%s' op: '%s' input: '%s' device: '%s'"
                         "  attr { key: 'T' value { type: DT_FLOAT } } }",
-                        names[k], k == 1 ? "Neg" : "Square", names[k - 1], devices[k]);
+                        names[k], k == 1 && n == 3 ? "Square" : "Neg", names[k - 1], devices[k]);
     assert_true(len > 0 && (size_t)len < sizeof text);
     Tensorflow__GraphDef *gd = NULL;
     ASSERT_OK(zf_graphdef_read_mem(text, (size_t)len, ZF_FORMAT_PBTXT, &gd));

@@ -150,7 +150,10 @@ static void test_master_async_step_with_a_cached_plan_answers_through_its_callba
     zf_tensor_unref(&z);
     zflow__envelope__free_unpacked(rep, NULL);
     s_quiesce(f->c);
-    /* Both steps succeeded everywhere: the executors cleaned up themselves,
+    /* both steps ran on both executors (the setup's and this one) ... */
+    assert_int_equal(s_count(f->c, &f->c->fakes[0].n_run), 2);
+    assert_int_equal(s_count(f->c, &f->c->fakes[1].n_run), 2);
+    /* ... and succeeded everywhere: the executors cleaned up themselves,
      * so no CleanupGraph was sent */
     assert_int_equal(s_count(f->c, &f->c->fakes[0].n_cleanup), 0);
     assert_int_equal(s_count(f->c, &f->c->fakes[1].n_cleanup), 0);
@@ -203,6 +206,9 @@ static void test_master_async_step_times_out_and_aborts_everywhere(void **state)
     s_quiesce(f->c);
     assert_int_equal(s_count(f->c, &f->c->fakes[0].n_abort), 1);
     assert_int_equal(s_count(f->c, &f->c->fakes[1].n_abort), 1);
+    /* a failed step is cleaned up everywhere */
+    assert_int_equal(s_count(f->c, &f->c->fakes[0].n_cleanup), 1);
+    assert_int_equal(s_count(f->c, &f->c->fakes[1].n_cleanup), 1);
     atomic_store(&f->c->fakes[1].hang, false);
 }
 

@@ -277,8 +277,8 @@ static void test_scheduler_process_fails_a_step_on_a_hung_executor_and_replaces(
     Tensorflow__GraphDef *gd = zf_test_slow_chain_graph(CPU(0), CPU(1));
     zf_tensor_t *x = s_floats(ZF_SHAPE(8));
     float sq[8];
-    for (int i = 0; i < 8; i++) sq[i] = s_x[i] * s_x[i];
-    zf_tensor_t *want = NULL; /* z = Square(-x) */
+    for (int i = 0; i < 8; i++) sq[i] = -(s_x[i] * s_x[i]);
+    zf_tensor_t *want = NULL; /* z = -Square(x) */
     zf_shape_t shape = ZF_SHAPE(8);
     ASSERT_OK(zf_tensor_new_from_bytes(ZF_FLOAT, &shape, sq, sizeof sq, &want));
     char *sid = s_create(c, gd, true);

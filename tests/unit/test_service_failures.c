@@ -62,7 +62,7 @@ static int s_teardown(void **state)
     return rc == 0 ? 0 : -1;
 }
 
-/* x on CPU:0, y = -x on CPU:1, z = -y on CPU:0: every step crosses twice. */
+/* x on CPU:0, y = x * x on CPU:1, z = -y on CPU:0: every step crosses twice. */
 static Tensorflow__GraphDef *s_chain_graph(void)
 {
     const char *const devices[3] = {CPU0, CPU1, CPU0};
@@ -87,7 +87,7 @@ static zf_client_step_t s_chain_step(zf_tensor_t **x)
     return (zf_client_step_t){s_feed_x, x, 1, s_fetch_z, 1, NULL, 0};
 }
 
-/* Runs one chain step of session on c and checks z == x * x. */
+/* Runs one chain step of session on c and checks z == -(x * x). */
 static void s_expect_chain_runs(zf_client_t *c, const char *session, float scale)
 {
     zf_tensor_t *x = s_floats(scale);
@@ -97,7 +97,7 @@ static void s_expect_chain_runs(zf_client_t *c, const char *session, float scale
     assert_non_null(z);
     assert_int_equal(zf_tensor_nbytes(z), zf_tensor_nbytes(x));
     const float *xv = zf_tensor_data(x), *zv = zf_tensor_data(z);
-    for (int i = 0; i < 8; i++) assert_true(zv[i] == xv[i] * xv[i]);
+    for (int i = 0; i < 8; i++) assert_true(zv[i] == -(xv[i] * xv[i]));
     zf_tensor_unref(&z);
     zf_tensor_unref(&x);
 }
@@ -305,8 +305,8 @@ static void test_service_keeps_job_results_within_the_schedulers_limits(void **s
     zf_test_expect_error(zf_client_wait(f->client, first, 1, WAIT_MS, &z), ZF_NOT_FOUND,
                          "at most 1 of them");
     ASSERT_OK(zf_client_wait(f->client, second, 1, WAIT_MS, &z));
-    const float *zv = zf_tensor_data(z); /* x * x for x = 2 * s_floats(1) */
-    assert_true(zv[0] == 4.0f && zv[1] == 16.0f && zv[2] == 1.0f && zv[7] == 2.25f);
+    const float *zv = zf_tensor_data(z); /* -(x * x) for x = 2 * s_floats(1) */
+    assert_true(zv[0] == -4.0f && zv[1] == -16.0f && zv[2] == -1.0f && zv[7] == -2.25f);
     zf_tensor_unref(&z);
 
     /* kept 1.5 s: gone 2.5 s later */

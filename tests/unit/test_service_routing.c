@@ -35,7 +35,7 @@ typedef struct {
     char prefix[2][32]; /* each scheduler's id prefix, "<id>/" */
 } fixture_t;
 
-/* x on CPU:0, y = -x on CPU:1, z = -y on CPU:0. */
+/* x on CPU:0, y = x * x on CPU:1, z = -y on CPU:0. */
 static Tensorflow__GraphDef *s_chain_graph(void)
 {
     const char *const devices[3] = {CPU0, CPU1, CPU0};
@@ -45,17 +45,17 @@ static Tensorflow__GraphDef *s_chain_graph(void)
 static const char *const s_feed_x[1] = {"x"};
 static const char *const s_fetch_z[1] = {"z"};
 
-/* One chain step of session with x = [v, -v]; checks z == x * x. */
+/* One chain step of session with x = [v, 2v]; checks z == -(x * x). */
 static zf_status_t s_run(zf_client_t *c, const char *session, float v)
 {
-    float in[2] = {v, -v};
+    float in[2] = {v, 2 * v};
     zf_shape_t shape = {.rank = 1, .dims = {2}};
     zf_tensor_t *x = NULL, *z = NULL;
     ASSERT_OK(zf_tensor_new_from_bytes(ZF_FLOAT, &shape, in, sizeof in, &x));
     zf_client_step_t step = {s_feed_x, &x, 1, s_fetch_z, 1, NULL, 0};
     zf_status_t s = zf_client_session_run(c, session, &step, WAIT_MS, &z);
     if (zf_ok(s)) {
-        float want[2] = {v * v, v * v};
+        float want[2] = {-(v * v), -(4 * v * v)};
         assert_int_equal(zf_tensor_nbytes(z), sizeof want);
         assert_memory_equal(zf_tensor_data(z), want, sizeof want);
     }
@@ -178,7 +178,7 @@ static void test_routing_sends_each_sessions_steps_straight_to_its_scheduler(voi
 
 static char *s_submit(fixture_t *f, float v)
 {
-    float in[2] = {v, -v};
+    float in[2] = {v, 2 * v};
     zf_shape_t shape = {.rank = 1, .dims = {2}};
     zf_tensor_t *x = NULL;
     ASSERT_OK(zf_tensor_new_from_bytes(ZF_FLOAT, &shape, in, sizeof in, &x));
@@ -204,7 +204,7 @@ static void test_routing_sends_each_jobs_wait_to_its_scheduler(void **state)
     for (int i = 0; i < N_SESS; i++) {
         zf_tensor_t *z = NULL;
         ASSERT_OK(zf_client_wait(f->client, jobs[i], 1, WAIT_MS, &z));
-        float want[2] = {(float)((i + 1) * (i + 1)), (float)((i + 1) * (i + 1))};
+        float want[2] = {-(float)((i + 1) * (i + 1)), -(float)(4 * (i + 1) * (i + 1))};
         assert_memory_equal(zf_tensor_data(z), want, sizeof want);
         zf_tensor_unref(&z);
         free(jobs[i]);

@@ -18,6 +18,9 @@ static void test_step_set_refuses_a_cap_out_of_range(void **state)
     zf_step_set_t *s = NULL;
     zf_test_expect_error(zf_step_set_new(0, &s), ZF_INVALID_ARGUMENT, "1 to 2^30 ids, not 0");
     assert_null(s);
+    zf_test_expect_error(zf_step_set_new(((size_t)1 << 30) + 1, &s), ZF_INVALID_ARGUMENT,
+                         "not 1073741825");
+    assert_null(s);
 }
 
 static void test_step_set_forgets_the_oldest_id_first(void **state)
