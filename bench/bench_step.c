@@ -4,7 +4,8 @@
  * path), and also through the broker (client -> broker -> scheduler ...). Median over
  * ZFLOW_BENCH_REPS runs (default 2000), as a ratio to a raw ZeroMQ REQ/REP round trip over tcp
  * loopback measured in the same run (target: <= 3x), between two threads of this process and
- * also between two processes (what each hop of a step is). Starts zflow-broker, two zflow-executor
+ * also between two processes (what each hop of a step is), and over the same messages relayed
+ * by raw ZeroMQ processes (the least a step can cost with this design). Starts zflow-broker, two zflow-executor
  * and zflow-scheduler from the bin directory next to this program's (build/bin), or ZFLOW_BIN_DIR.
  */
 #include <limits.h>
@@ -171,6 +172,144 @@ static double s_reqrep_process_median(int reps)
     return m;
 }
 
+/* ---- baseline: a step's messages, relayed by raw ZeroMQ processes ----------------- */
+
+/* The messages of one step, between processes doing nothing else: the
+ * client pushes to a "scheduler", which pushes to two "executors"; the first
+ * pushes a scalar to the second and both answer the scheduler, which answers
+ * the client when it has both. The critical path has the step's five hops
+ * (client -> scheduler -> A -> B -> scheduler -> client), so this is the
+ * least a step can cost with this design on this machine; the service's
+ * figure over it is what zflow itself adds. PUSH/PULL over tcp loopback. */
+enum { S_EP_SCHED, S_EP_A, S_EP_B, S_EP_B_RDV, S_EP_CLIENT, S_N_EP };
+typedef char s_eps_t[S_N_EP][128];
+
+static void *s_pull_bound(void *ctx, char *ep)
+{
+    void *s = zmq_socket(ctx, ZMQ_PULL);
+    size_t len = 128;
+    if (!s || zmq_bind(s, "tcp://127.0.0.1:*") != 0 ||
+        zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &len) != 0)
+        _exit(1);
+    return s;
+}
+
+static void *s_push_to(void *ctx, const char *ep)
+{
+    void *s = zmq_socket(ctx, ZMQ_PUSH);
+    if (!s || zmq_connect(s, ep) != 0) _exit(1);
+    return s;
+}
+
+/* One relay process: binds its PULL sockets, tells the parent their
+ * endpoints through up, learns every endpoint through down, then relays
+ * until killed. role: S_EP_SCHED, S_EP_A or S_EP_B. */
+static void s_relay(int role, int up, int down)
+{
+    void *ctx = zmq_ctx_new();
+    s_eps_t eps = {{0}};
+    void *in = s_pull_bound(ctx, eps[role]), *rdv = NULL;
+    if (role == S_EP_B) rdv = s_pull_bound(ctx, eps[S_EP_B_RDV]);
+    if (write(up, eps, sizeof eps) != (ssize_t)sizeof eps ||
+        read(down, eps, sizeof eps) != (ssize_t)sizeof eps)
+        _exit(1);
+    char buf[64];
+    if (role == S_EP_SCHED) {
+        void *a = s_push_to(ctx, eps[S_EP_A]), *b = s_push_to(ctx, eps[S_EP_B]);
+        void *client = s_push_to(ctx, eps[S_EP_CLIENT]);
+        int answers = 0;
+        for (;;) { /* 'q': a client's step; 'r': an executor's answer */
+            int n = zmq_recv(in, buf, sizeof buf, 0);
+            if (n <= 0) break;
+            if (buf[0] == 'q') {
+                zmq_send(a, buf, (size_t)n, 0);
+                zmq_send(b, buf, (size_t)n, 0);
+            } else if (++answers == 2) {
+                answers = 0;
+                zmq_send(client, buf, (size_t)n, 0);
+            }
+        }
+    } else if (role == S_EP_A) {
+        void *b = s_push_to(ctx, eps[S_EP_B_RDV]), *sched = s_push_to(ctx, eps[S_EP_SCHED]);
+        for (;;) {
+            int n = zmq_recv(in, buf, sizeof buf, 0);
+            if (n <= 0) break;
+            zmq_send(b, buf, (size_t)n, 0); /* the scalar crossing */
+            buf[0] = 'r';
+            zmq_send(sched, buf, (size_t)n, 0);
+        }
+    } else {
+        void *sched = s_push_to(ctx, eps[S_EP_SCHED]);
+        zmq_pollitem_t items[2] = {{in, 0, ZMQ_POLLIN, 0}, {rdv, 0, ZMQ_POLLIN, 0}};
+        int steps = 0, scalars = 0;
+        while (zmq_poll(items, 2, -1) >= 0) {
+            if (items[0].revents & ZMQ_POLLIN) steps += zmq_recv(in, buf, sizeof buf, 0) > 0;
+            if (items[1].revents & ZMQ_POLLIN) scalars += zmq_recv(rdv, buf, sizeof buf, 0) > 0;
+            for (; steps > 0 && scalars > 0; steps--, scalars--) {
+                buf[0] = 'r';
+                zmq_send(sched, buf, 8, 0);
+            }
+        }
+    }
+    _exit(0);
+}
+
+static double s_pattern_median(int reps)
+{
+    pid_t pids[3] = {0};
+    int up[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}}, down[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
+    bool ok = true;
+    for (int i = 0; i < 3 && ok; i++) { /* before this process has a ZeroMQ context */
+        ok = pipe(up[i]) == 0 && pipe(down[i]) == 0 && (pids[i] = fork()) >= 0;
+        if (ok && pids[i] == 0)
+            s_relay(i == 0 ? S_EP_SCHED : i == 1 ? S_EP_A : S_EP_B, up[i][1], down[i][0]);
+    }
+    s_eps_t eps = {{0}};
+    void *ctx = zmq_ctx_new();
+    void *in = s_pull_bound(ctx, eps[S_EP_CLIENT]);
+    int wait_ms = 10000;
+    zmq_setsockopt(in, ZMQ_RCVTIMEO, &wait_ms, sizeof wait_ms);
+    for (int i = 0; i < 3 && ok; i++) { /* gather the endpoints each relay bound */
+        s_eps_t got;
+        ok = read(up[i][0], got, sizeof got) == (ssize_t)sizeof got;
+        for (int e = 0; ok && e < S_N_EP; e++)
+            if (got[e][0]) memcpy(eps[e], got[e], sizeof eps[e]);
+    }
+    for (int i = 0; i < 3 && ok; i++)
+        ok = write(down[i][1], eps, sizeof eps) == (ssize_t)sizeof eps;
+    double m = -1;
+    if (ok) {
+        void *out = s_push_to(ctx, eps[S_EP_SCHED]);
+        double *v = malloc((size_t)reps * sizeof *v);
+        char buf[64] = "q-step";
+        for (int i = -reps / 10; v && i < reps; i++) {
+            double t0 = zf_bench_now();
+            buf[0] = 'q';
+            zmq_send(out, buf, 8, 0);
+            if (zmq_recv(in, buf, sizeof buf, 0) < 0) break; /* a relay died */
+            if (i >= 0) v[i] = zf_bench_now() - t0;
+            if (i == reps - 1) m = s_median(v, reps);
+        }
+        free(v);
+        int linger = 0;
+        zmq_setsockopt(out, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_close(out);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (pids[i] > 0) {
+            kill(pids[i], SIGKILL);
+            waitpid(pids[i], NULL, 0);
+        }
+        for (int k = 0; k < 2; k++) {
+            if (up[i][k] >= 0) close(up[i][k]);
+            if (down[i][k] >= 0) close(down[i][k]);
+        }
+    }
+    zmq_close(in);
+    zmq_ctx_term(ctx);
+    return m;
+}
+
 /* ---- the service ------------------------------------------------------------ */
 
 static Zflow__Envelope *s_call(zf_socket_t *s, Zflow__Envelope *env, uint64_t id)
@@ -290,6 +429,7 @@ int main(int argc, char **argv)
     int reps = zf_bench_reps(2000);
     double base = s_reqrep_median(reps);
     double base_proc = s_reqrep_process_median(reps);
+    double pattern = s_pattern_median(reps);
     char broker[256];
     if (!s_start_cluster(broker, sizeof broker)) {
         fprintf(stderr, "bench_step: cannot start the cluster from %s\n", s_bin);
@@ -324,10 +464,17 @@ int main(int argc, char **argv)
     printf("step latency (2 partitions, 1 scalar crossing), median of %d runs\n", reps);
     printf("  raw ZeroMQ REQ/REP round trip, one process    %8.1f us\n", base * 1e6);
     printf("  raw ZeroMQ REQ/REP round trip, two processes  %8.1f us\n", base_proc * 1e6);
+    if (pattern > 0)
+        printf("  a step's messages, raw ZeroMQ processes %8.1f us   %.2fx the one-process round trip "
+               "(this design's floor)\n",
+               pattern * 1e6, pattern / base);
+    else
+        printf("  a step's messages, raw ZeroMQ processes: the relays failed\n");
     printf("  RunStep, client -> scheduler    %8.1f us   %.2fx the one-process round trip (target "
-           "<= 3x), %.2fx the two-process one\n",
+           "<= 3x), %.2fx the two-process one",
            step * 1e6, step / base, step / base_proc);
-    printf("  RunStep through the broker      %8.1f us   %.2fx the one-process round trip, %.2fx "
+    if (pattern > 0) printf(", %.2fx the floor", step / pattern);
+    printf("\n  RunStep through the broker      %8.1f us   %.2fx the one-process round trip, %.2fx "
            "the two-process one\n",
            via_broker * 1e6, via_broker / base, via_broker / base_proc);
     return 0;
