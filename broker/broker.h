@@ -27,6 +27,11 @@
  *   id. A client whose connection closes has its requests forgotten (a
  *   late reply to them is dropped), as have the clients of a scheduler that
  *   is dropped (they are answered UNAVAILABLE).
+ * - Since many connections could together still queue unbounded work, all
+ *   clients together may have at most max_requests in flight; a request
+ *   past that broker-wide limit is answered RESOURCE_EXHAUSTED the same way.
+ *   A reply finds its request by a hash lookup (broker/pending.h), so a
+ *   full table costs no more per reply than an empty one.
  * - Every message is checked by the envelope codec and then by field; a
  *   bad one is answered with INVALID_ARGUMENT (or FAILED_PRECONDITION for
  *   another protocol version) when its sender is known, logged, and
@@ -48,14 +53,17 @@ typedef struct zf_broker_config {
     int heartbeat_ms;        /* executor heartbeat period, > 0 */
     int heartbeat_misses;    /* dead after this many missed heartbeats, > 0 */
     int max_client_requests; /* a client's requests in flight at most; 0: the default */
+    int max_requests;        /* all clients' requests in flight at most; 0: the default */
 } zf_broker_config_t;
 
 /* Requests one client may have in flight through the broker by default. */
 #define ZF_BROKER_MAX_CLIENT_REQUESTS 4096
+/* Requests all clients together may have in flight by default. */
+#define ZF_BROKER_MAX_REQUESTS 65536
 
 /* A broker bound at config->listen. Caller owns *out.
  * Errors: INVALID_ARGUMENT for a bad endpoint or settings (a negative
- * max_client_requests among them), UNAVAILABLE
+ * max_client_requests or max_requests among them), UNAVAILABLE
  * when the address cannot be bound, RESOURCE_EXHAUSTED. */
 zf_status_t zf_broker_new(const zf_broker_config_t *config, zf_broker_t **out);
 

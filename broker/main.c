@@ -13,7 +13,7 @@
 
 static const char s_usage[] =
     "usage: zflow-broker [--listen ENDPOINT] [--heartbeat-ms N] [--heartbeat-misses N]\n"
-    "                    [--max-client-requests N]\n"
+    "                    [--max-client-requests N] [--max-requests N]\n"
     "\n"
     "The zflow broker: the one address clients, schedulers and executors\n"
     "connect to. Keeps the executor registry and passes client requests to a\n"
@@ -29,6 +29,9 @@ static const char s_usage[] =
     "  --max-client-requests N requests one client may have in flight through\n"
     "                          the broker (default 4096); one more is refused\n"
     "                          with RESOURCE_EXHAUSTED until replies come back\n"
+    "  --max-requests N        requests all clients together may have in flight\n"
+    "                          through the broker (default 65536), the\n"
+    "                          broker-wide limit; one more is refused the same way\n"
     "\n"
     "Prints 'zflow-broker listening on ENDPOINT' as its first line. Logs go to\n"
     "stderr (ZFLOW_LOG_LEVEL). SIGINT or SIGTERM stops it.\n";
@@ -86,6 +89,8 @@ static int s_parse_args(int argc, char **argv, zf_broker_config_t *cfg)
             if (s_parse_positive("--heartbeat-misses", v, &cfg->heartbeat_misses)) return 2;
         } else if (strcmp(a, "--max-client-requests") == 0) {
             if (s_parse_positive("--max-client-requests", v, &cfg->max_client_requests)) return 2;
+        } else if (strcmp(a, "--max-requests") == 0) {
+            if (s_parse_positive("--max-requests", v, &cfg->max_requests)) return 2;
         } else {
             fprintf(stderr, "zflow-broker: unknown option '%s'\n%s", a, s_usage);
             return 2;
@@ -103,7 +108,8 @@ static void s_install_signals(void)
 int main(int argc, char **argv)
 {
     zf_log_init("zflow-broker");
-    zf_broker_config_t cfg = {"tcp://127.0.0.1:5555", 1000, 3, ZF_BROKER_MAX_CLIENT_REQUESTS};
+    zf_broker_config_t cfg = {"tcp://127.0.0.1:5555", 1000, 3, ZF_BROKER_MAX_CLIENT_REQUESTS,
+                              ZF_BROKER_MAX_REQUESTS};
     if (s_parse_env(&cfg) || s_parse_args(argc, argv, &cfg)) return 2;
     zf_broker_t *b = NULL;
     zf_status_t s = zf_broker_new(&cfg, &b);
@@ -118,9 +124,9 @@ int main(int argc, char **argv)
     fflush(stdout);
     zf_log_info("broker",
                 "listening on %s (heartbeat %d ms, dead after %d misses, at most %d requests in "
-                "flight per client)",
+                "flight per client and %d in all)",
                 zf_broker_endpoint(b), cfg.heartbeat_ms, cfg.heartbeat_misses,
-                cfg.max_client_requests);
+                cfg.max_client_requests, cfg.max_requests);
     s = zf_broker_run(b);
     s_broker = NULL;
     zf_broker_destroy(&b);
