@@ -45,6 +45,7 @@ zf_status_t zf_master_new(const zf_master_transport_t *transport, const zf_maste
         opts && opts->register_timeout_ms > 0 ? opts->register_timeout_ms : 30000;
     m->abort_grace_ms = opts && opts->abort_grace_ms > 0 ? opts->abort_grace_ms : 2000;
     if (opts && opts->id_prefix) snprintf(m->id_prefix, sizeof m->id_prefix, "%s", opts->id_prefix);
+    m->forget = opts ? opts->forget : NULL;
     pthread_mutex_init(&m->mu, NULL);
     pthread_cond_init(&m->cv, NULL);
     m->next_request = 1;
@@ -59,6 +60,13 @@ zf_status_t zf_master_new(const zf_master_transport_t *transport, const zf_maste
     }
     *out = m;
     return ZF_STATUS_OK;
+}
+
+void zf_master_set_id_prefix(zf_master_t *m, const char *prefix)
+{
+    pthread_mutex_lock(&m->mu);
+    snprintf(m->id_prefix, sizeof m->id_prefix, "%s", prefix ? prefix : "");
+    pthread_mutex_unlock(&m->mu);
 }
 
 static void s_device_free(zf__master_device_t *d)
@@ -174,13 +182,25 @@ static void s_drop_device_plans(zf_master_t *m, const char *device)
         zf__master_drop_plans(m, (zf__master_session_t *)v, device);
 }
 
-/* Removes device i from the set, failing its calls and dropping its plans. */
+/* Hands endpoint to the transport's forget hook unless a live device
+ * still uses it. Under m->mu. */
+static void s_forget_endpoint(zf_master_t *m, const char *endpoint)
+{
+    if (!m->forget) return;
+    for (int i = 0; i < m->n_devices; i++)
+        if (strcmp(m->devices[i]->endpoint, endpoint) == 0) return;
+    m->forget(m->transport.arg, endpoint);
+}
+
+/* Removes device i from the set, failing its calls, dropping its plans and
+ * forgetting its endpoint. */
 static void s_remove_device(zf_master_t *m, int i, const char *reason)
 {
     zf__master_device_t *d = m->devices[i];
     m->devices[i] = m->devices[--m->n_devices];
     s_fail_calls(m, d->name, reason);
     s_drop_device_plans(m, d->name);
+    s_forget_endpoint(m, d->endpoint);
     s_device_free(d);
 }
 
@@ -193,9 +213,11 @@ zf_status_t zf_master_device_joined(zf_master_t *m, const Zflow__ExecutorInfo *i
     for (int i = 0; i < m->n_devices; i++) {
         if (strcmp(m->devices[i]->name, d->name) != 0) continue;
         if (m->devices[i]->incarnation == d->incarnation) { /* a repeat: refresh */
-            free(m->devices[i]->endpoint);
+            char *old = m->devices[i]->endpoint;
             m->devices[i]->endpoint = d->endpoint;
             d->endpoint = NULL;
+            if (strcmp(old, m->devices[i]->endpoint) != 0) s_forget_endpoint(m, old);
+            free(old);
             s_device_free(d);
             pthread_mutex_unlock(&m->mu);
             return ZF_STATUS_OK;

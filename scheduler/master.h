@@ -9,7 +9,9 @@
  *   replaces one (a new incarnation drops the plans made for the old one);
  *   zf_master_device_died() removes it, fails every request in flight to it
  *   with UNAVAILABLE naming the device (so the steps using it fail at once)
- *   and drops every cached plan that used it.
+ *   and drops every cached plan that used it. An endpoint no live device
+ *   uses any more goes to the transport's forget hook, so that connections
+ *   do not pile up as executors come and go.
  * - Sessions. CreateSession parses and validates the GraphDef; nothing is
  *   placed until a run needs a plan, so executors that join later are used.
  * - Plans. Per session, one plan per signature (sorted feeds, fetches and
@@ -64,6 +66,12 @@ typedef struct zf_master_options {
     /* Put before every session and job id (at most 23 bytes; NULL: none),
      * so that a broker can tell which scheduler holds them. */
     const char *id_prefix;
+    /* The transport's forget hook (NULL: none): called with the
+     * transport's arg, under the rules of its send(), when no live device
+     * uses executor control endpoint `endpoint` any more (its device died,
+     * restarted or moved), after the calls in flight to that device have
+     * failed, so that the transport can close the connection. */
+    void (*forget)(void *arg, const char *endpoint);
 } zf_master_options_t;
 
 /* A master with no devices and no sessions. transport is copied; its arg
@@ -72,6 +80,11 @@ typedef struct zf_master_options {
  * Errors: RESOURCE_EXHAUSTED. */
 zf_status_t zf_master_new(const zf_master_transport_t *transport, const zf_master_options_t *opts,
                           zf_master_t **out);
+
+/* Replaces the prefix of the session and job ids made from now on (see
+ * zf_master_options_t.id_prefix; NULL: none); ids already made keep theirs.
+ * A scheduler whose id was taken at its broker picks another. */
+void zf_master_set_id_prefix(zf_master_t *m, const char *prefix);
 
 /* Frees every session and plan without telling executors. No call may be
  * in progress; steps zf_master_start_step() started and still running end

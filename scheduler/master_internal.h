@@ -64,6 +64,7 @@ typedef struct zf__master_session {
 
 struct zf_master {
     zf_master_transport_t transport;
+    void (*forget)(void *arg, const char *endpoint); /* the transport's, or NULL */
     int64_t register_timeout_ms, abort_grace_ms;
     pthread_mutex_t mu; /* devices, calls, sessions, plans, refs */
     pthread_cond_t cv;  /* a call completed */

@@ -13,6 +13,7 @@
 #include <zmq.h>
 
 #include "common/log.h"
+#include "common/strmap.h"
 #include "common/transport.h"
 #include "executor/device.h"
 #include "executor/thread_pool.h"
@@ -23,13 +24,15 @@
 #define S_LOG       "scheduler"
 #define S_POLL_MS   100
 #define S_LISTEN    "tcp://127.0.0.1:*" /* the client ROUTER's default */
-#define S_MAX_ITEMS (4 + 1 + 1024)      /* own sockets and pipe, rpc's pipe and executors */
+#define S_ID_SIZE   12                  /* a scheduler id and its NUL */
+/* own sockets and pipe, the rpc's pipe and executors */
+#define S_MAX_ITEMS (4 + 1 + ZF_SCHED_RPC_MAX_PEERS)
 
 /* A reply waiting for the broker socket's thread. */
 typedef struct s_reply {
     bool direct; /* to a client's direct request: leaves by the client ROUTER */
     zf_route_t route;
-    Zflow__Envelope *env;
+    Zflow__Envelope *env; /* NULL: none could be made (a direct request still ends) */
     struct s_reply *next;
 } s_reply_t;
 
@@ -37,12 +40,13 @@ struct zf_sched_server {
     char *broker_endpoint;
     zf_zctx_t *ctx;
     zf_socket_t *broker;
-    zf_socket_t *monitor;  /* PAIR receiving the broker socket's connect events */
-    zf_socket_t *clients;  /* ROUTER for clients' direct requests */
-    char *client_endpoint; /* where clients reach it, advertised */
-    char sched_id[12];     /* prefixes its session and job ids */
-    int connects;          /* connections made to the broker so far */
-    uint64_t register_id;  /* the last RegisterScheduler's request id */
+    zf_socket_t *monitor;     /* PAIR receiving the broker socket's connect events */
+    zf_socket_t *clients;     /* ROUTER for clients' direct requests */
+    char *client_endpoint;    /* where clients reach it, advertised */
+    char sched_id[S_ID_SIZE]; /* prefixes its session and job ids */
+    int id_tries;             /* ids tried in the current registration */
+    int connects;             /* connections made to the broker so far */
+    uint64_t register_id;     /* the last RegisterScheduler's request id */
     zf_sched_rpc_t *rpc;
     zf_master_t *master;
     zf_thread_pool_t *pool;
@@ -53,6 +57,10 @@ struct zf_sched_server {
     pthread_mutex_t mu;          /* guards the reply queue */
     s_reply_t *head, *tail;
     int64_t step_wake_ms; /* when the master's steps need a look next; -1: on replies */
+    /* direct clients' routing ids -> requests accepted and not answered
+     * (only clients with some); loop thread only */
+    zf_strmap_t *in_flight;
+    int max_client_requests;
     zmq_pollitem_t items[S_MAX_ITEMS];
 };
 
@@ -63,6 +71,7 @@ typedef struct {
     zf_route_t route;
     Zflow__Envelope *env;
     uint64_t request_id; /* for a step run without a worker */
+    s_reply_t *slot;     /* a direct request's reply, made before it was accepted */
 } s_job_t;
 
 static void s_on_executor_reply(void *arg, Zflow__Envelope **reply)
@@ -72,6 +81,20 @@ static void s_on_executor_reply(void *arg, Zflow__Envelope **reply)
 }
 
 /* ---- replies ----------------------------------------------------------------- */
+
+/* Queues r (taken over) for the loop thread. */
+static void s_queue(zf_sched_server_t *srv, s_reply_t *r)
+{
+    pthread_mutex_lock(&srv->mu);
+    if (srv->tail)
+        srv->tail->next = r;
+    else
+        srv->head = r;
+    srv->tail = r;
+    pthread_mutex_unlock(&srv->mu);
+    if (write(srv->wake[1], "", 1) < 0 && errno != EAGAIN)
+        zf_log_warn(S_LOG, "cannot wake the broker thread: %s", strerror(errno));
+}
 
 /* Queues env (taken over) for the client at route, through the broker or,
  * when direct, through the client ROUTER. */
@@ -88,20 +111,57 @@ static void s_queue_reply_to(zf_sched_server_t *srv, bool direct, const zf_route
     r->direct = direct;
     r->route = *route;
     r->env = env;
-    pthread_mutex_lock(&srv->mu);
-    if (srv->tail)
-        srv->tail->next = r;
-    else
-        srv->head = r;
-    srv->tail = r;
-    pthread_mutex_unlock(&srv->mu);
-    if (write(srv->wake[1], "", 1) < 0 && errno != EAGAIN)
-        zf_log_warn(S_LOG, "cannot wake the broker thread: %s", strerror(errno));
+    s_queue(srv, r);
 }
 
 static void s_queue_reply(zf_sched_server_t *srv, const zf_route_t *route, Zflow__Envelope *env)
 {
     s_queue_reply_to(srv, false, route, env);
+}
+
+/* ---- direct clients' requests in flight ------------------------------------------ */
+
+static const char *s_body_name(const Zflow__Envelope *env)
+{
+    switch (env->body_case) {
+    case ZFLOW__ENVELOPE__BODY_CREATE_SESSION: return "CreateSession";
+    case ZFLOW__ENVELOPE__BODY_RUN_STEP: return "RunStep";
+    case ZFLOW__ENVELOPE__BODY_CLOSE_SESSION: return "CloseSession";
+    default: return "a request";
+    }
+}
+
+/* Counts one more request (env) in flight for the direct client at route,
+ * or refuses it with RESOURCE_EXHAUSTED when the client is at its limit. */
+static zf_status_t s_client_add(zf_sched_server_t *srv, const zf_route_t *route,
+                                const Zflow__Envelope *env)
+{
+    const char *id = (const char *)route->frame[0];
+    uintptr_t n = 0;
+    zf_strmap_get_n(srv->in_flight, id, route->len[0], &n);
+    if (n >= (uintptr_t)srv->max_client_requests)
+        return zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                             "%s refused: this client already has %d requests in flight at the "
+                             "scheduler's client endpoint, the most one client may have "
+                             "(zflow-scheduler --max-client-requests %d); send more once replies "
+                             "come back",
+                             s_body_name(env), (int)n, srv->max_client_requests);
+    if (zf_strmap_put_n(srv->in_flight, id, route->len[0], n + 1) != 0)
+        return zf_out_of_memory("scheduler: a client's requests in flight");
+    return ZF_STATUS_OK;
+}
+
+/* One of the direct client's requests at route has been answered (or could
+ * not be); a client with none left is forgotten. */
+static void s_client_done(zf_sched_server_t *srv, const zf_route_t *route)
+{
+    const char *id = (const char *)route->frame[0];
+    uintptr_t n = 0;
+    if (!zf_strmap_get_n(srv->in_flight, id, route->len[0], &n)) return;
+    if (n > 1)
+        zf_strmap_put_n(srv->in_flight, id, route->len[0], n - 1); /* a replace: no allocation */
+    else
+        zf_strmap_remove_n(srv->in_flight, id, route->len[0], NULL);
 }
 
 /* Sends the queued replies to the broker. */
@@ -117,13 +177,15 @@ static void s_flush_replies(zf_sched_server_t *srv)
     while (r) {
         s_reply_t *next = r->next;
         zf_socket_t *sock = r->direct ? srv->clients : srv->broker;
-        zf_status_t st =
-            sock ? zf_envelope_send(sock, &r->route, r->env) : zf_internal("the socket is closed");
+        if (r->direct) s_client_done(srv, &r->route);
+        zf_status_t st = !r->env ? ZF_STATUS_OK
+                         : sock  ? zf_envelope_send(sock, &r->route, r->env)
+                                 : zf_internal("the socket is closed");
         if (!zf_ok(st))
             zf_log_warn(S_LOG, "cannot send a reply to %s: %s",
                         r->direct ? "a client" : "the broker", zf_status_msg(&st));
         zf_status_clear(&st);
-        zflow__envelope__free_unpacked(r->env, NULL);
+        if (r->env) zflow__envelope__free_unpacked(r->env, NULL);
         free(r);
         r = next;
     }
@@ -222,7 +284,12 @@ static void s_work(void *arg)
     }
     zf_status_clear(&st);
     if (rep) s_advertise(job->srv, rep);
-    if (rep) s_queue_reply_to(job->srv, job->direct, &job->route, rep);
+    if (job->slot) { /* direct: queued even without a reply, so that its count ends */
+        job->slot->env = rep;
+        s_queue(job->srv, job->slot);
+    } else if (rep) {
+        s_queue_reply_to(job->srv, job->direct, &job->route, rep);
+    }
     zflow__envelope__free_unpacked(job->env, NULL);
     free(job);
 }
@@ -261,13 +328,15 @@ static void s_on_step_done(void *arg, Zflow__Envelope *reply)
                     job->direct ? "a client" : "the broker", zf_status_msg(&st));
     zf_status_clear(&st);
     if (reply) zflow__envelope__free_unpacked(reply, NULL);
+    if (job->direct) s_client_done(srv, &job->route);
     free(job);
 }
 
 /* Hands a client request (taken over) to a worker; its reply leaves by the
  * socket it came in on. A RunStep whose plan is cached runs here instead,
  * without a worker: the master sends its RunGraphs at once and its reply
- * leaves when the executors' replies are in (zf_master_poll). */
+ * leaves when the executors' replies are in (zf_master_poll). A direct
+ * request has been counted (s_client_add); each way it ends uncounts it. */
 static void s_submit_from(zf_sched_server_t *srv, bool direct, const zf_route_t *route,
                           Zflow__Envelope **env_p)
 {
@@ -275,23 +344,27 @@ static void s_submit_from(zf_sched_server_t *srv, bool direct, const zf_route_t 
         s_job_t *step = malloc(sizeof *step);
         bool started = false;
         if (step) {
-            *step = (s_job_t){srv, direct, *route, NULL, (*env_p)->request_id};
+            *step = (s_job_t){srv, direct, *route, NULL, (*env_p)->request_id, NULL};
             zf_master_start_step(srv->master, env_p, s_on_step_done, step, &started);
         }
         if (started) return;
         free(step);
     }
     s_job_t *job = calloc(1, sizeof *job);
-    zf_status_t st = job ? ZF_STATUS_OK : zf_out_of_memory("scheduler");
+    s_reply_t *slot = direct ? calloc(1, sizeof *slot) : NULL;
+    zf_status_t st = job && (slot || !direct) ? ZF_STATUS_OK : zf_out_of_memory("scheduler");
     if (zf_ok(st)) {
-        *job = (s_job_t){srv, direct, *route, *env_p, 0};
+        *job = (s_job_t){srv, direct, *route, *env_p, 0, slot};
+        if (slot) *slot = (s_reply_t){true, *route, NULL, NULL};
         st = zf_thread_pool_submit(srv->pool, s_work, job);
     }
     if (zf_ok(st)) {
         *env_p = NULL;
         return;
     }
+    free(slot);
     free(job);
+    if (direct) s_client_done(srv, route);
     s_answer_on(direct ? srv->clients : srv->broker, route, (*env_p)->request_id, st);
 }
 
@@ -340,14 +413,73 @@ static void s_poll_job(zf_sched_server_t *srv, const zf_route_t *route, const Zf
     zf_status_clear(&st);
 }
 
+/* ---- registration ------------------------------------------------------------------ */
+
+/* Draws a random scheduler id other than the current one and gives the
+ * master (once there is one) its prefix. */
+static void s_pick_id(zf_sched_server_t *srv)
+{
+    char id[sizeof srv->sched_id];
+    do {
+        snprintf(id, sizeof id, "%08" PRIx64, zf_device_new_incarnation() & 0xffffffffu);
+    } while (strcmp(id, srv->sched_id) == 0);
+    memcpy(srv->sched_id, id, sizeof id);
+    if (!srv->master) return;
+    char prefix[sizeof id + 1];
+    snprintf(prefix, sizeof prefix, "%s/", id);
+    zf_master_set_id_prefix(srv->master, prefix);
+}
+
+static zf_status_t s_send_register(zf_sched_server_t *srv)
+{
+    Zflow__RegisterScheduler body = ZFLOW__REGISTER_SCHEDULER__INIT;
+    body.client_endpoint = srv->client_endpoint;
+    body.scheduler_id = srv->sched_id;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.request_id = ++srv->register_id;
+    env.body_case = ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER;
+    env.register_scheduler = &body;
+    return zf_envelope_send(srv->broker, NULL, &env);
+}
+
+/* The broker refused the registration with st (taken over). An id another
+ * live scheduler has is replaced by a fresh one and registered again, up
+ * to ZF_SCHED_ID_TRIES ids; any other refusal, or the last, is kept in
+ * register_status. */
+static void s_on_register_refused(zf_sched_server_t *srv, zf_status_t st)
+{
+    if (st.code == ZF_ALREADY_EXISTS && srv->id_tries < ZF_SCHED_ID_TRIES) {
+        char taken[sizeof srv->sched_id];
+        memcpy(taken, srv->sched_id, sizeof taken);
+        s_pick_id(srv);
+        srv->id_tries++;
+        zf_log_warn(S_LOG, "scheduler id '%s' is taken (%s); registering as '%s'", taken,
+                    zf_status_msg(&st), srv->sched_id);
+        zf_status_clear(&st);
+        st = s_send_register(srv);
+        if (zf_ok(st)) return;
+        st = zf_status_prefix(st, "cannot register again as '%s'", srv->sched_id);
+    }
+    zf_status_clear(&srv->register_status);
+    if (st.code == ZF_ALREADY_EXISTS) {
+        srv->register_status = zf_status_new(
+            ZF_ALREADY_EXISTS,
+            "the broker refused the registration: each of the %d scheduler ids tried was taken "
+            "by another scheduler (the last refusal: %s)",
+            srv->id_tries, zf_status_msg(&st));
+        zf_status_clear(&st);
+    } else {
+        srv->register_status = zf_status_prefix(st, "the broker refused the registration");
+    }
+}
+
 /* ---- broker messages -------------------------------------------------------------- */
 
 static void s_on_register_reply(zf_sched_server_t *srv, const Zflow__RegisterSchedulerReply *r)
 {
     zf_status_t st = zf_status_from_proto(r->status);
     if (!zf_ok(st)) {
-        zf_status_clear(&srv->register_status);
-        srv->register_status = zf_status_prefix(st, "the broker refused the registration");
+        s_on_register_refused(srv, st);
         return;
     }
     if (srv->registered) { /* a new broker: its listing replaces what we knew */
@@ -392,8 +524,12 @@ static void s_on_message(zf_sched_server_t *srv, const zf_route_t *route, Zflow_
     case ZFLOW__ENVELOPE__BODY_POLL_JOB:
         if (route->n == 1) s_poll_job(srv, route, env);
         break;
-    case ZFLOW__ENVELOPE__BODY_STATUS_REPLY:
+    case ZFLOW__ENVELOPE__BODY_STATUS_REPLY: /* the broker refuses a registration this way */
         st = zf_status_from_proto(env->status_reply->status);
+        if (!zf_ok(st) && env->request_id == srv->register_id) {
+            s_on_register_refused(srv, st);
+            break;
+        }
         if (!zf_ok(st)) zf_log_warn(S_LOG, "the broker says: %s", zf_status_msg(&st));
         zf_status_clear(&st);
         break;
@@ -437,10 +573,17 @@ static zf_status_t s_read_broker(zf_sched_server_t *srv)
 static void s_on_direct(zf_sched_server_t *srv, const zf_route_t *route, Zflow__Envelope **env_p)
 {
     Zflow__Envelope *env = *env_p;
+    zf_status_t st = ZF_STATUS_OK;
     switch (env->body_case) {
     case ZFLOW__ENVELOPE__BODY_CREATE_SESSION:
     case ZFLOW__ENVELOPE__BODY_RUN_STEP:
-    case ZFLOW__ENVELOPE__BODY_CLOSE_SESSION: s_submit_from(srv, true, route, env_p); break;
+    case ZFLOW__ENVELOPE__BODY_CLOSE_SESSION:
+        st = s_client_add(srv, route, env);
+        if (zf_ok(st))
+            s_submit_from(srv, true, route, env_p);
+        else
+            s_answer_on(srv->clients, route, env->request_id, st);
+        break;
     case ZFLOW__ENVELOPE__BODY_PING:
         s_answer_on(srv->clients, route, env->request_id, ZF_STATUS_OK);
         break;
@@ -480,18 +623,6 @@ static zf_status_t s_read_clients(zf_sched_server_t *srv)
     }
 }
 
-static zf_status_t s_send_register(zf_sched_server_t *srv)
-{
-    Zflow__RegisterScheduler body = ZFLOW__REGISTER_SCHEDULER__INIT;
-    body.client_endpoint = srv->client_endpoint;
-    body.scheduler_id = srv->sched_id;
-    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
-    env.request_id = ++srv->register_id;
-    env.body_case = ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER;
-    env.register_scheduler = &body;
-    return zf_envelope_send(srv->broker, NULL, &env);
-}
-
 /* A connect event: a connection after the first one reaches a broker that
  * may have restarted and forgotten us, so we register again. */
 static void s_serve_monitor(zf_sched_server_t *srv)
@@ -503,6 +634,7 @@ static void s_serve_monitor(zf_sched_server_t *srv)
     uint16_t event = 0; /* libzmq writes the event number in host order */
     memcpy(&event, ev, sizeof event);
     if (event != ZMQ_EVENT_CONNECTED || ++srv->connects == 1 || !srv->registered) return;
+    srv->id_tries = 1;
     zf_status_t st = s_send_register(srv);
     if (!zf_ok(st)) zf_log_warn(S_LOG, "cannot register again: %s", zf_status_msg(&st));
     zf_status_clear(&st);
@@ -542,8 +674,10 @@ static zf_status_t s_poll(zf_sched_server_t *srv, int timeout_ms)
  * replaced by loopback. */
 static zf_status_t s_open_clients(zf_sched_server_t *srv, const zf_sched_server_config_t *cfg)
 {
-    snprintf(srv->sched_id, sizeof srv->sched_id, "%08" PRIx64,
-             zf_device_new_incarnation() & 0xffffffffu);
+    if (cfg->id)
+        snprintf(srv->sched_id, sizeof srv->sched_id, "%s", cfg->id);
+    else
+        s_pick_id(srv);
     ZF_TRY(zf_socket_new(srv->ctx, ZF_SOCKET_ROUTER, &srv->clients));
     /* the broker's cap on what a client may send, so no client makes
      * libzmq allocate without bound here either */
@@ -584,9 +718,9 @@ static zf_status_t s_start(zf_sched_server_t *srv, const zf_sched_server_config_
     ZF_TRY(s_open_clients(srv, cfg));
     ZF_TRY(zf_sched_rpc_new_polled(srv->ctx, s_on_executor_reply, srv, &srv->rpc));
     zf_master_transport_t t = zf_sched_rpc_transport(srv->rpc);
-    char prefix[16];
+    char prefix[sizeof srv->sched_id + 1];
     snprintf(prefix, sizeof prefix, "%s/", srv->sched_id);
-    zf_master_options_t mo = {.id_prefix = prefix};
+    zf_master_options_t mo = {.id_prefix = prefix, .forget = zf_sched_rpc_forget_hook};
     ZF_TRY(zf_master_new(&t, &mo, &srv->master));
     zf_master_set_job_retention(srv->master, cfg->job_results, cfg->job_ttl_ms);
     zf_master_set_job_steps_max(srv->master, cfg->max_steps);
@@ -598,13 +732,28 @@ zf_status_t zf_sched_server_new(const zf_sched_server_config_t *config, zf_sched
     *out = NULL;
     if (!config || !config->broker || !config->broker[0])
         return zf_invalid_argument("scheduler: no broker endpoint");
+    if (config->max_client_requests < 0)
+        return zf_invalid_argument("scheduler: max_client_requests must be 0 (the default, %d) "
+                                   "or more, not %d",
+                                   ZF_SCHED_MAX_CLIENT_REQUESTS, config->max_client_requests);
+    if (config->id &&
+        (!config->id[0] || strlen(config->id) >= S_ID_SIZE || strchr(config->id, '/')))
+        return zf_invalid_argument("scheduler: id '%.40s' must be 1 to %d bytes without a '/'",
+                                   config->id, S_ID_SIZE - 1);
     zf_sched_server_t *srv = calloc(1, sizeof *srv);
     if (!srv) return zf_out_of_memory("scheduler");
     srv->wake[0] = srv->wake[1] = -1;
     srv->step_wake_ms = -1;
+    srv->max_client_requests = config->max_client_requests > 0 ? config->max_client_requests
+                                                               : ZF_SCHED_MAX_CLIENT_REQUESTS;
+    /* from a random start, so that no client's request id, which the
+     * broker may echo in a StatusReply on this socket, passes for one */
+    srv->register_id = zf_device_new_incarnation() >> 1;
     pthread_mutex_init(&srv->mu, NULL);
     srv->broker_endpoint = strdup(config->broker);
-    zf_status_t st = srv->broker_endpoint ? s_start(srv, config) : zf_out_of_memory("scheduler");
+    srv->in_flight = zf_strmap_new(16, ZF_STRMAP_OWN_KEYS);
+    zf_status_t st = srv->broker_endpoint && srv->in_flight ? s_start(srv, config)
+                                                             : zf_out_of_memory("scheduler");
     if (!zf_ok(st)) {
         zf_sched_server_destroy(&srv);
         return st;
@@ -632,10 +781,11 @@ void zf_sched_server_destroy(zf_sched_server_t **srv_p)
     zf_zctx_destroy(&srv->ctx);
     while (srv->head) { /* replies that could not be sent */
         s_reply_t *next = srv->head->next;
-        zflow__envelope__free_unpacked(srv->head->env, NULL);
+        if (srv->head->env) zflow__envelope__free_unpacked(srv->head->env, NULL);
         free(srv->head);
         srv->head = next;
     }
+    zf_strmap_destroy(&srv->in_flight);
     for (int i = 0; i < 2; i++)
         if (srv->wake[i] >= 0) close(srv->wake[i]);
     zf_status_clear(&srv->register_status);
@@ -647,6 +797,8 @@ void zf_sched_server_destroy(zf_sched_server_t **srv_p)
 
 zf_status_t zf_sched_server_register(zf_sched_server_t *srv, int timeout_ms)
 {
+    zf_status_clear(&srv->register_status);
+    srv->id_tries = 1;
     ZF_TRY(s_send_register(srv));
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -673,6 +825,9 @@ zf_status_t zf_sched_server_run(zf_sched_server_t *srv)
     while (!atomic_load(&srv->stop)) {
         ZF_TRY(s_poll(srv, S_POLL_MS));
         zf_master_jobs_tick(srv->master); /* late waiters, expired results */
+        if (!zf_ok(srv->register_status)) /* a restarted broker refused us */
+            return zf_status_new(srv->register_status.code, "%s",
+                                 zf_status_msg(&srv->register_status));
     }
     return ZF_STATUS_OK;
 }
@@ -685,4 +840,9 @@ void zf_sched_server_stop(zf_sched_server_t *srv)
 int zf_sched_server_num_devices(zf_sched_server_t *srv)
 {
     return zf_master_num_devices(srv->master);
+}
+
+const char *zf_sched_server_id(const zf_sched_server_t *srv)
+{
+    return srv->sched_id;
 }

@@ -23,6 +23,17 @@
  * the new broker's listing replaces its device set. Stopping
  * fails the steps in flight (UNAVAILABLE), answers them, and returns.
  *
+ * Limits. A client connected to the client ROUTER (one routing id) may have
+ * at most max_client_requests requests accepted and not yet answered, as
+ * the broker allows through itself; one more is answered at once with
+ * RESOURCE_EXHAUSTED naming the limit and its flag, so that no client can
+ * queue unbounded work on the workers or the loop thread.
+ *
+ * Scheduler ids. The id is 8 random hex digits. When the broker refuses it
+ * because another live scheduler has it (ALREADY_EXISTS), the scheduler
+ * draws another, gives its master the new prefix and registers again, up
+ * to ZF_SCHED_ID_TRIES ids in all, then reports the refusal.
+ *
  * Thread-safety: one thread runs a server; zf_sched_server_stop() may be
  * called from any thread or a signal handler. */
 #ifndef ZF_SCHED_SERVER_H
@@ -31,6 +42,13 @@
 #include "common/status.h"
 
 typedef struct zf_sched_server zf_sched_server_t;
+
+/* Default of max_client_requests (the broker's default too). */
+#define ZF_SCHED_MAX_CLIENT_REQUESTS 4096
+
+/* Scheduler ids tried at most, one after another, when the broker says
+ * each is taken. */
+#define ZF_SCHED_ID_TRIES 8
 
 typedef struct zf_sched_server_config {
     const char *broker; /* the broker's endpoint */
@@ -43,11 +61,18 @@ typedef struct zf_sched_server_config {
     int job_results;    /* one-shot job results kept uncollected; 0: the master's default */
     int64_t job_ttl_ms; /* how long such a result is kept; 0: the master's default */
     int64_t max_steps;  /* steps one job may ask for; 0: the master's default */
+    /* requests one direct client may have in flight; 0: the default */
+    int max_client_requests;
+    /* The first scheduler id to register with (1 to 11 bytes, no '/');
+     * NULL: a random one. Later ids after a refusal are random. Tests use
+     * it to make two schedulers collide. */
+    const char *id;
 } zf_sched_server_config_t;
 
 /* Connects to the broker (in the background) and starts the executor I/O
  * thread. Caller owns *out. Errors: INVALID_ARGUMENT for a malformed
- * endpoint, RESOURCE_EXHAUSTED. */
+ * endpoint, a negative max_client_requests or a malformed id,
+ * RESOURCE_EXHAUSTED. */
 zf_status_t zf_sched_server_new(const zf_sched_server_config_t *config, zf_sched_server_t **out);
 
 /* Stops what is still running and frees everything. NULL-safe, sets
@@ -55,12 +80,16 @@ zf_status_t zf_sched_server_new(const zf_sched_server_config_t *config, zf_sched
 void zf_sched_server_destroy(zf_sched_server_t **srv_p);
 
 /* Registers with the broker, waiting up to timeout_ms (< 0: until
- * registered or stopped) for its reply. Errors: DEADLINE_EXCEEDED when the
- * broker did not answer, CANCELLED when stopped, the broker's refusal. */
+ * registered or stopped) for its reply; an id the broker says is taken is
+ * replaced (see Scheduler ids). Errors: DEADLINE_EXCEEDED when the broker
+ * did not answer, CANCELLED when stopped, the broker's refusal prefixed
+ * "the broker refused the registration" (ALREADY_EXISTS when
+ * ZF_SCHED_ID_TRIES ids were all taken). */
 zf_status_t zf_sched_server_register(zf_sched_server_t *srv, int timeout_ms);
 
 /* Serves until zf_sched_server_stop(). Returns OK after a stop, or the
- * error that stopped it. */
+ * error that stopped it (a restarted broker refusing the registration
+ * again, as zf_sched_server_register() reports it). */
 zf_status_t zf_sched_server_run(zf_sched_server_t *srv);
 
 /* Asks zf_sched_server_run() (or a waiting register) to return within
@@ -69,5 +98,9 @@ void zf_sched_server_stop(zf_sched_server_t *srv);
 
 /* Devices the master knows now (tests, logs). */
 int zf_sched_server_num_devices(zf_sched_server_t *srv);
+
+/* The scheduler id it registers with now (tests, logs); valid until the
+ * next register or run call. Not thread-safe with those. */
+const char *zf_sched_server_id(const zf_sched_server_t *srv);
 
 #endif

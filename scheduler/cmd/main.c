@@ -15,7 +15,7 @@
 static const char s_usage[] =
     "usage: zflow-scheduler [--broker ENDPOINT] [--workers N] [--listen ENDPOINT]\n"
     "                       [--advertise ENDPOINT] [--job-results N] [--job-ttl-ms MS]\n"
-    "                       [--max-job-steps N]\n"
+    "                       [--max-job-steps N] [--max-client-requests N]\n"
     "\n"
     "The zflow scheduler: serves the sessions clients open through the broker\n"
     "(placement, partitioning, plan cache, steps) on the executors the broker\n"
@@ -35,6 +35,9 @@ static const char s_usage[] =
     "  --job-ttl-ms MS     how long such a result is kept (default 600000)\n"
     "  --max-job-steps N   steps one job may ask for, at most (default 1000000);\n"
     "                      a job asking for more is refused when submitted\n"
+    "  --max-client-requests N  requests one client may have in flight at the\n"
+    "                      client endpoint (default 4096); one more is refused\n"
+    "                      with RESOURCE_EXHAUSTED until replies come back\n"
     "\n"
     "Prints 'zflow-scheduler connected to ENDPOINT' once registered. Logs go to\n"
     "stderr (ZFLOW_LOG_LEVEL). SIGINT or SIGTERM stops it.\n";
@@ -98,6 +101,10 @@ static int s_parse_args(int argc, char **argv, zf_sched_server_config_t *cfg)
             long n = 0;
             if (!s_parse_long(a, v, 1000000000000L, &n)) return 2;
             cfg->max_steps = n;
+        } else if (strcmp(a, "--max-client-requests") == 0) {
+            long n = 0;
+            if (!s_parse_long(a, v, 1000000, &n)) return 2;
+            cfg->max_client_requests = (int)n;
         } else {
             fprintf(stderr, "zflow-scheduler: unknown option '%s'\n%s", a, s_usage);
             return 2;
