@@ -15,6 +15,7 @@
 #include "common/strmap.h"
 #include "common/tensor_frame.h"
 #include "executor/remote.h"
+#include "executor/remote_internal.h"
 #include "executor/step_set.h"
 
 #define S_POLL_MS     100 /* how often the receiver looks at its stop flag */
@@ -32,12 +33,13 @@ typedef struct {
     atomic_bool ipc_refused; /* it refused an IPC offer: send it bytes */
 } s_peer_t;
 
-/* A device tensor offered over IPC, kept alive until the receiver's reply
- * or the step's end. */
+/* A device tensor offered over IPC, kept alive until the receiver's reply,
+ * the step's cleanup or the hold limit (zf_remote_expire()). */
 typedef struct s_held {
     struct s_held *next;
     uint64_t id;
     int64_t step_id;
+    int64_t held_at_ms; /* zf_remote_now_ms() when offered */
     char *device, *key;
     zf_tensor_t *tensor;
 } s_held_t;
@@ -73,13 +75,15 @@ struct zf_remote {
     pthread_cond_t peers_changed;
     zf_strmap_t *peers;    /* device -> s_peer_t *, keys copied */
     zf_step_set_t *closed; /* the most recent ZF_REMOTE_CLOSED_STEPS closed steps */
-    s_held_t *held;        /* guarded by mu */
+    s_held_t *held;        /* guarded by mu, newest first */
     uint64_t n_held;
+    int64_t ipc_hold_ms; /* guarded by mu: how long an offer is held at most */
+    int64_t held_min_ms; /* guarded by mu: no held offer is older (INT64_MAX: none) */
     atomic_uint_fast64_t next_offer;
     s_acker_t *acker;
     char host_id[ZF_TENSOR_FRAME_MAX_HOST + 1];
     atomic_uint_fast64_t delivered, dropped, malformed;
-    atomic_uint_fast64_t ipc_offered, ipc_released, ipc_refused, ipc_received;
+    atomic_uint_fast64_t ipc_offered, ipc_released, ipc_refused, ipc_received, ipc_expired;
 };
 
 static void s_acker_unref(s_acker_t **a_p);
@@ -138,20 +142,32 @@ zf_status_t zf_remote_claim_step(zf_remote_t *r, int64_t step_id, zf_rendezvous_
     return s_step_rendezvous(r, step_id, true, out);
 }
 
+/* Hands a received value to its step (mgr counts it against the limits
+ * on steps not started here) unless the step has ended here; a value the
+ * step cannot take is dropped and counted. */
 static void s_deliver(zf_remote_t *r, zf_tensor_frame_t *f)
 {
-    zf_rendezvous_t *rv = NULL;
-    zf_status_t s = zf_remote_step_rendezvous(r, f->step_id, &rv);
-    if (zf_ok(s) && rv) s = zf_rendezvous_send(rv, f->key, f->tensor, f->is_dead);
-    if (zf_ok(s) && rv) {
+    pthread_mutex_lock(&r->mu);
+    bool closed = s_closed_locked(r, f->step_id);
+    pthread_mutex_unlock(&r->mu);
+    zf_status_t s =
+        closed ? ZF_STATUS_OK
+               : zf_rendezvous_mgr_deliver(r->mgr, f->step_id, f->key, f->tensor, f->is_dead);
+    if (!closed && zf_ok(s)) {
+        pthread_mutex_lock(&r->mu);
+        closed = s_closed_locked(r, f->step_id);
+        pthread_mutex_unlock(&r->mu);
+        /* closed meanwhile: what was (re)made here goes too, with the value */
+        if (closed) zf_rendezvous_mgr_cleanup(r->mgr, f->step_id, NULL);
+    }
+    if (!closed && zf_ok(s)) {
         atomic_fetch_add(&r->delivered, 1);
     } else {
         atomic_fetch_add(&r->dropped, 1);
         zf_log_debug("remote", "dropped '%s' of step %lld: %s", f->key, (long long)f->step_id,
-                     rv || !zf_ok(s) ? zf_status_msg(&s) : "the step has ended here");
+                     zf_ok(s) ? "the step has ended here" : zf_status_msg(&s));
     }
     zf_status_clear(&s);
-    zf_rendezvous_unref(&rv);
 }
 
 static void s_on_offer(zf_remote_t *r, zf_tensor_frame_t *f);
@@ -185,7 +201,10 @@ static bool s_receive_one(zf_remote_t *r, int timeout_ms)
 static void *s_receiver(void *arg)
 {
     zf_remote_t *r = arg;
-    while (!atomic_load(&r->stop)) s_receive_one(r, S_POLL_MS);
+    while (!atomic_load(&r->stop)) {
+        s_receive_one(r, S_POLL_MS);
+        zf_remote_expire(r, zf_remote_now_ms());
+    }
     return NULL;
 }
 
@@ -259,6 +278,8 @@ static zf_status_t s_new(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr, const char *b
     if (!r) return zf_out_of_memory("remote transport");
     r->ctx = ctx;
     r->mgr = mgr;
+    r->ipc_hold_ms = ZF_REMOTE_IPC_HOLD_MS;
+    r->held_min_ms = INT64_MAX;
     zf_remote_default_host_id(r->host_id, sizeof r->host_id);
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->peers_changed, NULL);
@@ -526,6 +547,7 @@ zf_remote_stats_t zf_remote_stats(zf_remote_t *r)
                                .ipc_released = atomic_load(&r->ipc_released),
                                .ipc_refused = atomic_load(&r->ipc_refused),
                                .ipc_received = atomic_load(&r->ipc_received),
+                               .ipc_expired = atomic_load(&r->ipc_expired),
                                .ipc_held = held};
 }
 
@@ -563,7 +585,7 @@ static void s_held_free_all(s_held_t **list)
 }
 
 static zf_status_t s_held_add(zf_remote_t *r, uint64_t id, const char *device, const char *key,
-                              int64_t step_id, zf_tensor_t *tensor)
+                              int64_t step_id, zf_tensor_t *tensor, int64_t held_at_ms)
 {
     s_held_t *h = calloc(1, sizeof *h);
     if (!h || !(h->device = strdup(device)) || !(h->key = strdup(key))) {
@@ -572,6 +594,7 @@ static zf_status_t s_held_add(zf_remote_t *r, uint64_t id, const char *device, c
     }
     h->id = id;
     h->step_id = step_id;
+    h->held_at_ms = held_at_ms;
     h->tensor = zf_tensor_ref(tensor);
     pthread_mutex_lock(&r->mu);
     /* A step already cleaned up here would never let go of it. */
@@ -580,11 +603,79 @@ static zf_status_t s_held_add(zf_remote_t *r, uint64_t id, const char *device, c
         h->next = r->held;
         r->held = h;
         r->n_held++;
+        if (held_at_ms < r->held_min_ms) r->held_min_ms = held_at_ms;
     }
     pthread_mutex_unlock(&r->mu);
     if (!closed) return ZF_STATUS_OK;
     s_held_free_all(&h);
     return zf_status_new(ZF_CANCELLED, "step %lld has ended here", (long long)step_id);
+}
+
+/* ---- CUDA IPC: the hold limit ---------------------------------------------------- */
+
+int64_t zf_remote_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void zf_remote_set_ipc_hold_ms(zf_remote_t *r, int64_t hold_ms)
+{
+    pthread_mutex_lock(&r->mu);
+    r->ipc_hold_ms = hold_ms > 0 ? hold_ms : ZF_REMOTE_IPC_HOLD_MS;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Unlinks the offers held for the hold limit or longer at now_ms and
+ * returns them, oldest first; the age bound is recomputed from the rest.
+ * Caller holds r->mu. */
+static s_held_t *s_held_take_expired_locked(zf_remote_t *r, int64_t now_ms)
+{
+    s_held_t *taken = NULL, **at = &r->held;
+    int64_t min = INT64_MAX;
+    while (*at) {
+        s_held_t *h = *at;
+        if (now_ms - h->held_at_ms < r->ipc_hold_ms) {
+            if (h->held_at_ms < min) min = h->held_at_ms;
+            at = &h->next;
+            continue;
+        }
+        *at = h->next;
+        h->next = taken; /* the list is newest first, so this reverses it */
+        taken = h;
+        r->n_held--;
+    }
+    r->held_min_ms = min;
+    return taken;
+}
+
+int zf_remote_expire(zf_remote_t *r, int64_t now_ms)
+{
+    pthread_mutex_lock(&r->mu);
+    int64_t hold_ms = r->ipc_hold_ms;
+    bool due = r->held && now_ms - r->held_min_ms >= hold_ms;
+    s_held_t *expired = due ? s_held_take_expired_locked(r, now_ms) : NULL;
+    pthread_mutex_unlock(&r->mu);
+    if (!expired) return 0;
+    int n = 0;
+    for (const s_held_t *h = expired; h; h = h->next) n++;
+    zf_log_warn("remote",
+                "released %d CUDA IPC offer%s whose receiver did not answer within %lld ms "
+                "(the oldest: '%s' of step %lld, offered to %s)",
+                n, n == 1 ? "" : "s", (long long)hold_ms, expired->key, (long long)expired->step_id,
+                expired->device);
+    atomic_fetch_add(&r->ipc_expired, (uint_fast64_t)n);
+    s_held_free_all(&expired);
+    return n;
+}
+
+zf_status_t zf__remote_hold_offer(zf_remote_t *r, const char *device, const char *key,
+                                  int64_t step_id, zf_tensor_t *tensor, int64_t held_at_ms,
+                                  uint64_t *id)
+{
+    *id = atomic_fetch_add(&r->next_offer, 1) + 1;
+    return s_held_add(r, *id, device, key, step_id, tensor, held_at_ms);
 }
 
 /* ---- CUDA IPC: sending ------------------------------------------------------------ */
@@ -619,7 +710,7 @@ static zf_status_t s_offer(zf_remote_t *r, s_peer_t *p, const char *device, cons
     ZF_TRY(zf_tensor_frame_header_for_ipc(key, step_id, zf_tensor_dtype(tensor),
                                           zf_tensor_shape(tensor), &ipc, &h));
     /* Held before it leaves: the reply may come back at once. */
-    ZF_TRY(s_held_add(r, ipc.id, device, key, step_id, tensor));
+    ZF_TRY(s_held_add(r, ipc.id, device, key, step_id, tensor, zf_remote_now_ms()));
     pthread_mutex_lock(&p->mu);
     s = s_peer_socket_locked(r, p);
     if (zf_ok(s)) s = zf_tensor_frame_send_ipc(p->push, &h);

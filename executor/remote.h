@@ -4,13 +4,19 @@
  * tensors this process sends.
  *
  * Design note. A receiver thread waits on the PULL socket; each tensor frame
- * (common/tensor_frame.h) goes to zf_rendezvous_mgr_find(step), so a tensor
- * that arrives before its step starts here waits in the step's rendezvous
- * until the _Recv asks for it. Steps ended with zf_remote_cleanup_step() are
- * remembered (the most recent ZF_REMOTE_CLOSED_STEPS of them), and tensors
- * still arriving for them are dropped and counted instead of creating a
- * rendezvous nobody will free; steps that tensors created but no RunGraph
- * ever claimed are dropped by the table's own limits (executor/rendezvous.h).
+ * (common/tensor_frame.h) goes to zf_rendezvous_mgr_deliver(step), so a
+ * tensor that arrives before its step starts here waits in the step's
+ * rendezvous until the _Recv asks for it. Steps ended with
+ * zf_remote_cleanup_step() are remembered (the most recent
+ * ZF_REMOTE_CLOSED_STEPS of them), and tensors still arriving for them are
+ * dropped and counted instead of creating a rendezvous nobody will free;
+ * steps that tensors created but no RunGraph ever claimed are bounded by
+ * the table's own limits on their number, age and bytes
+ * (executor/rendezvous.h). A tensor the table refuses (one larger than the
+ * byte limit on its own) aborts its step there with RESOURCE_EXHAUSTED
+ * naming the step, the size and the limit, so the step's RunGraph fails
+ * with that error and the scheduler reports it; the tensor is dropped and
+ * counted like any other the step cannot take.
  * A malformed frame is logged, counted and dropped; the next one is read
  * normally. The executor service polls the PULL socket from its own event
  * loop instead (zf_remote_new_polled()), saving a thread hand-off.
@@ -36,13 +42,14 @@
  * GPU device whose peer has not refused IPC is offered instead of copied:
  * the transport exports a handle (zf_gpu_ipc_export()), pushes a
  * header-only frame with it (common/tensor_frame.h, "ipc") and holds the
- * tensor until the receiver's reply, or until zf_remote_cleanup_step() of
- * its step (a receiver that dies never pins it longer). The receiver
- * refuses an offer from another host (host ids differ: hostname:boot id)
- * or when built without CUDA; the sender then pushes the bytes and sends
- * that peer bytes from then on (a refused offer's bytes may follow a later
- * value on another key: order is kept per key only while all its values
- * go one way). An accepted offer reaches the step's rendezvous as a
+ * tensor until the receiver's reply, until zf_remote_cleanup_step() of its
+ * step, or at most the hold limit (ZF_REMOTE_IPC_HOLD_MS; see
+ * zf_remote_expire()), so a receiver that dies never pins it longer. The
+ * receiver refuses an offer from another host (host ids differ:
+ * hostname:boot id) or when built without CUDA; the sender then pushes the
+ * bytes and sends that peer bytes from then on (a refused offer's bytes
+ * may follow a later value on another key: order is kept per key only
+ * while all its values go one way). An accepted offer reaches the step's rendezvous as a
  * placeholder tensor (zf_remote_ipc_offer()): the GPU _Recv opens the
  * handle, copies device to device into its own memory and drops the
  * placeholder, and that release — or any other, such as the step's abort
@@ -67,6 +74,8 @@
 #define ZF_REMOTE_CLOSED_STEPS 4096
 /* How long a send may wait on a peer's full queue before it fails. */
 #define ZF_REMOTE_SEND_TIMEOUT_MS 30000
+/* How long an IPC offer is held at most by default (zf_remote_expire()). */
+#define ZF_REMOTE_IPC_HOLD_MS 60000
 
 typedef struct zf_remote zf_remote_t;
 
@@ -91,7 +100,8 @@ zf_status_t zf_remote_new_polled(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr,
 void *zf_remote_poll_handle(const zf_remote_t *r);
 
 /* Handles the messages waiting on a polled transport's PULL socket, at
- * most max of them, without blocking; returns how many it handled. */
+ * most max of them, without blocking; returns how many it handled. The
+ * loop that pumps also calls zf_remote_expire() now and then. */
 int zf_remote_pump(zf_remote_t *r, int max);
 
 /* Stops the receiver thread, closes every socket (queued outgoing tensors
@@ -163,13 +173,35 @@ void zf_remote_cleanup_step(zf_remote_t *r, int64_t step_id, const zf_status_t *
 /* Ends step_id here after its partition ran to the end without an error:
  * as zf_remote_cleanup_step() with no error, except that device tensors
  * this process offered over IPC stay held until their receiver answers
- * (it may still be copying) or a later zf_remote_cleanup_step(). */
+ * (it may still be copying), a later zf_remote_cleanup_step(), or the hold
+ * limit (zf_remote_expire()). */
 void zf_remote_finish_step(zf_remote_t *r, int64_t step_id);
 
+/* The milliseconds of a monotonic clock, which held offers are stamped
+ * with and zf_remote_expire() compares against. */
+int64_t zf_remote_now_ms(void);
+
+/* Sets how long an IPC offer is held at most (<= 0: ZF_REMOTE_IPC_HOLD_MS);
+ * it applies to the offers already held too. */
+void zf_remote_set_ipc_hold_ms(zf_remote_t *r, int64_t hold_ms);
+
+/* Releases the IPC offers held for the hold limit or longer at now_ms
+ * (zf_remote_now_ms(); tests pass their own), whose receiver never
+ * answered (it died, or its answer was lost), counts them (ipc_expired)
+ * and logs one warning for the lot; returns how many. A receiver that
+ * answers later is ignored. An offer released this way may still be
+ * opened by a receiver that is only slow, which then copies memory the
+ * sender may have reused: the limit must be far longer than any receiver
+ * takes to copy. Cheap when nothing is due (a lock and a comparison): the
+ * receiver thread calls it after each wait, and so should the loop that
+ * calls zf_remote_pump(). */
+int zf_remote_expire(zf_remote_t *r, int64_t now_ms);
+
 /* Counters (tests, diagnostics): tensors handed to a rendezvous, tensors
- * dropped because their step was closed or aborted, malformed messages;
- * IPC offers sent, released by their receiver, refused by it, offers
- * received, and offers sent still held. */
+ * dropped because their step was closed, aborted or refused them,
+ * malformed messages; IPC offers sent, released by their receiver, refused
+ * by it, offers received, offers released by the hold limit
+ * (zf_remote_expire()), and offers sent still held. */
 typedef struct zf_remote_stats {
     uint64_t delivered;
     uint64_t dropped;
@@ -178,6 +210,7 @@ typedef struct zf_remote_stats {
     uint64_t ipc_released;
     uint64_t ipc_refused;
     uint64_t ipc_received;
+    uint64_t ipc_expired;
     uint64_t ipc_held;
 } zf_remote_stats_t;
 

@@ -126,36 +126,54 @@ void zf_rendezvous_pending(zf_rendezvous_t *r, size_t *values, size_t *recvs);
 
 /* ---- per-process table of step rendezvous ------------------------------
  * Maps step ids to rendezvous, so that tensors arriving from the network
- * before a step starts locally have somewhere to wait.
+ * before a step starts locally have somewhere to wait (executor/
+ * rendezvous_mgr.c).
  *
  * A step is CLAIMED once a local RunGraph has asked for it
  * (zf_rendezvous_mgr_claim()), and UNCLAIMED while only arriving tensors
- * have (zf_rendezvous_mgr_find()). A peer may send tensors for steps that
- * never start here (a stray, a replay, a buggy or hostile peer), so
- * unclaimed steps are bounded: each lives at most ttl_ms after its creation
- * and at most max_unclaimed of them exist (defaults 60000 ms and 1024). The
- * limits are enforced on find and claim calls, without a thread: expired
- * steps go first, then the oldest unclaimed step whenever a new one would
- * pass the cap. A removed step's rendezvous is aborted with ABORTED "step
- * <id> never started on this executor: its tensors were dropped after <ttl>
- * ms" or "... dropped because more than <cap> steps waited to start", its
- * queued tensors are freed, holders of references see that status, and one
- * warning is logged. Claimed steps are never removed that way: their owner
- * ends them with zf_rendezvous_mgr_cleanup().
+ * have (zf_rendezvous_mgr_find(), zf_rendezvous_mgr_deliver()). A peer may
+ * send tensors for steps that never start here (a stray, a replay, a buggy
+ * or hostile peer), so unclaimed steps are bounded: each lives at most
+ * ttl_ms after its creation, at most max_unclaimed of them exist, and the
+ * tensors delivered to them hold at most max_bytes (defaults 60000 ms, 1024
+ * and 1 GiB). The limits are enforced on find, claim and deliver calls,
+ * without a thread: expired steps go first, then the oldest unclaimed steps
+ * whenever a new step or a new tensor would pass a cap. A removed step's
+ * rendezvous is aborted with ABORTED "step <id> never started on this
+ * executor: its tensors were dropped after <ttl> ms", "... dropped because
+ * more than <cap> steps waited to start" or "... dropped because the steps
+ * waiting to start held more than <max_bytes> bytes", its queued tensors
+ * are freed, holders of references see that status, and one warning is
+ * logged. Claimed steps are never removed that way: their owner ends them
+ * with zf_rendezvous_mgr_cleanup().
  *
- * Thread-safety: every function may be called from any thread. find and
- * claim are O(1) expected (a hash on the step id; expiry looks only at the
- * oldest unclaimed step). The abort of a removed step runs after the
- * table's lock is released but before find or claim returns, on the
- * caller's thread: recv callbacks pending on an unclaimed step fire there,
- * so they must not take a lock the caller of find or claim holds. */
+ * Bytes: a tensor delivered to an unclaimed step with
+ * zf_rendezvous_mgr_deliver() counts its buffer's bytes (and a host STRING
+ * tensor its elements' bytes) until the step is claimed or removed; values
+ * sent straight into a found rendezvous (zf_rendezvous_send()) do not
+ * count. A tensor larger than max_bytes on its own is refused: see
+ * zf_rendezvous_mgr_deliver().
+ *
+ * Thread-safety: every function may be called from any thread. find, claim
+ * and deliver are O(1) expected (a hash on the step id; expiry looks only
+ * at the oldest unclaimed step). The abort of a removed step runs after the
+ * table's lock is released but before the call returns, on the caller's
+ * thread: recv callbacks pending on an unclaimed step fire there, so they
+ * must not take a lock the caller of find, claim or deliver holds. */
 typedef struct zf_rendezvous_mgr zf_rendezvous_mgr_t;
 
+/* The counters: every step ever added is still in the table or was
+ * removed by exactly one of cleanup, expiry or eviction, so
+ * added == steps + cleaned + expired + evicted. */
 typedef struct {
-    size_t steps;     /* in the table now, claimed or not */
-    size_t unclaimed; /* of which not claimed */
-    uint64_t expired; /* unclaimed steps removed for their age, ever */
-    uint64_t evicted; /* unclaimed steps removed by the cap, ever */
+    size_t steps;           /* in the table now, claimed or not */
+    size_t unclaimed;       /* of which not claimed */
+    size_t unclaimed_bytes; /* counted for the unclaimed ones (see "Bytes" above) */
+    uint64_t added;         /* steps ever added */
+    uint64_t cleaned;       /* steps removed by zf_rendezvous_mgr_cleanup(), ever */
+    uint64_t expired;       /* unclaimed steps removed for their age, ever */
+    uint64_t evicted;       /* unclaimed steps removed by the step or byte cap, ever */
+    uint64_t refused;       /* tensors refused for being over the byte cap alone, ever */
 } zf_rendezvous_mgr_stats_t;
 
 /* An empty table with the default limits; caller owns it. Errors:
@@ -178,15 +196,38 @@ zf_status_t zf_rendezvous_mgr_find(zf_rendezvous_mgr_t *mgr, int64_t step_id,
                                    zf_rendezvous_t **out);
 
 /* Like zf_rendezvous_mgr_find(), and marks the step CLAIMED: tensors
- * already queued for it stay, and it lives until
- * zf_rendezvous_mgr_cleanup(). Errors: as zf_rendezvous_mgr_find(). */
+ * already queued for it stay (and stop counting against the byte cap), and
+ * it lives until zf_rendezvous_mgr_cleanup(). Errors: as
+ * zf_rendezvous_mgr_find(). */
 zf_status_t zf_rendezvous_mgr_claim(zf_rendezvous_mgr_t *mgr, int64_t step_id,
                                     zf_rendezvous_t **out);
+
+/* Delivers a value that arrived for step_id (the network transport's
+ * path): zf_rendezvous_mgr_find() then zf_rendezvous_send(), with the
+ * value's bytes counted while the step is unclaimed. When they would pass
+ * max_bytes, the oldest unclaimed steps are removed first (the step itself
+ * too when it is the oldest; the value is then dropped with the step's
+ * ABORTED status). A value over max_bytes on its own is refused: the step
+ * is aborted with RESOURCE_EXHAUSTED "step N has not started on this
+ * executor and cannot hold '<key>': its B bytes are more than the M bytes
+ * allowed for the tensors of steps waiting to start", which is returned
+ * and logged, and which its RunGraph then meets (the step stays unclaimed,
+ * holding nothing, until its ttl). tensor is borrowed as by
+ * zf_rendezvous_send(). Errors: those of zf_rendezvous_mgr_find() and
+ * zf_rendezvous_send() (the step's abort status), RESOURCE_EXHAUSTED as
+ * above. */
+zf_status_t zf_rendezvous_mgr_deliver(zf_rendezvous_mgr_t *mgr, int64_t step_id, const char *key,
+                                      zf_tensor_t *tensor, bool is_dead);
 
 /* Sets the bounds on unclaimed steps: at most max_unclaimed of them, each
  * for at most ttl_ms after its creation; a value <= 0 selects the default
  * (1024, 60000 ms). Steps past new limits go on the next find or claim. */
 void zf_rendezvous_mgr_set_limits(zf_rendezvous_mgr_t *mgr, int max_unclaimed, int64_t ttl_ms);
+
+/* Sets the most bytes the tensors of unclaimed steps may hold; 0 selects
+ * the default (1 GiB). Steps past a new limit go on the next find, claim
+ * or deliver. */
+void zf_rendezvous_mgr_set_max_bytes(zf_rendezvous_mgr_t *mgr, size_t max_bytes);
 
 /* A snapshot of the table's counters. */
 zf_rendezvous_mgr_stats_t zf_rendezvous_mgr_stats(zf_rendezvous_mgr_t *mgr);

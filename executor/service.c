@@ -316,8 +316,9 @@ static void s_serve_requests(zf_exec_service_t *svc)
 }
 
 /* The event loop: control requests, tensors from peers (the transport is
- * polled here, not by a thread of its own) and the replies of steps that
- * ended elsewhere. Light steps start and continue on this thread (see
+ * polled here, not by a thread of its own, so the IPC offers it holds past
+ * their limit are released here too) and the replies of steps that ended
+ * elsewhere. Light steps start and continue on this thread (see
  * zf__svc_run_graph), so a small step's RunGraph, its tensors and its reply
  * cost no thread hand-off. */
 static void *s_control_thread(void *arg)
@@ -340,6 +341,7 @@ static void *s_control_thread(void *arg)
         if (items[2].revents) zf_remote_pump(svc->remote, S_BATCH);
         if (items[0].revents) s_serve_requests(svc);
         s_flush_replies(svc);
+        zf_remote_expire(svc->remote, zf_remote_now_ms());
     }
     return NULL;
 }
@@ -473,6 +475,16 @@ zf_status_t zf_exec_service_set_peer(zf_exec_service_t *svc, const char *device,
                                      const char *endpoint)
 {
     return zf_remote_set_peer(svc->remote, device, endpoint);
+}
+
+void zf_exec_service_set_max_unclaimed_bytes(zf_exec_service_t *svc, size_t max_bytes)
+{
+    zf_rendezvous_mgr_set_max_bytes(svc->mgr, max_bytes);
+}
+
+zf_rendezvous_mgr_stats_t zf_exec_service_rendezvous_stats(zf_exec_service_t *svc)
+{
+    return zf_rendezvous_mgr_stats(svc->mgr);
 }
 
 int zf_exec_service_num_graphs(zf_exec_service_t *svc)

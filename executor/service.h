@@ -38,11 +38,13 @@
 #define ZF_EXEC_SERVICE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/status.h"
 #include "common/transport.h"
 #include "executor/device.h"
+#include "executor/rendezvous.h"
 
 typedef struct zf_exec_service zf_exec_service_t;
 
@@ -88,6 +90,16 @@ bool zf_exec_service_has_peer(zf_exec_service_t *svc, const char *device);
 
 /* The incarnation recorded for device's peer; 0 when unknown (tests, logs). */
 uint64_t zf_exec_service_peer_incarnation(zf_exec_service_t *svc, const char *device);
+
+/* Sets the most bytes that tensors arriving for steps not yet started here
+ * may hold (zf_rendezvous_mgr_set_max_bytes(); 0: the default, 1 GiB): past
+ * it the oldest such steps are dropped, and a tensor larger on its own is
+ * refused, failing its step with RESOURCE_EXHAUSTED naming the step, the
+ * size and the limit. */
+void zf_exec_service_set_max_unclaimed_bytes(zf_exec_service_t *svc, size_t max_bytes);
+
+/* The counters of the service's step table (tests, logs). */
+zf_rendezvous_mgr_stats_t zf_exec_service_rendezvous_stats(zf_exec_service_t *svc);
 
 /* Registered graphs and steps in flight (tests, logs). */
 int zf_exec_service_num_graphs(zf_exec_service_t *svc);

@@ -25,7 +25,7 @@
 static const char s_usage[] =
     "usage: zflow-executor --device CPU:N|GPU:N [--broker ENDPOINT] [--name FULLNAME]\n"
     "                      [--heartbeat-ms N] [--control ENDPOINT] [--rendezvous ENDPOINT]\n"
-    "                      [--threads N]\n"
+    "                      [--threads N] [--max-unclaimed-mib N]\n"
     "\n"
     "A zflow executor: one device, the partitions schedulers register on it,\n"
     "and its steps.\n"
@@ -43,6 +43,10 @@ static const char s_usage[] =
     "  --rendezvous ENDPOINT   where the rendezvous PULL binds (same default)\n"
     "  --threads N             the CPU device's worker threads (default: one\n"
     "                          per core)\n"
+    "  --max-unclaimed-mib N   the most MiB that tensors arriving for steps not\n"
+    "                          yet started here may hold (default 1024); past\n"
+    "                          it the oldest such steps are dropped, and a\n"
+    "                          tensor larger on its own fails its step\n"
     "\n"
     "Prints 'zflow-executor <device name> control <endpoint> rendezvous\n"
     "<endpoint>' once registered. Logs go to stderr (ZFLOW_LOG_LEVEL). SIGINT\n"
@@ -50,7 +54,7 @@ static const char s_usage[] =
 
 typedef struct {
     const char *broker, *device, *name, *control, *rendezvous;
-    int heartbeat_ms, threads;
+    int heartbeat_ms, threads, max_unclaimed_mib;
     char type[16];
     int index;
 } s_flags_t;
@@ -105,9 +109,10 @@ static int s_parse(int argc, char **argv, s_flags_t *f)
                            : strcmp(a, "--control") == 0    ? &f->control
                            : strcmp(a, "--rendezvous") == 0 ? &f->rendezvous
                                                             : NULL;
-        int *num = strcmp(a, "--heartbeat-ms") == 0 ? &f->heartbeat_ms
-                   : strcmp(a, "--threads") == 0    ? &f->threads
-                                                    : NULL;
+        int *num = strcmp(a, "--heartbeat-ms") == 0        ? &f->heartbeat_ms
+                   : strcmp(a, "--threads") == 0           ? &f->threads
+                   : strcmp(a, "--max-unclaimed-mib") == 0 ? &f->max_unclaimed_mib
+                                                           : NULL;
         if (!str && !num) return s_fail(2, "unknown argument", a);
         if (i + 1 >= argc) return s_fail(2, "a value is missing after", a);
         const char *v = argv[++i];
@@ -157,6 +162,8 @@ static zf_status_t s_run(const s_flags_t *f)
     if (zf_ok(s)) s = s_make_device(f, &dev);
     zf_exec_service_options_t opts = {f->control, f->rendezvous, 0};
     if (zf_ok(s)) s = zf_exec_service_new(ctx, dev, &opts, &svc);
+    if (zf_ok(s) && f->max_unclaimed_mib > 0)
+        zf_exec_service_set_max_unclaimed_bytes(svc, (size_t)f->max_unclaimed_mib << 20);
     zf_exec_member_config_t mc = {f->broker, f->name == NULL, f->heartbeat_ms};
     if (zf_ok(s) && f->broker) s = zf_exec_member_new(ctx, svc, dev, &mc, &m);
     if (zf_ok(s) && m) s = zf_exec_member_register(m, S_REGISTER_TIMEOUT_MS);

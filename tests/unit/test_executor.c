@@ -66,6 +66,7 @@ static pthread_mutex_t s_log_mu = PTHREAD_MUTEX_INITIALIZER;
 static char s_log[8192]; /* names of the nodes that ran, space-separated */
 static atomic_int s_tracked_frees[2];
 static int s_probe_seen[2];
+static pthread_t s_square_thread; /* the one that ran Square last; under s_log_mu */
 
 static void s_log_node(const zf_kernel_ctx_t *ctx)
 {
@@ -180,6 +181,9 @@ static void s_tracked_free(void *data, void *hint)
 static zf_status_t s_square_compute(zf_kernel_ctx_t *ctx)
 {
     s_log_node(ctx);
+    pthread_mutex_lock(&s_log_mu);
+    s_square_thread = pthread_self();
+    pthread_mutex_unlock(&s_log_mu);
     const zf_tensor_t *in = ctx->inputs[0];
     size_t n = zf_tensor_nbytes(in);
     float *data = aligned_alloc(64, (n + 63) / 64 * 64 + 64);
@@ -934,7 +938,12 @@ static void s_where_done(zf_status_t status, void *arg)
 
 /* Starts a step of r -> Square -> out (plus, when heavy, an unrelated
  * expensive node), then sends k (n floats) from this thread, marked as an
- * event loop; returns the thread that ended the step. */
+ * event loop; returns the thread that ran Square, the node the recv's
+ * continuation runs first. What decides it is only where that continuation
+ * goes: the recv is already waiting when the value is sent (checked), so
+ * its callback fires inside the send, on this thread, and Square runs
+ * wherever the continuation is handed; the expensive node, wherever and
+ * whenever it runs, cannot change that. */
 static pthread_t s_recv_continues_on(s_fixture_t *f, bool heavy, int64_t n)
 {
     s_gb_t gb = {0};
@@ -946,12 +955,17 @@ static pthread_t s_recv_continues_on(s_fixture_t *f, bool heavy, int64_t n)
         s_gb_op(&gb, "StopGradient", "g", "input: 'c'");
     }
     zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    assert_int_equal(zf_executor_is_light(ex), !heavy);
     zf_rendezvous_t *r = NULL;
     ASSERT_OK(zf_rendezvous_new(1, &r));
     s_where_t w = {.status = ZF_STATUS_OK};
     atomic_init(&w.done, false);
     zf_executor_args_t args = {1, r};
     zf_executor_run_async(ex, &args, s_where_done, &w);
+    size_t values = 9, recvs = 0;
+    zf_rendezvous_pending(r, &values, &recvs); /* the cheap root ran inside run_async */
+    assert_int_equal(recvs, 1);
+    assert_int_equal(values, 0);
     zf_shape_t shape = {.rank = 1, .dims = {n}};
     zf_tensor_t *t = NULL;
     ASSERT_OK(zf_tensor_new(ZF_FLOAT, &shape, &t));
@@ -962,6 +976,12 @@ static pthread_t s_recv_continues_on(s_fixture_t *f, bool heavy, int64_t n)
     zf_executor_set_inline_thread(false);
     while (!atomic_load(&w.done)) usleep(1000);
     ASSERT_OK(w.status);
+    pthread_mutex_lock(&s_log_mu);
+    pthread_t square = s_square_thread;
+    pthread_mutex_unlock(&s_log_mu);
+    /* Without the expensive node, Square's thread also ran _Send, the last
+     * node, and so ended the step. */
+    if (!heavy) assert_true(pthread_equal(w.thread, square));
     zf_tensor_t *out = NULL;
     ASSERT_OK(zf_rendezvous_recv(r, "out", 0, &out, NULL));
     assert_int_equal(zf_tensor_num_elements(out), n);
@@ -970,7 +990,7 @@ static pthread_t s_recv_continues_on(s_fixture_t *f, bool heavy, int64_t n)
     zf_tensor_unref(&t);
     zf_rendezvous_unref(&r);
     zf_executor_destroy(&ex);
-    return w.thread;
+    return square;
 }
 
 static void
@@ -978,7 +998,7 @@ test_executor_continues_a_light_step_on_the_event_loop_that_completes_its_recv(v
 {
     s_fixture_t *f = *state;
     pthread_t me = pthread_self();
-    /* light, small value: ends on this thread, inside the send */
+    /* light, small value: continues on this thread, inside the send */
     assert_true(pthread_equal(s_recv_continues_on(f, false, 2), me));
     /* a heavy partition, or a value past ZF_EXECUTOR_INLINE_BYTES: the pool */
     assert_false(pthread_equal(s_recv_continues_on(f, true, 2), me));

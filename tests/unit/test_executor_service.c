@@ -13,6 +13,7 @@
 
 #include "common/graph.h"
 #include "common/graphdef_io.h"
+#include "common/log.h"
 #include "common/tensor_proto.h"
 #include "common/transport.h"
 #include "executor/device.h"
@@ -601,6 +602,95 @@ static void test_a_step_waits_for_the_endpoint_of_a_peer_it_sends_to(void **stat
     zf_device_destroy(&dev);
 }
 
+/* Waits (a bounded while) until the step table of svc satisfies ok. */
+static zf_rendezvous_mgr_stats_t s_wait_table(s_fixture_t *f, zf_exec_service_t *svc,
+                                              bool (*ok)(const zf_rendezvous_mgr_stats_t *))
+{
+    zf_rendezvous_mgr_stats_t st = zf_exec_service_rendezvous_stats(svc);
+    for (int i = 0; i < WAIT_MS / 5 && !ok(&st); i++) {
+        zf_status_t w = zf_socket_wait_readable(f->dealer[0], 5);
+        zf_status_clear(&w);
+        st = zf_exec_service_rendezvous_stats(svc);
+    }
+    if (!ok(&st)) fail_msg("the step table never got there");
+    return st;
+}
+
+static bool s_one_refused(const zf_rendezvous_mgr_stats_t *st)
+{
+    return st->refused == 1;
+}
+
+static bool s_twelve_bytes_wait(const zf_rendezvous_mgr_stats_t *st)
+{
+    return st->unclaimed_bytes == 12;
+}
+
+/* CPU:0 runs first and pushes y (3 floats, 12 bytes) to CPU:1, whose step
+ * has not started: over CPU:1's limit the tensor is refused and the step
+ * fails there with the reason; at the limit it waits and the step runs. */
+static void test_service_fails_a_step_whose_early_tensor_is_over_the_unclaimed_limit(void **state)
+{
+    s_fixture_t *f = *state;
+    zf_partition_set_t *set = s_partition(f, s_graph, "x", "z");
+    const zf_partition_t *p0 = s_part(set, f->dev[0]), *p1 = s_part(set, f->dev[1]);
+    uint64_t inc0 = zf_exec_service_incarnation(f->svc[0]);
+    uint64_t inc1 = zf_exec_service_incarnation(f->svc[1]);
+    char *h0 = s_register_ok(f->dealer[0], p0->graph, inc0);
+    char *h1 = s_register_ok(f->dealer[1], p1->graph, inc1);
+    zf_tensor_t *x = s_floats3(1, 2, 3);
+    zf_log_level_t level = zf_log_get_level();
+    zf_log_set_level(ZF_LOG_ERROR); /* the refusal is logged */
+    zf_exec_service_set_max_unclaimed_bytes(f->svc[1], 11);
+    s_run(f->dealer[0], 1, h0, inc0, 600, p0->feeds[0].key, x, NULL);
+    zf_status_t s = ZF_STATUS_OK;
+    Zflow__Envelope *reply = s_run_reply(f->dealer[0], &s);
+    ASSERT_OK(s); /* the sending side does not know yet */
+    zflow__envelope__free_unpacked(reply, NULL);
+    zf_rendezvous_mgr_stats_t st = s_wait_table(f, f->svc[1], s_one_refused);
+    assert_int_equal(st.unclaimed_bytes, 0);
+    assert_int_equal(st.evicted, 0);
+    s_run(f->dealer[1], 2, h1, inc1, 600, NULL, NULL, p1->fetches[0].key);
+    reply = s_run_reply(f->dealer[1], &s);
+    assert_int_equal(reply->request_id, 2);
+    assert_int_equal(s.code, ZF_RESOURCE_EXHAUSTED);
+    const char *msg = zf_status_msg(&s);
+    if (!strstr(msg, "step 600 has not started on this executor and cannot hold '") ||
+        !strstr(msg, "': its 12 bytes are more than the 11 bytes allowed for the tensors of "
+                     "steps waiting to start"))
+        fail_msg("message '%s' does not name the step, the size and the limit", msg);
+    zf_status_clear(&s);
+    zflow__envelope__free_unpacked(reply, NULL);
+    zf_log_set_level(level);
+    Zflow__CleanupGraph cg;
+    zflow__cleanup_graph__init(&cg);
+    cg.step_id = 600;
+    s_send_simple(f->dealer[1], 3, ZFLOW__ENVELOPE__BODY_CLEANUP_GRAPH, &cg);
+    s_expect_status(f->dealer[1], 3, ZF_OK, NULL);
+    /* Exactly at the limit the tensor waits, counted, until the step starts. */
+    zf_exec_service_set_max_unclaimed_bytes(f->svc[1], 12);
+    s_run(f->dealer[0], 4, h0, inc0, 601, p0->feeds[0].key, x, NULL);
+    reply = s_run_reply(f->dealer[0], &s);
+    ASSERT_OK(s);
+    zflow__envelope__free_unpacked(reply, NULL);
+    st = s_wait_table(f, f->svc[1], s_twelve_bytes_wait);
+    assert_int_equal(st.unclaimed, 1);
+    s_run(f->dealer[1], 5, h1, inc1, 601, NULL, NULL, p1->fetches[0].key);
+    reply = s_run_reply(f->dealer[1], &s);
+    ASSERT_OK(s);
+    s_expect_floats(reply->run_graph_reply->fetches[0]->tensor, 11, 24, 39);
+    zflow__envelope__free_unpacked(reply, NULL);
+    st = zf_exec_service_rendezvous_stats(f->svc[1]);
+    assert_int_equal(st.unclaimed_bytes, 0);
+    assert_int_equal(st.unclaimed, 0);
+    assert_int_equal(st.steps, 0); /* the good step was cleaned up when it ended */
+    assert_int_equal(st.refused, 1);
+    zf_tensor_unref(&x);
+    free(h0);
+    free(h1);
+    zf_partition_set_destroy(&set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -612,6 +702,7 @@ int main(void)
         T(test_two_services_run_a_split_graph_like_the_local_session),
         T(test_service_shuts_down_with_steps_still_waiting),
         T(test_a_step_waits_for_the_endpoint_of_a_peer_it_sends_to),
+        T(test_service_fails_a_step_whose_early_tensor_is_over_the_unclaimed_limit),
 #undef T
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,9 @@
  * ephemeral ports; tensors pushed by _Send's remote hook land in the right
  * step's rendezvous on the other side, early or late, closed steps drop
  * them, and malformed messages are skipped; CUDA IPC offers are refused
- * across hosts, handed on as placeholders and answered when released. */
+ * across hosts, handed on as placeholders and answered when released; the
+ * offers a sender holds are let go by the reply, the step's cleanup or the
+ * hold limit (driven through a test hook, so without a GPU too). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,9 +15,11 @@
 #include <cmocka.h>
 #include <zmq.h>
 
+#include "common/log.h"
 #include "common/tensor_frame.h"
 #include "common/transport.h"
 #include "executor/remote.h"
+#include "executor/remote_internal.h"
 #include "kernel_test_util.h"
 #include "test_util.h"
 
@@ -24,6 +28,7 @@
 #define DEV_A  "/job:localhost/replica:0/task:0/device:CPU:0"
 #define DEV_B  "/job:localhost/replica:0/task:0/device:CPU:1"
 #define KEY_AB DEV_A ";0000000000000001;" DEV_B ";x:0;0:0"
+#define KEY_BA DEV_B ";0000000000000002;" DEV_A ";x:0;0:0"
 
 typedef struct {
     zf_zctx_t *ctx;
@@ -320,6 +325,16 @@ static void s_expect_reply(s_ipc_rig_t *g, uint64_t id, int64_t step_id, bool ac
     zf_tensor_frame_clear(&f);
 }
 
+/* Skips the test, saying why, in a build without CUDA, which refuses every
+ * offer on arrival. */
+static void s_skip_without_cuda(const char *why)
+{
+    if (zf_gpu_built_with_cuda()) return;
+    print_message("skipped: this executor was built without CUDA, so it refuses every offer %s\n",
+                  why);
+    skip();
+}
+
 static void s_expect_no_reply(s_ipc_rig_t *g)
 {
     zf_tensor_frame_t f;
@@ -379,19 +394,23 @@ test_remote_hands_an_accepted_offer_to_the_rendezvous_and_answers_on_release(voi
 static void test_remote_releases_an_offer_for_a_closed_step_at_once(void **state)
 {
     s_ipc_rig_t *g = *state;
+    s_skip_without_cuda("before looking at its step");
     zf_remote_cleanup_step(g->b, 8, NULL);
     s_offer(g, KEY_G01, 8, 31, zf_remote_host_id(g->b));
-    if (zf_gpu_built_with_cuda())
-        s_expect_reply(g, 31, 8, true, "");
-    else
-        s_expect_reply(g, 31, 8, false, "built without CUDA");
-    assert_int_equal(zf_remote_stats(g->b).delivered, 0);
+    s_expect_reply(g, 31, 8, true, ""); /* accepted, dropped and so released */
+    zf_remote_stats_t st = zf_remote_stats(g->b);
+    assert_int_equal(st.ipc_received, 1);
+    assert_int_equal(st.dropped, 1);
+    assert_int_equal(st.delivered, 0);
+    zf_rendezvous_mgr_stats_t ms = zf_rendezvous_mgr_stats(g->mgr);
+    assert_int_equal(ms.steps, 0); /* no rendezvous was made for the closed step */
+    assert_int_equal(ms.added, 0);
 }
 
 static void test_remote_releases_a_queued_offer_when_its_step_is_aborted(void **state)
 {
     s_ipc_rig_t *g = *state;
-    if (!zf_gpu_built_with_cuda()) skip();
+    s_skip_without_cuda("instead of queueing it");
     zf_rendezvous_t *r = NULL;
     ASSERT_OK(zf_rendezvous_mgr_find(g->mgr, 9, &r));
     s_offer(g, KEY_G01, 9, 37, zf_remote_host_id(g->b));
@@ -450,7 +469,10 @@ static void test_remote_send_of_a_gpu_tensor_without_a_gpu_fails_and_holds_nothi
     s_ipc_rig_t *g = *state;
     int n = 0;
     zf_status_t s = zf_gpu_device_count(&n);
-    if (zf_ok(s)) skip(); /* a real GPU would try the copy */
+    if (zf_ok(s)) {
+        print_message("skipped: %d GPU(s) visible, where the send would copy the tensor\n", n);
+        skip();
+    }
     zf_status_clear(&s);
     static float bytes[2] = {1, 2};
     zf_buffer_t *buf = NULL;
@@ -479,7 +501,7 @@ static void test_remote_send_of_a_gpu_tensor_without_a_gpu_fails_and_holds_nothi
 static void test_remote_offer_reaching_a_cpu_recv_fails_naming_both_devices(void **state)
 {
     s_ipc_rig_t *g = *state;
-    if (!zf_gpu_built_with_cuda()) skip(); /* the stub build refuses offers */
+    s_skip_without_cuda("instead of handing it to a _Recv");
     zf_kernels_register_builtin(false);
     zf_rendezvous_t *r = NULL;
     ASSERT_OK(zf_rendezvous_mgr_find(g->mgr, 12, &r));
@@ -520,6 +542,194 @@ static void test_remote_offer_reaching_a_cpu_recv_fails_naming_both_devices(void
     zf_rendezvous_unref(&r);
 }
 
+/* ---- CUDA IPC offers, seen from the sending side ---------------------------------
+ * zf__remote_hold_offer() holds a tensor as a sent offer would be held, so
+ * the bookkeeping runs in every build; the hold limit is far longer than
+ * the test takes unless a test sets a short one, so the receiver thread's
+ * own calls of zf_remote_expire() (with the real clock) never interfere. */
+
+#define HOLD_MS 1000000
+
+/* Holds t for step_id at held_at_ms on p->a; returns the offer id. */
+static uint64_t s_hold(s_pair_t *p, int64_t step_id, zf_tensor_t *t, int64_t held_at_ms)
+{
+    uint64_t id = 0;
+    ASSERT_OK(zf__remote_hold_offer(p->a, DEV_B, KEY_AB, step_id, t, held_at_ms, &id));
+    assert_true(id > 0);
+    return id;
+}
+
+/* Sends A a reply to offer id, then a tensor, and waits for the tensor:
+ * the reply, sent first on the same socket, has been handled by then. */
+static void s_reply_to_a(s_pair_t *p, uint64_t id, int64_t step_id, bool accepted,
+                         uint64_t delivered_before)
+{
+    zf_socket_t *push = NULL;
+    ASSERT_OK(zf_socket_new(p->ctx, ZF_SOCKET_PUSH, &push));
+    ASSERT_OK(zf_socket_connect(push, zf_remote_endpoint(p->a)));
+    zf_tensor_frame_reply_t reply = {.id = id, .step_id = step_id, .accepted = accepted};
+    ASSERT_OK(zf_tensor_frame_send_reply(push, &reply));
+    zf_tensor_t *t = s_floats(0, 0, 0);
+    ASSERT_OK(zf_tensor_frame_send(push, KEY_BA, 900, t, false));
+    s_wait_stat(p->a, offsetof(zf_remote_stats_t, delivered), delivered_before + 1);
+    zf_remote_cleanup_step(p->a, 900, NULL);
+    zf_tensor_unref(&t);
+    zf_socket_destroy(&push);
+}
+
+static void test_remote_releases_held_offers_past_the_hold_limit_and_counts_them(void **state)
+{
+    s_pair_t *p = *state;
+    zf_log_level_t level = zf_log_get_level();
+    zf_log_set_level(ZF_LOG_ERROR); /* the release is logged */
+    zf_remote_set_ipc_hold_ms(p->a, HOLD_MS);
+    int64_t base = zf_remote_now_ms();
+    zf_tensor_t *t[3] = {s_floats(1, 1, 1), s_floats(2, 2, 2), s_floats(3, 3, 3)};
+    uint64_t first = s_hold(p, 70, t[0], base);
+    s_hold(p, 71, t[1], base + 100);
+    s_hold(p, 72, t[2], base + 200);
+    /* A step that ends well keeps its offers: the receiver may be copying. */
+    zf_remote_finish_step(p->a, 70);
+    zf_remote_stats_t st = zf_remote_stats(p->a);
+    assert_int_equal(st.ipc_held, 3);
+    assert_int_equal(st.ipc_expired, 0);
+    for (int i = 0; i < 3; i++) assert_int_equal(zf_tensor_refcount(t[i]), 2);
+    /* Nothing is due before the limit; each goes once it is reached. */
+    assert_int_equal(zf_remote_expire(p->a, base + HOLD_MS - 1), 0);
+    assert_int_equal(zf_remote_stats(p->a).ipc_held, 3);
+    assert_int_equal(zf_remote_expire(p->a, base + HOLD_MS), 1);
+    assert_int_equal(zf_tensor_refcount(t[0]), 1);
+    assert_int_equal(zf_tensor_refcount(t[1]), 2);
+    st = zf_remote_stats(p->a);
+    assert_int_equal(st.ipc_held, 2);
+    assert_int_equal(st.ipc_expired, 1);
+    assert_int_equal(zf_remote_expire(p->a, base + HOLD_MS + 200), 2);
+    assert_int_equal(zf_remote_expire(p->a, base + 2 * HOLD_MS), 0);
+    st = zf_remote_stats(p->a);
+    assert_int_equal(st.ipc_held, 0);
+    assert_int_equal(st.ipc_expired, 3);
+    for (int i = 0; i < 3; i++) assert_int_equal(zf_tensor_refcount(t[i]), 1);
+    /* A receiver answering after the release is ignored. */
+    s_reply_to_a(p, first, 70, true, 0);
+    st = zf_remote_stats(p->a);
+    assert_int_equal(st.ipc_released, 0);
+    assert_int_equal(st.ipc_refused, 0);
+    assert_int_equal(st.ipc_expired, 3);
+    zf_log_set_level(level);
+    for (int i = 0; i < 3; i++) zf_tensor_unref(&t[i]);
+}
+
+static void test_remote_held_offers_go_with_their_reply_or_cleanup_and_are_not_expired(void **state)
+{
+    s_pair_t *p = *state;
+    zf_remote_set_ipc_hold_ms(p->a, HOLD_MS);
+    int64_t now = zf_remote_now_ms();
+    zf_tensor_t *t = s_floats(4, 5, 6);
+    uint64_t id = s_hold(p, 80, t, now);
+    s_reply_to_a(p, id, 80, true, 0); /* the receiver is done with it */
+    zf_remote_stats_t st = zf_remote_stats(p->a);
+    assert_int_equal(st.ipc_released, 1);
+    assert_int_equal(st.ipc_held, 0);
+    assert_int_equal(zf_tensor_refcount(t), 1);
+    s_hold(p, 81, t, now);
+    zf_status_t why = zf_status_new(ZF_ABORTED, "step 81 failed elsewhere");
+    zf_remote_cleanup_step(p->a, 81, &why);
+    zf_status_clear(&why);
+    assert_int_equal(zf_remote_stats(p->a).ipc_held, 0);
+    assert_int_equal(zf_tensor_refcount(t), 1);
+    /* A step already cleaned up holds nothing more. */
+    uint64_t late = 0;
+    zf_test_expect_error(zf__remote_hold_offer(p->a, DEV_B, KEY_AB, 81, t, now, &late),
+                         ZF_CANCELLED, "step 81 has ended here");
+    assert_int_equal(zf_tensor_refcount(t), 1);
+    assert_int_equal(zf_remote_expire(p->a, now + 2 * HOLD_MS), 0);
+    st = zf_remote_stats(p->a);
+    assert_int_equal(st.ipc_expired, 0);
+    assert_int_equal(st.ipc_held, 0);
+    zf_tensor_unref(&t);
+}
+
+static void test_remote_hold_limit_defaults_to_sixty_seconds(void **state)
+{
+    s_pair_t *p = *state;
+    zf_log_level_t level = zf_log_get_level();
+    zf_log_set_level(ZF_LOG_ERROR);
+    zf_remote_set_ipc_hold_ms(p->a, 0); /* the default */
+    int64_t now = zf_remote_now_ms();
+    zf_tensor_t *t = s_floats(7, 8, 9);
+    s_hold(p, 90, t, now);
+    assert_int_equal(ZF_REMOTE_IPC_HOLD_MS, 60000);
+    assert_int_equal(zf_remote_expire(p->a, now + ZF_REMOTE_IPC_HOLD_MS - 1), 0);
+    assert_int_equal(zf_tensor_refcount(t), 2);
+    assert_int_equal(zf_remote_expire(p->a, now + ZF_REMOTE_IPC_HOLD_MS), 1);
+    assert_int_equal(zf_tensor_refcount(t), 1);
+    zf_log_set_level(level);
+    zf_tensor_unref(&t);
+}
+
+/* Nobody calls zf_remote_expire() here: the receiver thread does, with the
+ * real clock, between its waits. */
+static void test_remote_receiver_thread_releases_offers_past_the_limit_by_itself(void **state)
+{
+    s_pair_t *p = *state;
+    zf_log_level_t level = zf_log_get_level();
+    zf_log_set_level(ZF_LOG_ERROR);
+    zf_remote_set_ipc_hold_ms(p->a, 20);
+    zf_tensor_t *t = s_floats(1, 2, 3);
+    s_hold(p, 95, t, zf_remote_now_ms());
+    s_wait_stat(p->a, offsetof(zf_remote_stats_t, ipc_expired), 1);
+    zf_remote_stats_t st = zf_remote_stats(p->a);
+    assert_int_equal(st.ipc_expired, 1);
+    assert_int_equal(st.ipc_held, 0);
+    assert_int_equal(zf_tensor_refcount(t), 1);
+    zf_log_set_level(level);
+    zf_tensor_unref(&t);
+}
+
+/* ---- the byte limit on steps not started here ------------------------------------ */
+
+static void
+test_remote_drops_a_tensor_over_the_unclaimed_byte_limit_and_fails_its_step(void **state)
+{
+    s_pair_t *p = *state;
+    zf_log_level_t level = zf_log_get_level();
+    zf_log_set_level(ZF_LOG_ERROR); /* the refusal is logged */
+    zf_rendezvous_mgr_set_max_bytes(p->mgr_b, 8);
+    zf_tensor_t *t = s_floats(1, 2, 3); /* 12 bytes */
+    s_send_from_a(p, 33, KEY_AB, t);
+    s_wait_stat(p->b, offsetof(zf_remote_stats_t, dropped), 1);
+    zf_remote_stats_t st = zf_remote_stats(p->b);
+    assert_int_equal(st.delivered, 0);
+    zf_rendezvous_mgr_stats_t ms = zf_rendezvous_mgr_stats(p->mgr_b);
+    assert_int_equal(ms.refused, 1);
+    assert_int_equal(ms.unclaimed_bytes, 0);
+    /* The step's RunGraph meets the reason: step, size and limit. */
+    zf_rendezvous_t *rb = NULL;
+    ASSERT_OK(zf_remote_claim_step(p->b, 33, &rb));
+    zf_test_expect_error(zf_rendezvous_status(rb), ZF_RESOURCE_EXHAUSTED,
+                         "step 33 has not started on this executor and cannot hold '" KEY_AB
+                         "': its 12 bytes are more than the 8 bytes allowed for the tensors of "
+                         "steps waiting to start");
+    zf_rendezvous_unref(&rb);
+    zf_remote_cleanup_step(p->b, 33, NULL);
+    /* A tensor within the limit still waits for its step, counted. */
+    zf_tensor_t *small = NULL;
+    ASSERT_OK(zf_tensor_new_scalar_float(5, &small));
+    s_send_from_a(p, 34, KEY_AB, small);
+    s_wait_stat(p->b, offsetof(zf_remote_stats_t, delivered), 1);
+    assert_int_equal(zf_rendezvous_mgr_stats(p->mgr_b).unclaimed_bytes, 4);
+    ASSERT_OK(zf_remote_claim_step(p->b, 34, &rb));
+    assert_int_equal(zf_rendezvous_mgr_stats(p->mgr_b).unclaimed_bytes, 0);
+    zf_tensor_t *got = NULL;
+    ASSERT_OK(zf_rendezvous_recv(rb, KEY_AB, 0, &got, NULL));
+    assert_true(zf_tensor_equal(got, small));
+    zf_tensor_unref(&got);
+    zf_rendezvous_unref(&rb);
+    zf_log_set_level(level);
+    zf_tensor_unref(&small);
+    zf_tensor_unref(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -538,6 +748,20 @@ int main(void)
             test_remote_send_to_an_unknown_device_is_unavailable_but_the_hook_keeps_it_local,
             s_setup, s_teardown),
         cmocka_unit_test(test_rendezvous_key_dst_device_is_the_third_field),
+        cmocka_unit_test_setup_teardown(
+            test_remote_releases_held_offers_past_the_hold_limit_and_counts_them, s_setup,
+            s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_remote_held_offers_go_with_their_reply_or_cleanup_and_are_not_expired, s_setup,
+            s_teardown),
+        cmocka_unit_test_setup_teardown(test_remote_hold_limit_defaults_to_sixty_seconds, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_remote_receiver_thread_releases_offers_past_the_limit_by_itself, s_setup,
+            s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_remote_drops_a_tensor_over_the_unclaimed_byte_limit_and_fails_its_step, s_setup,
+            s_teardown),
         cmocka_unit_test_setup_teardown(test_remote_refuses_an_ipc_offer_from_another_host,
                                         s_ipc_setup, s_ipc_teardown),
         cmocka_unit_test_setup_teardown(

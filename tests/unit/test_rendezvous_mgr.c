@@ -1,5 +1,6 @@
 /* Tests for the per-process step table (executor/rendezvous.h): claimed and
- * unclaimed steps, the ttl and the cap on unclaimed ones, and the counters. */
+ * unclaimed steps, the ttl and the caps (steps and bytes) on unclaimed
+ * ones, and the counters. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -51,6 +52,13 @@ static zf_tensor_t *s_scalar(float v)
     return t;
 }
 
+/* Every step ever added is in the table or left it one way. */
+static void s_expect_balanced(const zf_rendezvous_mgr_stats_t *st)
+{
+    assert_int_equal(st->added, st->steps + st->cleaned + st->expired + st->evicted);
+    assert_true(st->unclaimed <= st->steps);
+}
+
 static void s_expect_stats(zf_rendezvous_mgr_t *mgr, size_t steps, size_t unclaimed,
                            uint64_t expired, uint64_t evicted)
 {
@@ -59,6 +67,33 @@ static void s_expect_stats(zf_rendezvous_mgr_t *mgr, size_t steps, size_t unclai
     assert_int_equal(st.unclaimed, unclaimed);
     assert_int_equal(st.expired, expired);
     assert_int_equal(st.evicted, evicted);
+    s_expect_balanced(&st);
+}
+
+static void s_expect_bytes(zf_rendezvous_mgr_t *mgr, size_t unclaimed_bytes)
+{
+    assert_int_equal(zf_rendezvous_mgr_stats(mgr).unclaimed_bytes, unclaimed_bytes);
+}
+
+/* n floats (4n bytes), each equal to v. */
+static zf_tensor_t *s_floats(int64_t n, float v)
+{
+    zf_tensor_t *t = NULL;
+    zf_shape_t shape = ZF_SHAPE(n);
+    ASSERT_OK(zf_tensor_new(ZF_FLOAT, &shape, &t));
+    for (int64_t i = 0; i < n; i++) ((float *)zf_tensor_data(t))[i] = v;
+    return t;
+}
+
+/* The values queued in step_id's rendezvous (found, so it must exist). */
+static size_t s_queued(zf_rendezvous_mgr_t *mgr, int64_t step_id)
+{
+    zf_rendezvous_t *r = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_find(mgr, step_id, &r));
+    size_t values = 0;
+    zf_rendezvous_pending(r, &values, NULL);
+    zf_rendezvous_unref(&r);
+    return values;
 }
 
 /* find() for a step the caller does not keep a reference to. */
@@ -367,25 +402,232 @@ static void test_rendezvous_mgr_finds_every_step_after_many_cleanups(void **stat
     zf_rendezvous_mgr_destroy(&mgr);
 }
 
+/* ---- the byte cap ----------------------------------------------------------- */
+
+static void test_rendezvous_mgr_counts_the_bytes_of_unclaimed_steps_exactly(void **state)
+{
+    (void)state;
+    zf_rendezvous_mgr_t *mgr = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_new(&mgr));
+    zf_rendezvous_mgr_set_limits(mgr, 0, TTL_MS);
+    zf_tensor_t *t100 = s_floats(25, 1), *t40 = s_floats(10, 2);
+    s_expect_bytes(mgr, 0);
+    ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, 1, KEY, t100, false)); /* creates step 1 */
+    s_expect_bytes(mgr, 100);
+    ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, 1, KEY, t40, false));
+    ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, 2, KEY, t100, false));
+    ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, 2, "dead", NULL, true)); /* no tensor: 0 bytes */
+    s_expect_bytes(mgr, 240);
+    s_expect_stats(mgr, 2, 2, 0, 0);
+    assert_int_equal(s_queued(mgr, 1), 2);
+    assert_int_equal(zf_tensor_refcount(t100), 3);
+    /* A STRING tensor counts its elements' bytes as well. */
+    zf_tensor_t *str = NULL;
+    zf_shape_t two = ZF_SHAPE(2);
+    ASSERT_OK(zf_tensor_new(ZF_STRING, &two, &str));
+    char text[70];
+    memset(text, 'x', sizeof text);
+    ASSERT_OK(zf_tensor_set_string(str, 0, text, 50));
+    ASSERT_OK(zf_tensor_set_string(str, 1, text, 70));
+    ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, 2, KEY, str, false));
+    size_t str_bytes = 2 * sizeof(zf_tstring_t) + 120;
+    s_expect_bytes(mgr, 240 + str_bytes);
+    /* A claim takes the step's bytes out; what it gets later never counts. */
+    s_claim(mgr, 1);
+    s_expect_bytes(mgr, 100 + str_bytes);
+    ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, 1, KEY, t100, false));
+    s_expect_bytes(mgr, 100 + str_bytes);
+    assert_int_equal(s_queued(mgr, 1), 3);
+    /* A send that fails counts nothing. */
+    zf_rendezvous_t *r3 = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_find(mgr, 3, &r3));
+    zf_status_t why = zf_status_new(ZF_ABORTED, "step 3 aborted by the test");
+    zf_rendezvous_start_abort(r3, &why);
+    zf_status_clear(&why);
+    zf_test_expect_error(zf_rendezvous_mgr_deliver(mgr, 3, KEY, t100, false), ZF_ABORTED,
+                         "step 3 aborted by the test");
+    zf_rendezvous_unref(&r3);
+    s_expect_bytes(mgr, 100 + str_bytes);
+    /* Cleanup of an unclaimed step takes its bytes out, and frees them. */
+    zf_rendezvous_mgr_cleanup(mgr, 2, NULL);
+    s_expect_bytes(mgr, 0);
+    assert_int_equal(zf_tensor_refcount(str), 1);
+    /* So does expiry. */
+    ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, 4, KEY, t40, false));
+    s_expect_bytes(mgr, 40);
+    usleep(PAST_TTL_US);
+    s_touch(mgr, 5); /* expires 3 and 4 */
+    s_expect_bytes(mgr, 0);
+    s_expect_stats(mgr, 2, 1, 2, 0);
+    assert_int_equal(zf_tensor_refcount(t40), 2); /* the one left is claimed step 1's */
+    zf_rendezvous_mgr_cleanup(mgr, 1, NULL);
+    zf_rendezvous_mgr_cleanup(mgr, 5, NULL);
+    zf_rendezvous_mgr_stats_t st = zf_rendezvous_mgr_stats(mgr);
+    assert_int_equal(st.added, 5);
+    assert_int_equal(st.cleaned, 3);
+    assert_int_equal(st.refused, 0);
+    s_expect_stats(mgr, 0, 0, 2, 0);
+    s_expect_bytes(mgr, 0);
+    assert_int_equal(zf_tensor_refcount(t100), 1);
+    assert_int_equal(zf_tensor_refcount(t40), 1);
+    zf_tensor_unref(&str);
+    zf_tensor_unref(&t100);
+    zf_tensor_unref(&t40);
+    zf_rendezvous_mgr_destroy(&mgr);
+}
+
+static void test_rendezvous_mgr_byte_cap_evicts_the_oldest_unclaimed_steps_first(void **state)
+{
+    (void)state;
+    zf_log_level_t level = zf_log_get_level();
+    zf_log_set_level(ZF_LOG_ERROR); /* one warning per dropped step is expected here */
+    zf_rendezvous_mgr_t *mgr = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_new(&mgr));
+    zf_rendezvous_mgr_set_max_bytes(mgr, 300);
+    zf_tensor_t *t100 = s_floats(25, 1), *t200 = s_floats(50, 2), *t252 = s_floats(63, 3);
+    zf_rendezvous_t *r[7] = {NULL};
+    for (int id = 1; id <= 3; id++) {
+        ASSERT_OK(zf_rendezvous_mgr_find(mgr, id, &r[id]));
+        ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, id, KEY, t100, false));
+    }
+    s_claim(mgr, 100); /* claimed: its tensors do not count */
+    ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, 100, KEY, t200, false));
+    s_expect_bytes(mgr, 300);
+    /* Step 4's tensor makes room by removing step 1, the oldest, only. */
+    ASSERT_OK(zf_rendezvous_mgr_find(mgr, 4, &r[4]));
+    ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, 4, KEY, t100, false));
+    s_expect_bytes(mgr, 300);
+    s_expect_stats(mgr, 4, 3, 0, 1);
+    s_expect_abort(r[1], "step 1 never started on this executor: its tensors were dropped "
+                         "because the steps waiting to start held more than 300 bytes");
+    for (int id = 2; id <= 4; id++) s_expect_abort(r[id], NULL);
+    /* Step 2, now the oldest, cannot take 200 more: it goes itself, with
+     * the tensor, and nothing younger is touched. */
+    zf_test_expect_error(zf_rendezvous_mgr_deliver(mgr, 2, KEY, t200, false), ZF_ABORTED,
+                         "step 2 never started on this executor: its tensors were dropped "
+                         "because the steps waiting to start held more than 300 bytes");
+    s_expect_abort(r[2], "held more than 300 bytes");
+    s_expect_bytes(mgr, 200);
+    s_expect_stats(mgr, 3, 2, 0, 2);
+    s_expect_abort(r[3], NULL);
+    s_expect_abort(r[4], NULL);
+    /* A new step's 252 bytes remove 3, then 4, oldest first. */
+    ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, 5, KEY, t252, false));
+    s_expect_bytes(mgr, 252);
+    s_expect_stats(mgr, 2, 1, 0, 4);
+    s_expect_abort(r[3], "step 3 never started on this executor");
+    s_expect_abort(r[4], "step 4 never started on this executor");
+    assert_int_equal(s_queued(mgr, 5), 1);
+    assert_int_equal(s_queued(mgr, 100), 1); /* the claimed step kept its tensor */
+    /* Removed steps do not come back; their tensors are freed. */
+    zf_rendezvous_t *fresh = NULL;
+    for (int id = 1; id <= 4; id++)
+        zf_test_expect_error(zf_rendezvous_mgr_claim(mgr, id, &fresh), ZF_ABORTED,
+                             "never started on this executor in time");
+    assert_int_equal(zf_tensor_refcount(t100), 1);
+    assert_int_equal(zf_tensor_refcount(t200), 2);
+    /* A lower limit applies on the next call: step 5 is over it. */
+    zf_rendezvous_mgr_set_max_bytes(mgr, 200);
+    s_touch(mgr, 100);
+    s_expect_bytes(mgr, 0);
+    s_expect_stats(mgr, 1, 0, 0, 5);
+    assert_int_equal(zf_tensor_refcount(t252), 1);
+    zf_log_set_level(level);
+    for (int id = 1; id <= 4; id++) zf_rendezvous_unref(&r[id]);
+    zf_rendezvous_mgr_destroy(&mgr);
+    assert_int_equal(zf_tensor_refcount(t200), 1);
+    zf_tensor_unref(&t100);
+    zf_tensor_unref(&t200);
+    zf_tensor_unref(&t252);
+}
+
+static void test_rendezvous_mgr_refuses_a_tensor_over_the_byte_cap_on_its_own(void **state)
+{
+    (void)state;
+    zf_log_level_t level = zf_log_get_level();
+    zf_log_set_level(ZF_LOG_ERROR); /* the refusal is logged */
+    zf_rendezvous_mgr_t *mgr = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_new(&mgr));
+    zf_rendezvous_mgr_set_max_bytes(mgr, 100);
+    zf_tensor_t *t40 = s_floats(10, 1), *t140 = s_floats(35, 2), *t100 = s_floats(25, 3);
+    zf_rendezvous_t *r7 = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_find(mgr, 7, &r7));
+    ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, 7, KEY, t40, false));
+    ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, 8, KEY, t40, false));
+    s_expect_bytes(mgr, 80);
+    const char *why = "step 7 has not started on this executor and cannot hold '" KEY
+                      "': its 140 bytes are more than the 100 bytes allowed for the tensors of "
+                      "steps waiting to start";
+    zf_status_t s = zf_rendezvous_mgr_deliver(mgr, 7, KEY, t140, false);
+    assert_int_equal(s.code, ZF_RESOURCE_EXHAUSTED);
+    assert_string_equal(zf_status_msg(&s), why);
+    zf_status_clear(&s);
+    /* Nobody else was evicted for it; step 7 lost its tensors and is
+     * aborted with the reason, which its RunGraph will meet. */
+    zf_rendezvous_mgr_stats_t st = zf_rendezvous_mgr_stats(mgr);
+    assert_int_equal(st.refused, 1);
+    s_expect_stats(mgr, 2, 2, 0, 0);
+    s_expect_bytes(mgr, 40);
+    assert_int_equal(zf_tensor_refcount(t140), 1);
+    assert_int_equal(zf_tensor_refcount(t40), 2); /* step 8's */
+    s = zf_rendezvous_status(r7);
+    assert_int_equal(s.code, ZF_RESOURCE_EXHAUSTED);
+    assert_string_equal(zf_status_msg(&s), why);
+    zf_status_clear(&s);
+    /* Later tensors for it fail with the same status and count nothing,
+     * even ones that would fit. */
+    zf_test_expect_error(zf_rendezvous_mgr_deliver(mgr, 7, KEY, t40, false), ZF_RESOURCE_EXHAUSTED,
+                         "its 140 bytes are more than the 100 bytes");
+    s_expect_bytes(mgr, 40);
+    assert_int_equal(zf_tensor_refcount(t40), 2);
+    zf_rendezvous_t *claimed = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_claim(mgr, 7, &claimed));
+    assert_ptr_equal(claimed, r7);
+    zf_test_expect_error(zf_rendezvous_status(claimed), ZF_RESOURCE_EXHAUSTED, why);
+    zf_rendezvous_unref(&claimed);
+    /* Exactly the cap fits: step 8's 40 bytes make room by going. */
+    ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, 9, KEY, t100, false));
+    s_expect_bytes(mgr, 100);
+    s_expect_stats(mgr, 2, 1, 0, 1);
+    assert_int_equal(zf_rendezvous_mgr_stats(mgr).refused, 1);
+    zf_log_set_level(level);
+    zf_rendezvous_unref(&r7);
+    zf_rendezvous_mgr_destroy(&mgr);
+    assert_int_equal(zf_tensor_refcount(t40), 1);
+    assert_int_equal(zf_tensor_refcount(t100), 1);
+    zf_tensor_unref(&t40);
+    zf_tensor_unref(&t140);
+    zf_tensor_unref(&t100);
+}
+
 /* ---- concurrency --------------------------------------------------------- */
 
-enum { S_THREADS = 4, S_OPS = 3000 };
+enum { S_THREADS = 4, S_OPS = 3000, S_IDS = 97 };
+
+/* What a churning thread shares with the test: the table and the one
+ * tensor every thread sends, which the test holds a reference to. */
+typedef struct {
+    zf_rendezvous_mgr_t *mgr;
+    zf_tensor_t *t;
+} s_churn_t;
 
 static void *s_churn(void *arg)
 {
-    zf_rendezvous_mgr_t *mgr = arg;
-    zf_tensor_t *t = s_scalar(3.0f);
+    s_churn_t *c = arg;
     for (int i = 0; i < S_OPS; i++) {
-        int64_t id = (i * 7919) % 97;
+        int64_t id = (i * 7919) % S_IDS;
         zf_rendezvous_t *r = NULL;
-        zf_status_t s =
-            i % 3 == 0 ? zf_rendezvous_mgr_claim(mgr, id, &r) : zf_rendezvous_mgr_find(mgr, id, &r);
-        if (zf_ok(s)) s = zf_rendezvous_send(r, KEY, t, false);
+        zf_status_t s = ZF_STATUS_OK;
+        if (i % 3 == 0) {
+            s = zf_rendezvous_mgr_claim(c->mgr, id, &r);
+            if (zf_ok(s)) s = zf_rendezvous_send(r, KEY, c->t, false);
+        } else {
+            s = zf_rendezvous_mgr_deliver(c->mgr, id, KEY, c->t, false);
+        }
         zf_status_clear(&s); /* an abort is expected now and then */
         zf_rendezvous_unref(&r);
-        if (i % 5 == 0) zf_rendezvous_mgr_cleanup(mgr, id, NULL);
+        if (i % 5 == 0) zf_rendezvous_mgr_cleanup(c->mgr, id, NULL);
     }
-    zf_tensor_unref(&t);
     return NULL;
 }
 
@@ -394,19 +636,54 @@ static void test_rendezvous_mgr_survives_threads_finding_claiming_and_cleaning_u
     (void)state;
     zf_log_level_t level = zf_log_get_level();
     zf_log_set_level(ZF_LOG_ERROR);
-    zf_rendezvous_mgr_t *mgr = NULL;
-    ASSERT_OK(zf_rendezvous_mgr_new(&mgr));
-    zf_rendezvous_mgr_set_limits(mgr, 8, 1);
+    s_churn_t c = {NULL, s_scalar(3.0f)};
+    ASSERT_OK(zf_rendezvous_mgr_new(&c.mgr));
+    zf_rendezvous_mgr_set_limits(c.mgr, 8, 1);
+    zf_rendezvous_mgr_set_max_bytes(c.mgr, 6 * sizeof(float)); /* the byte cap bites too */
     pthread_t th[S_THREADS];
     for (int i = 0; i < S_THREADS; i++)
-        assert_int_equal(pthread_create(&th[i], NULL, s_churn, mgr), 0);
+        assert_int_equal(pthread_create(&th[i], NULL, s_churn, &c), 0);
     for (int i = 0; i < S_THREADS; i++) pthread_join(th[i], NULL);
-    zf_log_set_level(level);
-    zf_rendezvous_mgr_stats_t st = zf_rendezvous_mgr_stats(mgr);
+    zf_rendezvous_mgr_stats_t st = zf_rendezvous_mgr_stats(c.mgr);
+    s_expect_balanced(&st);
     assert_true(st.unclaimed <= 8);
-    assert_true(st.unclaimed <= st.steps);
-    assert_true(st.steps <= 97);
-    zf_rendezvous_mgr_destroy(&mgr);
+    assert_true(st.steps <= S_IDS);
+    assert_true(st.unclaimed_bytes <= 6 * sizeof(float));
+    assert_int_equal(st.unclaimed_bytes % sizeof(float), 0);
+    assert_int_equal(st.refused, 0);
+    assert_true(st.evicted + st.expired > 0);
+    /* Every tensor still referenced is queued in a step of the table:
+     * claiming each id accounts for all of them (a removed one is refused,
+     * an absent one made empty), and takes every byte out of the count. */
+    size_t queued = 0;
+    for (int64_t id = 0; id < S_IDS; id++) {
+        zf_rendezvous_t *r = NULL;
+        zf_status_t s = zf_rendezvous_mgr_claim(c.mgr, id, &r);
+        if (s.code == ZF_ABORTED) {
+            zf_test_expect_error(s, ZF_ABORTED, "never started on this executor in time");
+            continue;
+        }
+        ASSERT_OK(s);
+        size_t values = 0;
+        zf_rendezvous_pending(r, &values, NULL);
+        queued += values;
+        zf_rendezvous_unref(&r);
+    }
+    assert_int_equal(zf_tensor_refcount(c.t), 1 + (int)queued);
+    st = zf_rendezvous_mgr_stats(c.mgr);
+    s_expect_balanced(&st);
+    assert_int_equal(st.unclaimed, 0);
+    assert_int_equal(st.unclaimed_bytes, 0);
+    /* Cleaning every id up empties the table and frees every tensor. */
+    for (int64_t id = 0; id < S_IDS; id++) zf_rendezvous_mgr_cleanup(c.mgr, id, NULL);
+    st = zf_rendezvous_mgr_stats(c.mgr);
+    s_expect_balanced(&st);
+    assert_int_equal(st.steps, 0);
+    assert_int_equal(st.unclaimed_bytes, 0);
+    assert_int_equal(zf_tensor_refcount(c.t), 1);
+    zf_log_set_level(level);
+    zf_rendezvous_mgr_destroy(&c.mgr);
+    zf_tensor_unref(&c.t);
 }
 
 int main(void)
@@ -423,6 +700,9 @@ int main(void)
             test_rendezvous_mgr_cleanup_of_an_unclaimed_step_frees_its_place_under_the_cap),
         cmocka_unit_test(test_rendezvous_mgr_bounds_ten_thousand_stray_steps_to_the_cap),
         cmocka_unit_test(test_rendezvous_mgr_finds_every_step_after_many_cleanups),
+        cmocka_unit_test(test_rendezvous_mgr_counts_the_bytes_of_unclaimed_steps_exactly),
+        cmocka_unit_test(test_rendezvous_mgr_byte_cap_evicts_the_oldest_unclaimed_steps_first),
+        cmocka_unit_test(test_rendezvous_mgr_refuses_a_tensor_over_the_byte_cap_on_its_own),
         cmocka_unit_test(test_rendezvous_mgr_survives_threads_finding_claiming_and_cleaning_up),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
