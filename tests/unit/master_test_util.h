@@ -22,11 +22,14 @@
 #include "executor/resource.h"
 #include "scheduler/master.h"
 
-/* x on CPU:0 goes to CPU:1 for y, back to CPU:0 for z. */
+/* x on CPU:0 goes to CPU:1 for y = x * x, back to CPU:0 for z = -y: z is
+ * -x^2, which differs from x unless x is 0 or -1, so a step that handed
+ * back its feed (or skipped a partition) shows. */
 static const char *const s_hop_graph =
     "node { name: 'x' op: 'Placeholder' device: '/job:localhost/replica:0/task:0/device:CPU:0'"
     "  attr { key: 'dtype' value { type: DT_FLOAT } } }"
-    "node { name: 'y' op: 'Neg' input: 'x' device: '/job:localhost/replica:0/task:0/device:CPU:1'"
+    "node { name: 'y' op: 'Square' input: 'x' device: "
+    "'/job:localhost/replica:0/task:0/device:CPU:1'"
     "  attr { key: 'T' value { type: DT_FLOAT } } }"
     "node { name: 'z' op: 'Neg' input: 'y' device: '/job:localhost/replica:0/task:0/device:CPU:0'"
     "  attr { key: 'T' value { type: DT_FLOAT } } }";

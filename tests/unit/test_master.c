@@ -23,6 +23,7 @@
 #include "executor/rendezvous.h"
 #include "executor/resource.h"
 #include "scheduler/master.h"
+#include "scheduler/master_internal.h"
 #include "test_util.h"
 #include "master_test_util.h"
 
@@ -95,6 +96,17 @@ static zf_status_t s_run(cluster_t *c, const char *session, const char *feed, zf
     return st;
 }
 
+/* What s_hop_graph gives for v: -(v * v), elementwise. */
+static zf_tensor_t *s_hop_result(const float *v, zf_shape_t shape)
+{
+    float want[8];
+    int64_t n = 1;
+    for (int d = 0; d < shape.rank; d++) n *= shape.dims[d];
+    assert_true(n <= 8);
+    for (int64_t i = 0; i < n; i++) want[i] = -(v[i] * v[i]);
+    return s_floats(want, shape);
+}
+
 static void s_expect_same(const zf_tensor_t *a, const zf_tensor_t *b)
 {
     assert_int_equal(zf_tensor_dtype(a), zf_tensor_dtype(b));
@@ -159,11 +171,11 @@ static void test_master_caches_plans_and_registers_each_partition_once(void **st
     Tensorflow__GraphDef *gd = s_parse(s_hop_graph);
     cluster_t *c = s_cluster(2, 2000);
     char *sid = s_create(c, gd, false);
-    zf_tensor_t *x = s_floats(s_x, ZF_SHAPE(8));
+    zf_tensor_t *x = s_floats(s_x, ZF_SHAPE(8)), *want = s_hop_result(s_x, ZF_SHAPE(8));
     for (int k = 0; k < 3; k++) {
         zf_tensor_t *z = NULL;
         ASSERT_OK(s_run(c, sid, "x:0", x, "z", 0, &z));
-        s_expect_same(z, x);
+        s_expect_same(z, want);
         zf_tensor_unref(&z);
     }
     assert_int_equal(zf_master_num_plans(c->m, sid), 1);
@@ -179,6 +191,7 @@ static void test_master_caches_plans_and_registers_each_partition_once(void **st
     assert_int_equal(zf_master_num_plans(c->m, sid), -1);
     zf_test_expect_error(s_run(c, sid, "x", x, "z", 0, NULL), ZF_NOT_FOUND, "not found");
 
+    zf_tensor_unref(&want);
     zf_tensor_unref(&x);
     free(sid);
     s_cluster_destroy(c);
@@ -259,13 +272,14 @@ static void test_master_fails_a_step_whose_executor_dies_and_replaces_the_next_r
     s_quiesce(c);
     assert_int_equal(s_count(c, &c->fakes[0].n_abort), 1);
 
-    zf_tensor_t *z = NULL;
+    zf_tensor_t *z = NULL, *want = s_hop_result(s_x, ZF_SHAPE(8));
     ASSERT_OK(s_run(c, sid, "x", x, "z", 0, &z));
-    s_expect_same(z, x);
+    s_expect_same(z, want); /* the whole graph ran on CPU:0 */
     assert_int_equal(zf_master_num_plans(c->m, sid), 1);
     assert_int_equal(s_count(c, &c->fakes[0].n_register), 2);
     assert_int_equal(s_count(c, &c->fakes[1].n_register), 1);
 
+    zf_tensor_unref(&want);
     zf_tensor_unref(&z);
     zf_tensor_unref(&x);
     free(sid);
@@ -290,15 +304,46 @@ static void test_master_times_out_a_step_and_aborts_it_everywhere(void **state)
     assert_int_equal(s_count(c, &c->fakes[1].n_cleanup), 1);
 
     atomic_store(&c->fakes[1].hang, false); /* the next step runs normally */
-    zf_tensor_t *z = NULL;
+    zf_tensor_t *z = NULL, *want = s_hop_result(s_x, ZF_SHAPE(8));
     ASSERT_OK(s_run(c, sid, "x", x, "z", 2000, &z));
-    s_expect_same(z, x);
+    s_expect_same(z, want);
 
+    zf_tensor_unref(&want);
     zf_tensor_unref(&z);
     zf_tensor_unref(&x);
     free(sid);
     s_cluster_destroy(c);
     zf_graphdef_free(&gd);
+}
+
+/* The load the master balances by on device: what the executor reported
+ * plus the nodes of this master's live plans on it; -1 when unknown. */
+static int64_t s_load(cluster_t *c, const char *device)
+{
+    pthread_mutex_lock(&c->m->mu);
+    const zf__master_device_t *d = zf__master_find_device(c->m, device);
+    int64_t load = d ? d->load + d->placed : -1;
+    pthread_mutex_unlock(&c->m->mu);
+    return load;
+}
+
+static void s_expect_loads(cluster_t *c, int64_t cpu0, int64_t cpu1)
+{
+    assert_int_equal(s_load(c, CPU(0)), cpu0);
+    assert_int_equal(s_load(c, CPU(1)), cpu1);
+}
+
+/* Runs one step of session (its first places it) and returns the fake it
+ * ran on, checking that it ran on exactly one. */
+static int s_run_where(cluster_t *c, const char *session, zf_tensor_t *x)
+{
+    int before[2] = {s_count(c, &c->fakes[0].n_run), s_count(c, &c->fakes[1].n_run)};
+    ASSERT_OK(s_run(c, session, "x", x, "z", 0, NULL));
+    s_quiesce(c);
+    int ran[2] = {s_count(c, &c->fakes[0].n_run) - before[0],
+                  s_count(c, &c->fakes[1].n_run) - before[1]};
+    assert_int_equal(ran[0] + ran[1], 1);
+    return ran[0] ? 0 : 1;
 }
 
 static void test_master_places_a_new_session_on_the_least_loaded_executor(void **state)
@@ -310,26 +355,62 @@ static void test_master_places_a_new_session_on_the_least_loaded_executor(void *
                                        "node { name: 'z' op: 'Neg' input: 'x' attr { key: 'T' "
                                        "value { type: DT_FLOAT } } }");
     cluster_t *c = s_cluster(2, 2000);
-    char *a = s_create(c, gd, false), *b = s_create(c, gd, false);
     zf_tensor_t *x = s_floats(s_x, ZF_SHAPE(8));
-    ASSERT_OK(s_run(c, a, "x", x, "z", 0, NULL));
-    assert_int_equal(s_count(c, &c->fakes[0].n_register), 1); /* a tie goes by name */
-    assert_int_equal(s_count(c, &c->fakes[1].n_register), 0);
-    ASSERT_OK(s_run(c, b, "x", x, "z", 0, NULL));
-    assert_int_equal(s_count(c, &c->fakes[0].n_register), 1); /* CPU:0 carries a's nodes */
-    assert_int_equal(s_count(c, &c->fakes[1].n_register), 1);
+    s_expect_loads(c, 0, 0);
+    char *a = s_create(c, gd, false), *b = s_create(c, gd, false), *d = s_create(c, gd, false);
+    /* nothing is placed before a run needs a plan */
+    s_expect_loads(c, 0, 0);
+    assert_int_equal(s_run_where(c, a, x), 0); /* a tie goes by name */
+    const int64_t n = s_load(c, CPU(0));       /* one session's partition */
+    assert_true(n >= 2);                       /* at least x and z */
+    s_expect_loads(c, n, 0);
+    assert_int_equal(s_run_where(c, b, x), 1); /* CPU:0 carries a's nodes */
+    s_expect_loads(c, n, n);
+    assert_int_equal(s_run_where(c, d, x), 0); /* a tie again */
+    s_expect_loads(c, 2 * n, n);
+    assert_int_equal(s_run_where(c, a, x), 0); /* a's next step: no new load */
+    s_expect_loads(c, 2 * n, n);
 
-    ASSERT_OK(zf_master_close_session(c->m, a)); /* its load goes away with it */
+    /* Each close takes away exactly its session's load, and the next
+     * placement sees it: had the closed session's load stayed, the new
+     * session would go to the other executor. */
+    ASSERT_OK(zf_master_close_session(c->m, a));
+    s_expect_loads(c, n, n);
+    char *e = s_create(c, gd, false);
+    assert_int_equal(s_run_where(c, e, x), 0); /* a tie; with a's load, CPU:1 */
+    s_expect_loads(c, 2 * n, n);
+    ASSERT_OK(zf_master_close_session(c->m, d));
+    s_expect_loads(c, n, n);
+    char *g = s_create(c, gd, false);
+    assert_int_equal(s_run_where(c, g, x), 0); /* a tie; with d's load, CPU:1 */
+    s_expect_loads(c, 2 * n, n);
+    ASSERT_OK(zf_master_close_session(c->m, e));
+    s_expect_loads(c, n, n);
     ASSERT_OK(zf_master_close_session(c->m, b));
-    free(a);
-    a = s_create(c, gd, false);
-    ASSERT_OK(s_run(c, a, "x", x, "z", 0, NULL));
-    assert_int_equal(s_count(c, &c->fakes[0].n_register), 2);
-    assert_int_equal(s_count(c, &c->fakes[1].n_register), 1);
+    s_expect_loads(c, n, 0);
+    char *h = s_create(c, gd, false);
+    assert_int_equal(s_run_where(c, h, x), 1); /* with b's load, a tie: CPU:0 */
+    s_expect_loads(c, n, n);
+    ASSERT_OK(zf_master_close_session(c->m, g));
+    s_expect_loads(c, 0, n);
+    ASSERT_OK(zf_master_close_session(c->m, h));
+    s_expect_loads(c, 0, 0);
+    /* closing twice is NOT_FOUND and takes nothing more away */
+    zf_test_expect_error(zf_master_close_session(c->m, h), ZF_NOT_FOUND, h);
+    s_expect_loads(c, 0, 0);
+    assert_int_equal(s_count(c, &c->fakes[0].n_register), 4); /* a, d, e, g */
+    assert_int_equal(s_count(c, &c->fakes[1].n_register), 2); /* b, h */
+    s_quiesce(c);
+    assert_int_equal(s_count(c, &c->fakes[0].n_deregister), 4);
+    assert_int_equal(s_count(c, &c->fakes[1].n_deregister), 2);
 
     zf_tensor_unref(&x);
     free(a);
     free(b);
+    free(d);
+    free(e);
+    free(g);
+    free(h);
     s_cluster_destroy(c);
     zf_graphdef_free(&gd);
 }
@@ -374,16 +455,22 @@ typedef struct {
     int index, failures;
 } client_t;
 
-/* Runs 50 steps feeding values unique to this client; counts wrong results. */
+/* Runs 50 steps feeding values unique to this client; counts wrong results
+ * (each must be -(v * v) of its own feed). */
 static void *s_client(void *arg)
 {
     client_t *cl = arg;
     for (int k = 0; k < 50; k++) {
-        float v[8];
-        for (int i = 0; i < 8; i++) v[i] = (float)(cl->index * 1000 + k * 10 + i);
+        float v[8], want[8];
+        for (int i = 0; i < 8; i++) {
+            v[i] = (float)(cl->index * 1000 + k * 10 + i + 1);
+            want[i] = -(v[i] * v[i]);
+        }
         zf_tensor_t *x = s_floats(v, ZF_SHAPE(8)), *z = NULL;
         zf_status_t st = s_run(cl->c, cl->session, "x", x, "z", 0, &z);
-        if (!zf_ok(st) || memcmp(zf_tensor_data(z), v, sizeof v) != 0) cl->failures++;
+        if (!zf_ok(st) || zf_tensor_nbytes(z) != sizeof want ||
+            memcmp(zf_tensor_data(z), want, sizeof want) != 0)
+            cl->failures++;
         zf_status_clear(&st);
         zf_tensor_unref(&z);
         zf_tensor_unref(&x);
@@ -461,9 +548,10 @@ static void test_master_runs_a_one_shot_job_and_hands_its_result_to_each_waiter_
     ASSERT_OK(zf_status_from_proto(early.reply->status));
     assert_int_equal(early.reply->n_fetches, 1);
     assert_string_equal(early.reply->fetches[0]->name, "z:0");
-    zf_tensor_t *z = NULL;
+    zf_tensor_t *z = NULL, *want = s_hop_result(s_x, ZF_SHAPE(8));
     ASSERT_OK(zf_tensor_from_proto(early.reply->fetches[0]->tensor, &z));
-    s_expect_same(z, x);
+    s_expect_same(z, want);
+    zf_tensor_unref(&want);
     zf_test_expect_error(zf_master_job_wait(c->m, id, s_on_job, &late), ZF_NOT_FOUND,
                          "already collected");
     assert_int_equal(late.calls, 0);

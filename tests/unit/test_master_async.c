@@ -145,7 +145,7 @@ static void test_master_async_step_with_a_cached_plan_answers_through_its_callba
     assert_string_equal(rep->run_step_reply->fetches[0]->name, "z:0");
     zf_tensor_t *z = NULL;
     ASSERT_OK(zf_tensor_from_proto(rep->run_step_reply->fetches[0]->tensor, &z));
-    const float want[3] = {1.0f, -2.0f, 3.0f};
+    const float want[3] = {-1.0f, -4.0f, -9.0f}; /* z = -x^2 */
     assert_memory_equal(zf_tensor_data(z), want, sizeof want);
     zf_tensor_unref(&z);
     zflow__envelope__free_unpacked(rep, NULL);

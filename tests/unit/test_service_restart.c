@@ -4,6 +4,7 @@
  * executor is killed and started again with its --name. Also, in one
  * process, the data plane and an executor service facing a peer that comes
  * back with a new incarnation. */
+#include <inttypes.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +31,14 @@
 /* Each step's own timeout: far longer than a step takes, so a step that
  * ends with DEADLINE_EXCEEDED waited for a tensor that was lost. */
 #define STEP_TIMEOUT_MS 20000
+/* The cluster's heartbeat: every minute, an executor dead after two missed
+ * (two minutes), both far past STEP_TIMEOUT_MS. Executors also fetch the
+ * broker's listing only with a heartbeat, after registering and when a
+ * step needs a peer. So within a step's time the old incarnation of a
+ * restarted executor is never found dead by its silence, and no periodic
+ * listing tells the others of the new one: only the new registration can. */
+#define HEARTBEAT_MS     "60000"
+#define HEARTBEAT_MISSES "2"
 
 typedef struct {
     zf_test_service_t svc; /* two executors */
@@ -77,16 +86,16 @@ static void s_mlp_prepare(fixture_t *f)
     zf_local_session_destroy(&local);
 }
 
-/* The broker's default heartbeat (1 s, dead after 3 misses): an executor
- * learns of a restarted peer from its listing only up to a second later,
- * so a step that ran on a stale endpoint would show. */
+/* The service with the slow heartbeat above. */
 static int s_setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof *f);
     assert_non_null(f);
     *state = f;
     s_mlp_prepare(f);
-    zf_test_service_start(&f->svc, NULL, 2, WAIT_MS);
+    const char *broker_args[] = {"--heartbeat-ms", HEARTBEAT_MS, "--heartbeat-misses",
+                                 HEARTBEAT_MISSES, NULL};
+    zf_test_service_start(&f->svc, broker_args, 2, WAIT_MS);
     ASSERT_OK(zf_zctx_new(&f->ctx));
     f->client = zf_test_dealer(f->ctx, f->svc.broker.endpoint);
     f->next_id = 1;
@@ -254,6 +263,17 @@ static void s_restart_executor_1(fixture_t *f)
     zf_test_executor_start(&f->svc.executors[1], f->svc.broker.endpoint, 1, WAIT_MS);
 }
 
+/* Checks in the broker's log that CPU:1's previous incarnation was replaced
+ * by the registration of incarnation inc. */
+static void s_expect_replaced(fixture_t *f, uint64_t inc)
+{
+    char want[256];
+    snprintf(want, sizeof want,
+             "executor " CPU1 " died: restarted with a new incarnation 0x%016" PRIx64, inc);
+    if (!zf_test_broker_log_contains(&f->svc.broker, want))
+        fail_msg("the broker's log lacks '%s'", want);
+}
+
 /* ---- tests -----------------------------------------------------------------
  */
 
@@ -268,13 +288,23 @@ static void test_service_runs_the_next_steps_at_once_after_an_executor_restarts(
     s_restart_executor_1(f);
     uint64_t after = s_listed_incarnation(f, CPU1);
     assert_true(after != 0 && after != before);
-    /* at once: CPU:0 has not heard of the new endpoint from its listing
-     * yet, and a tensor sent to the old one would leave the step waiting
-     * for its timeout */
+    s_expect_replaced(f, after);
+    /* At once: the old CPU:1 is not found dead by missed heartbeats within
+     * a step's timeout (see HEARTBEAT_MS), and a RunGraph or a tensor sent
+     * to it would leave the step waiting for that timeout: each step passes
+     * only because the new registration replaced the old incarnation. */
     for (int k = 0; k < 5; k++) s_expect_mlp_runs(f, session);
 
     s_restart_executor_1(f); /* again, to the same effect */
+    uint64_t again = s_listed_incarnation(f, CPU1);
+    assert_true(again != 0 && again != after && again != before);
+    s_expect_replaced(f, again);
     for (int k = 0; k < 3; k++) s_expect_mlp_runs(f, session);
+    /* the broker ran with the slow heartbeat, and took no executor for dead
+     * for its silence */
+    assert_true(zf_test_broker_log_contains(
+        &f->svc.broker, "heartbeat " HEARTBEAT_MS " ms, dead after " HEARTBEAT_MISSES " misses"));
+    assert_false(zf_test_broker_log_contains(&f->svc.broker, "no heartbeat for"));
     free(session);
 }
 

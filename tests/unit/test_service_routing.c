@@ -4,7 +4,9 @@
  * scheduler that holds them, through the broker or straight to the
  * scheduler; a session or job whose scheduler is gone is UNAVAILABLE
  * naming it; a client that cannot reach a scheduler's advertised endpoint
- * goes through the broker. */
+ * goes through the broker. The broker is SIGSTOPped to tell the routes
+ * apart: steps sent straight to a scheduler go on without it, steps sent
+ * through it wait for it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,7 @@
 
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
+#include "common/tensor_proto.h"
 #include "common/transport.h"
 #include "service_test_util.h"
 #include "test_util.h"
@@ -45,22 +48,78 @@ static Tensorflow__GraphDef *s_chain_graph(void)
 static const char *const s_feed_x[1] = {"x"};
 static const char *const s_fetch_z[1] = {"z"};
 
-/* One chain step of session with x = [v, 2v]; checks z == -(x * x). */
-static zf_status_t s_run(zf_client_t *c, const char *session, float v)
+/* The chain's feed x = [v, 2v]. */
+static zf_tensor_t *s_feed(float v)
 {
     float in[2] = {v, 2 * v};
     zf_shape_t shape = {.rank = 1, .dims = {2}};
-    zf_tensor_t *x = NULL, *z = NULL;
+    zf_tensor_t *x = NULL;
     ASSERT_OK(zf_tensor_new_from_bytes(ZF_FLOAT, &shape, in, sizeof in, &x));
+    return x;
+}
+
+/* Checks that z is the chain's result for s_feed(v): -(x * x). */
+static void s_expect_result(const zf_tensor_t *z, float v)
+{
+    float want[2] = {-(v * v), -(4 * v * v)};
+    assert_int_equal(zf_tensor_dtype(z), ZF_FLOAT);
+    assert_int_equal(zf_tensor_nbytes(z), sizeof want);
+    assert_memory_equal(zf_tensor_data(z), want, sizeof want);
+}
+
+/* One chain step of session with s_feed(v); checks its result on success. */
+static zf_status_t s_run(zf_client_t *c, const char *session, float v)
+{
+    zf_tensor_t *x = s_feed(v), *z = NULL;
     zf_client_step_t step = {s_feed_x, &x, 1, s_fetch_z, 1, NULL, 0};
     zf_status_t s = zf_client_session_run(c, session, &step, WAIT_MS, &z);
-    if (zf_ok(s)) {
-        float want[2] = {-(v * v), -(4 * v * v)};
-        assert_int_equal(zf_tensor_nbytes(z), sizeof want);
-        assert_memory_equal(zf_tensor_data(z), want, sizeof want);
-    }
+    if (zf_ok(s)) s_expect_result(z, v);
     zf_tensor_unref(&z);
     zf_tensor_unref(&x);
+    return s;
+}
+
+/* One chain step of session sent as a raw RunStep on dealer (request id
+ * id), checked as s_run does; the reply's status. */
+static zf_status_t s_run_raw(zf_socket_t *dealer, uint64_t id, const char *session, float v)
+{
+    zf_tensor_t *x = s_feed(v);
+    Tensorflow__TensorProto *tp = NULL;
+    ASSERT_OK(zf_tensor_to_proto(x, &tp, true));
+    zf_tensor_unref(&x);
+    Zflow__NamedTensor nt = ZFLOW__NAMED_TENSOR__INIT;
+    nt.name = "x";
+    nt.tensor = tp;
+    Zflow__NamedTensor *feeds[1] = {&nt};
+    char *fetches[1] = {"z"};
+    Zflow__RunStep rs = ZFLOW__RUN_STEP__INIT;
+    rs.session = (char *)session;
+    rs.n_feeds = 1;
+    rs.feeds = feeds;
+    rs.n_fetches = 1;
+    rs.fetches = fetches;
+    rs.timeout_ms = WAIT_MS;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP;
+    env.run_step = &rs;
+    Zflow__Envelope *rep = zf_test_call(dealer, &env, id, WAIT_MS);
+    tensorflow__tensor_proto__free_unpacked(tp, NULL);
+    zf_status_t s = ZF_STATUS_OK;
+    if (rep->body_case == ZFLOW__ENVELOPE__BODY_STATUS_REPLY) {
+        s = zf_status_from_proto(rep->status_reply->status);
+        if (zf_ok(s)) s = zf_internal("a StatusReply with OK answered a RunStep");
+    } else {
+        assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY);
+        s = zf_status_from_proto(rep->run_step_reply->status);
+    }
+    if (zf_ok(s)) {
+        assert_int_equal(rep->run_step_reply->n_fetches, 1);
+        zf_tensor_t *z = NULL;
+        ASSERT_OK(zf_tensor_from_proto(rep->run_step_reply->fetches[0]->tensor, &z));
+        s_expect_result(z, v);
+        zf_tensor_unref(&z);
+    }
+    zflow__envelope__free_unpacked(rep, NULL);
     return s;
 }
 
@@ -94,13 +153,16 @@ static void s_scheduler_start(fixture_t *f, int i)
 
 /* Scheduler 0 starts alone, so the first session tells its prefix; then
  * scheduler 1, whose prefix is the first other one a new session gets
- * (ties between idle schedulers go round robin). */
+ * (ties between idle schedulers go round robin). The broker takes a peer
+ * for dead only after a minute of silence, so that the few seconds it is
+ * stopped in a test leave its registry as it was. */
 static int s_setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof *f);
     if (!f) return -1;
     *state = f;
-    zf_test_broker_start(&f->broker, NULL);
+    const char *broker_args[] = {"--heartbeat-ms", "1000", "--heartbeat-misses", "60", NULL};
+    zf_test_broker_start(&f->broker, broker_args);
     for (int i = 0; i < 2; i++)
         zf_test_executor_start(&f->executors[i], f->broker.endpoint, i, WAIT_MS);
     f->gd = s_chain_graph();
@@ -126,6 +188,8 @@ static int s_teardown(void **state)
 {
     fixture_t *f = *state;
     if (!f) return 0;
+    /* a test may have failed while the broker was stopped */
+    if (f->broker.pid > 0) kill(f->broker.pid, SIGCONT);
     zf_client_destroy(&f->client);
     int rc = 0;
     for (int i = 0; i < 2; i++)
@@ -138,12 +202,12 @@ static int s_teardown(void **state)
     return rc;
 }
 
-/* Sessions of both schedulers run and close, through the broker or
- * straight to their scheduler. */
-static void s_expect_sessions_routed(fixture_t *f, bool direct)
+/* Creates N_SESS sessions, with steps sent straight to their scheduler or
+ * through the broker as direct says, checks that both schedulers hold some
+ * and runs one step of each. */
+static void s_sessions_start(fixture_t *f, bool direct, char **ids)
 {
     zf_client_set_direct(f->client, direct);
-    char *ids[N_SESS];
     int per[2] = {0, 0};
     for (int i = 0; i < N_SESS; i++) {
         ids[i] = s_create(f->client, f->gd);
@@ -153,12 +217,14 @@ static void s_expect_sessions_routed(fixture_t *f, bool direct)
     }
     assert_true(per[0] > 0 && per[1] > 0);
     for (int i = 0; i < N_SESS; i++) ASSERT_OK(s_run(f->client, ids[i], (float)(i + 1)));
-    /* a stopped broker stops only the steps that pass through it (the
-     * executors learnt each other's endpoints from it on the first step) */
-    if (direct) kill(f->broker.pid, SIGSTOP);
+}
+
+/* Runs two more steps of each session, closes them and checks that they
+ * are gone. */
+static void s_sessions_finish(fixture_t *f, char **ids)
+{
     for (int r = 1; r < 3; r++)
         for (int i = 0; i < N_SESS; i++) ASSERT_OK(s_run(f->client, ids[i], (float)(i + r + 1)));
-    if (direct) kill(f->broker.pid, SIGCONT);
     for (int i = 0; i < N_SESS; i++) {
         ASSERT_OK(zf_client_session_close(f->client, ids[i]));
         zf_test_expect_error(s_run(f->client, ids[i], 1.0f), ZF_NOT_FOUND, ids[i]);
@@ -168,12 +234,43 @@ static void s_expect_sessions_routed(fixture_t *f, bool direct)
 
 static void test_routing_sends_each_sessions_steps_to_its_scheduler_via_the_broker(void **state)
 {
-    s_expect_sessions_routed(*state, false);
+    fixture_t *f = *state;
+    char *ids[N_SESS];
+    s_sessions_start(f, false, ids);
+    /* A DEALER connected to the broker alone reaches every session's
+     * scheduler through it. */
+    zf_zctx_t *ctx = NULL;
+    ASSERT_OK(zf_zctx_new(&ctx));
+    zf_socket_t *dealer = zf_test_dealer(ctx, f->broker.endpoint);
+    for (int i = 0; i < N_SESS; i++)
+        ASSERT_OK(s_run_raw(dealer, 100 + (uint64_t)i, ids[i], (float)(i + 10)));
+    zf_socket_destroy(&dealer);
+    zf_zctx_destroy(&ctx);
+    /* The client's steps go to the broker: stopped, it leaves them
+     * unanswered, though both schedulers are up and the executors know each
+     * other. */
+    assert_int_equal(kill(f->broker.pid, SIGSTOP), 0);
+    zf_status_t s = s_run(f->client, ids[0], 1.0f);
+    assert_int_equal(kill(f->broker.pid, SIGCONT), 0);
+    char want[512];
+    snprintf(want, sizeof want, "no reply to RunStep: the broker at %s does not answer",
+             f->broker.endpoint);
+    zf_test_expect_error(s, ZF_UNAVAILABLE, want);
+    s_sessions_finish(f, ids);
 }
 
 static void test_routing_sends_each_sessions_steps_straight_to_its_scheduler(void **state)
 {
-    s_expect_sessions_routed(*state, true);
+    fixture_t *f = *state;
+    char *ids[N_SESS];
+    s_sessions_start(f, true, ids);
+    /* A stopped broker stops only what passes through it: every step goes
+     * on (the executors learnt each other's endpoints from it on the first
+     * step). */
+    assert_int_equal(kill(f->broker.pid, SIGSTOP), 0);
+    for (int i = 0; i < N_SESS; i++) ASSERT_OK(s_run(f->client, ids[i], (float)(i + 20)));
+    assert_int_equal(kill(f->broker.pid, SIGCONT), 0);
+    s_sessions_finish(f, ids);
 }
 
 static char *s_submit(fixture_t *f, float v)
