@@ -18,6 +18,7 @@ enum {
     S_EXPENSIVE = 1u << 0, /* runs on the device's pool */
     S_ASYNC = 1u << 1,     /* compute_async */
     S_TRANSFER = 1u << 2,  /* Send/Recv: runs even when dead, to forward deadness */
+    S_SIZED_BY_VALUE = 1u << 3, /* never on an event loop (ZF_KERNEL_SIZED_BY_VALUE) */
 };
 
 typedef struct {
@@ -87,6 +88,7 @@ static zf_status_t s_plan_node(zf_executor_t *ex, int32_t i)
     n->flags =
         (uint8_t)(((n->kernel->flags & ZF_KERNEL_EXPENSIVE) ? S_EXPENSIVE : 0) |
                   (is_async ? S_ASYNC : 0) |
+                  ((n->kernel->flags & ZF_KERNEL_SIZED_BY_VALUE) ? S_SIZED_BY_VALUE : 0) |
                   (zf_op_has_flag(zf_graph_op_def(ex->graph, i), ZF_OP_SEND_RECV) ? S_TRANSFER
                                                                                   : 0));
     return ZF_STATUS_OK;
@@ -602,12 +604,48 @@ static void s_run_node(s_step_t *st, int32_t id, s_worklist_t *wl)
     s_after_compute(st, id, n->kernel->compute(&ctx), wl);
 }
 
+/* True when node id, ready, should not run on this thread because it is an
+ * event loop and the node may take long: its inputs total more than
+ * ZF_EXECUTOR_INLINE_BYTES (a large constant, or a value grown inside the
+ * step), or its output is sized by its inputs' values. A light partition's
+ * small nodes stay inline; these go to the pool, and what they make ready
+ * continues there. */
+static bool s_leaves_the_loop(const s_step_t *st, int32_t id)
+{
+    if (!s_inline_thread) return false;
+    const s_node_t *n = &st->ex->nodes[id];
+    if (n->flags & S_SIZED_BY_VALUE) return true;
+    /* The inputs' bytes, and the elements of their shapes broadcast together
+     * (what an elementwise op of them makes: [n,1] + [1,n] is n*n). */
+    double bytes = 0, broadcast = 1, widest = 1;
+    int64_t dims[ZF_MAX_RANK] = {0};
+    int rank = 0;
+    for (int32_t k = 0; k < n->num_inputs; k++) {
+        const zf_tensor_t *t = st->inputs[n->in_start + k];
+        if (!t) continue;
+        bytes += (double)zf_tensor_nbytes(t);
+        size_t width = zf_dtype_size(zf_tensor_dtype(t));
+        if ((double)width > widest) widest = (double)width;
+        const zf_shape_t *sh = zf_tensor_shape(t);
+        for (int d = 0; d < sh->rank; d++) { /* right-aligned, as broadcasting is */
+            int64_t *to = &dims[ZF_MAX_RANK - sh->rank + d];
+            if (sh->dims[d] > *to) *to = sh->dims[d];
+        }
+        if (sh->rank > rank) rank = sh->rank;
+    }
+    for (int d = ZF_MAX_RANK - rank; d < ZF_MAX_RANK; d++) broadcast *= (double)dims[d];
+    return bytes > ZF_EXECUTOR_INLINE_BYTES || broadcast * widest > ZF_EXECUTOR_INLINE_BYTES;
+}
+
 static void s_process(s_step_t *st, s_worklist_t *wl)
 {
     /* wl only holds counted nodes, so the step outlives every pop. */
     while (wl->n > 0) {
         int32_t id = wl->items[--wl->n];
-        s_run_node(st, id, wl);
+        if (s_leaves_the_loop(st, id))
+            s_schedule(st, id); /* takes the node's count along */
+        else
+            s_run_node(st, id, wl);
     }
     s_wl_free(wl);
 }

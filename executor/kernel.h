@@ -54,6 +54,9 @@ typedef void (*zf_kernel_done_fn)(zf_kernel_ctx_t *ctx, zf_status_t status, void
 enum {
     ZF_KERNEL_EXPENSIVE = 1u << 0, /* run on the device's pool, not inline */
     ZF_KERNEL_ASYNC = 1u << 1,     /* uses compute_async */
+    /* Its output's size comes from its input values, not their sizes (Fill):
+     * small inputs say nothing of its cost, so it never runs on an event loop. */
+    ZF_KERNEL_SIZED_BY_VALUE = 1u << 2,
 };
 
 typedef struct zf_kernel_def {

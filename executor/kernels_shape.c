@@ -611,7 +611,12 @@ static const zf_kernel_def_t s_defs[] = {
      .create = s_pack_create,
      .destroy = free,
      .compute = s_pack_compute},
-    ZF_CPU_KERNEL("Fill", ZF_TYPES_POD, s_fill_compute),
+    {.op = "Fill",
+     .device_type = "CPU",
+     .type_attr = "T",
+     .allowed_types = ZF_TYPES_POD,
+     .flags = ZF_KERNEL_SIZED_BY_VALUE,
+     .compute = s_fill_compute},
     ZF_CPU_KERNEL("ZerosLike", ZF_TYPES_POD, s_zeros_like_compute),
     ZF_CPU_KERNEL("OnesLike",
                   ZF_TYPES_REAL | ZF_TYPE_BIT(ZF_BOOL) | ZF_TYPE_BIT(ZF_HALF) |

@@ -213,6 +213,44 @@ static zf_status_t s_probe_compute(zf_kernel_ctx_t *ctx)
     return ZF_STATUS_OK;
 }
 
+/* Test stand-ins for nodes whose size is not their inputs': Neg makes an
+ * [n,1] tensor of ones and Abs a [1,n] one, n the input's first value;
+ * Relu does what Neg does but is marked ZF_KERNEL_SIZED_BY_VALUE, as Fill
+ * is. Mul records the thread it ran on and passes its first input on. */
+static pthread_t s_mul_thread; /* under s_log_mu */
+
+static zf_status_t s_grow(zf_kernel_ctx_t *ctx, bool column)
+{
+    s_log_node(ctx);
+    int64_t n = (int64_t)((const float *)zf_tensor_data(ctx->inputs[0]))[0];
+    zf_shape_t shape = {.rank = 2, .dims = {column ? n : 1, column ? 1 : n}};
+    zf_tensor_t *out = NULL;
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_FLOAT, &shape, &out));
+    float *z = zf_tensor_data(out);
+    for (int64_t i = 0; i < n; i++) z[i] = 1.0f;
+    return ZF_STATUS_OK;
+}
+
+static zf_status_t s_grow_column_compute(zf_kernel_ctx_t *ctx)
+{
+    return s_grow(ctx, true);
+}
+
+static zf_status_t s_grow_row_compute(zf_kernel_ctx_t *ctx)
+{
+    return s_grow(ctx, false);
+}
+
+static zf_status_t s_mul_probe_compute(zf_kernel_ctx_t *ctx)
+{
+    s_log_node(ctx);
+    pthread_mutex_lock(&s_log_mu);
+    s_mul_thread = pthread_self();
+    pthread_mutex_unlock(&s_log_mu);
+    zf_kernel_set_output(ctx, 0, ctx->inputs[0]);
+    return ZF_STATUS_OK;
+}
+
 static zf_status_t s_noop_compute(zf_kernel_ctx_t *ctx)
 {
     s_log_node(ctx);
@@ -279,6 +317,13 @@ static const zf_kernel_def_t s_test_kernels[] = {
     {.op = "Square", .device_type = "TEST", .compute = s_square_compute},
     {.op = "OnesLike", .device_type = "TEST", .compute = s_probe_compute},
     {.op = "NoOp", .device_type = "TEST", .compute = s_noop_compute},
+    {.op = "Neg", .device_type = "TEST", .compute = s_grow_column_compute},
+    {.op = "Abs", .device_type = "TEST", .compute = s_grow_row_compute},
+    {.op = "Relu",
+     .device_type = "TEST",
+     .flags = ZF_KERNEL_SIZED_BY_VALUE,
+     .compute = s_grow_column_compute},
+    {.op = "Mul", .device_type = "TEST", .compute = s_mul_probe_compute},
     {.op = "_Send", .device_type = "TEST", .compute = s_send_compute},
     {.op = "_Recv",
      .device_type = "TEST",
@@ -1009,6 +1054,109 @@ test_executor_continues_a_light_step_on_the_event_loop_that_completes_its_recv(v
         s_recv_continues_on(f, false, ZF_EXECUTOR_INLINE_BYTES / (int64_t)sizeof(float)), me));
 }
 
+/* Runs gd's step from this thread, marked as an event loop, to its end and
+ * returns the thread that ran Square (or, with mul, Mul); checks that out
+ * holds elements values. */
+static pthread_t s_loop_runs(s_fixture_t *f, s_gb_t *gb, bool mul, int64_t elements)
+{
+    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(gb));
+    assert_true(zf_executor_is_light(ex));
+    zf_rendezvous_t *r = NULL;
+    ASSERT_OK(zf_rendezvous_new(1, &r));
+    s_where_t w = {.status = ZF_STATUS_OK};
+    atomic_init(&w.done, false);
+    zf_executor_args_t args = {1, r};
+    zf_executor_set_inline_thread(true);
+    zf_executor_run_async(ex, &args, s_where_done, &w);
+    zf_executor_set_inline_thread(false);
+    while (!atomic_load(&w.done)) usleep(1000);
+    ASSERT_OK(w.status);
+    zf_tensor_t *out = NULL;
+    ASSERT_OK(zf_rendezvous_recv(r, "out", 0, &out, NULL));
+    assert_int_equal(zf_tensor_num_elements(out), elements);
+    zf_tensor_unref(&out);
+    zf_rendezvous_unref(&r);
+    zf_executor_destroy(&ex);
+    pthread_mutex_lock(&s_log_mu);
+    pthread_t t = mul ? s_mul_thread : s_square_thread;
+    pthread_mutex_unlock(&s_log_mu);
+    return t;
+}
+
+/* c (n) -> grow ([n,1]) -> Square -> out */
+static pthread_t s_square_of_grown(s_fixture_t *f, const char *grow, int64_t n)
+{
+    s_gb_t gb = {0};
+    s_gb_const(&gb, "c", (float)n, NULL);
+    s_gb_op(&gb, grow, "g", "input: 'c'");
+    s_gb_op(&gb, "Square", "sq", "input: 'g'");
+    s_gb_send(&gb, "s", "sq", "out");
+    return s_loop_runs(f, &gb, false, n);
+}
+
+/* Mul of an [n,1] and a [1,n] tensor, each made from a small constant. */
+static pthread_t s_broadcast_of(s_fixture_t *f, int64_t n)
+{
+    s_gb_t gb = {0};
+    s_gb_const(&gb, "c", (float)n, NULL);
+    s_gb_op(&gb, "Neg", "col", "input: 'c'");
+    s_gb_op(&gb, "Abs", "row", "input: 'c'");
+    s_gb_op(&gb, "Mul", "m", "input: 'col' input: 'row'");
+    s_gb_send(&gb, "s", "m", "out");
+    return s_loop_runs(f, &gb, true, n);
+}
+
+static void test_executor_sends_nodes_that_may_take_long_from_an_event_loop_to_the_pool(
+    void **state)
+{
+    s_fixture_t *f = *state;
+    pthread_t me = pthread_self();
+    int64_t limit = ZF_EXECUTOR_INLINE_BYTES / (int64_t)sizeof(float);
+    /* inputs up to ZF_EXECUTOR_INLINE_BYTES stay on the loop; past it, the pool */
+    assert_true(pthread_equal(s_square_of_grown(f, "Neg", limit), me));
+    assert_false(pthread_equal(s_square_of_grown(f, "Neg", limit + 1), me));
+    /* small inputs whose shapes broadcast past it: the pool (256*256 floats
+     * is exactly the limit) */
+    assert_true(pthread_equal(s_broadcast_of(f, 256), me));
+    assert_false(pthread_equal(s_broadcast_of(f, 257), me));
+    /* a node sized by its input's values never runs on the loop, and what it
+     * makes ready goes on where it ran, however small */
+    assert_false(pthread_equal(s_square_of_grown(f, "Relu", 2), me));
+    /* out of the loop, the same steps run where they start */
+    zf_executor_set_inline_thread(false);
+    s_gb_t gb = {0};
+    s_gb_const(&gb, "c", 2, NULL);
+    s_gb_op(&gb, "Relu", "g", "input: 'c'");
+    s_gb_op(&gb, "Square", "sq", "input: 'g'");
+    s_gb_send(&gb, "s", "sq", "out");
+    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    zf_rendezvous_t *r = NULL;
+    ASSERT_OK(zf_rendezvous_new(2, &r));
+    zf_executor_args_t args = {2, r};
+    ASSERT_OK(zf_executor_run(ex, &args));
+    pthread_mutex_lock(&s_log_mu);
+    assert_true(pthread_equal(s_square_thread, me));
+    pthread_mutex_unlock(&s_log_mu);
+    zf_rendezvous_unref(&r);
+    zf_executor_destroy(&ex);
+}
+
+static void test_executor_cpu_fill_is_sized_by_its_values(void **state)
+{
+    (void)state;
+    zf_kernels_register_builtin(false);
+    s_gb_t gb = {0};
+    s_gb_add(&gb, "node { name: 'f' op: 'Fill' input: 'd' input: 'v' " T_FLOAT
+                  " attr { key: 'index_type' value { type: DT_INT32 } } }\n");
+    Tensorflow__GraphDef *gd = s_gb_parse(&gb);
+    const zf_kernel_def_t *k = NULL;
+    ASSERT_OK(zf_kernel_find("CPU", gd->node[0], &k));
+    assert_string_equal(k->op, "Fill");
+    assert_true(k->flags & ZF_KERNEL_SIZED_BY_VALUE);
+    assert_false(k->flags & ZF_KERNEL_EXPENSIVE); /* it may still be part of a light step */
+    zf_graphdef_free(&gd);
+}
+
 int main(void)
 {
     zf_status_t s = ZF_STATUS_OK;
@@ -1020,6 +1168,10 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_executor_runs_a_diamond, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_executor_sends_nodes_that_may_take_long_from_an_event_loop_to_the_pool, s_setup,
+            s_teardown),
+        cmocka_unit_test(test_executor_cpu_fill_is_sized_by_its_values),
         cmocka_unit_test_setup_teardown(test_executor_runs_a_wide_graph_with_pool_kernels, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_executor_honours_control_edges, s_setup, s_teardown),
