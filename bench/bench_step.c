@@ -5,8 +5,9 @@
  * ZFLOW_BENCH_REPS runs (default 2000), as a ratio to a raw ZeroMQ REQ/REP round trip over tcp
  * loopback measured in the same run (target: <= 3x), between two threads of this process and
  * also between two processes (what each hop of a step is), and over the same messages relayed
- * by raw ZeroMQ processes (the least a step can cost with this design). Starts zflow-broker, two zflow-executor
- * and zflow-scheduler from the bin directory next to this program's (build/bin), or ZFLOW_BIN_DIR.
+ * by raw ZeroMQ processes (the least a step can cost with this design). Starts zflow-broker, two
+ * zflow-executor and zflow-scheduler from the bin directory next to this program's (build/bin), or
+ * ZFLOW_BIN_DIR.
  */
 #include <limits.h>
 #include <pthread.h>
@@ -465,9 +466,10 @@ int main(int argc, char **argv)
     printf("  raw ZeroMQ REQ/REP round trip, one process    %8.1f us\n", base * 1e6);
     printf("  raw ZeroMQ REQ/REP round trip, two processes  %8.1f us\n", base_proc * 1e6);
     if (pattern > 0)
-        printf("  a step's messages, raw ZeroMQ processes %8.1f us   %.2fx the one-process round trip "
-               "(this design's floor)\n",
-               pattern * 1e6, pattern / base);
+        printf(
+            "  a step's messages, raw ZeroMQ processes %8.1f us   %.2fx the one-process round trip "
+            "(this design's floor)\n",
+            pattern * 1e6, pattern / base);
     else
         printf("  a step's messages, raw ZeroMQ processes: the relays failed\n");
     printf("  RunStep, client -> scheduler    %8.1f us   %.2fx the one-process round trip (target "

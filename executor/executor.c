@@ -15,9 +15,9 @@
 /* ---- the plan ------------------------------------------------------------ */
 
 enum {
-    S_EXPENSIVE = 1u << 0, /* runs on the device's pool */
-    S_ASYNC = 1u << 1,     /* compute_async */
-    S_TRANSFER = 1u << 2,  /* Send/Recv: runs even when dead, to forward deadness */
+    S_EXPENSIVE = 1u << 0,      /* runs on the device's pool */
+    S_ASYNC = 1u << 1,          /* compute_async */
+    S_TRANSFER = 1u << 2,       /* Send/Recv: runs even when dead, to forward deadness */
     S_SIZED_BY_VALUE = 1u << 3, /* never on an event loop (ZF_KERNEL_SIZED_BY_VALUE) */
 };
 

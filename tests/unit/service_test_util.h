@@ -104,4 +104,37 @@ static inline Tensorflow__GraphDef *zf_test_neg_chain(const char *const *devices
     return gd;
 }
 
+/* A RunStep envelope of session with one feed (name = tp) and one fetch,
+ * built in m (the caller's storage, which must outlive its use; tp stays
+ * the caller's). */
+typedef struct {
+    Zflow__NamedTensor feed;
+    Zflow__NamedTensor *feeds[1];
+    char *fetches[1];
+    Zflow__RunStep rs;
+    Zflow__Envelope env;
+} zf_test_step_msg_t;
+
+static inline Zflow__Envelope *zf_test_step_msg(zf_test_step_msg_t *m, const char *session,
+                                                const char *name, Tensorflow__TensorProto *tp,
+                                                const char *fetch, int timeout_ms)
+{
+    zflow__named_tensor__init(&m->feed);
+    m->feed.name = (char *)name;
+    m->feed.tensor = tp;
+    m->feeds[0] = &m->feed;
+    m->fetches[0] = (char *)fetch;
+    zflow__run_step__init(&m->rs);
+    m->rs.session = (char *)session;
+    m->rs.n_feeds = 1;
+    m->rs.feeds = m->feeds;
+    m->rs.n_fetches = 1;
+    m->rs.fetches = m->fetches;
+    m->rs.timeout_ms = timeout_ms;
+    zflow__envelope__init(&m->env);
+    m->env.body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP;
+    m->env.run_step = &m->rs;
+    return &m->env;
+}
+
 #endif

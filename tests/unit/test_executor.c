@@ -1106,8 +1106,8 @@ static pthread_t s_broadcast_of(s_fixture_t *f, int64_t n)
     return s_loop_runs(f, &gb, true, n);
 }
 
-static void test_executor_sends_nodes_that_may_take_long_from_an_event_loop_to_the_pool(
-    void **state)
+static void
+test_executor_sends_nodes_that_may_take_long_from_an_event_loop_to_the_pool(void **state)
 {
     s_fixture_t *f = *state;
     pthread_t me = pthread_self();

@@ -228,38 +228,59 @@ static void test_rpc_serves_more_endpoints_than_its_limit_when_each_is_forgotten
     zf_zctx_destroy(&ctx);
 }
 
+/* An rpc (polled or not) and one executor's ROUTER it talks to. */
+typedef struct {
+    inbox_t in;
+    zf_zctx_t *ctx;
+    zf_socket_t *router;
+    char ep[128];
+    zf_sched_rpc_t *rpc;
+    zf_master_transport_t t;
+} s_one_t;
+
+static void s_one_open(s_one_t *o, bool polled)
+{
+    memset(o, 0, sizeof *o);
+    s_inbox_init(&o->in);
+    ASSERT_OK(zf_zctx_new(&o->ctx));
+    const char *bound = NULL;
+    ASSERT_OK(zf_socket_new(o->ctx, ZF_SOCKET_ROUTER, &o->router));
+    ASSERT_OK(zf_socket_bind(o->router, "tcp://127.0.0.1:*", &bound));
+    snprintf(o->ep, sizeof o->ep, "%s", bound);
+    ASSERT_OK(polled ? zf_sched_rpc_new_polled(o->ctx, s_on_reply, &o->in, &o->rpc)
+                     : zf_sched_rpc_new(o->ctx, s_on_reply, &o->in, &o->rpc));
+    o->t = zf_sched_rpc_transport(o->rpc);
+}
+
+static void s_one_close(s_one_t *o)
+{
+    zf_sched_rpc_destroy(&o->rpc);
+    s_inbox_fini(&o->in);
+    zf_socket_destroy(&o->router);
+    zf_zctx_destroy(&o->ctx);
+}
+
 static void test_rpc_answers_a_forgotten_endpoints_requests_and_connects_to_it_afresh(void **state)
 {
     (void)state;
-    inbox_t in;
-    s_inbox_init(&in);
-    zf_zctx_t *ctx = NULL;
-    ASSERT_OK(zf_zctx_new(&ctx));
-    zf_socket_t *router = NULL;
-    const char *bound = NULL;
-    ASSERT_OK(zf_socket_new(ctx, ZF_SOCKET_ROUTER, &router));
-    ASSERT_OK(zf_socket_bind(router, "tcp://127.0.0.1:*", &bound));
-    char ep[128];
-    snprintf(ep, sizeof ep, "%s", bound);
-    zf_sched_rpc_t *rpc = NULL;
-    ASSERT_OK(zf_sched_rpc_new(ctx, s_on_reply, &in, &rpc));
-    zf_master_transport_t t = zf_sched_rpc_transport(rpc);
+    s_one_t o;
+    s_one_open(&o, false);
     const char *dev = "/job:a/replica:0/task:0/device:CPU:0";
 
     /* two requests reach the executor, which answers neither */
     Zflow__CleanupGraph body;
     Zflow__Envelope env = s_cleanup_env(7, &body);
-    ASSERT_OK(t.send(t.arg, dev, ep, &env));
+    ASSERT_OK(o.t.send(o.t.arg, dev, o.ep, &env));
     env = s_cleanup_env(8, &body);
-    ASSERT_OK(t.send(t.arg, dev, ep, &env));
+    ASSERT_OK(o.t.send(o.t.arg, dev, o.ep, &env));
     zf_route_t old, fresh;
-    assert_int_equal(s_router_recv(router, &old), 7);
-    assert_int_equal(s_router_recv(router, &old), 8);
-    ASSERT_OK(zf_sched_rpc_forget(rpc, ep));
+    assert_int_equal(s_router_recv(o.router, &old), 7);
+    assert_int_equal(s_router_recv(o.router, &old), 8);
+    ASSERT_OK(zf_sched_rpc_forget(o.rpc, o.ep));
     char want[200];
-    snprintf(want, sizeof want, "no reply from %s to request ", ep);
-    s_wait_replies(&in, 2);
-    Zflow__Envelope *a = s_pop(&in), *b = s_pop(&in);
+    snprintf(want, sizeof want, "no reply from %s to request ", o.ep);
+    s_wait_replies(&o.in, 2);
+    Zflow__Envelope *a = s_pop(&o.in), *b = s_pop(&o.in);
     if (a->request_id == 8) { /* either order */
         Zflow__Envelope *x = a;
         a = b;
@@ -270,16 +291,13 @@ static void test_rpc_answers_a_forgotten_endpoints_requests_and_connects_to_it_a
 
     /* the same endpoint again: a new connection, which works */
     env = s_cleanup_env(9, &body);
-    ASSERT_OK(t.send(t.arg, dev, ep, &env));
-    assert_int_equal(s_router_recv(router, &fresh), 9);
+    ASSERT_OK(o.t.send(o.t.arg, dev, o.ep, &env));
+    assert_int_equal(s_router_recv(o.router, &fresh), 9);
     assert_false(zf_route_equal(&old, &fresh));
-    s_router_answer_ok(router, &fresh, 9);
-    s_expect_reply(s_pop(&in), 9, ZF_OK, NULL);
+    s_router_answer_ok(o.router, &fresh, 9);
+    s_expect_reply(s_pop(&o.in), 9, ZF_OK, NULL);
 
-    zf_sched_rpc_destroy(&rpc);
-    s_inbox_fini(&in);
-    zf_socket_destroy(&router);
-    zf_zctx_destroy(&ctx);
+    s_one_close(&o);
 }
 
 /* Polls a polled rpc on this thread until the inbox holds n replies (5 s
@@ -311,53 +329,39 @@ static void s_serve_until_peers(zf_sched_rpc_t *rpc, int peers)
 static void test_polled_rpc_forgets_in_order_with_the_owners_own_sends(void **state)
 {
     (void)state;
-    inbox_t in;
-    s_inbox_init(&in);
-    zf_zctx_t *ctx = NULL;
-    ASSERT_OK(zf_zctx_new(&ctx));
-    zf_socket_t *router = NULL;
-    const char *bound = NULL;
-    ASSERT_OK(zf_socket_new(ctx, ZF_SOCKET_ROUTER, &router));
-    ASSERT_OK(zf_socket_bind(router, "tcp://127.0.0.1:*", &bound));
-    char ep[128];
-    snprintf(ep, sizeof ep, "%s", bound);
-    zf_sched_rpc_t *rpc = NULL;
-    ASSERT_OK(zf_sched_rpc_new_polled(ctx, s_on_reply, &in, &rpc));
-    zf_master_transport_t t = zf_sched_rpc_transport(rpc);
+    s_one_t o;
+    s_one_open(&o, true);
     const char *dev = "/job:a/replica:0/task:0/device:CPU:0";
     zmq_pollitem_t items[8];
-    assert_int_equal(zf_sched_rpc_items(rpc, items, 8), 1); /* this thread owns it: the pipe */
+    assert_int_equal(zf_sched_rpc_items(o.rpc, items, 8), 1); /* this thread owns it: the pipe */
 
     Zflow__CleanupGraph body;
     Zflow__Envelope env = s_cleanup_env(1, &body);
-    ASSERT_OK(t.send(t.arg, dev, ep, &env)); /* sent at once */
-    assert_int_equal(zf_sched_rpc_items(rpc, items, 8), 2);
+    ASSERT_OK(o.t.send(o.t.arg, dev, o.ep, &env)); /* sent at once */
+    assert_int_equal(zf_sched_rpc_items(o.rpc, items, 8), 2);
     zf_route_t old, fresh;
-    assert_int_equal(s_router_recv(router, &old), 1);
+    assert_int_equal(s_router_recv(o.router, &old), 1);
     /* the forget waits for the owner's next serve; a send after it waits
      * behind it, so it goes out on a new connection rather than the one
      * being closed */
-    ASSERT_OK(zf_sched_rpc_forget(rpc, ep));
+    ASSERT_OK(zf_sched_rpc_forget(o.rpc, o.ep));
     env = s_cleanup_env(2, &body);
-    ASSERT_OK(t.send(t.arg, dev, ep, &env));
-    assert_int_equal(in.n, 0);                       /* nothing answered inside those calls */
-    assert_int_equal(s_serve_until(rpc, &in, 1), 2); /* one connection to ep */
+    ASSERT_OK(o.t.send(o.t.arg, dev, o.ep, &env));
+    assert_int_equal(o.in.n, 0);                         /* nothing answered inside those calls */
+    assert_int_equal(s_serve_until(o.rpc, &o.in, 1), 2); /* one connection to the endpoint */
     char want[200];
-    snprintf(want, sizeof want, "no reply from %s to request 1", ep);
-    s_expect_reply(s_pop(&in), 1, ZF_UNAVAILABLE, want);
-    assert_int_equal(s_router_recv(router, &fresh), 2);
+    snprintf(want, sizeof want, "no reply from %s to request 1", o.ep);
+    s_expect_reply(s_pop(&o.in), 1, ZF_UNAVAILABLE, want);
+    assert_int_equal(s_router_recv(o.router, &fresh), 2);
     assert_false(zf_route_equal(&old, &fresh));
-    s_router_answer_ok(router, &fresh, 2);
-    assert_int_equal(s_serve_until(rpc, &in, 1), 2);
-    s_expect_reply(s_pop(&in), 2, ZF_OK, NULL);
-    ASSERT_OK(zf_sched_rpc_forget(rpc, ep));
-    s_serve_until_peers(rpc, 0);
-    assert_int_equal(in.n, 0); /* nothing was waiting */
+    s_router_answer_ok(o.router, &fresh, 2);
+    assert_int_equal(s_serve_until(o.rpc, &o.in, 1), 2);
+    s_expect_reply(s_pop(&o.in), 2, ZF_OK, NULL);
+    ASSERT_OK(zf_sched_rpc_forget(o.rpc, o.ep));
+    s_serve_until_peers(o.rpc, 0);
+    assert_int_equal(o.in.n, 0); /* nothing was waiting */
 
-    zf_sched_rpc_destroy(&rpc);
-    s_inbox_fini(&in);
-    zf_socket_destroy(&router);
-    zf_zctx_destroy(&ctx);
+    s_one_close(&o);
 }
 
 /* ---- the master's forget hook ------------------------------------------------------- */

@@ -167,22 +167,9 @@ static void s_expect_mlp_runs(fixture_t *f, const char *session)
 {
     Tensorflow__TensorProto *tp = NULL;
     ASSERT_OK(zf_tensor_to_proto(f->x, &tp, true));
-    Zflow__NamedTensor nt = ZFLOW__NAMED_TENSOR__INIT;
-    nt.name = "x:0";
-    nt.tensor = tp;
-    Zflow__NamedTensor *feeds[1] = {&nt};
-    char *fetches[1] = {"probs"};
-    Zflow__RunStep rs = ZFLOW__RUN_STEP__INIT;
-    rs.session = (char *)session;
-    rs.n_feeds = 1;
-    rs.feeds = feeds;
-    rs.n_fetches = 1;
-    rs.fetches = fetches;
-    rs.timeout_ms = STEP_TIMEOUT_MS;
-    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
-    env.body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP;
-    env.run_step = &rs;
-    Zflow__Envelope *rep = s_call(f, f->client, &env);
+    zf_test_step_msg_t m;
+    Zflow__Envelope *rep =
+        s_call(f, f->client, zf_test_step_msg(&m, session, "x:0", tp, "probs", STEP_TIMEOUT_MS));
     tensorflow__tensor_proto__free_unpacked(tp, NULL);
     assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY);
     ASSERT_OK(zf_status_from_proto(rep->run_step_reply->status));

@@ -87,22 +87,9 @@ static zf_status_t s_run_raw(zf_socket_t *dealer, uint64_t id, const char *sessi
     Tensorflow__TensorProto *tp = NULL;
     ASSERT_OK(zf_tensor_to_proto(x, &tp, true));
     zf_tensor_unref(&x);
-    Zflow__NamedTensor nt = ZFLOW__NAMED_TENSOR__INIT;
-    nt.name = "x";
-    nt.tensor = tp;
-    Zflow__NamedTensor *feeds[1] = {&nt};
-    char *fetches[1] = {"z"};
-    Zflow__RunStep rs = ZFLOW__RUN_STEP__INIT;
-    rs.session = (char *)session;
-    rs.n_feeds = 1;
-    rs.feeds = feeds;
-    rs.n_fetches = 1;
-    rs.fetches = fetches;
-    rs.timeout_ms = WAIT_MS;
-    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
-    env.body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP;
-    env.run_step = &rs;
-    Zflow__Envelope *rep = zf_test_call(dealer, &env, id, WAIT_MS);
+    zf_test_step_msg_t m;
+    Zflow__Envelope *rep =
+        zf_test_call(dealer, zf_test_step_msg(&m, session, "x", tp, "z", WAIT_MS), id, WAIT_MS);
     tensorflow__tensor_proto__free_unpacked(tp, NULL);
     zf_status_t s = ZF_STATUS_OK;
     if (rep->body_case == ZFLOW__ENVELOPE__BODY_STATUS_REPLY) {
