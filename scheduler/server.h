@@ -11,17 +11,23 @@
  * CloseSession, CreateSession and Ping only; a Ping is answered at once).
  * A RunStep whose plan is cached runs on this thread without blocking
  * (zf_master_start_step, zf_master_poll); CreateSession, other RunSteps and
- * CloseSession go to a pool of worker threads (a RunStep blocks its worker
+ * CloseSession go to a pool of request workers (a RunStep blocks its worker
  * until the step ends), whose replies come back through a queue and a pipe
  * and leave by the socket the request came in on, as [client][envelope]
  * with the request id preserved. A CreateSessionReply names the client
- * endpoint. SubmitJob is answered
- * with a job id at once and then run by its worker; WaitJob is answered
- * when its job ends, without holding a worker. Other requests are answered
- * UNIMPLEMENTED; malformed ones INVALID_ARGUMENT. When the broker socket
- * connects again (a restarted broker), the scheduler registers again and
- * the new broker's listing replaces its device set. Stopping
- * fails the steps in flight (UNAVAILABLE), answers them, and returns.
+ * endpoint. SubmitJob is answered with a job id at once, from this thread;
+ * the job (all its steps) then runs on a pool of its own, job_workers
+ * threads, and waits QUEUED (PollJob) while they are all busy: a long job
+ * holds a job worker, never a request worker, so sessions' requests never
+ * wait behind jobs. WaitJob is answered when its job ends, PollJob at once,
+ * neither holding a worker. A SubmitJob beyond max_queued_jobs waiting
+ * jobs is refused at once with RESOURCE_EXHAUSTED naming the limit and its
+ * flag. Other requests are answered UNIMPLEMENTED;
+ * malformed ones INVALID_ARGUMENT. When the broker socket connects again
+ * (a restarted broker), the scheduler registers again and the new broker's
+ * listing replaces its device set. Stopping fails the steps in flight
+ * (UNAVAILABLE), answers them, lets the queued jobs fail the same way, and
+ * returns.
  *
  * Limits. A client connected to the client ROUTER (one routing id) may have
  * at most max_client_requests requests accepted and not yet answered, as
@@ -43,6 +49,14 @@
 
 typedef struct zf_sched_server zf_sched_server_t;
 
+/* Defaults of workers and job_workers, and the most either may be. */
+#define ZF_SCHED_WORKERS     16
+#define ZF_SCHED_JOB_WORKERS 4
+#define ZF_SCHED_WORKERS_MAX 1024
+
+/* Default of max_queued_jobs. */
+#define ZF_SCHED_MAX_QUEUED_JOBS 4096
+
 /* Default of max_client_requests (the broker's default too). */
 #define ZF_SCHED_MAX_CLIENT_REQUESTS 4096
 
@@ -52,7 +66,10 @@ typedef struct zf_sched_server zf_sched_server_t;
 
 typedef struct zf_sched_server_config {
     const char *broker; /* the broker's endpoint */
-    int workers;        /* concurrent requests; 0: 16 */
+    int workers;        /* concurrent requests other than jobs; 0: ZF_SCHED_WORKERS */
+    int job_workers;    /* concurrent jobs (0 to 1024); 0: ZF_SCHED_JOB_WORKERS */
+    /* jobs accepted and waiting for a job worker, at most; 0: the default */
+    int max_queued_jobs;
     const char *listen; /* the client ROUTER's bind; NULL: "tcp://127.0.0.1:*" */
     /* what clients are told to connect to (e.g. tcp://HOST:PORT behind NAT
      * or a bridge network); NULL: the bound endpoint, a wildcard host read
@@ -70,8 +87,9 @@ typedef struct zf_sched_server_config {
 } zf_sched_server_config_t;
 
 /* Connects to the broker (in the background) and starts the executor I/O
- * thread. Caller owns *out. Errors: INVALID_ARGUMENT for a malformed
- * endpoint, a negative max_client_requests or a malformed id,
+ * thread and the worker pools. Caller owns *out. Errors: INVALID_ARGUMENT
+ * for a malformed endpoint, a negative max_client_requests or
+ * max_queued_jobs, job_workers outside 0..1024 or a malformed id,
  * RESOURCE_EXHAUSTED. */
 zf_status_t zf_sched_server_new(const zf_sched_server_config_t *config, zf_sched_server_t **out);
 

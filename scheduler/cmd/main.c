@@ -13,9 +13,10 @@
 #include "scheduler/server.h"
 
 static const char s_usage[] =
-    "usage: zflow-scheduler [--broker ENDPOINT] [--workers N] [--listen ENDPOINT]\n"
-    "                       [--advertise ENDPOINT] [--job-results N] [--job-ttl-ms MS]\n"
-    "                       [--max-job-steps N] [--max-client-requests N]\n"
+    "usage: zflow-scheduler [--broker ENDPOINT] [--workers N] [--job-workers N]\n"
+    "                       [--listen ENDPOINT] [--advertise ENDPOINT] [--job-results N]\n"
+    "                       [--job-ttl-ms MS] [--max-job-steps N] [--max-queued-jobs N]\n"
+    "                       [--max-client-requests N]\n"
     "\n"
     "The zflow scheduler: serves the sessions clients open through the broker\n"
     "(placement, partitioning, plan cache, steps) on the executors the broker\n"
@@ -23,7 +24,9 @@ static const char s_usage[] =
     "\n"
     "  --broker ENDPOINT   the broker to register with (default\n"
     "                      tcp://127.0.0.1:5555; env ZFLOW_BROKER)\n"
-    "  --workers N         client requests served at once (default 16)\n"
+    "  --workers N         sessions' requests served at once (default 16)\n"
+    "  --job-workers N     jobs (zflow submit) run at once (default 4); more wait\n"
+    "                      queued, and no job holds up a session's request\n"
     "  --listen ENDPOINT   where clients send a session's steps directly (default\n"
     "                      tcp://127.0.0.1:*, an ephemeral port; told to clients\n"
     "                      through the broker)\n"
@@ -35,6 +38,8 @@ static const char s_usage[] =
     "  --job-ttl-ms MS     how long such a result is kept (default 600000)\n"
     "  --max-job-steps N   steps one job may ask for, at most (default 1000000);\n"
     "                      a job asking for more is refused when submitted\n"
+    "  --max-queued-jobs N  jobs waiting for a job worker, at most (default\n"
+    "                      4096); one more is refused with RESOURCE_EXHAUSTED\n"
     "  --max-client-requests N  requests one client may have in flight at the\n"
     "                      client endpoint (default 4096); one more is refused\n"
     "                      with RESOURCE_EXHAUSTED until replies come back\n"
@@ -87,8 +92,12 @@ static int s_parse_args(int argc, char **argv, zf_sched_server_config_t *cfg)
             cfg->advertise = v;
         } else if (strcmp(a, "--workers") == 0) {
             long n = 0;
-            if (!s_parse_long(a, v, 1024, &n)) return 2;
+            if (!s_parse_long(a, v, ZF_SCHED_WORKERS_MAX, &n)) return 2;
             cfg->workers = (int)n;
+        } else if (strcmp(a, "--job-workers") == 0) {
+            long n = 0;
+            if (!s_parse_long(a, v, ZF_SCHED_WORKERS_MAX, &n)) return 2;
+            cfg->job_workers = (int)n;
         } else if (strcmp(a, "--job-results") == 0) {
             long n = 0;
             if (!s_parse_long(a, v, 1000000, &n)) return 2;
@@ -101,6 +110,10 @@ static int s_parse_args(int argc, char **argv, zf_sched_server_config_t *cfg)
             long n = 0;
             if (!s_parse_long(a, v, 1000000000000L, &n)) return 2;
             cfg->max_steps = n;
+        } else if (strcmp(a, "--max-queued-jobs") == 0) {
+            long n = 0;
+            if (!s_parse_long(a, v, 1000000, &n)) return 2;
+            cfg->max_queued_jobs = (int)n;
         } else if (strcmp(a, "--max-client-requests") == 0) {
             long n = 0;
             if (!s_parse_long(a, v, 1000000, &n)) return 2;
