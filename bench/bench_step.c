@@ -264,6 +264,11 @@ static double s_pattern_median(int reps)
         ok = pipe(up[i]) == 0 && pipe(down[i]) == 0 && (pids[i] = fork()) >= 0;
         if (ok && pids[i] == 0)
             s_relay(i == 0 ? S_EP_SCHED : i == 1 ? S_EP_A : S_EP_B, up[i][1], down[i][0]);
+        if (ok) { /* the child's ends: closed here, so a relay that dies is seen */
+            close(up[i][1]);
+            close(down[i][0]);
+            up[i][1] = down[i][0] = -1;
+        }
     }
     s_eps_t eps = {{0}};
     void *ctx = zmq_ctx_new();

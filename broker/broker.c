@@ -251,10 +251,10 @@ zf_status_t zf_broker_new(const zf_broker_config_t *config, zf_broker_t **out)
         return zf_invalid_argument("a client's requests in flight must be limited to 1 or more "
                                    "(0: the default, %d), not %d",
                                    ZF_BROKER_MAX_CLIENT_REQUESTS, config->max_client_requests);
-    if (config->max_requests < 0)
+    if (config->max_requests < 0 || config->max_requests > ZF_PENDING_MAX)
         return zf_invalid_argument("the broker's requests in flight from all clients must be "
-                                   "limited to 1 or more (0: the default, %d), not %d",
-                                   ZF_BROKER_MAX_REQUESTS, config->max_requests);
+                                   "limited to 1 to %d (0: the default, %d), not %d",
+                                   ZF_PENDING_MAX, ZF_BROKER_MAX_REQUESTS, config->max_requests);
     zf_broker_t *b = calloc(1, sizeof *b);
     if (!b) return zf_out_of_memory("a broker");
     b->heartbeat_ms = config->heartbeat_ms;

@@ -11,7 +11,7 @@
 
 #define S_EMPTY     UINT32_MAX /* an index slot that holds no entry */
 #define S_MIN_CAP   16
-#define S_MAX_CAP   (1 << 28) /* requests in flight at most; the index stays below 2^31 slots */
+#define S_MAX_CAP   ZF_PENDING_MAX
 #define S_MIN_SLOTS 32
 
 typedef struct s_entry {

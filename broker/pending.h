@@ -32,6 +32,9 @@ typedef struct zf_pending_req {
 
 typedef struct zf_pending zf_pending_t;
 
+/* The most requests a table holds (its index stays below 2^31 slots). */
+#define ZF_PENDING_MAX (1 << 28)
+
 /* An empty table. Caller owns *out (zf_pending_destroy). Errors:
  * RESOURCE_EXHAUSTED. */
 zf_status_t zf_pending_new(zf_pending_t **out);

@@ -80,7 +80,11 @@ bool zf_executor_is_light(const zf_executor_t *ex);
 /* Marks the calling thread as an event loop (or not; the default): when a
  * recv callback fires on it for a light partition and the value is at most
  * ZF_EXECUTOR_INLINE_BYTES, the step continues on this thread instead of
- * going to the device's pool. Thread-local. */
+ * going to the device's pool. Even then a node that may take long goes to
+ * the pool, and what it makes ready continues there: one whose inputs
+ * total more than ZF_EXECUTOR_INLINE_BYTES, whose inputs' shapes broadcast
+ * to more than that, or whose kernel is ZF_KERNEL_SIZED_BY_VALUE.
+ * Thread-local. */
 void zf_executor_set_inline_thread(bool on);
 
 typedef struct zf_executor_args {

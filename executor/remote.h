@@ -157,7 +157,9 @@ zf_status_t zf_remote_send(zf_remote_t *r, const char *device, const char *key, 
 
 /* The rendezvous of step_id (created on first use, as the receiver does),
  * or *out NULL when the step was already cleaned up here. *out is a new
- * reference. Errors: RESOURCE_EXHAUSTED. */
+ * reference. Errors: RESOURCE_EXHAUSTED; ABORTED "step N never started on
+ * this executor in time" for a step the table dropped unclaimed (its TTL,
+ * count or byte limit), which is never made again. */
 zf_status_t zf_remote_step_rendezvous(zf_remote_t *r, int64_t step_id, zf_rendezvous_t **out);
 
 /* As zf_remote_step_rendezvous(), for the RunGraph that starts step_id

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "executor/remote.h"
 #include "executor/rendezvous.h"
 #include "executor/step_set.h"
 
@@ -381,6 +382,9 @@ zf_status_t zf_rendezvous_mgr_claim(zf_rendezvous_mgr_t *mgr, int64_t step_id,
 static size_t s_value_bytes(const zf_tensor_t *t)
 {
     if (!t) return 0;
+    const zf_buffer_t *buf = zf_tensor_buffer(t);
+    if (buf && zf_buffer_device_id(buf) == ZF_REMOTE_IPC_DEVICE_ID)
+        return 0; /* an IPC offer's placeholder: the bytes stay on the sender's device */
     size_t n = zf_tensor_nbytes(t);
     if (zf_tensor_dtype(t) != ZF_STRING || zf_tensor_memory_kind(t) != ZF_MEMORY_HOST) return n;
     for (int64_t i = 0; i < zf_tensor_num_elements(t); i++) n += zf_tensor_string(t, i)->len;

@@ -164,6 +164,7 @@ static zf_status_t s_abort_step(zf_exec_service_t *svc, const Zflow__AbortStep *
     if (zf_ok(why)) why = zf_status_new(ZF_ABORTED, "step %" PRId64 " was aborted", req->step_id);
     zf_rendezvous_t *r = NULL;
     zf_status_t s = zf_remote_step_rendezvous(svc->remote, req->step_id, &r);
+    if (s.code == ZF_ABORTED) zf_status_clear(&s); /* a dropped step: nothing left to abort */
     if (zf_ok(s) && r) zf_rendezvous_start_abort(r, &why); /* a cleaned-up step: nothing to do */
     zf_rendezvous_unref(&r);
     zf_status_clear(&why);

@@ -351,6 +351,7 @@ static const zf_kernel_def_t s_defs[] = {
      .type_attr = "T",
      .allowed_types = S_FLOAT,
      .host_memory_inputs = 1u << 0, /* dims */
+     .flags = ZF_KERNEL_SIZED_BY_VALUE,
      .compute = s_fill},
     ZF__GPU_KERNEL("ZerosLike", ZF__GPU_TYPES_DEVICE, s_zeros_like),
     ZF__GPU_KERNEL("OnesLike", S_FLOAT, s_ones_like),

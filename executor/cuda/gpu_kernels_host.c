@@ -58,13 +58,14 @@ static zf_status_t s_host_compute(zf_kernel_ctx_t *ctx)
     return h->cpu->compute(&sub);
 }
 
-#define S_HOST(op_)                                                                                \
+#define S_HOST_FLAGS(op_, flags_)                                                                  \
     {                                                                                              \
         .op = (op_), .device_type = "GPU", .type_attr = "T",                                       \
         .allowed_types = ZF_TYPE_BIT(ZF_INT32), .host_memory_inputs = ZF__GPU_ALL_HOST,            \
-        .host_memory_outputs = ZF__GPU_ALL_HOST, .create = s_host_create,                          \
+        .host_memory_outputs = ZF__GPU_ALL_HOST, .flags = (flags_), .create = s_host_create,       \
         .destroy = s_host_destroy, .compute = s_host_compute                                       \
     }
+#define S_HOST(op_) S_HOST_FLAGS(op_, 0)
 
 static const zf_kernel_def_t s_defs[] = {
     S_HOST("Add"),       S_HOST("AddV2"),
@@ -73,7 +74,7 @@ static const zf_kernel_def_t s_defs[] = {
     S_HOST("Neg"),       S_HOST("Abs"),
     S_HOST("Square"),    S_HOST("SquaredDifference"),
     S_HOST("Sum"),       S_HOST("Max"),
-    S_HOST("Mean"),      S_HOST("Fill"),
+    S_HOST("Mean"),      S_HOST_FLAGS("Fill", ZF_KERNEL_SIZED_BY_VALUE),
     S_HOST("ZerosLike"), S_HOST("OnesLike"),
     S_HOST("Pack"),      S_HOST("ConcatV2"),
 };

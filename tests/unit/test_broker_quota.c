@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "broker/broker.h"
+#include "broker/pending.h"
 #include "broker_test_util.h"
 #include "test_util.h"
 
@@ -521,15 +522,21 @@ static void test_broker_refuses_a_negative_client_limit(void **state)
     assert_null(b);
 }
 
-static void test_broker_refuses_a_negative_broker_wide_limit(void **state)
+static void test_broker_refuses_a_negative_or_too_large_broker_wide_limit(void **state)
 {
     (void)state;
-    zf_broker_config_t cfg = {"tcp://127.0.0.1:0", 1000, 3, 0, -1};
-    zf_broker_t *b = NULL;
-    zf_test_expect_error(zf_broker_new(&cfg, &b), ZF_INVALID_ARGUMENT,
-                         "the broker's requests in flight from all clients must be limited to 1 "
-                         "or more (0: the default, 65536), not -1");
-    assert_null(b);
+    int bad[2] = {-1, ZF_PENDING_MAX + 1};
+    for (int i = 0; i < 2; i++) {
+        zf_broker_config_t cfg = {"tcp://127.0.0.1:0", 1000, 3, 0, bad[i]};
+        zf_broker_t *b = NULL;
+        char want[200];
+        snprintf(want, sizeof want,
+                 "the broker's requests in flight from all clients must be limited to 1 to %d "
+                 "(0: the default, 65536), not %d",
+                 ZF_PENDING_MAX, bad[i]);
+        zf_test_expect_error(zf_broker_new(&cfg, &b), ZF_INVALID_ARGUMENT, want);
+        assert_null(b);
+    }
 }
 
 int main(void)
@@ -553,7 +560,7 @@ int main(void)
             s_teardown),
         cmocka_unit_test_setup_teardown(test_broker_passes_back_each_reply_to_a_reused_request_id,
                                         s_setup, s_teardown),
-        cmocka_unit_test(test_broker_refuses_a_negative_broker_wide_limit),
+        cmocka_unit_test(test_broker_refuses_a_negative_or_too_large_broker_wide_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

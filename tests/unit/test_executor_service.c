@@ -691,6 +691,55 @@ static void test_service_fails_a_step_whose_early_tensor_is_over_the_unclaimed_l
     zf_partition_set_destroy(&set);
 }
 
+static bool s_one_evicted(const zf_rendezvous_mgr_stats_t *st)
+{
+    return st->evicted == 1 && st->unclaimed == 1;
+}
+
+/* A step the table dropped unclaimed (evicted for a newer one under the
+ * byte limit) has nothing left to abort: AbortStep answers OK, and a
+ * RunGraph that comes for it later is refused with ABORTED. */
+static void test_service_abort_of_a_dropped_step_is_a_no_op(void **state)
+{
+    s_fixture_t *f = *state;
+    zf_partition_set_t *set = s_partition(f, s_graph, "x", "z");
+    const zf_partition_t *p0 = s_part(set, f->dev[0]), *p1 = s_part(set, f->dev[1]);
+    uint64_t inc0 = zf_exec_service_incarnation(f->svc[0]);
+    uint64_t inc1 = zf_exec_service_incarnation(f->svc[1]);
+    char *h0 = s_register_ok(f->dealer[0], p0->graph, inc0);
+    char *h1 = s_register_ok(f->dealer[1], p1->graph, inc1);
+    zf_tensor_t *x = s_floats3(1, 2, 3);
+    zf_exec_service_set_max_unclaimed_bytes(f->svc[1], 12); /* one step's y */
+    zf_status_t s = ZF_STATUS_OK;
+    for (int64_t step = 700; step <= 701; step++) {
+        s_run(f->dealer[0], (uint64_t)step, h0, inc0, step, p0->feeds[0].key, x, NULL);
+        Zflow__Envelope *reply = s_run_reply(f->dealer[0], &s);
+        ASSERT_OK(s);
+        zflow__envelope__free_unpacked(reply, NULL);
+    }
+    zf_rendezvous_mgr_stats_t st = s_wait_table(f, f->svc[1], s_one_evicted);
+    assert_int_equal(st.evicted, 1); /* step 700 went for 701 */
+    Zflow__AbortStep ab;
+    zflow__abort_step__init(&ab);
+    ab.step_id = 700;
+    s_send_simple(f->dealer[1], 7, ZFLOW__ENVELOPE__BODY_ABORT_STEP, &ab);
+    s_expect_status(f->dealer[1], 7, ZF_OK, NULL);
+    s_run(f->dealer[1], 8, h1, inc1, 700, NULL, NULL, p1->fetches[0].key);
+    Zflow__Envelope *reply = s_run_reply(f->dealer[1], &s);
+    assert_int_equal(reply->request_id, 8);
+    zf_test_expect_error(s, ZF_ABORTED, "step 700 never started on this executor in time");
+    zflow__envelope__free_unpacked(reply, NULL);
+    s_run(f->dealer[1], 9, h1, inc1, 701, NULL, NULL, p1->fetches[0].key); /* the kept one runs */
+    reply = s_run_reply(f->dealer[1], &s);
+    ASSERT_OK(s);
+    s_expect_floats(reply->run_graph_reply->fetches[0]->tensor, 11, 24, 39);
+    zflow__envelope__free_unpacked(reply, NULL);
+    zf_tensor_unref(&x);
+    free(h0);
+    free(h1);
+    zf_partition_set_destroy(&set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -703,6 +752,7 @@ int main(void)
         T(test_service_shuts_down_with_steps_still_waiting),
         T(test_a_step_waits_for_the_endpoint_of_a_peer_it_sends_to),
         T(test_service_fails_a_step_whose_early_tensor_is_over_the_unclaimed_limit),
+        T(test_service_abort_of_a_dropped_step_is_a_no_op),
 #undef T
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
