@@ -105,6 +105,24 @@ static void s_touch(zf_rendezvous_mgr_t *mgr, int64_t step_id)
     zf_rendezvous_unref(&r);
 }
 
+/* Lets the unclaimed steps of mgr, whose cap is max_unclaimed, outlive a
+ * ttl of TTL_MS: the next find, claim or deliver expires them. Tests run
+ * with the default (long) ttl until they call this, so a slow run cannot
+ * expire a step before the test means it to. */
+static void s_outlive_a_short_ttl(zf_rendezvous_mgr_t *mgr, int max_unclaimed)
+{
+    zf_rendezvous_mgr_set_limits(mgr, max_unclaimed, TTL_MS);
+    usleep(PAST_TTL_US);
+}
+
+/* Gives mgr the default (long) ttl back once the expiry a test waited for
+ * has happened, so the steps made after it cannot expire before they are
+ * checked. */
+static void s_restore_the_long_ttl(zf_rendezvous_mgr_t *mgr, int max_unclaimed)
+{
+    zf_rendezvous_mgr_set_limits(mgr, max_unclaimed, 0);
+}
+
 static void s_claim(zf_rendezvous_mgr_t *mgr, int64_t step_id)
 {
     zf_rendezvous_t *r = NULL;
@@ -141,13 +159,14 @@ static void test_rendezvous_mgr_keeps_claimed_steps_past_the_ttl_and_the_cap(voi
     (void)state;
     zf_rendezvous_mgr_t *mgr = NULL;
     ASSERT_OK(zf_rendezvous_mgr_new(&mgr));
-    zf_rendezvous_mgr_set_limits(mgr, 2, TTL_MS);
+    zf_rendezvous_mgr_set_limits(mgr, 2, 0);
     zf_rendezvous_t *claimed[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++) ASSERT_OK(zf_rendezvous_mgr_claim(mgr, i + 1, &claimed[i]));
     for (int id = 10; id < 13; id++) s_touch(mgr, id); /* the third evicts step 10 */
     s_expect_stats(mgr, 5, 2, 0, 1);
-    usleep(PAST_TTL_US);
+    s_outlive_a_short_ttl(mgr, 2);
     s_touch(mgr, 20); /* expires 11 and 12 */
+    s_restore_the_long_ttl(mgr, 2);
     s_expect_stats(mgr, 4, 1, 2, 1);
     for (int i = 0; i < 3; i++) {
         s_expect_abort(claimed[i], NULL);
@@ -166,7 +185,6 @@ static void test_rendezvous_mgr_removes_an_expired_unclaimed_step_on_the_next_ca
     (void)state;
     zf_rendezvous_mgr_t *mgr = NULL;
     ASSERT_OK(zf_rendezvous_mgr_new(&mgr));
-    zf_rendezvous_mgr_set_limits(mgr, 0, TTL_MS);
     zf_rendezvous_t *r = NULL;
     ASSERT_OK(zf_rendezvous_mgr_find(mgr, 42, &r));
     zf_tensor_t *t = s_scalar(4.0f);
@@ -174,7 +192,7 @@ static void test_rendezvous_mgr_removes_an_expired_unclaimed_step_on_the_next_ca
     s_got_t g = {0};
     ASSERT_OK(zf_rendezvous_recv_async(r, "other-key", s_record, &g, NULL));
     assert_int_equal(zf_tensor_refcount(t), 2);
-    usleep(PAST_TTL_US);
+    s_outlive_a_short_ttl(mgr, 0);
     s_expect_stats(mgr, 1, 1, 0, 0); /* removal is lazy: nothing happened yet */
     assert_int_equal(g.fired, 0);
     s_touch(mgr, 43);
@@ -237,7 +255,7 @@ static void test_rendezvous_mgr_claim_of_a_waiting_step_keeps_its_tensor_and_its
     (void)state;
     zf_rendezvous_mgr_t *mgr = NULL;
     ASSERT_OK(zf_rendezvous_mgr_new(&mgr));
-    zf_rendezvous_mgr_set_limits(mgr, 1, TTL_MS);
+    zf_rendezvous_mgr_set_limits(mgr, 1, 0);
     zf_rendezvous_t *r = NULL;
     ASSERT_OK(zf_rendezvous_mgr_find(mgr, 7, &r));
     zf_tensor_t *t = s_scalar(2.5f);
@@ -247,8 +265,9 @@ static void test_rendezvous_mgr_claim_of_a_waiting_step_keeps_its_tensor_and_its
     ASSERT_OK(zf_rendezvous_mgr_claim(mgr, 7, &r));
     s_expect_stats(mgr, 1, 0, 0, 0);
     s_touch(mgr, 8); /* the cap of 1 does not evict a claimed step */
-    usleep(PAST_TTL_US);
+    s_outlive_a_short_ttl(mgr, 1);
     s_touch(mgr, 9); /* expires 8, not 7 */
+    s_restore_the_long_ttl(mgr, 1);
     s_expect_stats(mgr, 2, 1, 1, 0);
     zf_tensor_t *got = NULL;
     ASSERT_OK(zf_rendezvous_recv(r, KEY, 0, &got, NULL));
@@ -270,7 +289,7 @@ static void test_rendezvous_mgr_stats_count_steps_and_removals_exactly(void **st
     (void)state;
     zf_rendezvous_mgr_t *mgr = NULL;
     ASSERT_OK(zf_rendezvous_mgr_new(&mgr));
-    zf_rendezvous_mgr_set_limits(mgr, 2, TTL_MS);
+    zf_rendezvous_mgr_set_limits(mgr, 2, 0);
     s_touch(mgr, 1);
     s_touch(mgr, 2);
     s_claim(mgr, 3);
@@ -281,7 +300,7 @@ static void test_rendezvous_mgr_stats_count_steps_and_removals_exactly(void **st
     s_expect_stats(mgr, 3, 2, 0, 1);
     s_claim(mgr, 2);
     s_expect_stats(mgr, 3, 1, 0, 1);
-    usleep(PAST_TTL_US);
+    s_outlive_a_short_ttl(mgr, 2);
     s_touch(mgr, 3); /* expires 4 */
     s_expect_stats(mgr, 2, 0, 1, 1);
     zf_status_t ok = ZF_STATUS_OK;
@@ -409,7 +428,6 @@ static void test_rendezvous_mgr_counts_the_bytes_of_unclaimed_steps_exactly(void
     (void)state;
     zf_rendezvous_mgr_t *mgr = NULL;
     ASSERT_OK(zf_rendezvous_mgr_new(&mgr));
-    zf_rendezvous_mgr_set_limits(mgr, 0, TTL_MS);
     zf_tensor_t *t100 = s_floats(25, 1), *t40 = s_floats(10, 2);
     s_expect_bytes(mgr, 0);
     ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, 1, KEY, t100, false)); /* creates step 1 */
@@ -455,7 +473,7 @@ static void test_rendezvous_mgr_counts_the_bytes_of_unclaimed_steps_exactly(void
     /* So does expiry. */
     ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, 4, KEY, t40, false));
     s_expect_bytes(mgr, 40);
-    usleep(PAST_TTL_US);
+    s_outlive_a_short_ttl(mgr, 0);
     s_touch(mgr, 5); /* expires 3 and 4 */
     s_expect_bytes(mgr, 0);
     s_expect_stats(mgr, 2, 1, 2, 0);
