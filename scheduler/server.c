@@ -221,6 +221,18 @@ static zf_status_t s_open_clients(zf_sched_server_t *srv, const zf_sched_server_
     return ZF_STATUS_OK;
 }
 
+/* Room for a socket per executor (the rpc's) besides our own and
+ * libzmq's monitor sockets: libzmq's default limit, 1023, is below
+ * ZF_SCHED_RPC_MAX_PEERS. Before any socket is made. */
+static zf_status_t s_size_context(zf_zctx_t *ctx)
+{
+    int n = ZF_SCHED_RPC_MAX_PEERS + 64;
+    if (zmq_ctx_set(zf_zctx_handle(ctx), ZMQ_MAX_SOCKETS, n) != 0)
+        return zf_internal("scheduler: cannot let the ZeroMQ context have %d sockets: %s", n,
+                           zmq_strerror(zmq_errno()));
+    return ZF_STATUS_OK;
+}
+
 static zf_status_t s_start(zf_sched_server_t *srv, const zf_sched_server_config_t *cfg)
 {
     if (pipe(srv->wake) != 0) return zf_internal("scheduler: pipe: %s", strerror(errno));
@@ -228,6 +240,7 @@ static zf_status_t s_start(zf_sched_server_t *srv, const zf_sched_server_config_
         if (fcntl(srv->wake[i], F_SETFL, O_NONBLOCK) != 0)
             return zf_internal("scheduler: fcntl: %s", strerror(errno));
     ZF_TRY(zf_zctx_new(&srv->ctx));
+    ZF_TRY(s_size_context(srv->ctx));
     ZF_TRY(zf_socket_new(srv->ctx, ZF_SOCKET_DEALER, &srv->broker));
     ZF_TRY(zf_socket_set_max_frame_size(srv->broker, (int64_t)1 << 31));
     ZF_TRY(zf_socket_set_hwm(srv->broker, 0, 0));
@@ -302,16 +315,24 @@ void zf_sched_server_destroy(zf_sched_server_t **srv_p)
     if (!srv_p || !*srv_p) return;
     zf_sched_server_t *srv = *srv_p;
     *srv_p = NULL;
-    /* Steps in flight fail at once, so the workers finish and answer; so
-     * do the jobs still queued, at their first step. */
+    /* Steps in flight fail at once, so the workers finish and answer; the
+     * jobs still queued see the stop and never run. */
+    atomic_store(&srv->stop, true);
     if (srv->master) zf_master_drop_devices(srv->master, "the scheduler is stopping");
     if (srv->master) zf_master_poll(srv->master); /* ends the steps run without a worker */
     zf_thread_pool_destroy(&srv->pool);
     zf_thread_pool_destroy(&srv->job_pool);
-    zf__sched_srv_drop_jobs(srv); /* never handed to the job pool */
-    if (srv->broker) zf__sched_srv_flush_replies(srv);
+    zf__sched_srv_drop_jobs(srv);    /* never handed to the job pool */
     zf_sched_rpc_destroy(&srv->rpc); /* no reply reaches the master after this */
+    /* every job not done now never ran: the waiters the master fires as it
+     * goes are told that the scheduler is stopping */
+    atomic_store(&srv->jobs_stopped, true);
     zf_master_destroy(&srv->master);
+    int unrun = atomic_load(&srv->jobs_unrun);
+    if (unrun > 0)
+        zf_log_info(S_LOG, "%d queued jobs ended without running: the scheduler is stopping",
+                    unrun);
+    if (srv->broker) zf__sched_srv_flush_replies(srv);
     if (srv->broker && srv->monitor) zmq_socket_monitor(zf_socket_handle(srv->broker), NULL, 0);
     zf_socket_destroy(&srv->monitor);
     zf_socket_destroy(&srv->clients);
@@ -359,6 +380,7 @@ zf_status_t zf_sched_server_run(zf_sched_server_t *srv)
         ZF_TRY(s_poll(srv, S_POLL_MS));
         zf_master_jobs_tick(srv->master); /* late waiters, expired results */
         zf__sched_srv_start_jobs(srv);    /* jobs the job pool could not take before */
+        zf__sched_srv_register_tick(srv); /* our id refused a while ago: try it again */
         if (!zf_ok(srv->register_status)) /* a restarted broker refused us */
             return zf_status_new(srv->register_status.code, "%s",
                                  zf_status_msg(&srv->register_status));

@@ -26,8 +26,9 @@
  * malformed ones INVALID_ARGUMENT. When the broker socket connects again
  * (a restarted broker), the scheduler registers again and the new broker's
  * listing replaces its device set. Stopping fails the steps in flight
- * (UNAVAILABLE), answers them, lets the queued jobs fail the same way, and
- * returns.
+ * (UNAVAILABLE), answers them, ends the jobs not yet started without
+ * running them (their waiters get UNAVAILABLE "the scheduler is
+ * stopping"), and returns.
  *
  * Limits. A client connected to the client ROUTER (one routing id) may have
  * at most max_client_requests requests accepted and not yet answered, as
@@ -35,10 +36,17 @@
  * RESOURCE_EXHAUSTED naming the limit and its flag, so that no client can
  * queue unbounded work on the workers or the loop thread.
  *
- * Scheduler ids. The id is 8 random hex digits. When the broker refuses it
- * because another live scheduler has it (ALREADY_EXISTS), the scheduler
- * draws another, gives its master the new prefix and registers again, up
- * to ZF_SCHED_ID_TRIES ids in all, then reports the refusal.
+ * Scheduler ids. The id is 8 random hex digits. Until its first
+ * registration succeeds, when the broker refuses the id because another
+ * live scheduler has it (ALREADY_EXISTS), the scheduler draws another,
+ * gives its master the new prefix and registers again, up to
+ * ZF_SCHED_ID_TRIES ids in all, then reports the refusal. Once registered,
+ * its sessions and jobs carry the id, so it never changes: registering
+ * again (a new broker connection) that is refused with ALREADY_EXISTS, as
+ * when the broker has not yet seen the old connection close, is retried
+ * with the same id after ZF_SCHED_REREGISTER_MIN_MS, the wait doubling up
+ * to ZF_SCHED_REREGISTER_MAX_MS, for as long as the server runs; the first
+ * refusal and every ZF_SCHED_REREGISTER_LOG_EVERY-th after it are logged.
  *
  * Thread-safety: one thread runs a server; zf_sched_server_stop() may be
  * called from any thread or a signal handler. */
@@ -63,6 +71,13 @@ typedef struct zf_sched_server zf_sched_server_t;
 /* Scheduler ids tried at most, one after another, when the broker says
  * each is taken. */
 #define ZF_SCHED_ID_TRIES 8
+
+/* Registering again with the same id after the broker refused it: the
+ * first wait, the most a wait grows to, and how often refusals are logged
+ * (see Scheduler ids). */
+#define ZF_SCHED_REREGISTER_MIN_MS    200
+#define ZF_SCHED_REREGISTER_MAX_MS    2000
+#define ZF_SCHED_REREGISTER_LOG_EVERY 10
 
 typedef struct zf_sched_server_config {
     const char *broker; /* the broker's endpoint */
@@ -99,15 +114,17 @@ void zf_sched_server_destroy(zf_sched_server_t **srv_p);
 
 /* Registers with the broker, waiting up to timeout_ms (< 0: until
  * registered or stopped) for its reply; an id the broker says is taken is
- * replaced (see Scheduler ids). Errors: DEADLINE_EXCEEDED when the broker
- * did not answer, CANCELLED when stopped, the broker's refusal prefixed
- * "the broker refused the registration" (ALREADY_EXISTS when
- * ZF_SCHED_ID_TRIES ids were all taken). */
+ * replaced before the first success (see Scheduler ids). Errors:
+ * DEADLINE_EXCEEDED when the broker did not answer, CANCELLED when
+ * stopped, the broker's refusal prefixed "the broker refused the
+ * registration" (ALREADY_EXISTS when ZF_SCHED_ID_TRIES ids were all
+ * taken). */
 zf_status_t zf_sched_server_register(zf_sched_server_t *srv, int timeout_ms);
 
 /* Serves until zf_sched_server_stop(). Returns OK after a stop, or the
  * error that stopped it (a restarted broker refusing the registration
- * again, as zf_sched_server_register() reports it). */
+ * again other than with ALREADY_EXISTS, which is retried, prefixed as
+ * zf_sched_server_register() prefixes it). */
 zf_status_t zf_sched_server_run(zf_sched_server_t *srv);
 
 /* Asks zf_sched_server_run() (or a waiting register) to return within
@@ -118,7 +135,8 @@ void zf_sched_server_stop(zf_sched_server_t *srv);
 int zf_sched_server_num_devices(zf_sched_server_t *srv);
 
 /* The scheduler id it registers with now (tests, logs); valid until the
- * next register or run call. Not thread-safe with those. */
+ * next register call (run never changes it). Not thread-safe with
+ * register. */
 const char *zf_sched_server_id(const zf_sched_server_t *srv);
 
 #endif

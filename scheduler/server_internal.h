@@ -47,6 +47,12 @@ struct zf_sched_server {
     int id_tries;                         /* ids tried in the current registration */
     int connects;                         /* connections made to the broker so far */
     uint64_t register_id;                 /* the last RegisterScheduler's request id */
+    /* once registered, a refused id is registered again later: when (a
+     * monotonic ms; 0: not due), the wait after the next refusal (0: the
+     * shortest), and the refusals since the last success */
+    int64_t reregister_at_ms;
+    int reregister_wait_ms;
+    int refusals;
     zf_sched_rpc_t *rpc;
     zf_master_t *master;
     zf_thread_pool_t *pool;     /* sessions' requests */
@@ -58,7 +64,11 @@ struct zf_sched_server {
      * handed over again each round; loop thread only */
     zf__sched_srv_job_t *jobs_head, *jobs_tail;
     int wake[2];
-    atomic_bool stop;
+    atomic_bool stop;      /* also read by job workers: a queued job that sees it never runs */
+    atomic_int jobs_unrun; /* queued jobs the stop ended before they started */
+    /* set as the master goes away: the waiters it fires then are for jobs
+     * that never ran, and are told the scheduler is stopping */
+    atomic_bool jobs_stopped;
     bool registered;
     zf_status_t register_status; /* the broker's refusal */
     pthread_mutex_t mu;          /* guards the reply queue */
@@ -121,6 +131,10 @@ void zf__sched_srv_on_register_refused(zf_sched_server_t *srv, zf_status_t st);
 /* Handles the broker socket's connect events waiting on the monitor. */
 void zf__sched_srv_serve_monitor(zf_sched_server_t *srv);
 
+/* Registers again once the wait after a refusal of the registered id is
+ * over. Loop thread, each round. */
+void zf__sched_srv_register_tick(zf_sched_server_t *srv);
+
 /* ---- requests on the worker pools, and jobs (server_requests.c) --------------------- */
 
 /* Serves a CreateSession, RunStep or CloseSession (*env_p, taken over
@@ -141,7 +155,8 @@ void zf__sched_srv_submit_job(zf_sched_server_t *srv, const zf_route_t *route,
 void zf__sched_srv_start_jobs(zf_sched_server_t *srv);
 
 /* Frees the jobs never handed to the job pool (they stay queued in the
- * master, which is going away). */
+ * master, which is going away: their waiters hear that the scheduler is
+ * stopping). */
 void zf__sched_srv_drop_jobs(zf_sched_server_t *srv);
 
 /* WaitJob: answered when the job ends, without a worker. Loop thread. */

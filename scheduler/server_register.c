@@ -1,10 +1,12 @@
 /* The scheduler's registration with the broker: its id, a fresh one when
- * the broker says another scheduler has it, the broker's listing of
- * executors, and registering again with a broker that restarted
+ * the broker says another scheduler has it before the first success (the
+ * same one, later, after it), the broker's listing of executors, and
+ * registering again with a broker that restarted
  * (scheduler/server_internal.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/log.h"
 #include "executor/device.h"
@@ -37,11 +39,61 @@ zf_status_t zf__sched_srv_send_register(zf_sched_server_t *srv)
     return zf_envelope_send(srv->broker, NULL, &env);
 }
 
-/* An id another live scheduler has is replaced by a fresh one and
- * registered again, up to ZF_SCHED_ID_TRIES ids; any other refusal, or the
+static int64_t s_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Schedules the next RegisterScheduler with the same id, each wait twice
+ * the last, up to ZF_SCHED_REREGISTER_MAX_MS; returns the wait. */
+static int s_schedule_reregister(zf_sched_server_t *srv)
+{
+    int wait = srv->reregister_wait_ms > 0 ? srv->reregister_wait_ms : ZF_SCHED_REREGISTER_MIN_MS;
+    srv->reregister_wait_ms =
+        wait < ZF_SCHED_REREGISTER_MAX_MS / 2 ? wait * 2 : ZF_SCHED_REREGISTER_MAX_MS;
+    srv->reregister_at_ms = s_now_ms() + wait;
+    return wait;
+}
+
+/* The registered id refused (st, taken over), most likely because the
+ * broker has not yet seen our old connection close: the sessions and jobs
+ * made carry the id, so it is kept and registered again later. */
+static void s_refused_again(zf_sched_server_t *srv, zf_status_t st)
+{
+    int wait = s_schedule_reregister(srv);
+    if (srv->refusals++ % ZF_SCHED_REREGISTER_LOG_EVERY == 0)
+        zf_log_warn(S_LOG,
+                    "the broker at %s refused scheduler id '%s' again (%s; %d refusals so far); "
+                    "registering again with the same id in %d ms",
+                    srv->broker_endpoint, srv->sched_id, zf_status_msg(&st), srv->refusals, wait);
+    zf_status_clear(&st);
+}
+
+void zf__sched_srv_register_tick(zf_sched_server_t *srv)
+{
+    if (srv->reregister_at_ms == 0 || s_now_ms() < srv->reregister_at_ms) return;
+    srv->reregister_at_ms = 0;
+    zf_status_t st = zf__sched_srv_send_register(srv);
+    if (!zf_ok(st)) {
+        int wait = s_schedule_reregister(srv);
+        zf_log_warn(S_LOG, "cannot register again: %s; trying again in %d ms", zf_status_msg(&st),
+                    wait);
+    }
+    zf_status_clear(&st);
+}
+
+/* Before the first success, an id another live scheduler has is replaced
+ * by a fresh one and registered again, up to ZF_SCHED_ID_TRIES ids; after
+ * it, the same id is registered again later. Any other refusal, or the
  * last, is kept in register_status. */
 void zf__sched_srv_on_register_refused(zf_sched_server_t *srv, zf_status_t st)
 {
+    if (st.code == ZF_ALREADY_EXISTS && srv->registered) {
+        s_refused_again(srv, st);
+        return;
+    }
     if (st.code == ZF_ALREADY_EXISTS && srv->id_tries < ZF_SCHED_ID_TRIES) {
         char taken[sizeof srv->sched_id];
         memcpy(taken, srv->sched_id, sizeof taken);
@@ -77,9 +129,15 @@ void zf__sched_srv_on_register_reply(zf_sched_server_t *srv, const Zflow__Regist
     if (srv->registered) { /* a new broker: its listing replaces what we knew */
         zf_master_retain_devices(srv->master, r->executors, r->n_executors,
                                  "the broker no longer lists it");
-        zf_log_info(S_LOG, "registered again with the broker at %s (%zu executors)",
-                    srv->broker_endpoint, r->n_executors);
+        zf_log_info(S_LOG, "registered again with the broker at %s as '%s' (%zu executors)",
+                    srv->broker_endpoint, srv->sched_id, r->n_executors);
+        if (srv->refusals > 0)
+            zf_log_info(S_LOG, "scheduler id '%s' accepted after %d refusals", srv->sched_id,
+                        srv->refusals);
     }
+    srv->reregister_at_ms = 0;
+    srv->reregister_wait_ms = 0;
+    srv->refusals = 0;
     for (size_t i = 0; i < r->n_executors; i++) {
         zf_status_t e = zf_master_device_joined(srv->master, r->executors[i]);
         if (!zf_ok(e)) zf_log_warn(S_LOG, "ignored an executor: %s", zf_status_msg(&e));
@@ -100,7 +158,12 @@ void zf__sched_srv_serve_monitor(zf_sched_server_t *srv)
     memcpy(&event, ev, sizeof event);
     if (event != ZMQ_EVENT_CONNECTED || ++srv->connects == 1 || !srv->registered) return;
     srv->id_tries = 1;
+    srv->reregister_at_ms = 0; /* the new connection registers now; the wait keeps growing */
     zf_status_t st = zf__sched_srv_send_register(srv);
-    if (!zf_ok(st)) zf_log_warn(S_LOG, "cannot register again: %s", zf_status_msg(&st));
+    if (!zf_ok(st)) {
+        int wait = s_schedule_reregister(srv);
+        zf_log_warn(S_LOG, "cannot register again: %s; trying again in %d ms", zf_status_msg(&st),
+                    wait);
+    }
     zf_status_clear(&st);
 }

@@ -138,12 +138,18 @@ static void s_job_free(zf__sched_srv_job_t *job)
     free(job);
 }
 
-/* On a job worker: all the job's steps. */
+/* On a job worker: all the job's steps, unless the scheduler is stopping,
+ * when the job stays queued in the master, which is going away (its
+ * waiters then hear why: s_on_job_done). */
 static void s_run_job(void *arg)
 {
     zf__sched_srv_job_t *job = arg;
-    atomic_fetch_sub(&job->srv->jobs_queued, 1);
-    zf_master_job_run(job->srv->master, job->id, job->env->submit_job);
+    zf_sched_server_t *srv = job->srv;
+    atomic_fetch_sub(&srv->jobs_queued, 1);
+    if (atomic_load(&srv->stop))
+        atomic_fetch_add(&srv->jobs_unrun, 1);
+    else
+        zf_master_job_run(srv->master, job->id, job->env->submit_job);
     s_job_free(job);
 }
 
@@ -225,6 +231,7 @@ void zf__sched_srv_drop_jobs(zf_sched_server_t *srv)
 {
     while (srv->jobs_head) {
         zf__sched_srv_job_t *next = srv->jobs_head->next;
+        atomic_fetch_add(&srv->jobs_unrun, 1);
         s_job_free(srv->jobs_head);
         srv->jobs_head = next;
     }
@@ -238,9 +245,30 @@ typedef struct {
     uint64_t request_id;
 } s_waiter_t;
 
+/* A job result saying why the job never ran, or NULL without memory. */
+static Zflow__RunStepReply *s_stopped_result(void)
+{
+    Zflow__RunStepReply *r = malloc(sizeof *r);
+    if (!r) return NULL;
+    zflow__run_step_reply__init(r);
+    zf_status_t st = zf_status_new(ZF_UNAVAILABLE, "the scheduler is stopping");
+    zf_status_t e = zf_status_to_proto(&st, &r->status);
+    zf_status_clear(&st);
+    if (zf_ok(e)) return r;
+    zf_status_clear(&e);
+    zflow__run_step_reply__free_unpacked(r, NULL);
+    return NULL;
+}
+
+/* Answers a WaitJob with the job's result; a waiter the master fires as it
+ * goes away (jobs_stopped) waits for a job the stop kept from running. */
 static void s_on_job_done(void *arg, Zflow__RunStepReply *reply)
 {
     s_waiter_t *w = arg;
+    if (atomic_load(&w->srv->jobs_stopped)) {
+        if (reply) zflow__run_step_reply__free_unpacked(reply, NULL);
+        reply = s_stopped_result();
+    }
     Zflow__Envelope *rep = s_envelope(w->request_id);
     if (rep && reply) {
         rep->body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY;

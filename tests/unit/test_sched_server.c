@@ -1,10 +1,12 @@
 /* Tests for the scheduler service (scheduler/server.h): the cap on one
  * client's requests in flight at the direct client endpoint (real broker,
  * executor and zflow-scheduler processes on 127.0.0.1 ephemeral ports), and
- * the scheduler id a broker refuses as taken (servers run in this process
- * against a real broker, or a scripted ROUTER standing in for one). */
+ * the scheduler id a broker refuses as taken, at the first registration
+ * and on registering again (servers run in this process against a real
+ * broker, or a scripted ROUTER standing in for one). */
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zmq.h>
 #include <cmocka.h>
 
 #include "common/graphdef_io.h"
@@ -25,6 +28,24 @@
 #define WAIT_MS   10000
 
 static const float s_x[4] = {1.0f, -2.0f, 0.5f, 3.0f};
+
+/* Waits until /proc says process pid is stopped (state T), so that what
+ * the test sends next finds it stopped; fails the test after WAIT_MS. */
+static void s_wait_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    for (int64_t end = zf_test_now_ms() + WAIT_MS; zf_test_now_ms() < end; usleep(1000)) {
+        FILE *f = fopen(path, "r");
+        if (!f) fail_msg("cannot read %s", path);
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *paren = strrchr(buf, ')'); /* the name before it may hold anything */
+        if (paren && paren[1] == ' ' && paren[2] == 'T') return;
+    }
+    fail_msg("process %d did not stop within %d ms", (int)pid, WAIT_MS);
+}
 
 /* ---- the cap on a direct client's requests ---------------------------------------- */
 
@@ -166,6 +187,7 @@ test_scheduler_refuses_a_clients_requests_past_its_cap_until_replies_go_back(voi
      * (its RegisterGraph waits), y's step runs on the loop thread (its
      * RunGraph waits). The two after them are refused at once. */
     kill(c->executor.pid, SIGSTOP);
+    s_wait_stopped(c->executor.pid);
     s_send_step(c, c->a, 11, "z");
     s_send_step(c, c->a, 12, "y");
     s_send_step(c, c->a, 13, "z");
@@ -237,11 +259,34 @@ static bool s_is_hex8(const char *id)
     return strlen(id) == 8 && strspn(id, "0123456789abcdef") == 8;
 }
 
+/* A server running on a thread of its own; what its run returned is
+ * checked on the test's thread, after the join. */
+typedef struct {
+    zf_sched_server_t *srv;
+    pthread_t thread;
+    zf_status_t st;
+} runner_t;
+
 static void *s_run_server(void *arg)
 {
-    zf_status_t st = zf_sched_server_run(arg);
-    assert_int_equal(st.code, ZF_OK);
+    runner_t *r = arg;
+    r->st = zf_sched_server_run(r->srv);
     return NULL;
+}
+
+static void s_runner_start(runner_t *r, zf_sched_server_t *srv)
+{
+    r->srv = srv;
+    r->st = ZF_STATUS_OK;
+    assert_int_equal(pthread_create(&r->thread, NULL, s_run_server, r), 0);
+}
+
+/* Stops the server and joins its thread; what its run returned. */
+static zf_status_t s_runner_stop(runner_t *r)
+{
+    zf_sched_server_stop(r->srv);
+    assert_int_equal(pthread_join(r->thread, NULL), 0);
+    return r->st;
 }
 
 /* Creates a session through the broker at ep (retrying while the broker
@@ -292,8 +337,8 @@ static void test_scheduler_registers_with_a_fresh_id_when_its_id_is_taken(void *
 
     /* b's sessions carry its new id, which the broker routes on */
     zf_sched_server_destroy(&a);
-    pthread_t thread;
-    assert_int_equal(pthread_create(&thread, NULL, s_run_server, b), 0);
+    runner_t runner;
+    s_runner_start(&runner, b);
     zf_zctx_t *ctx = NULL;
     ASSERT_OK(zf_zctx_new(&ctx));
     char *session = s_create_via_broker(ctx, tb.endpoint);
@@ -302,30 +347,84 @@ static void test_scheduler_registers_with_a_fresh_id_when_its_id_is_taken(void *
     if (strncmp(session, prefix, strlen(prefix)) != 0)
         fail_msg("session '%s' does not start with '%s'", session, prefix);
     free(session);
-    zf_sched_server_stop(b);
-    pthread_join(thread, NULL);
+    ASSERT_OK(s_runner_stop(&runner));
     zf_sched_server_destroy(&b);
     zf_zctx_destroy(&ctx);
     assert_int_equal(zf_test_broker_stop(&tb, SIGTERM), 0);
 }
 
-/* A stand-in broker that refuses every RegisterScheduler with a StatusReply
- * of `code` and records the ids it was asked for. */
+/* A stand-in broker that answers the RegisterSchedulers it gets as its
+ * script says, one letter each ('a': accepted, with no executors; 'r':
+ * refused), and refuses all the others, each refusal a StatusReply of
+ * `code`; it records the ids it was asked for. Told to (drop), it closes
+ * its connections and listens again at the same endpoint, as a broker
+ * that restarted would. Its thread asserts nothing: it keeps its first
+ * failure in `error` for the test to check after s_refuser_stop. */
 typedef struct {
     zf_zctx_t *ctx;
     zf_socket_t *router;
     char endpoint[128];
     pthread_t thread;
-    atomic_bool stop;
+    atomic_bool stop, drop;
     int code;
+    const char *script; /* NULL: refuse all */
     atomic_int n;
     char ids[16][24];
+    char error[256]; /* "" while all went well */
 } refuser_t;
+
+static void s_refuser_check(refuser_t *r, zf_status_t st, const char *what)
+{
+    if (!zf_ok(st) && !r->error[0])
+        snprintf(r->error, sizeof r->error, "%s: %s", what, zf_status_msg(&st));
+    zf_status_clear(&st);
+}
+
+static void s_refuser_accept(refuser_t *r, const zf_route_t *route, uint64_t request_id)
+{
+    Zflow__RegisterSchedulerReply rep = ZFLOW__REGISTER_SCHEDULER_REPLY__INIT;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.version = ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
+    env.request_id = request_id;
+    env.body_case = ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER_REPLY;
+    env.register_scheduler_reply = &rep;
+    s_refuser_check(r, zf_envelope_send(r->router, route, &env), "accepting");
+}
+
+static void s_refuser_refuse(refuser_t *r, const zf_route_t *route, uint64_t request_id,
+                             const char *sid)
+{
+    zf_status_t no = r->code == ZF_ALREADY_EXISTS
+                         ? zf_status_new(ZF_ALREADY_EXISTS,
+                                         "RegisterScheduler: another scheduler has id '%s'", sid)
+                         : zf_status_new(r->code, "RegisterScheduler: not today");
+    s_refuser_check(r, zf_envelope_send_status(r->router, route, request_id, &no), "refusing");
+    zf_status_clear(&no);
+}
+
+/* Unbinding closes the connections accepted through the endpoint; the port
+ * is free again once libzmq's I/O thread has closed the listener. */
+static void s_refuser_rebind(refuser_t *r)
+{
+    if (zmq_unbind(zf_socket_handle(r->router), r->endpoint) != 0) {
+        s_refuser_check(r, zf_internal("%s", zmq_strerror(zmq_errno())), "unbinding");
+        return;
+    }
+    zf_status_t st = zf_status_new(ZF_UNAVAILABLE, "not tried");
+    for (int64_t end = zf_test_now_ms() + WAIT_MS; !zf_ok(st) && zf_test_now_ms() < end;) {
+        zf_status_clear(&st);
+        st = zf_socket_bind(r->router, r->endpoint, NULL);
+        if (!zf_ok(st)) usleep(10000);
+    }
+    s_refuser_check(r, st, "binding again");
+}
 
 static void *s_refuser_main(void *arg)
 {
     refuser_t *r = arg;
+    size_t script_len = r->script ? strlen(r->script) : 0;
     while (!atomic_load(&r->stop)) {
+        if (atomic_exchange(&r->drop, false)) s_refuser_rebind(r);
         zf_route_t route;
         Zflow__Envelope *env = NULL;
         zf_status_t st = zf_envelope_recv(r->router, 20, &route, &env);
@@ -333,15 +432,11 @@ static void *s_refuser_main(void *arg)
             const char *sid = env->register_scheduler->scheduler_id;
             int k = atomic_load(&r->n);
             if (k < 16) snprintf(r->ids[k], sizeof r->ids[k], "%s", sid);
-            zf_status_t no =
-                r->code == ZF_ALREADY_EXISTS
-                    ? zf_status_new(ZF_ALREADY_EXISTS,
-                                    "RegisterScheduler: another scheduler has id '%s'", sid)
-                    : zf_status_new(r->code, "RegisterScheduler: not today");
             atomic_store(&r->n, k + 1);
-            zf_status_t e = zf_envelope_send_status(r->router, &route, env->request_id, &no);
-            zf_status_clear(&e);
-            zf_status_clear(&no);
+            if ((size_t)k < script_len && r->script[k] == 'a')
+                s_refuser_accept(r, &route, env->request_id);
+            else
+                s_refuser_refuse(r, &route, env->request_id, sid);
         }
         if (env) zflow__envelope__free_unpacked(env, NULL);
         zf_status_clear(&st);
@@ -350,10 +445,11 @@ static void *s_refuser_main(void *arg)
     return NULL;
 }
 
-static void s_refuser_start(refuser_t *r, int code)
+static void s_refuser_start(refuser_t *r, int code, const char *script)
 {
     memset(r, 0, sizeof *r);
     r->code = code;
+    r->script = script;
     ASSERT_OK(zf_zctx_new(&r->ctx));
     ASSERT_OK(zf_socket_new(r->ctx, ZF_SOCKET_ROUTER, &r->router));
     const char *ep = NULL;
@@ -374,7 +470,7 @@ static void test_scheduler_gives_up_after_eight_ids_that_are_all_taken(void **st
 {
     (void)state;
     refuser_t r;
-    s_refuser_start(&r, ZF_ALREADY_EXISTS);
+    s_refuser_start(&r, ZF_ALREADY_EXISTS, NULL);
     zf_sched_server_t *srv = s_server(r.endpoint, "feed01");
     zf_status_t st = zf_sched_server_register(srv, WAIT_MS);
     zf_sched_server_destroy(&srv);
@@ -401,7 +497,7 @@ static void test_scheduler_reports_another_refusal_at_once(void **state)
 {
     (void)state;
     refuser_t r;
-    s_refuser_start(&r, ZF_PERMISSION_DENIED);
+    s_refuser_start(&r, ZF_PERMISSION_DENIED, NULL);
     zf_sched_server_t *srv = s_server(r.endpoint, NULL);
     zf_status_t st = zf_sched_server_register(srv, WAIT_MS);
     char id[16];
@@ -415,6 +511,35 @@ static void test_scheduler_reports_another_refusal_at_once(void **state)
     assert_string_equal(zf_status_msg(&st),
                         "the broker refused the registration: RegisterScheduler: not today");
     zf_status_clear(&st);
+}
+
+static void test_scheduler_keeps_its_id_when_registering_again_is_refused(void **state)
+{
+    (void)state;
+    refuser_t r;
+    s_refuser_start(&r, ZF_ALREADY_EXISTS, "arra"); /* then refuses any more */
+    zf_sched_server_t *srv = s_server(r.endpoint, "5ca1ab1e");
+    ASSERT_OK(zf_sched_server_register(srv, WAIT_MS));
+    assert_int_equal(atomic_load(&r.n), 1);
+    runner_t runner;
+    s_runner_start(&runner, srv);
+
+    /* The connection drops; the scheduler, on a new one, is refused twice
+     * (the broker still holds its id for the old connection) and keeps
+     * registering its own id, later each time, until it is accepted. */
+    atomic_store(&r.drop, true);
+    for (int64_t end = zf_test_now_ms() + WAIT_MS; atomic_load(&r.n) < 4 && zf_test_now_ms() < end;)
+        usleep(10000);
+    zf_status_t st = s_runner_stop(&runner);
+    char id[16];
+    snprintf(id, sizeof id, "%s", zf_sched_server_id(srv));
+    zf_sched_server_destroy(&srv);
+    s_refuser_stop(&r);
+    assert_string_equal(r.error, "");
+    ASSERT_OK(st); /* the refusals did not stop it */
+    assert_int_equal(atomic_load(&r.n), 4);
+    for (int i = 0; i < 4; i++) assert_string_equal(r.ids[i], "5ca1ab1e");
+    assert_string_equal(id, "5ca1ab1e");
 }
 
 static void test_scheduler_server_checks_its_id_and_cap(void **state)
@@ -449,6 +574,7 @@ int main(void)
         cmocka_unit_test(test_scheduler_registers_with_a_fresh_id_when_its_id_is_taken),
         cmocka_unit_test(test_scheduler_gives_up_after_eight_ids_that_are_all_taken),
         cmocka_unit_test(test_scheduler_reports_another_refusal_at_once),
+        cmocka_unit_test(test_scheduler_keeps_its_id_when_registering_again_is_refused),
         cmocka_unit_test(test_scheduler_server_checks_its_id_and_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
