@@ -71,10 +71,10 @@ static void s_refused_again(zf_sched_server_t *srv, zf_status_t st)
     zf_status_clear(&st);
 }
 
-void zf__sched_srv_register_tick(zf_sched_server_t *srv)
+/* Sends the registration again; a failure to send is retried after the
+ * growing pause. */
+static void s_register_again(zf_sched_server_t *srv)
 {
-    if (srv->reregister_at_ms == 0 || s_now_ms() < srv->reregister_at_ms) return;
-    srv->reregister_at_ms = 0;
     zf_status_t st = zf__sched_srv_send_register(srv);
     if (!zf_ok(st)) {
         int wait = s_schedule_reregister(srv);
@@ -82,6 +82,13 @@ void zf__sched_srv_register_tick(zf_sched_server_t *srv)
                     wait);
     }
     zf_status_clear(&st);
+}
+
+void zf__sched_srv_register_tick(zf_sched_server_t *srv)
+{
+    if (srv->reregister_at_ms == 0 || s_now_ms() < srv->reregister_at_ms) return;
+    srv->reregister_at_ms = 0;
+    s_register_again(srv);
 }
 
 /* Before the first success, an id another live scheduler has is replaced
@@ -159,11 +166,5 @@ void zf__sched_srv_serve_monitor(zf_sched_server_t *srv)
     if (event != ZMQ_EVENT_CONNECTED || ++srv->connects == 1 || !srv->registered) return;
     srv->id_tries = 1;
     srv->reregister_at_ms = 0; /* the new connection registers now; the wait keeps growing */
-    zf_status_t st = zf__sched_srv_send_register(srv);
-    if (!zf_ok(st)) {
-        int wait = s_schedule_reregister(srv);
-        zf_log_warn(S_LOG, "cannot register again: %s; trying again in %d ms", zf_status_msg(&st),
-                    wait);
-    }
-    zf_status_clear(&st);
+    s_register_again(srv);
 }

@@ -104,6 +104,24 @@ static inline Tensorflow__GraphDef *zf_test_neg_chain(const char *const *devices
     return gd;
 }
 
+/* Waits until /proc says process pid is stopped (state T), so that what
+ * a test sends next finds it stopped; fails the test after wait_ms. */
+static inline void zf_test_wait_stopped(pid_t pid, int wait_ms)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    for (int64_t end = zf_test_now_ms() + wait_ms; zf_test_now_ms() < end; usleep(1000)) {
+        FILE *f = fopen(path, "r");
+        if (!f) fail_msg("cannot read %s", path);
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *paren = strrchr(buf, ')'); /* the name before it may hold anything */
+        if (paren && paren[1] == ' ' && paren[2] == 'T') return;
+    }
+    fail_msg("process %d did not stop within %d ms", (int)pid, wait_ms);
+}
+
 /* A RunStep envelope of session with one feed (name = tp) and one fetch,
  * built in m (the caller's storage, which must outlive its use; tp stays
  * the caller's). */

@@ -74,24 +74,6 @@ static int s_teardown(void **state)
     return rc == 0 ? 0 : -1;
 }
 
-/* Waits until /proc says process pid is stopped (state T), so that what
- * the test sends next finds it stopped; fails the test after WAIT_MS. */
-static void s_wait_stopped(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    for (int64_t end = zf_test_now_ms() + WAIT_MS; zf_test_now_ms() < end; usleep(1000)) {
-        FILE *f = fopen(path, "r");
-        if (!f) fail_msg("cannot read %s", path);
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        const char *paren = strrchr(buf, ')'); /* the name before it may hold anything */
-        if (paren && paren[1] == ' ' && paren[2] == 'T') return;
-    }
-    fail_msg("process %d did not stop within %d ms", (int)pid, WAIT_MS);
-}
-
 /* ---- messages --------------------------------------------------------------------- */
 
 /* A RunStep feeding x (s_x) and fetching `fetch`; free with s_step_free. */
@@ -262,7 +244,7 @@ static void test_a_job_that_cannot_finish_holds_up_no_session_and_no_other_submi
     /* Job A runs on CPU:1, stopped: its plan's RegisterGraph goes
      * unanswered, so A holds the one job worker until CPU:1 goes on. */
     kill(c->executors[1].pid, SIGSTOP);
-    s_wait_stopped(c->executors[1].pid);
+    zf_test_wait_stopped(c->executors[1].pid, WAIT_MS);
     char *a = s_submit(c, 1, CPU1, 'z', 1);
     int64_t done = -1;
     uint64_t id = 100;

@@ -29,24 +29,6 @@
 
 static const float s_x[4] = {1.0f, -2.0f, 0.5f, 3.0f};
 
-/* Waits until /proc says process pid is stopped (state T), so that what
- * the test sends next finds it stopped; fails the test after WAIT_MS. */
-static void s_wait_stopped(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    for (int64_t end = zf_test_now_ms() + WAIT_MS; zf_test_now_ms() < end; usleep(1000)) {
-        FILE *f = fopen(path, "r");
-        if (!f) fail_msg("cannot read %s", path);
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        const char *paren = strrchr(buf, ')'); /* the name before it may hold anything */
-        if (paren && paren[1] == ' ' && paren[2] == 'T') return;
-    }
-    fail_msg("process %d did not stop within %d ms", (int)pid, WAIT_MS);
-}
-
 /* ---- the cap on a direct client's requests ---------------------------------------- */
 
 typedef struct {
@@ -187,7 +169,7 @@ test_scheduler_refuses_a_clients_requests_past_its_cap_until_replies_go_back(voi
      * (its RegisterGraph waits), y's step runs on the loop thread (its
      * RunGraph waits). The two after them are refused at once. */
     kill(c->executor.pid, SIGSTOP);
-    s_wait_stopped(c->executor.pid);
+    zf_test_wait_stopped(c->executor.pid, WAIT_MS);
     s_send_step(c, c->a, 11, "z");
     s_send_step(c, c->a, 12, "y");
     s_send_step(c, c->a, 13, "z");
