@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/graphdef_io.h"
 #include "common/tensor_proto.h"
 #include "common/transport.h"
 #include "executor/device.h"
@@ -397,6 +398,54 @@ static inline void s_cluster_destroy(cluster_t *c)
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     free(c);
+}
+
+/* ---- one-shot jobs of the counter graph ------------------------------------ */
+
+#define ZF_TEST_COUNTER_GRAPH ZF_TEST_DATA_DIR "/counter.pbtxt"
+
+/* A counter job: init (unless NULL) once, then `count` fetched steps times. */
+typedef struct {
+    Tensorflow__GraphDef *gd;
+    Zflow__CreateSession cs;
+    Zflow__RunStep step;
+    Zflow__SubmitJob job;
+    char *fetches[1], *inits[1];
+} zf_test_counter_job_t;
+
+static inline void zf_test_counter_job(zf_test_counter_job_t *cj, int64_t steps, const char *init)
+{
+    memset(cj, 0, sizeof *cj);
+    ASSERT_OK(zf_graphdef_read_file(ZF_TEST_COUNTER_GRAPH, ZF_FORMAT_AUTO, &cj->gd));
+    zflow__create_session__init(&cj->cs);
+    cj->cs.graph = cj->gd;
+    zflow__run_step__init(&cj->step);
+    cj->fetches[0] = "count";
+    cj->step.n_fetches = 1;
+    cj->step.fetches = cj->fetches;
+    zflow__submit_job__init(&cj->job);
+    cj->job.session = &cj->cs;
+    cj->job.step = &cj->step;
+    cj->job.steps = steps;
+    if (init) {
+        cj->inits[0] = (char *)init;
+        cj->job.n_init_targets = 1;
+        cj->job.init_targets = cj->inits;
+    }
+}
+
+/* What a job's wait callback got: how often, and the last reply (owned). */
+typedef struct {
+    int calls;
+    Zflow__RunStepReply *reply;
+} zf_test_job_result_t;
+
+static inline void zf_test_on_job_result(void *arg, Zflow__RunStepReply *reply)
+{
+    zf_test_job_result_t *r = arg;
+    r->calls++;
+    if (r->reply) zflow__run_step_reply__free_unpacked(r->reply, NULL);
+    r->reply = reply;
 }
 
 #endif

@@ -18,41 +18,13 @@
 #include "broker_test_util.h"
 #include "master_test_util.h"
 
-#define COUNTER   ZF_TEST_DATA_DIR "/counter.pbtxt"
 #define SCHEDULER ZF_BIN_DIR "/zflow-scheduler"
 #define WAIT_MS   10000
 
-/* The counter job: `init` once, then `count` fetched `steps` times. */
-typedef struct {
-    Tensorflow__GraphDef *gd;
-    Zflow__CreateSession cs;
-    Zflow__RunStep step;
-    Zflow__SubmitJob job;
-    char *fetches[1], *inits[1];
-} counter_job_t;
-
-static void s_counter_job(counter_job_t *cj, int64_t steps)
-{
-    memset(cj, 0, sizeof *cj);
-    ASSERT_OK(zf_graphdef_read_file(COUNTER, ZF_FORMAT_AUTO, &cj->gd));
-    zflow__create_session__init(&cj->cs);
-    cj->cs.graph = cj->gd;
-    zflow__run_step__init(&cj->step);
-    cj->fetches[0] = "count";
-    cj->step.n_fetches = 1;
-    cj->step.fetches = cj->fetches;
-    zflow__submit_job__init(&cj->job);
-    cj->job.session = &cj->cs;
-    cj->job.step = &cj->step;
-    cj->job.steps = steps;
-    cj->inits[0] = "init";
-    cj->job.n_init_targets = 1;
-    cj->job.init_targets = cj->inits;
-}
-
 /* Expects zf_master_job_new to refuse cj's steps with INVALID_ARGUMENT and
  * exactly the message want. */
-static void s_expect_refused(zf_master_t *m, counter_job_t *cj, int64_t steps, const char *want)
+static void s_expect_refused(zf_master_t *m, zf_test_counter_job_t *cj, int64_t steps,
+                             const char *want)
 {
     cj->job.steps = steps;
     char *id = NULL;
@@ -63,30 +35,18 @@ static void s_expect_refused(zf_master_t *m, counter_job_t *cj, int64_t steps, c
     assert_null(id);
 }
 
-typedef struct {
-    int calls;
-    Zflow__RunStepReply *reply;
-} result_t;
-
-static void s_on_result(void *arg, Zflow__RunStepReply *reply)
-{
-    result_t *r = arg;
-    r->calls++;
-    r->reply = reply;
-}
-
 static void test_master_runs_a_job_at_its_step_limit_and_refuses_one_past_it(void **state)
 {
     (void)state;
     cluster_t *c = s_cluster(1, 2000);
     zf_master_set_job_steps_max(c->m, 3);
-    counter_job_t cj;
-    s_counter_job(&cj, 3);
+    zf_test_counter_job_t cj;
+    zf_test_counter_job(&cj, 3, "init");
     char *id = NULL;
     ASSERT_OK(zf_master_job_new(c->m, &cj.job, &id));
     zf_master_job_run(c->m, id, &cj.job);
-    result_t r = {0};
-    ASSERT_OK(zf_master_job_wait(c->m, id, s_on_result, &r));
+    zf_test_job_result_t r = {0};
+    ASSERT_OK(zf_master_job_wait(c->m, id, zf_test_on_job_result, &r));
     assert_int_equal(r.calls, 1);
     ASSERT_OK(zf_status_from_proto(r.reply->status));
     assert_int_equal(r.reply->n_fetches, 1);
@@ -111,8 +71,8 @@ static void test_master_limits_a_job_to_a_million_steps_by_default(void **state)
 {
     (void)state;
     cluster_t *c = s_cluster(1, 2000);
-    counter_job_t cj;
-    s_counter_job(&cj, ZF_MASTER_JOB_STEPS_MAX);
+    zf_test_counter_job_t cj;
+    zf_test_counter_job(&cj, ZF_MASTER_JOB_STEPS_MAX, "init");
     assert_int_equal(ZF_MASTER_JOB_STEPS_MAX, 1000000);
     char *id = NULL;
     ASSERT_OK(zf_master_job_new(c->m, &cj.job, &id)); /* queued, never run */
@@ -147,8 +107,8 @@ static void test_master_limits_a_job_to_a_million_steps_by_default(void **state)
 /* SubmitJob of cj with steps through client (a DEALER on the broker) as
  * request id; the reply's status into *code and msg, the job id into
  * job_id (may be empty). */
-static void s_submit(zf_socket_t *client, counter_job_t *cj, int64_t steps, uint64_t id, int *code,
-                     char *msg, size_t size)
+static void s_submit(zf_socket_t *client, zf_test_counter_job_t *cj, int64_t steps, uint64_t id,
+                     int *code, char *msg, size_t size)
 {
     cj->job.steps = steps;
     zf_test_send_body(client, id, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &cj->job);
@@ -167,7 +127,7 @@ typedef struct {
     zf_test_child_t sched;
     zf_zctx_t *ctx;
     zf_socket_t *client;
-    counter_job_t cj;
+    zf_test_counter_job_t cj;
 } process_t;
 
 /* The processes run from setup to teardown, so that a test failing
@@ -202,8 +162,8 @@ static void test_scheduler_process_refuses_a_job_past_max_job_steps_and_keeps_se
     process_t *p = *state;
     assert_non_null(strstr(p->sched.line, "zflow-scheduler connected to"));
     zf_socket_t *client = p->client;
-    counter_job_t *cj = &p->cj;
-    s_counter_job(cj, 0);
+    zf_test_counter_job_t *cj = &p->cj;
+    zf_test_counter_job(cj, 0, "init");
     int code = -1;
     char msg[512];
     s_submit(client, cj, 6, 1, &code, msg, sizeof msg);

@@ -18,53 +18,8 @@
 #include "test_util.h"
 #include "master_test_util.h"
 
-#define COUNTER ZF_TEST_DATA_DIR "/counter.pbtxt"
-
-typedef struct {
-    int calls;
-    Zflow__RunStepReply *reply;
-} result_t;
-
-static void s_on_result(void *arg, Zflow__RunStepReply *reply)
-{
-    result_t *r = arg;
-    r->calls++;
-    if (r->reply) zflow__run_step_reply__free_unpacked(r->reply, NULL);
-    r->reply = reply;
-}
-
-/* A counter job: `init` unless no_init, then `count` fetched steps times. */
-typedef struct {
-    Tensorflow__GraphDef *gd;
-    Zflow__CreateSession cs;
-    Zflow__RunStep step;
-    Zflow__SubmitJob job;
-    char *fetches[1], *inits[1];
-} counter_job_t;
-
-static void s_counter_job(counter_job_t *cj, int64_t steps, const char *init)
-{
-    memset(cj, 0, sizeof *cj);
-    ASSERT_OK(zf_graphdef_read_file(COUNTER, ZF_FORMAT_AUTO, &cj->gd));
-    zflow__create_session__init(&cj->cs);
-    cj->cs.graph = cj->gd;
-    zflow__run_step__init(&cj->step);
-    cj->fetches[0] = "count";
-    cj->step.n_fetches = 1;
-    cj->step.fetches = cj->fetches;
-    zflow__submit_job__init(&cj->job);
-    cj->job.session = &cj->cs;
-    cj->job.step = &cj->step;
-    cj->job.steps = steps;
-    if (init) {
-        cj->inits[0] = (char *)init;
-        cj->job.n_init_targets = 1;
-        cj->job.init_targets = cj->inits;
-    }
-}
-
 /* Submits and runs cj; the job's id (caller frees). */
-static char *s_submit_and_run(cluster_t *c, counter_job_t *cj)
+static char *s_submit_and_run(cluster_t *c, zf_test_counter_job_t *cj)
 {
     char *id = NULL;
     ASSERT_OK(zf_master_job_new(c->m, &cj->job, &id));
@@ -75,8 +30,8 @@ static char *s_submit_and_run(cluster_t *c, counter_job_t *cj)
 /* Collects job id's result, which must hold count == want. */
 static void s_expect_count(cluster_t *c, const char *id, float want)
 {
-    result_t r = {0};
-    ASSERT_OK(zf_master_job_wait(c->m, id, s_on_result, &r));
+    zf_test_job_result_t r = {0};
+    ASSERT_OK(zf_master_job_wait(c->m, id, zf_test_on_job_result, &r));
     assert_int_equal(r.calls, 1);
     ASSERT_OK(zf_status_from_proto(r.reply->status));
     assert_int_equal(r.reply->n_fetches, 1);
@@ -92,8 +47,8 @@ static void test_master_job_runs_its_step_n_times_after_its_init_targets(void **
 {
     (void)state;
     cluster_t *c = s_cluster(2, 2000);
-    counter_job_t cj;
-    s_counter_job(&cj, 5, "init");
+    zf_test_counter_job_t cj;
+    zf_test_counter_job(&cj, 5, "init");
     char *id = NULL;
     ASSERT_OK(zf_master_job_new(c->m, &cj.job, &id));
     zf_master_job_progress_t p;
@@ -123,11 +78,11 @@ static void test_master_job_failure_names_the_step_or_the_init_targets(void **st
 {
     (void)state;
     cluster_t *c = s_cluster(1, 2000);
-    counter_job_t cj;
-    s_counter_job(&cj, 3, NULL); /* counting an uninitialized variable */
+    zf_test_counter_job_t cj;
+    zf_test_counter_job(&cj, 3, NULL); /* counting an uninitialized variable */
     char *id = s_submit_and_run(c, &cj);
-    result_t r = {0};
-    ASSERT_OK(zf_master_job_wait(c->m, id, s_on_result, &r));
+    zf_test_job_result_t r = {0};
+    ASSERT_OK(zf_master_job_wait(c->m, id, zf_test_on_job_result, &r));
     zf_status_t st = zf_status_from_proto(r.reply->status);
     assert_int_equal(st.code, ZF_FAILED_PRECONDITION);
     assert_non_null(strstr(zf_status_msg(&st), "step 1 of 3: "));
@@ -136,9 +91,9 @@ static void test_master_job_failure_names_the_step_or_the_init_targets(void **st
     free(id);
     zf_graphdef_free(&cj.gd);
 
-    s_counter_job(&cj, 2, "no_such_node");
+    zf_test_counter_job(&cj, 2, "no_such_node");
     id = s_submit_and_run(c, &cj);
-    ASSERT_OK(zf_master_job_wait(c->m, id, s_on_result, &r));
+    ASSERT_OK(zf_master_job_wait(c->m, id, zf_test_on_job_result, &r));
     st = zf_status_from_proto(r.reply->status);
     assert_int_equal(st.code, ZF_INVALID_ARGUMENT);
     assert_true(strncmp(zf_status_msg(&st), "init targets: ", 14) == 0);
@@ -161,12 +116,12 @@ static void test_master_job_keeps_at_most_max_results_dropping_the_oldest(void *
     (void)state;
     cluster_t *c = s_cluster(1, 2000);
     zf_master_set_job_retention(c->m, 2, 0);
-    counter_job_t cj;
-    s_counter_job(&cj, 1, "init");
+    zf_test_counter_job_t cj;
+    zf_test_counter_job(&cj, 1, "init");
     char *ids[3];
     for (int i = 0; i < 3; i++) ids[i] = s_submit_and_run(c, &cj);
-    result_t r = {0};
-    zf_status_t st = zf_master_job_wait(c->m, ids[0], s_on_result, &r);
+    zf_test_job_result_t r = {0};
+    zf_status_t st = zf_master_job_wait(c->m, ids[0], zf_test_on_job_result, &r);
     assert_int_equal(st.code, ZF_NOT_FOUND);
     assert_non_null(strstr(zf_status_msg(&st), ids[0]));
     assert_non_null(strstr(zf_status_msg(&st), "expired"));
@@ -185,8 +140,8 @@ static void test_master_job_results_expire_after_their_age(void **state)
     (void)state;
     cluster_t *c = s_cluster(1, 2000);
     zf_master_set_job_retention(c->m, 0, 300);
-    counter_job_t cj;
-    s_counter_job(&cj, 1, "init");
+    zf_test_counter_job_t cj;
+    zf_test_counter_job(&cj, 1, "init");
     char *id = s_submit_and_run(c, &cj);
     zf_master_job_progress_t p;
     ASSERT_OK(zf_master_job_poll(c->m, id, &p)); /* kept at first */
@@ -205,12 +160,12 @@ static void test_master_job_waiter_times_out_and_the_result_stays(void **state)
 {
     (void)state;
     cluster_t *c = s_cluster(1, 2000);
-    counter_job_t cj;
-    s_counter_job(&cj, 2, "init");
+    zf_test_counter_job_t cj;
+    zf_test_counter_job(&cj, 2, "init");
     char *id = NULL;
     ASSERT_OK(zf_master_job_new(c->m, &cj.job, &id));
-    result_t late = {0};
-    ASSERT_OK(zf_master_job_wait_for(c->m, id, 30, s_on_result, &late));
+    zf_test_job_result_t late = {0};
+    ASSERT_OK(zf_master_job_wait_for(c->m, id, 30, zf_test_on_job_result, &late));
     zf_master_jobs_tick(c->m);
     assert_int_equal(late.calls, 0);
     usleep(120 * 1000);
@@ -238,12 +193,12 @@ static void test_master_job_waiter_with_an_absurd_timeout_just_waits(void **stat
 {
     (void)state;
     cluster_t *c = s_cluster(1, 2000);
-    counter_job_t cj;
-    s_counter_job(&cj, 3, "init");
+    zf_test_counter_job_t cj;
+    zf_test_counter_job(&cj, 3, "init");
     char *id = NULL;
     ASSERT_OK(zf_master_job_new(c->m, &cj.job, &id));
-    result_t r = {0};
-    ASSERT_OK(zf_master_job_wait_for(c->m, id, INT64_MAX, s_on_result, &r));
+    zf_test_job_result_t r = {0};
+    ASSERT_OK(zf_master_job_wait_for(c->m, id, INT64_MAX, zf_test_on_job_result, &r));
     zf_master_jobs_tick(c->m);
     assert_int_equal(r.calls, 0);
     zf_master_job_run(c->m, id, &cj.job);
