@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "executor/rendezvous.h"
+#include "rendezvous_test_util.h"
 
 #define KEY_A                                                                                      \
     "/job:l/replica:0/task:0/device:CPU:0;0000000000000001;/job:l/replica:0/task:0/"               \
@@ -16,37 +17,6 @@
 #define KEY_B                                                                                      \
     "/job:l/replica:0/task:0/device:CPU:0;0000000000000001;/job:l/replica:0/task:0/"               \
     "device:CPU:1;b:0;0:0"
-
-/* Records what one recv callback saw. */
-typedef struct {
-    int fired;
-    zf_status_t status;
-    zf_tensor_t *tensor;
-    bool is_dead;
-} s_got_t;
-
-static void s_record(zf_status_t status, zf_tensor_t *tensor, bool is_dead, void *arg)
-{
-    s_got_t *g = arg;
-    g->fired++;
-    g->status = status;
-    g->tensor = tensor;
-    g->is_dead = is_dead;
-}
-
-static void s_got_clear(s_got_t *g)
-{
-    zf_status_clear(&g->status);
-    zf_tensor_unref(&g->tensor);
-    memset(g, 0, sizeof *g);
-}
-
-static zf_tensor_t *s_scalar(float v)
-{
-    zf_tensor_t *t = NULL;
-    assert_int_equal(zf_tensor_new_scalar_float(v, &t).code, ZF_OK);
-    return t;
-}
 
 static float s_value(const zf_tensor_t *t)
 {
@@ -59,20 +29,20 @@ static void test_rendezvous_recv_after_send_gets_the_value_at_once(void **state)
     zf_rendezvous_t *r = NULL;
     assert_int_equal(zf_rendezvous_new(7, &r).code, ZF_OK);
     assert_int_equal(zf_rendezvous_step_id(r), 7);
-    zf_tensor_t *t = s_scalar(1.5f);
+    zf_tensor_t *t = zf_test_scalar(1.5f);
     assert_int_equal(zf_rendezvous_send(r, KEY_A, t, false).code, ZF_OK);
     assert_int_equal(zf_tensor_refcount(t), 2); /* the rendezvous holds its own */
     size_t values = 9, recvs = 9;
     zf_rendezvous_pending(r, &values, &recvs);
     assert_int_equal(values, 1);
     assert_int_equal(recvs, 0);
-    s_got_t g = {0};
-    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, s_record, &g, NULL).code, ZF_OK);
+    zf_test_got_t g = {0};
+    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, zf_test_record_recv, &g, NULL).code, ZF_OK);
     assert_int_equal(g.fired, 1);
     assert_int_equal(g.status.code, ZF_OK);
     assert_ptr_equal(g.tensor, t);
     assert_false(g.is_dead);
-    s_got_clear(&g);
+    zf_test_got_clear(&g);
     assert_int_equal(zf_tensor_refcount(t), 1);
     zf_rendezvous_pending(r, &values, &recvs);
     assert_int_equal(values, 0);
@@ -86,20 +56,20 @@ static void test_rendezvous_recv_before_send_fires_when_the_value_arrives(void *
     (void)state;
     zf_rendezvous_t *r = NULL;
     assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
-    s_got_t g = {0};
-    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, s_record, &g, NULL).code, ZF_OK);
+    zf_test_got_t g = {0};
+    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, zf_test_record_recv, &g, NULL).code, ZF_OK);
     assert_int_equal(g.fired, 0);
     size_t values = 9, recvs = 9;
     zf_rendezvous_pending(r, &values, &recvs);
     assert_int_equal(recvs, 1);
-    zf_tensor_t *other = s_scalar(9.0f);
+    zf_tensor_t *other = zf_test_scalar(9.0f);
     assert_int_equal(zf_rendezvous_send(r, KEY_B, other, false).code, ZF_OK); /* another key */
     assert_int_equal(g.fired, 0);
-    zf_tensor_t *t = s_scalar(2.5f);
+    zf_tensor_t *t = zf_test_scalar(2.5f);
     assert_int_equal(zf_rendezvous_send(r, KEY_A, t, false).code, ZF_OK);
     assert_int_equal(g.fired, 1);
     assert_true(s_value(g.tensor) == 2.5f);
-    s_got_clear(&g);
+    zf_test_got_clear(&g);
     zf_tensor_unref(&t);
     zf_tensor_unref(&other);
     zf_rendezvous_unref(&r);
@@ -110,21 +80,25 @@ static void test_rendezvous_pairs_sends_and_recvs_in_fifo_order_per_key(void **s
     (void)state;
     zf_rendezvous_t *r = NULL;
     assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
-    s_got_t g[4] = {{0}};
+    zf_test_got_t g[4] = {{0}};
     /* Two recvs waiting, then three sends (one dead), then two more recvs. */
-    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, s_record, &g[0], NULL).code, ZF_OK);
-    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, s_record, &g[1], NULL).code, ZF_OK);
+    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, zf_test_record_recv, &g[0], NULL).code,
+                     ZF_OK);
+    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, zf_test_record_recv, &g[1], NULL).code,
+                     ZF_OK);
     for (int i = 0; i < 2; i++) {
-        zf_tensor_t *t = s_scalar((float)i);
+        zf_tensor_t *t = zf_test_scalar((float)i);
         assert_int_equal(zf_rendezvous_send(r, KEY_A, t, false).code, ZF_OK);
         zf_tensor_unref(&t);
     }
     assert_int_equal(zf_rendezvous_send(r, KEY_A, NULL, true).code, ZF_OK);
-    zf_tensor_t *t = s_scalar(3.0f);
+    zf_tensor_t *t = zf_test_scalar(3.0f);
     assert_int_equal(zf_rendezvous_send(r, KEY_A, t, false).code, ZF_OK);
     zf_tensor_unref(&t);
-    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, s_record, &g[2], NULL).code, ZF_OK);
-    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, s_record, &g[3], NULL).code, ZF_OK);
+    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, zf_test_record_recv, &g[2], NULL).code,
+                     ZF_OK);
+    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, zf_test_record_recv, &g[3], NULL).code,
+                     ZF_OK);
     assert_true(s_value(g[0].tensor) == 0.0f);
     assert_true(s_value(g[1].tensor) == 1.0f);
     assert_true(g[2].is_dead);
@@ -132,7 +106,7 @@ static void test_rendezvous_pairs_sends_and_recvs_in_fifo_order_per_key(void **s
     assert_true(s_value(g[3].tensor) == 3.0f);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(g[i].fired, 1);
-        s_got_clear(&g[i]);
+        zf_test_got_clear(&g[i]);
     }
     zf_rendezvous_unref(&r);
 }
@@ -154,10 +128,12 @@ static void test_rendezvous_cancelled_recv_fires_with_cancelled_and_skips_the_qu
     (void)state;
     zf_rendezvous_t *r = NULL;
     assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
-    s_got_t g0 = {0}, g1 = {0};
+    zf_test_got_t g0 = {0}, g1 = {0};
     uint64_t tok0 = 0, tok1 = 0;
-    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, s_record, &g0, &tok0).code, ZF_OK);
-    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, s_record, &g1, &tok1).code, ZF_OK);
+    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, zf_test_record_recv, &g0, &tok0).code,
+                     ZF_OK);
+    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, zf_test_record_recv, &g1, &tok1).code,
+                     ZF_OK);
     assert_true(tok0 != tok1);
     assert_true(zf_rendezvous_cancel_recv(r, KEY_A, tok0));
     assert_int_equal(g0.fired, 1);
@@ -165,13 +141,13 @@ static void test_rendezvous_cancelled_recv_fires_with_cancelled_and_skips_the_qu
     assert_string_equal(zf_status_msg(&g0.status), "RecvAsync is cancelled.");
     assert_false(zf_rendezvous_cancel_recv(r, KEY_A, tok0)); /* already done */
     assert_false(zf_rendezvous_cancel_recv(r, KEY_B, tok1)); /* wrong key */
-    zf_tensor_t *t = s_scalar(4.0f);
+    zf_tensor_t *t = zf_test_scalar(4.0f);
     assert_int_equal(zf_rendezvous_send(r, KEY_A, t, false).code, ZF_OK);
     assert_int_equal(g1.fired, 1); /* the second recv gets the value */
     assert_ptr_equal(g1.tensor, t);
     assert_false(zf_rendezvous_cancel_recv(r, KEY_A, tok1)); /* completed */
-    s_got_clear(&g0);
-    s_got_clear(&g1);
+    zf_test_got_clear(&g0);
+    zf_test_got_clear(&g1);
     zf_tensor_unref(&t);
     zf_rendezvous_unref(&r);
 }
@@ -181,9 +157,9 @@ static void test_rendezvous_abort_is_sticky_and_fails_pending_and_later_calls(vo
     (void)state;
     zf_rendezvous_t *r = NULL;
     assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
-    s_got_t g = {0};
-    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, s_record, &g, NULL).code, ZF_OK);
-    zf_tensor_t *t = s_scalar(1.0f);
+    zf_test_got_t g = {0};
+    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, zf_test_record_recv, &g, NULL).code, ZF_OK);
+    zf_tensor_t *t = zf_test_scalar(1.0f);
     assert_int_equal(zf_rendezvous_send(r, KEY_B, t, false).code, ZF_OK);
     zf_status_t cause = zf_invalid_argument("mm (MatMul): shapes [2,3] and [4,5] are incompatible");
     zf_rendezvous_start_abort(r, &cause);
@@ -202,8 +178,8 @@ static void test_rendezvous_abort_is_sticky_and_fails_pending_and_later_calls(vo
     assert_int_equal(s.code, ZF_INVALID_ARGUMENT);
     assert_string_equal(zf_status_msg(&s), zf_status_msg(&cause));
     zf_status_clear(&s);
-    s_got_t g2 = {0};
-    s = zf_rendezvous_recv_async(r, KEY_B, s_record, &g2, NULL);
+    zf_test_got_t g2 = {0};
+    s = zf_rendezvous_recv_async(r, KEY_B, zf_test_record_recv, &g2, NULL);
     assert_int_equal(s.code, ZF_INVALID_ARGUMENT);
     assert_int_equal(g2.fired, 0); /* an error return means no callback */
     zf_status_clear(&s);
@@ -212,7 +188,7 @@ static void test_rendezvous_abort_is_sticky_and_fails_pending_and_later_calls(vo
     zf_status_clear(&s);
     assert_int_equal(zf_tensor_refcount(t), 1);
     zf_status_clear(&cause);
-    s_got_clear(&g);
+    zf_test_got_clear(&g);
     zf_tensor_unref(&t);
     zf_rendezvous_unref(&r);
 }
@@ -223,19 +199,19 @@ static void test_rendezvous_frees_unclaimed_values_when_the_step_ends(void **sta
     zf_rendezvous_t *r = NULL;
     assert_int_equal(zf_rendezvous_new(3, &r).code, ZF_OK);
     zf_rendezvous_t *second = zf_rendezvous_ref(r);
-    zf_tensor_t *t = s_scalar(1.0f);
+    zf_tensor_t *t = zf_test_scalar(1.0f);
     for (int i = 0; i < 5; i++)
         assert_int_equal(zf_rendezvous_send(r, KEY_A, t, false).code, ZF_OK);
     assert_int_equal(zf_tensor_refcount(t), 6);
     zf_rendezvous_unref(&second);
     assert_int_equal(zf_tensor_refcount(t), 6); /* still referenced */
-    s_got_t g = {0};
-    assert_int_equal(zf_rendezvous_recv_async(r, KEY_B, s_record, &g, NULL).code, ZF_OK);
+    zf_test_got_t g = {0};
+    assert_int_equal(zf_rendezvous_recv_async(r, KEY_B, zf_test_record_recv, &g, NULL).code, ZF_OK);
     zf_rendezvous_unref(&r);
     assert_int_equal(zf_tensor_refcount(t), 1);
     assert_int_equal(g.fired, 1); /* a pending recv is cancelled, not leaked */
     assert_int_equal(g.status.code, ZF_CANCELLED);
-    s_got_clear(&g);
+    zf_test_got_clear(&g);
     zf_tensor_unref(&t);
 }
 
@@ -248,7 +224,7 @@ static void *s_send_many(void *arg)
 {
     s_sender_t *s = arg;
     for (int i = 0; i < s->n; i++) {
-        zf_tensor_t *t = s_scalar((float)i);
+        zf_tensor_t *t = zf_test_scalar((float)i);
         zf_status_t st = zf_rendezvous_send(s->r, KEY_A, t, false);
         zf_status_clear(&st);
         zf_tensor_unref(&t);
@@ -331,17 +307,17 @@ static void test_rendezvous_mgr_gives_one_rendezvous_per_step_until_cleanup(void
     assert_ptr_not_equal(a, b);
     assert_int_equal(zf_rendezvous_step_id(b), 11);
     /* A value pushed before the step's recv runs waits in the table. */
-    zf_tensor_t *t = s_scalar(8.0f);
+    zf_tensor_t *t = zf_test_scalar(8.0f);
     assert_int_equal(zf_rendezvous_send(a, KEY_A, t, false).code, ZF_OK);
     zf_rendezvous_unref(&a2);
-    s_got_t g = {0};
-    assert_int_equal(zf_rendezvous_recv_async(b, KEY_A, s_record, &g, NULL).code, ZF_OK);
+    zf_test_got_t g = {0};
+    assert_int_equal(zf_rendezvous_recv_async(b, KEY_A, zf_test_record_recv, &g, NULL).code, ZF_OK);
     zf_status_t err = zf_status_new(ZF_ABORTED, "step 11 cancelled by the scheduler");
     zf_rendezvous_mgr_cleanup(mgr, 11, &err);
     zf_status_clear(&err);
     assert_int_equal(g.fired, 1);
     assert_int_equal(g.status.code, ZF_ABORTED);
-    s_got_clear(&g);
+    zf_test_got_clear(&g);
     zf_rendezvous_unref(&b);
     zf_rendezvous_t *b2 = NULL;
     assert_int_equal(zf_rendezvous_mgr_find(mgr, 11, &b2).code, ZF_OK); /* a fresh one */

@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "executor/rendezvous.h"
+#include "rendezvous_test_util.h"
 #include "test_util.h"
 
 #define KEY                                                                                        \
@@ -21,36 +22,6 @@
 
 #define TTL_MS      30
 #define PAST_TTL_US 80000 /* well past TTL_MS, so expiry does not depend on timing */
-
-/* Records what one recv callback saw. */
-typedef struct {
-    int fired;
-    zf_status_t status;
-    zf_tensor_t *tensor;
-} s_got_t;
-
-static void s_record(zf_status_t status, zf_tensor_t *tensor, bool is_dead, void *arg)
-{
-    (void)is_dead;
-    s_got_t *g = arg;
-    g->fired++;
-    g->status = status;
-    g->tensor = tensor;
-}
-
-static void s_got_clear(s_got_t *g)
-{
-    zf_status_clear(&g->status);
-    zf_tensor_unref(&g->tensor);
-    memset(g, 0, sizeof *g);
-}
-
-static zf_tensor_t *s_scalar(float v)
-{
-    zf_tensor_t *t = NULL;
-    ASSERT_OK(zf_tensor_new_scalar_float(v, &t));
-    return t;
-}
 
 /* Every step ever added is in the table or left it one way. */
 static void s_expect_balanced(const zf_rendezvous_mgr_stats_t *st)
@@ -187,10 +158,10 @@ static void test_rendezvous_mgr_removes_an_expired_unclaimed_step_on_the_next_ca
     ASSERT_OK(zf_rendezvous_mgr_new(&mgr));
     zf_rendezvous_t *r = NULL;
     ASSERT_OK(zf_rendezvous_mgr_find(mgr, 42, &r));
-    zf_tensor_t *t = s_scalar(4.0f);
+    zf_tensor_t *t = zf_test_scalar(4.0f);
     ASSERT_OK(zf_rendezvous_send(r, KEY, t, false));
-    s_got_t g = {0};
-    ASSERT_OK(zf_rendezvous_recv_async(r, "other-key", s_record, &g, NULL));
+    zf_test_got_t g = {0};
+    ASSERT_OK(zf_rendezvous_recv_async(r, "other-key", zf_test_record_recv, &g, NULL));
     assert_int_equal(zf_tensor_refcount(t), 2);
     s_outlive_a_short_ttl(mgr, 0);
     s_expect_stats(mgr, 1, 1, 0, 0); /* removal is lazy: nothing happened yet */
@@ -203,7 +174,7 @@ static void test_rendezvous_mgr_removes_an_expired_unclaimed_step_on_the_next_ca
                          "step 42 never started on this executor: its tensors were dropped "
                          "after 30 ms");
     g.status = ZF_STATUS_OK;
-    s_got_clear(&g);
+    zf_test_got_clear(&g);
     zf_tensor_t *got = NULL;
     zf_status_t s = zf_rendezvous_recv(r, KEY, 0, &got, NULL);
     zf_test_expect_error(s, ZF_ABORTED, "step 42 never started on this executor");
@@ -258,7 +229,7 @@ static void test_rendezvous_mgr_claim_of_a_waiting_step_keeps_its_tensor_and_its
     zf_rendezvous_mgr_set_limits(mgr, 1, 0);
     zf_rendezvous_t *r = NULL;
     ASSERT_OK(zf_rendezvous_mgr_find(mgr, 7, &r));
-    zf_tensor_t *t = s_scalar(2.5f);
+    zf_tensor_t *t = zf_test_scalar(2.5f);
     ASSERT_OK(zf_rendezvous_send(r, KEY, t, false));
     zf_rendezvous_unref(&r);
     s_expect_stats(mgr, 1, 1, 0, 0);
@@ -319,8 +290,8 @@ static void test_rendezvous_mgr_cleanup_of_a_claimed_step_removes_it(void **stat
     ASSERT_OK(zf_rendezvous_mgr_new(&mgr));
     zf_rendezvous_t *r = NULL;
     ASSERT_OK(zf_rendezvous_mgr_claim(mgr, 5, &r));
-    s_got_t g = {0};
-    ASSERT_OK(zf_rendezvous_recv_async(r, KEY, s_record, &g, NULL));
+    zf_test_got_t g = {0};
+    ASSERT_OK(zf_rendezvous_recv_async(r, KEY, zf_test_record_recv, &g, NULL));
     zf_status_t why = zf_status_new(ZF_ABORTED, "step 5 cancelled by the scheduler");
     zf_rendezvous_mgr_cleanup(mgr, 5, &why);
     zf_status_clear(&why);
@@ -328,7 +299,7 @@ static void test_rendezvous_mgr_cleanup_of_a_claimed_step_removes_it(void **stat
     assert_int_equal(g.fired, 1);
     zf_test_expect_error(g.status, ZF_ABORTED, "step 5 cancelled by the scheduler");
     g.status = ZF_STATUS_OK;
-    s_got_clear(&g);
+    zf_test_got_clear(&g);
     zf_rendezvous_t *fresh = NULL;
     ASSERT_OK(zf_rendezvous_mgr_claim(mgr, 5, &fresh));
     assert_ptr_not_equal(fresh, r);
@@ -371,7 +342,7 @@ static void test_rendezvous_mgr_bounds_ten_thousand_stray_steps_to_the_cap(void 
     ASSERT_OK(zf_rendezvous_mgr_new(&mgr));
     zf_rendezvous_mgr_set_limits(mgr, 16, 0);
     s_claim(mgr, -1);
-    zf_tensor_t *t = s_scalar(1.0f);
+    zf_tensor_t *t = zf_test_scalar(1.0f);
     for (int64_t id = 0; id < 10000; id++) {
         zf_rendezvous_t *r = NULL;
         ASSERT_OK(zf_rendezvous_mgr_find(mgr, id, &r));
@@ -654,7 +625,7 @@ static void test_rendezvous_mgr_survives_threads_finding_claiming_and_cleaning_u
     (void)state;
     zf_log_level_t level = zf_log_get_level();
     zf_log_set_level(ZF_LOG_ERROR);
-    s_churn_t c = {NULL, s_scalar(3.0f)};
+    s_churn_t c = {NULL, zf_test_scalar(3.0f)};
     ASSERT_OK(zf_rendezvous_mgr_new(&c.mgr));
     zf_rendezvous_mgr_set_limits(c.mgr, 8, 1);
     zf_rendezvous_mgr_set_max_bytes(c.mgr, 6 * sizeof(float)); /* the byte cap bites too */
