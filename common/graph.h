@@ -171,6 +171,17 @@ int zf_graph_num_library_functions(const zf_graph_t *g);
 zf_status_t zf_graph_num_outputs(const zf_graph_t *g, int i, int *n);
 zf_status_t zf_graph_output_type(const zf_graph_t *g, int i, int port, zf_dtype_t *dtype);
 
+/* TensorFlow's check of a fed value against the graph, the same on every
+ * path that accepts feeds: the fed dtype must be the output's (reference
+ * types compare by their base), and a Placeholder's declared shape, where
+ * it has one, must admit the fed shape (unknown dims match anything).
+ * INVALID_ARGUMENT "Cannot feed value of dtype|shape ..." otherwise. A name
+ * that is not in the graph passes: the partitioner names it. shape may be
+ * NULL to check the dtype alone. */
+struct zf_shape;
+zf_status_t zf_graph_check_feed(const zf_graph_t *g, const char *name, zf_dtype_t dtype,
+                                const struct zf_shape *shape);
+
 /* --- tensor names ------------------------------------------------------ */
 
 /* Parses a tensor reference as written in NodeDef inputs, feeds and fetches:

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/graph_internal.h"
+#include "common/tensor.h"
 
 static inline const char *s_str(const char *s)
 {
@@ -190,4 +191,47 @@ zf_status_t zf_graph_output_type(const zf_graph_t *g, int i, int port, zf_dtype_
     if (zf_ok(s)) *dtype = types[port];
     if (types != small) free(types);
     return s;
+}
+
+/* A Placeholder's declared shape admits got: unknown rank, or the same rank
+ * with every known dim equal. */
+static zf_status_t s_check_feed_shape(const Tensorflow__NodeDef *nd, const char *name,
+                                      const zf_shape_t *got)
+{
+    const Tensorflow__TensorShapeProto *proto = NULL;
+    zf_shape_t want;
+    if (strcmp(nd->op, "Placeholder") != 0 || !zf_node_attr(nd, "shape")) return ZF_STATUS_OK;
+    zf_status_t st = zf_node_attr_shape(nd, "shape", &proto);
+    if (zf_ok(st)) st = zf_shape_from_proto(proto, &want);
+    if (!zf_ok(st)) { /* a malformed attr is the Placeholder kernel's business */
+        zf_status_clear(&st);
+        return ZF_STATUS_OK;
+    }
+    bool ok = want.rank < 0 || want.rank == got->rank;
+    for (int d = 0; ok && want.rank > 0 && d < want.rank; d++)
+        ok = want.dims[d] < 0 || want.dims[d] == got->dims[d];
+    if (ok) return ZF_STATUS_OK;
+    char a[ZF_SHAPE_STRING_MAX], b[ZF_SHAPE_STRING_MAX];
+    return zf_invalid_argument("Cannot feed value of shape %s for Tensor '%s', which has shape %s",
+                               zf_shape_to_string(got, a, sizeof a), name,
+                               zf_shape_to_string(&want, b, sizeof b));
+}
+
+zf_status_t zf_graph_check_feed(const zf_graph_t *g, const char *name, zf_dtype_t dtype,
+                                const zf_shape_t *shape)
+{
+    const char *node = NULL;
+    size_t len = 0;
+    int port = 0;
+    ZF_TRY(zf_tensor_name_parse(name, &node, &len, &port));
+    int id = zf_graph_find_node_n(g, node, len);
+    if (id < 0) return ZF_STATUS_OK; /* the partitioner names it */
+    zf_dtype_t want = ZF_INVALID;
+    ZF_TRY(zf_graph_output_type(g, id, port, &want));
+    want = zf_dtype_base(want);
+    if (want != dtype)
+        return zf_invalid_argument("Cannot feed value of dtype %s for Tensor '%s', which has "
+                                   "dtype %s",
+                                   zf_dtype_name(dtype), name, zf_dtype_name(want));
+    return shape ? s_check_feed_shape(zf_graph_node_def(g, id), name, shape) : ZF_STATUS_OK;
 }

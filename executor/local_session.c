@@ -371,36 +371,7 @@ static void s_run_partitions(zf_local_session_t *s, const s_plan_t *p, zf_rendez
 /* TensorFlow's feed checks: the graph's dtype, and a Placeholder's shape. */
 static zf_status_t s_check_feed(const zf_local_session_t *s, const char *name, const zf_tensor_t *t)
 {
-    const char *node = NULL;
-    size_t len = 0;
-    int port = 0;
-    ZF_TRY(zf_tensor_name_parse(name, &node, &len, &port));
-    int id = zf_graph_find_node_n(s->graph, node, len);
-    if (id < 0) return ZF_STATUS_OK; /* the partitioner names it */
-    zf_dtype_t want = ZF_INVALID;
-    zf_status_t st = zf_graph_output_type(s->graph, id, port, &want);
-    if (!zf_ok(st)) return st;
-    want = zf_dtype_base(want);
-    if (want != zf_tensor_dtype(t))
-        return zf_invalid_argument("Cannot feed value of dtype %s for Tensor '%s', which has "
-                                   "dtype %s",
-                                   zf_dtype_name(zf_tensor_dtype(t)), name, zf_dtype_name(want));
-    const Tensorflow__TensorShapeProto *proto = NULL;
-    zf_shape_t shape;
-    const Tensorflow__NodeDef *nd = zf_graph_node_def(s->graph, id);
-    if (strcmp(nd->op, "Placeholder") != 0 || !zf_node_attr(nd, "shape")) return ZF_STATUS_OK;
-    if (!zf_ok(zf_node_attr_shape(nd, "shape", &proto)) ||
-        !zf_ok(zf_shape_from_proto(proto, &shape)))
-        return ZF_STATUS_OK; /* a malformed attr is the Placeholder kernel's business */
-    const zf_shape_t *got = zf_tensor_shape(t);
-    bool ok = shape.rank < 0 || shape.rank == got->rank;
-    for (int d = 0; ok && shape.rank > 0 && d < shape.rank; d++)
-        ok = shape.dims[d] < 0 || shape.dims[d] == got->dims[d];
-    if (ok) return ZF_STATUS_OK;
-    char a[ZF_SHAPE_STRING_MAX], b[ZF_SHAPE_STRING_MAX];
-    return zf_invalid_argument("Cannot feed value of shape %s for Tensor '%s', which has shape %s",
-                               zf_shape_to_string(got, a, sizeof a), name,
-                               zf_shape_to_string(&shape, b, sizeof b));
+    return zf_graph_check_feed(s->graph, name, zf_tensor_dtype(t), zf_tensor_shape(t));
 }
 
 /* Sends the client's feeds into the step's rendezvous. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/dtype.h"
+#include "common/tensor.h"
 #include "scheduler/master_internal.h"
 
 void zf__master_free_strv(char **v, int n)
@@ -123,20 +124,12 @@ zf_status_t zf__master_names(const Zflow__RunStep *req, zf__master_names_t *nm)
     return nm->sig ? ZF_STATUS_OK : zf_out_of_memory("master");
 }
 
-/* TensorFlow's feed check: the fed tensor has the graph's dtype. */
+/* TensorFlow's feed checks, as the in-process session makes them: the
+ * graph's dtype and a Placeholder's shape, read off the proto undecoded. */
 zf_status_t zf__master_check_feed(const zf_graph_t *g, const char *name,
                                   const Tensorflow__TensorProto *t)
 {
-    const char *node = NULL;
-    size_t len = 0;
-    int port = 0;
-    ZF_TRY(zf_tensor_name_parse(name, &node, &len, &port));
-    int id = zf_graph_find_node_n(g, node, len);
-    zf_dtype_t want = ZF_INVALID;
-    if (id < 0) return ZF_STATUS_OK; /* the partitioner names it */
-    ZF_TRY(zf_graph_output_type(g, id, port, &want));
-    want = zf_dtype_base(want);
-    if ((int)want == (int)t->dtype) return ZF_STATUS_OK;
-    return zf_invalid_argument("Cannot feed value of dtype %s for Tensor '%s', which has dtype %s",
-                               zf_dtype_name((int)t->dtype), name, zf_dtype_name(want));
+    zf_shape_t shape;
+    ZF_TRY(zf_shape_from_proto(t->tensor_shape, &shape));
+    return zf_graph_check_feed(g, name, (zf_dtype_t)t->dtype, &shape);
 }

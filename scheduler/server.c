@@ -152,8 +152,10 @@ static zf_status_t s_read_clients(zf_sched_server_t *srv)
             if (zf_ok(st))
                 st = zf_invalid_argument("a direct request with %d routing frames", route.n);
             zf_log_warn(S_LOG, "bad direct request: %s", zf_status_msg(&st));
-            if (route.n >= 1) zf__sched_srv_answer_on(srv->clients, &route, route.request_id, st);
-            zf_status_clear(&st);
+            if (route.n >= 1)
+                zf__sched_srv_answer_on(srv->clients, &route, route.request_id, st); /* takes st */
+            else
+                zf_status_clear(&st);
         } else {
             s_on_direct(srv, &route, &env);
         }

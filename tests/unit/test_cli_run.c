@@ -226,6 +226,34 @@ static void test_cli_run_refuses_what_it_cannot_run(void **state)
     s_expect(&r, 1, "nosuch");
 }
 
+/* A Placeholder's declared shape refuses a feed that breaks it, the same
+ * in one process and on a local cluster; a fitting feed runs on both. */
+static void test_cli_run_checks_a_placeholders_shape_on_both_paths(void **state)
+{
+    s_tmp_t *t = *state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/shaped.pbtxt", t->dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("node { name: 'x' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } }"
+          " attr { key: 'shape' value { shape { dim { size: 2 } } } } }\n"
+          "node { name: 'y' op: 'Identity' input: 'x'"
+          " attr { key: 'T' value { type: DT_FLOAT } } }\n",
+          f);
+    fclose(f);
+    static const char *const modes[2] = {"--inprocess", "--devices cpu:1"};
+    for (int m = 0; m < 2; m++) {
+        s_run_t r;
+        s_zflow(&r, "run %s %s --feed x=[1,2,3] --fetch y", path, modes[m]);
+        s_expect(&r, 1, "Cannot feed value of shape [3] for Tensor 'x:0', which has shape [2]");
+        s_zflow(&r, "run %s %s --feed x=[[1,2]] --fetch y", path, modes[m]);
+        s_expect(&r, 1, "Cannot feed value of shape [1,2] for Tensor 'x:0', which has shape [2]");
+        s_zflow(&r, "run %s %s --feed x=[4,-5] --fetch y", path, modes[m]);
+        s_expect(&r, 0, NULL);
+        assert_string_equal(r.out, "y =\n[ 4. -5.]\n");
+    }
+}
+
 static void test_cli_run_answers_bad_usage_with_exit_code_2(void **state)
 {
     (void)state;
@@ -327,6 +355,8 @@ int main(void)
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_refuses_what_it_cannot_run, s_setup,
                                         s_teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_checks_a_placeholders_shape_on_both_paths,
+                                        s_setup, s_teardown),
         cmocka_unit_test(test_cli_run_answers_bad_usage_with_exit_code_2),
         cmocka_unit_test_setup_teardown(test_cli_run_places_softly_and_by_mode_when_asked, s_setup,
                                         s_teardown),

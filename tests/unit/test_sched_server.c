@@ -211,6 +211,56 @@ test_scheduler_refuses_a_clients_requests_past_its_cap_until_replies_go_back(voi
     }
 }
 
+/* Sends frames[0..n) as one multipart message on s. */
+static void s_send_raw(zf_socket_t *s, const void *const *frames, const size_t *lens, int n)
+{
+    for (int i = 0; i < n; i++)
+        assert_int_equal(
+            zmq_send(zf_socket_handle(s), frames[i], lens[i], i + 1 < n ? ZMQ_SNDMORE : 0),
+            (int)lens[i]);
+}
+
+/* Packs a Ping envelope with request_id and protocol version into buf
+ * (64 bytes) and returns its length. */
+static size_t s_packed_ping(uint64_t request_id, int version, uint8_t *buf)
+{
+    Zflow__Ping ping = ZFLOW__PING__INIT;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.version = (Zflow__ProtocolVersion)version;
+    env.request_id = request_id;
+    env.body_case = ZFLOW__ENVELOPE__BODY_PING;
+    env.ping = &ping;
+    assert_true(zflow__envelope__get_packed_size(&env) <= 64);
+    return zflow__envelope__pack(&env, buf);
+}
+
+/* Malformed messages at the direct client endpoint are answered and
+ * dropped; the scheduler keeps serving, and exits cleanly (the teardown
+ * checks its exit status: a sanitizer build aborts on a double free). */
+static void test_scheduler_survives_malformed_direct_requests(void **state)
+{
+    cluster_t *c = *state;
+    s_open_session(c);
+    uint8_t ping[64], v2[64];
+    size_t n_ping = s_packed_ping(41, 1, ping), n_v2 = s_packed_ping(42, 2, v2);
+    static const uint8_t junk[1] = {0x80};
+
+    /* one frame that is no protobuf */
+    s_send_raw(c->a, (const void *[]){junk}, (size_t[]){1}, 1);
+    zf_test_expect_status(c->a, 0, ZF_INVALID_ARGUMENT, "malformed envelope");
+    /* a valid Ping behind an extra frame: two routing frames */
+    s_send_raw(c->b, (const void *[]){ping, junk}, (size_t[]){n_ping, 1}, 2);
+    s_send_raw(c->a, (const void *[]){v2}, (size_t[]){n_v2}, 1);
+    zf_test_expect_status(c->a, 42, ZF_FAILED_PRECONDITION, "protocol version 2 is not supported");
+
+    /* still serving, with the right values */
+    Zflow__Ping p = ZFLOW__PING__INIT;
+    zf_test_send_body(c->a, 43, ZFLOW__ENVELOPE__BODY_PING, &p);
+    zf_test_expect_status(c->a, 43, ZF_OK, NULL);
+    s_send_step(c, c->a, 44, "z");
+    s_expect_value(s_reply_to(c->a, 44), 'z');
+}
+
 static void test_scheduler_checks_max_client_requests_and_lists_it_in_help(void **state)
 {
     (void)state;
@@ -552,6 +602,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_scheduler_refuses_a_clients_requests_past_its_cap_until_replies_go_back,
             s_setup_cluster, s_teardown_cluster),
+        cmocka_unit_test_setup_teardown(test_scheduler_survives_malformed_direct_requests,
+                                        s_setup_cluster, s_teardown_cluster),
         cmocka_unit_test(test_scheduler_checks_max_client_requests_and_lists_it_in_help),
         cmocka_unit_test(test_scheduler_registers_with_a_fresh_id_when_its_id_is_taken),
         cmocka_unit_test(test_scheduler_gives_up_after_eight_ids_that_are_all_taken),
