@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "bench/bench_util.h"
-#include "executor/device.h"
-#include "executor/kernel.h"
+#include "executor/devices/device.h"
+#include "executor/kernels/kernel.h"
 
 #define S_H  224
 #define S_W  224
@@ -101,7 +101,7 @@ int main(void)
 
     s_node_t n;
     s_node_init(&n);
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     void *state = NULL;
     zf_bench_check("conv2d", "find", zf_kernel_find("CPU", &n.node, &def));
     if (def->create) zf_bench_check("conv2d", "create", def->create(&n.node, &state));

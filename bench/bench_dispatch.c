@@ -5,7 +5,7 @@
  *   direct:   the Identity kernel's compute called 100k times in a loop,
  *             passing the tensor along by hand (the baseline: kernel work
  *             with no scheduling);
- *   executor: one zf_executor_run() step over the chain.
+ *   executor: one zf_engine_run() step over the chain.
  * Reports µs per node for both and the executor's dispatch overhead per node
  * (executor - direct). Target (DESIGN.md §9): executor <= 1 µs per node. */
 #include <stdio.h>
@@ -14,8 +14,8 @@
 
 #include "bench/bench_util.h"
 #include "common/graphdef_io.h"
-#include "executor/executor.h"
-#include "executor/kernel.h"
+#include "executor/engine/engine.h"
+#include "executor/kernels/kernel.h"
 
 #define CPU0 "/job:localhost/replica:0/task:0/device:CPU:0"
 
@@ -46,7 +46,7 @@ static char *s_chain_text(int n, size_t *len)
 
 /* The baseline: the kernel alone, called as the executor would, without
  * any scheduling. */
-static double s_direct(const zf_kernel_def_t *k, Tensorflow__GraphDef *gd, zf_device_t *dev,
+static double s_direct(const zf_kernel_t *k, Tensorflow__GraphDef *gd, zf_device_t *dev,
                        zf_tensor_t *start, int n)
 {
     zf_tensor_t *cur = zf_tensor_ref(start);
@@ -80,23 +80,23 @@ int main(void)
     Tensorflow__GraphDef *gd = NULL;
     s_check(zf_graphdef_read_mem(text, len, ZF_FORMAT_PBTXT, &gd), "parse");
     free(text);
-    zf_executor_t *ex = NULL;
-    zf_executor_params_t params = {dev, NULL};
+    zf_engine_t *ex = NULL;
+    zf_engine_params_t params = {dev, NULL};
     double t0 = zf_bench_now();
-    s_check(zf_executor_new(gd, &params, &ex), "executor");
+    s_check(zf_engine_new(gd, &params, &ex), "executor");
     double build = zf_bench_now() - t0;
 
-    const zf_kernel_def_t *k = NULL;
+    const zf_kernel_t *k = NULL;
     s_check(zf_kernel_find("CPU", gd->node[1], &k), "find Identity");
     zf_tensor_t *start = NULL;
     s_check(zf_tensor_new_scalar_float(1.0f, &start), "tensor");
     double direct = 1e30, run = 1e30;
-    zf_executor_args_t args = {0, NULL};
+    zf_engine_args_t args = {0, NULL};
     for (int r = 0; r < reps; r++) {
         direct = zf_bench_min(direct, s_direct(k, gd, dev, start, n));
         args.step_id = r;
         t0 = zf_bench_now();
-        s_check(zf_executor_run(ex, &args), "step");
+        s_check(zf_engine_run(ex, &args), "step");
         run = zf_bench_min(run, zf_bench_now() - t0);
     }
     double per_direct = direct / n * 1e6, per_run = run / n * 1e6;
@@ -108,7 +108,7 @@ int main(void)
            per_run / per_direct);
     printf("  target executor <= 1 us/node: %s\n", per_run <= 1.0 ? "met" : "NOT met");
     zf_tensor_unref(&start);
-    zf_executor_destroy(&ex);
+    zf_engine_destroy(&ex);
     zf_graphdef_free(&gd);
     zf_device_destroy(&dev);
     return 0;

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "bench/bench_util.h"
-#include "executor/gpu.h"
-#include "executor/kernel.h"
+#include "executor/devices/gpu.h"
+#include "executor/kernels/kernel.h"
 
 #define S_GPU0 "/job:localhost/replica:0/task:0/device:GPU:0"
 
@@ -43,7 +43,7 @@ static zf_tensor_t *s_matrix(zf_device_t *dev, int n, unsigned seed)
 static double s_time_kernel(zf_device_t *dev, const Tensorflow__NodeDef *node, zf_tensor_t *a,
                             zf_tensor_t *b, int iters)
 {
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     s_check(zf_kernel_find("GPU", node, &def), "MatMul kernel");
     zf_tensor_t *in[2] = {a, b}, *out = NULL;
     zf_kernel_ctx_t ctx = {.node = node,

@@ -19,7 +19,7 @@
 #include "bench/bench_util.h"
 #include "common/graph.h"
 #include "common/graphdef_io.h"
-#include "scheduler/partition.h"
+#include "scheduler/graph/partition.h"
 
 #define N_DEVICES 8
 

@@ -20,7 +20,7 @@
 #include "common/graphdef_io.h"
 #include "common/log.h"
 #include "common/op_registry.h"
-#include "scheduler/placer.h"
+#include "scheduler/graph/placer.h"
 
 #define S_N_DEVICES 8
 

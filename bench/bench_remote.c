@@ -18,7 +18,7 @@
 #include <zmq.h>
 
 #include "bench/bench_util.h"
-#include "executor/remote.h"
+#include "executor/rendezvous/remote.h"
 
 #define DEV_A "/job:localhost/replica:0/task:0/device:CPU:0"
 #define DEV_B "/job:localhost/replica:0/task:0/device:CPU:1"

@@ -10,7 +10,7 @@
 #include "client/zflow_client.h"
 #include "common/graph.h"
 #include "common/status.h"
-#include "scheduler/placer.h"
+#include "scheduler/graph/placer.h"
 
 typedef struct zf_cli_command {
     const char *name;

@@ -15,9 +15,9 @@
 #include "client/cli.h"
 #include "common/graph.h"
 #include "common/graphdef_io.h"
-#include "executor/kernel.h"
-#include "scheduler/partition.h"
-#include "scheduler/placer.h"
+#include "executor/kernels/kernel.h"
+#include "scheduler/graph/partition.h"
+#include "scheduler/graph/placer.h"
 
 extern char **environ;
 

@@ -10,8 +10,8 @@
 #include "client/cli.h"
 #include "common/graph.h"
 #include "common/graphdef_io.h"
-#include "executor/kernel.h"
-#include "scheduler/placer.h"
+#include "executor/kernels/kernel.h"
+#include "scheduler/graph/placer.h"
 
 #define S_MAX_LOADS 256
 

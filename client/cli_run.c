@@ -14,7 +14,7 @@
 #include "common/graph.h"
 #include "common/dtype.h"
 #include "common/graphdef_io.h"
-#include "executor/local_session.h"
+#include "session/local_session.h"
 
 static const char s_usage[] =
     "usage: zflow run GRAPH --inprocess [--devices LIST] [--feed NAME=VALUE]...\n"

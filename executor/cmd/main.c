@@ -14,10 +14,10 @@
 #include "common/device_type.h"
 #include "common/log.h"
 #include "common/transport.h"
-#include "executor/device.h"
-#include "executor/gpu.h"
-#include "executor/member.h"
-#include "executor/service.h"
+#include "executor/devices/device.h"
+#include "executor/devices/gpu.h"
+#include "executor/worker/member.h"
+#include "executor/worker/service.h"
 
 #define S_REGISTER_TIMEOUT_MS 10000
 #define S_LOOP_MS             100

@@ -10,7 +10,7 @@
 
 #include "common/cmdline.h"
 #include "common/log.h"
-#include "scheduler/server.h"
+#include "scheduler/server/server.h"
 
 static const char s_usage[] =
     "usage: zflow-scheduler [--broker ENDPOINT] [--workers N] [--job-workers N]\n"

@@ -9,7 +9,7 @@
 
 #include <stdio.h>
 
-#include "executor/gpu.h"
+#include "executor/devices/gpu.h"
 
 #define GT_SKIP_EXIT_CODE 77
 
@@ -83,13 +83,15 @@ static inline zf_status_t gt_run(zf_device_t *dev, const Tensorflow__NodeDef *no
 {
     zf_kernels_register_builtin(true);
     for (int i = 0; i < num_outputs; i++) outputs[i] = NULL;
+    const zf_kernel_t *k = NULL;
     const zf_kernel_def_t *def = NULL;
-    ZF_TRY(zf_kernel_find("GPU", node, &def));
+    ZF_TRY(zf_kernel_find("GPU", node, &k));
+    ZF_TRY(zf_kernel_def_find("GPU", node, &def, NULL));
     zf_tensor_t *in[8] = {NULL}, *out[8] = {NULL};
     assert_true(num_inputs <= 8 && num_outputs <= 8);
     for (int i = 0; i < num_inputs; i++) in[i] = gt_input(dev, def, i, inputs[i]);
     void *state = NULL;
-    zf_status_t s = def->create ? def->create(node, &state) : ZF_STATUS_OK;
+    zf_status_t s = k->create ? k->create(node, &state) : ZF_STATUS_OK;
     if (zf_ok(s)) {
         zf_kernel_ctx_t ctx = {.node = node,
                                .state = state,
@@ -98,8 +100,8 @@ static inline zf_status_t gt_run(zf_device_t *dev, const Tensorflow__NodeDef *no
                                .num_inputs = num_inputs,
                                .outputs = out,
                                .num_outputs = num_outputs};
-        s = def->compute(&ctx);
-        if (def->destroy) def->destroy(state);
+        s = k->compute(&ctx);
+        if (k->destroy) k->destroy(state);
     }
     for (int i = 0; i < num_outputs && zf_ok(s); i++)
         if (out[i]) outputs[i] = gt_output(dev, def, i, out[i]);

@@ -16,9 +16,9 @@
 
 #include "common/tensor.h"
 #include "common/tensor_proto.h"
-#include "executor/device.h"
-#include "executor/kernel.h"
-#include "executor/resource.h"
+#include "executor/devices/device.h"
+#include "executor/kernels/kernel.h"
+#include "executor/kernels/resource.h"
 #include "proto/node_def.pb-c.h"
 #include "tests/unit/test_util.h"
 
@@ -203,7 +203,7 @@ static inline zf_status_t kt_run_on(const Tensorflow__NodeDef *node, zf_tensor_t
 {
     zf_kernels_register_builtin(false);
     for (int i = 0; i < num_outputs; i++) outputs[i] = NULL;
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     ZF_TRY(zf_kernel_find("CPU", node, &def));
     void *state = NULL;
     if (def->create) ZF_TRY(def->create(node, &state));

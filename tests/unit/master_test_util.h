@@ -17,11 +17,12 @@
 #include "common/graphdef_io.h"
 #include "common/tensor_proto.h"
 #include "common/transport.h"
-#include "executor/device.h"
-#include "executor/executor.h"
-#include "executor/rendezvous.h"
-#include "executor/resource.h"
-#include "scheduler/master.h"
+#include "executor/devices/device.h"
+#include "executor/engine/engine.h"
+#include "executor/kernels/kernel.h"
+#include "executor/rendezvous/rendezvous.h"
+#include "executor/kernels/resource.h"
+#include "scheduler/master/master.h"
 
 /* x on CPU:0 goes to CPU:1 for y = x * x, back to CPU:0 for z = -y: z is
  * -x^2, which differs from x unless x is 0 or -1, so a step that handed
@@ -43,7 +44,7 @@ static const char *const s_hop_graph =
 typedef struct cluster cluster_t;
 
 typedef struct {
-    zf_executor_t *ex;
+    zf_engine_t *ex;
     char handle[32];
     bool deregistered;
 } fake_graph_t;
@@ -172,12 +173,12 @@ static inline void s_handle_register(fake_t *f, const Zflow__Envelope *req)
     tensorflow__graph_def__pack(gd, buf);
     Tensorflow__GraphDef *mine = tensorflow__graph_def__unpack(NULL, len, buf);
     free(buf);
-    zf_executor_params_t params = {f->device, f->c->resources};
+    zf_engine_params_t params = {f->device, f->c->resources};
     fake_graph_t *g = &f->graphs[f->n_graphs];
     assert_true(f->n_graphs < MAX_GRAPHS);
-    zf_status_t st = zf_executor_new(mine, &params, &g->ex);
+    zf_status_t st = zf_engine_new(mine, &params, &g->ex);
     if (zf_ok(st)) {
-        zf_executor_adopt_graphdef(g->ex, &mine);
+        zf_engine_adopt_graphdef(g->ex, &mine);
         snprintf(g->handle, sizeof g->handle, "h%d", f->n_graphs++);
         r->graph_handle = strdup(g->handle);
     } else {
@@ -259,8 +260,8 @@ static inline void s_handle_run(fake_t *f, const Zflow__Envelope *req)
         s_run_done(st, run);
         return;
     }
-    zf_executor_args_t args = {rg->step_id, run->r};
-    zf_executor_run_async(g->ex, &args, s_run_done, run);
+    zf_engine_args_t args = {rg->step_id, run->r};
+    zf_engine_run_async(g->ex, &args, s_run_done, run);
 }
 
 static inline void s_handle(fake_t *f, const Zflow__Envelope *req)
@@ -337,6 +338,7 @@ static inline cluster_t *s_cluster(int n, int64_t abort_grace_ms)
 {
     cluster_t *c = calloc(1, sizeof *c);
     assert_non_null(c);
+    zf_kernels_register_builtin(false); /* the fake executors run partitions here */
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     ASSERT_OK(zf_resource_mgr_new(&c->resources));
@@ -391,7 +393,7 @@ static inline void s_cluster_destroy(cluster_t *c)
     for (int i = 0; i < c->n; i++) {
         fake_t *f = &c->fakes[i];
         zf_rendezvous_mgr_destroy(&f->rmgr);
-        for (int k = 0; k < f->n_graphs; k++) zf_executor_destroy(&f->graphs[k].ex);
+        for (int k = 0; k < f->n_graphs; k++) zf_engine_destroy(&f->graphs[k].ex);
         zf_device_destroy(&f->device);
     }
     zf_resource_mgr_destroy(&c->resources);

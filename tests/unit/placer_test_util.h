@@ -15,7 +15,7 @@
 #include "common/graph.h"
 #include "common/graphdef_io.h"
 #include "common/op_registry.h"
-#include "scheduler/placer.h"
+#include "scheduler/graph/placer.h"
 
 #define S_MAX_DEVICES 64
 

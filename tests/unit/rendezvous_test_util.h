@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/tensor.h"
-#include "executor/rendezvous.h"
+#include "executor/rendezvous/rendezvous.h"
 
 /* Records what one recv callback saw. */
 typedef struct {

@@ -14,7 +14,7 @@
 #include "client/cluster.h"
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
-#include "executor/local_session.h"
+#include "session/local_session.h"
 #include "test_util.h"
 
 #define EXAMPLES ZF_TEST_DATA_DIR "/../../examples"

@@ -6,8 +6,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "executor/device.h"
-#include "executor/thread_pool.h"
+#include "common/random.h"
+#include "executor/devices/device.h"
+#include "common/thread_pool.h"
 
 #define CPU0 "/job:localhost/replica:0/task:0/device:CPU:0"
 
@@ -81,7 +82,7 @@ static void test_device_incarnations_are_never_zero(void **state)
     (void)state;
     uint64_t prev = 0;
     for (int i = 0; i < 100; i++) {
-        uint64_t v = zf_device_new_incarnation();
+        uint64_t v = zf_random_id();
         assert_true(v != 0);
         assert_true(v != prev);
         prev = v;

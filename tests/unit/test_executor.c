@@ -15,14 +15,15 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "common/rendezvous_key.h"
 #include "common/graph.h"
 #include "common/graphdef_io.h"
 #include "common/tensor_proto.h"
-#include "executor/executor.h"
-#include "executor/kernel.h"
-#include "executor/kernels_sendrecv.h"
-#include "executor/resource.h"
-#include "scheduler/partition.h"
+#include "executor/engine/engine.h"
+#include "executor/kernels/kernel.h"
+#include "executor/kernels/kernels_sendrecv.h"
+#include "executor/kernels/resource.h"
+#include "scheduler/graph/partition.h"
 #include "test_util.h"
 
 #define TEST0 "/job:t/replica:0/task:0/device:TEST:0"
@@ -301,7 +302,7 @@ static void s_recv_compute(zf_kernel_ctx_t *ctx, zf_kernel_done_fn done, void *a
     }
 }
 
-static const zf_kernel_def_t s_test_kernels[] = {
+static const zf_kernel_t s_test_kernels[] = {
     {.op = "Const",
      .device_type = "TEST",
      .create = s_const_create,
@@ -425,13 +426,13 @@ static int s_teardown(void **state)
 }
 
 /* An executor for gd on dev (which it adopts). */
-static zf_executor_t *s_executor(zf_device_t *dev, Tensorflow__GraphDef *gd)
+static zf_engine_t *s_executor(zf_device_t *dev, Tensorflow__GraphDef *gd)
 {
-    zf_executor_t *ex = NULL;
-    zf_executor_params_t params = {dev, NULL};
-    zf_status_t s = zf_executor_new(gd, &params, &ex);
+    zf_engine_t *ex = NULL;
+    zf_engine_params_t params = {dev, NULL};
+    zf_status_t s = zf_engine_new(gd, &params, &ex);
     if (!zf_ok(s)) fail_msg("%s", zf_status_msg(&s));
-    zf_executor_adopt_graphdef(ex, &gd);
+    zf_engine_adopt_graphdef(ex, &gd);
     return ex;
 }
 
@@ -456,10 +457,10 @@ static void s_expect(zf_rendezvous_t *r, const char *key, float v0, float v1)
     s_expect_value(r, key, v0, v1, true);
 }
 
-static zf_status_t s_run(zf_executor_t *ex, zf_rendezvous_t *r)
+static zf_status_t s_run(zf_engine_t *ex, zf_rendezvous_t *r)
 {
-    zf_executor_args_t args = {1, r};
-    return zf_executor_run(ex, &args);
+    zf_engine_args_t args = {1, r};
+    return zf_engine_run(ex, &args);
 }
 
 /* ---- tests ------------------------------------------------------------------ */
@@ -473,8 +474,8 @@ static void test_executor_runs_a_diamond(void **state)
     s_gb_op(&gb, "Identity", "c", "input: 'a'");
     s_gb_op(&gb, "AddV2", "d", "input: 'b' input: 'c'");
     s_gb_send(&gb, "out", "d", "d");
-    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
-    assert_int_equal(zf_executor_num_nodes(ex), 5);
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    assert_int_equal(zf_engine_num_nodes(ex), 5);
     zf_rendezvous_t *r = NULL;
     assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
     for (int step = 0; step < 3; step++) { /* the plan is reused step after step */
@@ -482,7 +483,7 @@ static void test_executor_runs_a_diamond(void **state)
         s_expect(r, "d", 2.0f, 4.0f);
     }
     zf_rendezvous_unref(&r);
-    zf_executor_destroy(&ex);
+    zf_engine_destroy(&ex);
     assert_null(ex);
 }
 
@@ -505,7 +506,7 @@ static void test_executor_runs_a_wide_graph_with_pool_kernels(void **state)
     }
     snprintf(name, sizeof name, "s%d", N - 1);
     s_gb_send(&gb, "out", name, "sum");
-    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
     zf_rendezvous_t *r = NULL;
     assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
     for (int step = 0; step < 5; step++) {
@@ -513,7 +514,7 @@ static void test_executor_runs_a_wide_graph_with_pool_kernels(void **state)
         s_expect(r, "sum", (float)N, 2.0f * N);
     }
     zf_rendezvous_unref(&r);
-    zf_executor_destroy(&ex);
+    zf_engine_destroy(&ex);
 }
 
 static void test_executor_honours_control_edges(void **state)
@@ -527,7 +528,7 @@ static void test_executor_honours_control_edges(void **state)
     s_gb_const(&gb, "c", 5.0f, "input: '^e2'");
     s_gb_op(&gb, "AddV2", "d", "input: 'b' input: 'c' input: '^e1'");
     s_gb_send(&gb, "out", "d", "d");
-    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
     zf_rendezvous_t *r = NULL;
     assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
     assert_int_equal(s_run(ex, r).code, ZF_OK);
@@ -537,7 +538,7 @@ static void test_executor_honours_control_edges(void **state)
     assert_true(s_ran_at("e2") < s_ran_at("c"));
     assert_true(s_ran_at("c") < s_ran_at("d"));
     zf_rendezvous_unref(&r);
-    zf_executor_destroy(&ex);
+    zf_engine_destroy(&ex);
 }
 
 static void test_executor_frees_intermediate_tensors_after_their_last_consumer(void **state)
@@ -551,7 +552,7 @@ static void test_executor_frees_intermediate_tensors_after_their_last_consumer(v
     s_gb_op(&gb, "OnesLike", "probe", "input: 'c' input: '^ia'");
     s_gb_op(&gb, "AddV2", "out", "input: 'b' input: 'probe'");
     s_gb_send(&gb, "send", "out", "out");
-    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
     zf_rendezvous_t *r = NULL;
     assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
     assert_int_equal(s_run(ex, r).code, ZF_OK);
@@ -562,7 +563,7 @@ static void test_executor_frees_intermediate_tensors_after_their_last_consumer(v
     assert_int_equal(atomic_load(&s_tracked_frees[1]), 1); /* freed by the end of the step */
     s_expect(r, "out", 5.0f, 10.0f);                       /* [2,3]^2 + 1 */
     zf_rendezvous_unref(&r);
-    zf_executor_destroy(&ex);
+    zf_engine_destroy(&ex);
 }
 
 static void test_executor_fails_the_step_with_the_first_kernel_error_and_aborts(void **state)
@@ -576,7 +577,7 @@ static void test_executor_fails_the_step_with_the_first_kernel_error_and_aborts(
     s_gb_send(&gb, "out", "after", "after");
     s_gb_op(&gb, "Square", "a_side", "input: 'c'"); /* tracked: must not leak */
     s_gb_op(&gb, "AddV2", "join", "input: 'a_side' input: 'after'");
-    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
     zf_rendezvous_t *r = NULL;
     assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
     zf_status_t s = s_run(ex, r);
@@ -595,7 +596,7 @@ static void test_executor_fails_the_step_with_the_first_kernel_error_and_aborts(
     s = s_run(ex, NULL);
     assert_int_equal(s.code, ZF_INVALID_ARGUMENT);
     zf_status_clear(&s);
-    zf_executor_destroy(&ex);
+    zf_engine_destroy(&ex);
 }
 
 typedef struct {
@@ -660,7 +661,7 @@ static void test_executor_async_recv_arriving_before_and_after_its_consumer_is_r
     s_gb_op(&gb, "Identity", "i1", "input: 'r1'");
     s_gb_op(&gb, "AddV2", "sum", "input: 'i1' input: 'r2'");
     s_gb_send(&gb, "out", "sum", "sum");
-    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
     for (int step = 0; step < 20; step++) {
         zf_rendezvous_t *r = NULL;
         assert_int_equal(zf_rendezvous_new(step, &r).code, ZF_OK);
@@ -670,8 +671,8 @@ static void test_executor_async_recv_arriving_before_and_after_its_consumer_is_r
         assert_int_equal(zf_rendezvous_send(r, "k1", x, false).code, ZF_OK);
         s_wait_t w;
         s_wait_init(&w);
-        zf_executor_args_t args = {step, r};
-        zf_executor_run_async(ex, &args, s_wait_done, &w);
+        zf_engine_args_t args = {step, r};
+        zf_engine_run_async(ex, &args, s_wait_done, &w);
         if (step == 0) {
             usleep(10000);
             assert_false(s_is_done(&w));
@@ -683,7 +684,7 @@ static void test_executor_async_recv_arriving_before_and_after_its_consumer_is_r
         zf_tensor_unref(&y);
         zf_rendezvous_unref(&r);
     }
-    zf_executor_destroy(&ex);
+    zf_engine_destroy(&ex);
 }
 
 static void test_executor_forwards_dead_tensors_without_running_kernels(void **state)
@@ -693,7 +694,7 @@ static void test_executor_forwards_dead_tensors_without_running_kernels(void **s
     s_gb_recv(&gb, "r", "k");
     s_gb_op(&gb, "Identity", "dead_id", "input: 'r'");
     s_gb_send(&gb, "out", "dead_id", "out");
-    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
     zf_rendezvous_t *r = NULL;
     assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
     assert_int_equal(zf_rendezvous_send(r, "k", NULL, true).code, ZF_OK);
@@ -706,7 +707,7 @@ static void test_executor_forwards_dead_tensors_without_running_kernels(void **s
     assert_false(s_ran("dead_id"));
     assert_true(s_ran("out"));
     zf_rendezvous_unref(&r);
-    zf_executor_destroy(&ex);
+    zf_engine_destroy(&ex);
 }
 
 static void test_executor_step_waiting_on_a_recv_ends_with_the_abort_status(void **state)
@@ -715,13 +716,13 @@ static void test_executor_step_waiting_on_a_recv_ends_with_the_abort_status(void
     s_gb_t gb = {0};
     s_gb_recv(&gb, "r", "never");
     s_gb_op(&gb, "Identity", "i", "input: 'r'");
-    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
     zf_rendezvous_t *r = NULL;
     assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
     s_wait_t w;
     s_wait_init(&w);
-    zf_executor_args_t args = {1, r};
-    zf_executor_run_async(ex, &args, s_wait_done, &w);
+    zf_engine_args_t args = {1, r};
+    zf_engine_run_async(ex, &args, s_wait_done, &w);
     usleep(5000);
     assert_false(s_is_done(&w));
     zf_status_t cause = zf_status_new(ZF_DEADLINE_EXCEEDED, "step 1 timed out");
@@ -733,7 +734,7 @@ static void test_executor_step_waiting_on_a_recv_ends_with_the_abort_status(void
     zf_status_clear(&s);
     zf_status_clear(&cause);
     zf_rendezvous_unref(&r);
-    zf_executor_destroy(&ex);
+    zf_engine_destroy(&ex);
 }
 
 static void test_executor_failure_in_one_partition_is_the_cause_reported_by_the_other(void **state)
@@ -743,17 +744,17 @@ static void test_executor_failure_in_one_partition_is_the_cause_reported_by_the_
     s_gb_const(&gb, "c", -4.0f, NULL);
     s_gb_op(&gb, "Sqrt", "bad", "input: 'c'");
     s_gb_send(&gb, "send", "bad", "edge");
-    zf_executor_t *p0 = s_executor(f->dev0, s_gb_parse(&gb));
+    zf_engine_t *p0 = s_executor(f->dev0, s_gb_parse(&gb));
     s_gb_recv(&gb, "recv", "edge");
     s_gb_op(&gb, "Identity", "i", "input: 'recv'");
     s_gb_send(&gb, "out", "i", "out");
-    zf_executor_t *p1 = s_executor(f->dev1, s_gb_parse(&gb));
+    zf_engine_t *p1 = s_executor(f->dev1, s_gb_parse(&gb));
     zf_rendezvous_t *r = NULL;
     assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
     s_wait_t w1;
     s_wait_init(&w1);
-    zf_executor_args_t args = {1, r};
-    zf_executor_run_async(p1, &args, s_wait_done, &w1);
+    zf_engine_args_t args = {1, r};
+    zf_engine_run_async(p1, &args, s_wait_done, &w1);
     zf_status_t s0 = s_run(p0, r);
     zf_status_t s1 = s_wait(&w1);
     assert_int_equal(s0.code, ZF_INVALID_ARGUMENT);
@@ -763,12 +764,12 @@ static void test_executor_failure_in_one_partition_is_the_cause_reported_by_the_
     zf_status_clear(&s0);
     zf_status_clear(&s1);
     zf_rendezvous_unref(&r);
-    zf_executor_destroy(&p0);
-    zf_executor_destroy(&p1);
+    zf_engine_destroy(&p0);
+    zf_engine_destroy(&p1);
 }
 
 typedef struct {
-    zf_executor_t *ex;
+    zf_engine_t *ex;
     float base;
     int ok;
 } s_concurrent_t;
@@ -784,8 +785,8 @@ static void *s_concurrent_steps(void *arg)
         zf_status_clear(&s);
         s = zf_rendezvous_send(r, "k2", x, false);
         zf_status_clear(&s);
-        zf_executor_args_t args = {i, r};
-        s = zf_executor_run(c->ex, &args);
+        zf_engine_args_t args = {i, r};
+        s = zf_engine_run(c->ex, &args);
         zf_tensor_t *t = NULL;
         if (zf_ok(s)) s = zf_rendezvous_recv(r, "sum", 1000, &t, NULL);
         const float *v = t ? zf_tensor_data(t) : NULL;
@@ -807,7 +808,7 @@ static void test_executor_runs_concurrent_steps_independently(void **state)
     s_gb_op(&gb, "StopGradient", "i1", "input: 'r1'");
     s_gb_op(&gb, "AddV2", "sum", "input: 'i1' input: 'r2'");
     s_gb_send(&gb, "out", "sum", "sum");
-    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
     s_concurrent_t c[3];
     pthread_t th[3];
     for (int i = 0; i < 3; i++) {
@@ -818,7 +819,7 @@ static void test_executor_runs_concurrent_steps_independently(void **state)
         pthread_join(th[i], NULL);
         assert_int_equal(c[i].ok, 50);
     }
-    zf_executor_destroy(&ex);
+    zf_engine_destroy(&ex);
 }
 
 static void test_executor_new_names_the_op_and_node_without_a_kernel(void **state)
@@ -828,9 +829,9 @@ static void test_executor_new_names_the_op_and_node_without_a_kernel(void **stat
     s_gb_const(&gb, "a", 1.0f, NULL);
     s_gb_add(&gb, "node { name: 'mm' op: 'MatMul' input: 'a' input: 'a' " T_FLOAT " }\n");
     Tensorflow__GraphDef *gd = s_gb_parse(&gb);
-    zf_executor_t *ex = NULL;
-    zf_executor_params_t params = {f->dev0, NULL};
-    zf_status_t s = zf_executor_new(gd, &params, &ex);
+    zf_engine_t *ex = NULL;
+    zf_engine_params_t params = {f->dev0, NULL};
+    zf_status_t s = zf_engine_new(gd, &params, &ex);
     assert_int_equal(s.code, ZF_NOT_FOUND);
     assert_null(ex);
     assert_non_null(strstr(zf_status_msg(&s), TEST0 ": No OpKernel was registered to support Op "
@@ -841,7 +842,7 @@ static void test_executor_new_names_the_op_and_node_without_a_kernel(void **stat
     s_gb_add(&gb,
              "node { name: 'novalue' op: 'Const' attr { key: 'dtype' value { type: DT_FLOAT } } }");
     gd = s_gb_parse(&gb);
-    s = zf_executor_new(gd, &params, &ex);
+    s = zf_engine_new(gd, &params, &ex);
     assert_int_equal(s.code, ZF_INVALID_ARGUMENT);
     assert_non_null(strstr(zf_status_msg(&s), "missing attr 'value'"));
     zf_status_clear(&s);
@@ -849,7 +850,7 @@ static void test_executor_new_names_the_op_and_node_without_a_kernel(void **stat
     /* An invalid graph. */
     s_gb_add(&gb, "node { name: 'x' op: 'Identity' input: 'nowhere' " T_FLOAT " }");
     gd = s_gb_parse(&gb);
-    s = zf_executor_new(gd, &params, &ex);
+    s = zf_engine_new(gd, &params, &ex);
     assert_int_equal(s.code, ZF_INVALID_ARGUMENT);
     assert_non_null(strstr(zf_status_msg(&s), "Incomplete graph, missing 1 inputs for x"));
     zf_status_clear(&s);
@@ -861,10 +862,10 @@ static void test_executor_runs_an_empty_graph(void **state)
     s_fixture_t *f = *state;
     s_gb_t gb = {0};
     s_gb_add(&gb, "versions { producer: 1 }");
-    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
-    assert_int_equal(zf_executor_num_nodes(ex), 0);
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    assert_int_equal(zf_engine_num_nodes(ex), 0);
     assert_int_equal(s_run(ex, NULL).code, ZF_OK);
-    zf_executor_destroy(&ex);
+    zf_engine_destroy(&ex);
 }
 
 /* ---- variables with the built-in CPU kernels ------------------------------ */
@@ -902,14 +903,14 @@ static void test_executor_variables_persist_across_steps(void **state)
     s_gb_add(&gb, "node { name: 'read' op: 'Identity' input: 'step' " T_FLOAT " }\n");
     s_gb_add(&gb, "node { name: 'send' op: '_Send' input: 'read' %s", send);
     Tensorflow__GraphDef *g2 = s_gb_parse(&gb);
-    zf_executor_params_t params = {cpu, res};
-    zf_executor_t *e1 = NULL, *e2 = NULL;
-    zf_status_t s = zf_executor_new(g1, &params, &e1);
+    zf_engine_params_t params = {cpu, res};
+    zf_engine_t *e1 = NULL, *e2 = NULL;
+    zf_status_t s = zf_engine_new(g1, &params, &e1);
     if (!zf_ok(s)) fail_msg("%s", zf_status_msg(&s));
-    zf_executor_adopt_graphdef(e1, &g1);
-    s = zf_executor_new(g2, &params, &e2);
+    zf_engine_adopt_graphdef(e1, &g1);
+    s = zf_engine_new(g2, &params, &e2);
     if (!zf_ok(s)) fail_msg("%s", zf_status_msg(&s));
-    zf_executor_adopt_graphdef(e2, &g2);
+    zf_engine_adopt_graphdef(e2, &g2);
     /* Reading before the assignment fails as TensorFlow does. */
     s = s_run(e2, NULL);
     assert_int_equal(s.code, ZF_FAILED_PRECONDITION);
@@ -927,8 +928,8 @@ static void test_executor_variables_persist_across_steps(void **state)
         zf_rendezvous_unref(&r);
     }
     free(key);
-    zf_executor_destroy(&e1);
-    zf_executor_destroy(&e2);
+    zf_engine_destroy(&e1);
+    zf_engine_destroy(&e2);
     zf_resource_mgr_destroy(&res);
     zf_device_destroy(&cpu);
 }
@@ -942,17 +943,17 @@ static void test_executor_calls_small_partitions_of_cheap_kernels_light(void **s
     s_gb_recv(&gb, "r", "k");
     s_gb_op(&gb, "Square", "sq", "input: 'r'");
     s_gb_send(&gb, "s", "sq", "out");
-    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
-    assert_true(zf_executor_is_light(ex));
-    zf_executor_destroy(&ex);
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    assert_true(zf_engine_is_light(ex));
+    zf_engine_destroy(&ex);
     /* one expensive kernel anywhere makes it heavy */
     s_gb_const(&gb, "c", 1, NULL);
     s_gb_op(&gb, "StopGradient", "g", "input: 'c'");
     ex = s_executor(f->dev0, s_gb_parse(&gb));
-    assert_false(zf_executor_is_light(ex));
-    zf_executor_destroy(&ex);
-    /* as do more than ZF_EXECUTOR_LIGHT_NODES nodes, even cheap ones */
-    for (int n = ZF_EXECUTOR_LIGHT_NODES; n <= ZF_EXECUTOR_LIGHT_NODES + 1; n++) {
+    assert_false(zf_engine_is_light(ex));
+    zf_engine_destroy(&ex);
+    /* as do more than ZF_ENGINE_LIGHT_NODES nodes, even cheap ones */
+    for (int n = ZF_ENGINE_LIGHT_NODES; n <= ZF_ENGINE_LIGHT_NODES + 1; n++) {
         s_gb_const(&gb, "i0", 1, NULL);
         for (int k = 1; k < n; k++) {
             char name[16], in[32];
@@ -961,9 +962,9 @@ static void test_executor_calls_small_partitions_of_cheap_kernels_light(void **s
             s_gb_op(&gb, "Identity", name, in);
         }
         ex = s_executor(f->dev0, s_gb_parse(&gb));
-        assert_int_equal(zf_executor_num_nodes(ex), n);
-        assert_int_equal(zf_executor_is_light(ex), n <= ZF_EXECUTOR_LIGHT_NODES);
-        zf_executor_destroy(&ex);
+        assert_int_equal(zf_engine_num_nodes(ex), n);
+        assert_int_equal(zf_engine_is_light(ex), n <= ZF_ENGINE_LIGHT_NODES);
+        zf_engine_destroy(&ex);
     }
 }
 
@@ -999,14 +1000,14 @@ static pthread_t s_recv_continues_on(s_fixture_t *f, bool heavy, int64_t n)
         s_gb_const(&gb, "c", 1, NULL);
         s_gb_op(&gb, "StopGradient", "g", "input: 'c'");
     }
-    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
-    assert_int_equal(zf_executor_is_light(ex), !heavy);
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    assert_int_equal(zf_engine_is_light(ex), !heavy);
     zf_rendezvous_t *r = NULL;
     ASSERT_OK(zf_rendezvous_new(1, &r));
     s_where_t w = {.status = ZF_STATUS_OK};
     atomic_init(&w.done, false);
-    zf_executor_args_t args = {1, r};
-    zf_executor_run_async(ex, &args, s_where_done, &w);
+    zf_engine_args_t args = {1, r};
+    zf_engine_run_async(ex, &args, s_where_done, &w);
     size_t values = 9, recvs = 0;
     zf_rendezvous_pending(r, &values, &recvs); /* the cheap root ran inside run_async */
     assert_int_equal(recvs, 1);
@@ -1016,9 +1017,9 @@ static pthread_t s_recv_continues_on(s_fixture_t *f, bool heavy, int64_t n)
     ASSERT_OK(zf_tensor_new(ZF_FLOAT, &shape, &t));
     float *v = zf_tensor_data(t);
     for (int64_t i = 0; i < n; i++) v[i] = (float)(i % 7) - 3;
-    zf_executor_set_inline_thread(true);
+    zf_engine_set_inline_thread(true);
     ASSERT_OK(zf_rendezvous_send(r, "k", t, false));
-    zf_executor_set_inline_thread(false);
+    zf_engine_set_inline_thread(false);
     while (!atomic_load(&w.done)) usleep(1000);
     ASSERT_OK(w.status);
     pthread_mutex_lock(&s_log_mu);
@@ -1034,7 +1035,7 @@ static pthread_t s_recv_continues_on(s_fixture_t *f, bool heavy, int64_t n)
     zf_tensor_unref(&out);
     zf_tensor_unref(&t);
     zf_rendezvous_unref(&r);
-    zf_executor_destroy(&ex);
+    zf_engine_destroy(&ex);
     return square;
 }
 
@@ -1045,13 +1046,13 @@ test_executor_continues_a_light_step_on_the_event_loop_that_completes_its_recv(v
     pthread_t me = pthread_self();
     /* light, small value: continues on this thread, inside the send */
     assert_true(pthread_equal(s_recv_continues_on(f, false, 2), me));
-    /* a heavy partition, or a value past ZF_EXECUTOR_INLINE_BYTES: the pool */
+    /* a heavy partition, or a value past ZF_ENGINE_INLINE_BYTES: the pool */
     assert_false(pthread_equal(s_recv_continues_on(f, true, 2), me));
-    int64_t big = ZF_EXECUTOR_INLINE_BYTES / (int64_t)sizeof(float) + 1;
+    int64_t big = ZF_ENGINE_INLINE_BYTES / (int64_t)sizeof(float) + 1;
     assert_false(pthread_equal(s_recv_continues_on(f, false, big), me));
     /* the last value that still stays */
     assert_true(pthread_equal(
-        s_recv_continues_on(f, false, ZF_EXECUTOR_INLINE_BYTES / (int64_t)sizeof(float)), me));
+        s_recv_continues_on(f, false, ZF_ENGINE_INLINE_BYTES / (int64_t)sizeof(float)), me));
 }
 
 /* Runs gd's step from this thread, marked as an event loop, to its end and
@@ -1059,16 +1060,16 @@ test_executor_continues_a_light_step_on_the_event_loop_that_completes_its_recv(v
  * holds elements values. */
 static pthread_t s_loop_runs(s_fixture_t *f, s_gb_t *gb, bool mul, int64_t elements)
 {
-    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(gb));
-    assert_true(zf_executor_is_light(ex));
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(gb));
+    assert_true(zf_engine_is_light(ex));
     zf_rendezvous_t *r = NULL;
     ASSERT_OK(zf_rendezvous_new(1, &r));
     s_where_t w = {.status = ZF_STATUS_OK};
     atomic_init(&w.done, false);
-    zf_executor_args_t args = {1, r};
-    zf_executor_set_inline_thread(true);
-    zf_executor_run_async(ex, &args, s_where_done, &w);
-    zf_executor_set_inline_thread(false);
+    zf_engine_args_t args = {1, r};
+    zf_engine_set_inline_thread(true);
+    zf_engine_run_async(ex, &args, s_where_done, &w);
+    zf_engine_set_inline_thread(false);
     while (!atomic_load(&w.done)) usleep(1000);
     ASSERT_OK(w.status);
     zf_tensor_t *out = NULL;
@@ -1076,7 +1077,7 @@ static pthread_t s_loop_runs(s_fixture_t *f, s_gb_t *gb, bool mul, int64_t eleme
     assert_int_equal(zf_tensor_num_elements(out), elements);
     zf_tensor_unref(&out);
     zf_rendezvous_unref(&r);
-    zf_executor_destroy(&ex);
+    zf_engine_destroy(&ex);
     pthread_mutex_lock(&s_log_mu);
     pthread_t t = mul ? s_mul_thread : s_square_thread;
     pthread_mutex_unlock(&s_log_mu);
@@ -1111,8 +1112,8 @@ test_executor_sends_nodes_that_may_take_long_from_an_event_loop_to_the_pool(void
 {
     s_fixture_t *f = *state;
     pthread_t me = pthread_self();
-    int64_t limit = ZF_EXECUTOR_INLINE_BYTES / (int64_t)sizeof(float);
-    /* inputs up to ZF_EXECUTOR_INLINE_BYTES stay on the loop; past it, the pool */
+    int64_t limit = ZF_ENGINE_INLINE_BYTES / (int64_t)sizeof(float);
+    /* inputs up to ZF_ENGINE_INLINE_BYTES stay on the loop; past it, the pool */
     assert_true(pthread_equal(s_square_of_grown(f, "Neg", limit), me));
     assert_false(pthread_equal(s_square_of_grown(f, "Neg", limit + 1), me));
     /* small inputs whose shapes broadcast past it: the pool (256*256 floats
@@ -1123,22 +1124,22 @@ test_executor_sends_nodes_that_may_take_long_from_an_event_loop_to_the_pool(void
      * makes ready goes on where it ran, however small */
     assert_false(pthread_equal(s_square_of_grown(f, "Relu", 2), me));
     /* out of the loop, the same steps run where they start */
-    zf_executor_set_inline_thread(false);
+    zf_engine_set_inline_thread(false);
     s_gb_t gb = {0};
     s_gb_const(&gb, "c", 2, NULL);
     s_gb_op(&gb, "Relu", "g", "input: 'c'");
     s_gb_op(&gb, "Square", "sq", "input: 'g'");
     s_gb_send(&gb, "s", "sq", "out");
-    zf_executor_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
     zf_rendezvous_t *r = NULL;
     ASSERT_OK(zf_rendezvous_new(2, &r));
-    zf_executor_args_t args = {2, r};
-    ASSERT_OK(zf_executor_run(ex, &args));
+    zf_engine_args_t args = {2, r};
+    ASSERT_OK(zf_engine_run(ex, &args));
     pthread_mutex_lock(&s_log_mu);
     assert_true(pthread_equal(s_square_thread, me));
     pthread_mutex_unlock(&s_log_mu);
     zf_rendezvous_unref(&r);
-    zf_executor_destroy(&ex);
+    zf_engine_destroy(&ex);
 }
 
 static void test_executor_cpu_fill_is_sized_by_its_values(void **state)
@@ -1149,7 +1150,7 @@ static void test_executor_cpu_fill_is_sized_by_its_values(void **state)
     s_gb_add(&gb, "node { name: 'f' op: 'Fill' input: 'd' input: 'v' " T_FLOAT
                   " attr { key: 'index_type' value { type: DT_INT32 } } }\n");
     Tensorflow__GraphDef *gd = s_gb_parse(&gb);
-    const zf_kernel_def_t *k = NULL;
+    const zf_kernel_t *k = NULL;
     ASSERT_OK(zf_kernel_find("CPU", gd->node[0], &k));
     assert_string_equal(k->op, "Fill");
     assert_true(k->flags & ZF_KERNEL_SIZED_BY_VALUE);
@@ -1160,8 +1161,12 @@ static void test_executor_cpu_fill_is_sized_by_its_values(void **state)
 int main(void)
 {
     zf_status_t s = ZF_STATUS_OK;
-    for (size_t i = 0; i < sizeof s_test_kernels / sizeof s_test_kernels[0] && zf_ok(s); i++)
-        s = zf_kernel_register(&s_test_kernels[i]);
+    enum { N_TEST = sizeof s_test_kernels / sizeof s_test_kernels[0] };
+    static zf_kernel_def_t defs[N_TEST]; /* the TEST device's: no constraint, no host memory */
+    for (size_t i = 0; i < N_TEST && zf_ok(s); i++) {
+        defs[i] = (zf_kernel_def_t){.op = s_test_kernels[i].op, .device_type = "TEST"};
+        s = zf_kernel_register_with_def(&defs[i], &s_test_kernels[i]);
+    }
     if (!zf_ok(s)) {
         fprintf(stderr, "registering test kernels: %s\n", zf_status_msg(&s));
         return 1;

@@ -12,9 +12,9 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "executor/device.h"
-#include "executor/member.h"
-#include "executor/service.h"
+#include "executor/devices/device.h"
+#include "executor/worker/member.h"
+#include "executor/worker/service.h"
 #include "fake_broker_util.h"
 #include "test_util.h"
 

@@ -23,9 +23,9 @@
 #include "common/graphdef_io.h"
 #include "common/tensor_proto.h"
 #include "common/transport.h"
-#include "executor/local_session.h"
+#include "session/local_session.h"
 #include "fake_broker_util.h"
-#include "scheduler/partition.h"
+#include "scheduler/graph/partition.h"
 #include "test_util.h"
 
 #define EXECUTOR ZF_BIN_DIR "/zflow-executor"

@@ -16,11 +16,11 @@
 #include "common/log.h"
 #include "common/tensor_proto.h"
 #include "common/transport.h"
-#include "executor/device.h"
-#include "executor/local_session.h"
-#include "executor/service.h"
-#include "scheduler/partition.h"
-#include "scheduler/placer.h"
+#include "executor/devices/device.h"
+#include "session/local_session.h"
+#include "executor/worker/service.h"
+#include "scheduler/graph/partition.h"
+#include "scheduler/graph/placer.h"
 #include "test_util.h"
 
 #define WAIT_MS 10000

@@ -15,10 +15,10 @@
 #include <cmocka.h>
 
 #include "broker_test_util.h"
+#include "common/rendezvous_key.h"
 #include "common/tensor_frame.h"
-#include "executor/kernel.h"
-#include "executor/remote.h"
-#include "scheduler/partition.h"
+#include "executor/kernels/kernel.h"
+#include "executor/rendezvous/remote.h"
 #include "kernel_test_util.h"
 #include "test_util.h"
 #include "gpu_test_util.h"
@@ -82,7 +82,7 @@ static bool s_values_ok(zf_device_t *dev, const zf_tensor_t *out)
 static int s_take(zf_device_t *dev, zf_rendezvous_t *r)
 {
     Tensorflow__NodeDef *n = s_recv_node();
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     void *st = NULL;
     zf_status_t s = zf_kernel_find("GPU", n, &def);
     if (zf_ok(s)) s = def->create(n, &st);

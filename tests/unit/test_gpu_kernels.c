@@ -10,10 +10,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "executor/rendezvous.h"
+#include "executor/rendezvous/rendezvous.h"
 #include "kernel_test_util.h"
 #include "gpu_test_util.h"
-#include "scheduler/partition.h"
+#include "common/rendezvous_key.h"
 
 #define S_GPU0 "/job:localhost/replica:0/task:0/device:GPU:0"
 #define S_CPU0 "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -477,7 +477,7 @@ static void test_gpu_fill_zeros_like_and_ones_like(void **state)
 static zf_status_t s_compute(zf_device_t *dev, const Tensorflow__NodeDef *node, void *state,
                              zf_tensor_t **in, int n_in, zf_tensor_t **out, int n_out)
 {
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     ZF_TRY(zf_kernel_find("GPU", node, &def));
     zf_kernel_ctx_t ctx = {.node = node,
                            .state = state,
@@ -498,7 +498,7 @@ static void test_gpu_const_is_copied_to_the_gpu_once(void **state)
     Tensorflow__NodeDef *n = kt_node_new("c", "Const", 0);
     kt_attr_type(n, "dtype", ZF_FLOAT);
     kt_attr_tensor(n, "value", value);
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     ASSERT_OK(zf_kernel_find("GPU", n, &def));
     void *st = NULL;
     ASSERT_OK(def->create(n, &st));
@@ -657,7 +657,7 @@ static Tensorflow__NodeDef *s_sendrecv_node(const char *op, const char *from, co
 static void s_run_sendrecv(zf_device_t *dev, const Tensorflow__NodeDef *n, zf_rendezvous_t *r,
                            zf_tensor_t *in, zf_tensor_t **out)
 {
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     ASSERT_OK(zf_kernel_find("GPU", n, &def));
     void *st = NULL;
     ASSERT_OK(def->create(n, &st));

@@ -7,18 +7,19 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "common/op_registry.h"
-#include "executor/gpu.h"
+#include "executor/devices/gpu.h"
 #include "kernel_test_util.h"
 
 #define S_GPU0 "/job:localhost/replica:0/task:0/device:GPU:0"
 #define S_CPU0 "/job:localhost/replica:0/task:0/device:CPU:0"
 
 #ifdef ZFLOW_HAVE_CUDA
-#include "executor/cuda/gpu_internal.h"
-#include "executor/kernels_util.h"
+#include "executor/devices/cuda/gpu_internal.h"
+#include "executor/kernels/kernels_util.h"
 
 /* The GPU kernel for op with its type attr set to t has exactly these
  * host-memory bits and accepts t. */
@@ -27,7 +28,9 @@ static void s_expect(const char *op, const char *attr, zf_dtype_t t, uint32_t in
     Tensorflow__NodeDef *n = kt_node_new("n", op, 0);
     if (attr) kt_attr_type(n, attr, t);
     const zf_kernel_def_t *def = NULL;
-    zf_status_t s = zf_kernel_find("GPU", n, &def);
+    const zf_kernel_t *k = NULL;
+    zf_status_t s = zf_kernel_find("GPU", n, &k);
+    if (zf_ok(s)) s = zf_kernel_def_find("GPU", n, &def, NULL);
     if (!zf_ok(s)) fail_msg("%s with %s: %s", op, zf_dtype_name(t), zf_status_msg(&s));
     if (def->host_memory_inputs != in || def->host_memory_outputs != out)
         fail_msg("%s with %s: host memory inputs %#x outputs %#x, expected %#x %#x", op,
@@ -40,14 +43,35 @@ static void s_expect_none(const char *op, const char *attr, zf_dtype_t t)
 {
     Tensorflow__NodeDef *n = kt_node_new("n", op, 0);
     kt_attr_type(n, attr, t);
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     zf_test_expect_error(zf_kernel_find("GPU", n, &def), ZF_NOT_FOUND,
                          "No OpKernel was registered to support Op");
     assert_null(def);
     kt_node_free(&n);
 }
 
-#define S_ALL ZF__GPU_ALL_HOST
+#define S_ALL ZF_KERNEL_ALL_HOST
+
+static void s_check_gpu(const zf_kernel_def_t *def, const void *impl, void *arg)
+{
+    int *n = arg;
+    if (strcmp(def->device_type, "GPU") != 0) return;
+    if (!impl) fail_msg("the GPU definition of %s has no kernel", def->op);
+    n[0]++;
+}
+
+/* Every built-in GPU definition has its kernel, and every GPU kernel found
+ * its definition (registration needs no GPU). */
+static void test_every_gpu_definition_has_its_kernel(void **state)
+{
+    (void)state;
+    zf_kernels_register_builtin(true);
+    ASSERT_OK(zf_gpu_register_kernels());
+    ASSERT_OK(zf_kernels_builtin_status());
+    int n = 0;
+    zf_kernel_def_foreach(s_check_gpu, &n);
+    assert_true(n > 40);
+}
 
 static void test_gpu_math_kernels_take_half_float_and_double_in_gpu_memory(void **state)
 {
@@ -147,7 +171,7 @@ static void test_gpu_cast_refuses_a_conversion_it_cannot_do_when_created(void **
     Tensorflow__NodeDef *n = kt_node_new("c", "Cast", 1);
     kt_attr_type(n, "SrcT", ZF_FLOAT);
     kt_attr_type(n, "DstT", ZF_INT32);
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     ASSERT_OK(zf_kernel_find("GPU", n, &def));
     void *st = NULL;
     zf_test_expect_error(def->create(n, &st), ZF_UNIMPLEMENTED,
@@ -168,7 +192,7 @@ static void test_gpu_kernel_without_a_gpu_device_fails_cleanly(void **state)
     zf_kernels_register_builtin(true);
     Tensorflow__NodeDef *n = kt_node_new("mm", "MatMul", 2);
     kt_attr_type(n, "T", ZF_FLOAT);
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     ASSERT_OK(zf_kernel_find("GPU", n, &def));
     zf_tensor_t *a = KT_F32(ZF_SHAPE(1, 1), 2.0f), *out = NULL;
     zf_tensor_t *in[2] = {a, a};
@@ -343,7 +367,17 @@ static void test_no_gpu_kernels_are_registered_without_cuda(void **state)
     assert_true(zf_kernel_exists("MatMul", "CPU"));
     assert_false(zf_kernel_exists("MatMul", "GPU"));
     assert_false(zf_kernel_exists("Const", "GPU"));
-    assert_false(zf_op_has_kernel(zf_op_lookup("MatMul"), "GPU"));
+    /* the definitions hold in every build: a scheduler built without CUDA
+     * still places onto GPU executors */
+    assert_true(zf_kernel_def_exists("MatMul", "GPU"));
+    assert_true(zf_op_has_kernel(zf_op_lookup("MatMul"), "GPU"));
+    Tensorflow__NodeDef *n = kt_node_new("m", "MatMul", 0);
+    kt_attr_type(n, "T", ZF_FLOAT);
+    const zf_kernel_t *k = NULL;
+    zf_test_expect_error(zf_kernel_find("GPU", n, &k), ZF_NOT_FOUND,
+                         "No OpKernel was registered to support Op 'MatMul' used by node m on "
+                         "GPU: its definition exists, but this build has no implementation");
+    kt_node_free(&n);
 }
 
 #endif
@@ -352,6 +386,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
 #ifdef ZFLOW_HAVE_CUDA
+        cmocka_unit_test(test_every_gpu_definition_has_its_kernel),
         cmocka_unit_test(test_gpu_math_kernels_take_half_float_and_double_in_gpu_memory),
         cmocka_unit_test(test_gpu_kernels_keep_shapes_and_axes_in_host_memory),
         cmocka_unit_test(test_gpu_int32_kernels_keep_everything_in_host_memory),

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "common/graphdef_io.h"
-#include "scheduler/master.h"
+#include "scheduler/master/master.h"
 #include "test_util.h"
 #include "broker_test_util.h"
 #include "master_test_util.h"

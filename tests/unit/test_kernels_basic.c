@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <pthread.h>
 #include <cmocka.h>
 
@@ -91,6 +92,46 @@ static void test_builtin_registration_covers_every_cpu_op_once(void **state)
     assert_false(zf_kernel_exists("Conv2D", "GPU"));
 }
 
+static zf_status_t s_stray_compute(zf_kernel_ctx_t *ctx)
+{
+    (void)ctx;
+    return ZF_STATUS_OK;
+}
+
+static void s_count_cpu(const zf_kernel_def_t *def, const void *impl, void *arg)
+{
+    int *n = arg;
+    if (strcmp(def->device_type, "CPU") != 0) return;
+    if (!impl) fail_msg("the CPU definition of %s has no kernel", def->op);
+    n[0]++;
+}
+
+/* Every built-in CPU definition has its kernel, and every built-in kernel
+ * found its definition. */
+static void test_every_cpu_definition_has_its_kernel(void **state)
+{
+    (void)state;
+    zf_kernels_register_builtin(false);
+    ASSERT_OK(zf_kernels_builtin_status());
+    int n = 0;
+    zf_kernel_def_foreach(s_count_cpu, &n);
+    assert_true(n >= (int)(sizeof s_cpu_ops / sizeof s_cpu_ops[0]));
+    /* a kernel with no definition is refused, naming itself */
+    static const zf_kernel_t stray = {.op = "MatMul",
+                                      .device_type = "CPU",
+                                      .allowed_types = ZF_TYPE_BIT(ZF_INT8),
+                                      .compute = NULL,
+                                      .compute_async = NULL};
+    zf_test_expect_error(zf_kernel_register(&stray), ZF_INVALID_ARGUMENT, "a compute function");
+    static const zf_kernel_t stray2 = {.op = "MatMul",
+                                       .device_type = "CPU",
+                                       .allowed_types = ZF_TYPE_BIT(ZF_INT8),
+                                       .compute = s_stray_compute};
+    zf_test_expect_error(zf_kernel_register(&stray2), ZF_NOT_FOUND,
+                         "the kernel for op 'MatMul' on CPU (allowed types 0x40) has no "
+                         "definition");
+}
+
 static void test_expensive_kernels_are_flagged(void **state)
 {
     (void)state;
@@ -99,14 +140,14 @@ static void test_expensive_kernels_are_flagged(void **state)
     for (size_t i = 0; i < 5; i++) {
         Tensorflow__NodeDef *n = kt_node_new("n", expensive[i], 2);
         kt_attr_type(n, "T", ZF_FLOAT);
-        const zf_kernel_def_t *def = NULL;
+        const zf_kernel_t *def = NULL;
         ASSERT_OK(zf_kernel_find("CPU", n, &def));
         assert_true(def->flags & ZF_KERNEL_EXPENSIVE);
         kt_node_free(&n);
     }
     Tensorflow__NodeDef *n = kt_node_new("n", "Identity", 1);
     kt_attr_type(n, "T", ZF_FLOAT);
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     ASSERT_OK(zf_kernel_find("CPU", n, &def));
     assert_false(def->flags & ZF_KERNEL_EXPENSIVE);
     kt_node_free(&n);
@@ -159,7 +200,7 @@ static void test_const_outputs_its_value_every_step(void **state)
     (void)state;
     zf_tensor_t *v = KT_F32(ZF_SHAPE(2, 2), 1, 2, 3, 4);
     Tensorflow__NodeDef *n = s_const_node("c", v, ZF_FLOAT);
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     zf_kernels_register_builtin(false);
     ASSERT_OK(zf_kernel_find("CPU", n, &def));
     void *st = NULL;
@@ -300,6 +341,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builtin_registration_covers_every_cpu_op_once),
+        cmocka_unit_test(test_every_cpu_definition_has_its_kernel),
         cmocka_unit_test(test_expensive_kernels_are_flagged),
         cmocka_unit_test(test_kernels_refuse_nodes_with_missing_inputs),
         cmocka_unit_test(test_const_outputs_its_value_every_step),

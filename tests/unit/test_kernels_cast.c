@@ -148,7 +148,7 @@ static void test_cast_rejects_unsupported_dtypes(void **state)
     (void)state;
     zf_kernels_register_builtin(false);
     Tensorflow__NodeDef *n = s_cast_node(ZF_STRING, ZF_FLOAT, false);
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     zf_test_expect_error(zf_kernel_find("CPU", n, &def), ZF_NOT_FOUND, "SrcT=DT_STRING");
     kt_node_free(&n);
     n = s_cast_node(ZF_FLOAT, ZF_STRING, false);

@@ -222,7 +222,7 @@ static void test_kernel_lookup_rejects_unsupported_dtypes(void **state)
     zf_kernels_register_builtin(false);
     Tensorflow__NodeDef *n = kt_node_new("s", "Sqrt", 1);
     kt_attr_type(n, "T", ZF_INT32);
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     zf_test_expect_error(zf_kernel_find("CPU", n, &def), ZF_NOT_FOUND,
                          "No OpKernel was registered to support Op 'Sqrt' used by node s");
     assert_null(def);

@@ -129,7 +129,7 @@ static void test_matmul_rejects_bad_shapes_and_dtypes(void **state)
     kt_unref_all(in, 2);
     kt_node_free(&n);
     n = s_matmul_node(ZF_INT32, false, false);
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     zf_test_expect_error(zf_kernel_find("CPU", n, &def), ZF_NOT_FOUND, "'MatMul'");
     kt_node_free(&n);
 }

@@ -15,9 +15,9 @@
 
 #include "common/graphdef_io.h"
 #include "common/tensor_print.h"
-#include "executor/kernel.h"
-#include "executor/gpu.h"
-#include "executor/local_session.h"
+#include "executor/kernels/kernel.h"
+#include "executor/devices/gpu.h"
+#include "session/local_session.h"
 
 #define EXAMPLES ZF_TEST_DATA_DIR "/../../examples"
 #define CPU(k)   "/job:localhost/replica:0/task:0/device:CPU:" #k

@@ -14,7 +14,7 @@
 
 #include "common/graphdef_io.h"
 #include "common/tensor_proto.h"
-#include "scheduler/master.h"
+#include "scheduler/master/master.h"
 #include "test_util.h"
 #include "master_test_util.h"
 

@@ -13,9 +13,10 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "common/rendezvous_key.h"
 #include "common/graphdef_io.h"
-#include "executor/kernel.h"
-#include "scheduler/partition.h"
+#include "common/kernel_def.h"
+#include "scheduler/graph/partition.h"
 
 #define CPU0 "/job:localhost/replica:0/task:0/device:CPU:0"
 #define CPU1 "/job:localhost/replica:0/task:0/device:CPU:1"
@@ -192,23 +193,17 @@ static void s_assert_transfer(const Tensorflow__NodeDef *nd, const char *op, con
     assert_string_equal(nd->device, strstr(op, "Send") ? send_dev : recv_dev);
 }
 
-static zf_status_t s_dummy_compute(zf_kernel_ctx_t *ctx)
-{
-    (void)ctx;
-    return ZF_STATUS_OK;
-}
-
 static int s_setup(void **state)
 {
     (void)state;
-    zf_kernel_registry_reset();
+    zf_kernel_def_registry_reset();
     return 0;
 }
 
 static int s_teardown(void **state)
 {
     (void)state;
-    zf_kernel_registry_reset();
+    zf_kernel_def_registry_reset();
     return 0;
 }
 
@@ -573,15 +568,13 @@ static void test_partition_dedups_recvs_per_source_tensor_and_destination(void *
     s_free(&f);
 }
 
-static const zf_kernel_def_t s_gpu_reshape = {
-    "Reshape", "GPU", NULL, 0, 1u << 1, 0, 0, NULL, NULL, s_dummy_compute, NULL};
-static const zf_kernel_def_t s_gpu_check = {
-    "CheckNumerics", "GPU", NULL, 0, 1u << 0, 0, 0, NULL, NULL, s_dummy_compute, NULL};
+static const zf_kernel_def_t s_gpu_reshape = {"Reshape", "GPU", NULL, 0, 1u << 1, 0};
+static const zf_kernel_def_t s_gpu_check = {"CheckNumerics", "GPU", NULL, 0, 1u << 0, 0};
 
 static void test_partition_picks_host_send_and_recv_by_memory_type(void **state)
 {
     (void)state;
-    assert_true(zf_ok(zf_kernel_register(&s_gpu_reshape)));
+    assert_true(zf_ok(zf_kernel_def_register(&s_gpu_reshape)));
     s_fx_t f;
     /* s (int64) feeds Reshape's shape, which the GPU kernel takes in host
      * memory, and a Neg that takes it in device memory; sh (int32) and str
@@ -640,7 +633,7 @@ static void test_partition_picks_host_send_and_recv_by_memory_type(void **state)
 static void test_partition_pairs_send_and_recv_on_one_device_when_memory_differs(void **state)
 {
     (void)state;
-    assert_true(zf_ok(zf_kernel_register(&s_gpu_check)));
+    assert_true(zf_ok(zf_kernel_def_register(&s_gpu_check)));
     s_fx_t f;
     s_load(&f, "node { name: 'v' op: 'Const' device: '/gpu:0' attr { key: 'dtype' value { type: "
                "DT_FLOAT } }\n"
@@ -824,7 +817,7 @@ static void s_assert_contains(const char *text, const char *needle)
 static void test_partition_draws_clusters_and_marks_cut_edges(void **state)
 {
     (void)state;
-    assert_true(zf_ok(zf_kernel_register(&s_gpu_check)));
+    assert_true(zf_ok(zf_kernel_def_register(&s_gpu_check)));
     s_fx_t f;
     s_load(&f, s_chain);
     s_devices(&f, 2, CPU0, CPU1);

@@ -19,8 +19,8 @@
 
 #include "common/graphdef_io.h"
 #include "common/strmap.h"
-#include "executor/kernel.h"
-#include "scheduler/partition.h"
+#include "common/kernel_def.h"
+#include "scheduler/graph/partition.h"
 
 #define MAX_NODES 64
 #define MAX_DEVS  8
@@ -446,21 +446,14 @@ static void s_check_reimport_and_determinism(const s_case_t *c, s_out_t *o, cons
     zf_partition_set_destroy(&again);
 }
 
-static zf_status_t s_compute(zf_kernel_ctx_t *ctx)
-{
-    (void)ctx;
-    return ZF_STATUS_OK;
-}
-
 /* A GPU Identity that takes its input in host memory: same-device pairs. */
-static const zf_kernel_def_t s_gpu_identity = {"Identity", "GPU", NULL, 0,         1u,  0,
-                                               0,          NULL,  NULL, s_compute, NULL};
+static const zf_kernel_def_t s_gpu_identity = {"Identity", "GPU", NULL, 0, 1u, 0};
 
 static void test_partition_properties_hold_on_random_dags(void **state)
 {
     (void)state;
-    zf_kernel_registry_reset();
-    assert_true(zf_ok(zf_kernel_register(&s_gpu_identity)));
+    zf_kernel_def_registry_reset();
+    assert_true(zf_ok(zf_kernel_def_register(&s_gpu_identity)));
     int graphs = 0, cut = 0;
     for (uint64_t seed = 1; seed <= 400; seed++) {
         s_rng = seed * 0x9e3779b97f4a7c15ull;
@@ -498,7 +491,7 @@ static void test_partition_properties_hold_on_random_dags(void **state)
     }
     assert_int_equal(graphs, 400);
     assert_true(cut > 1000); /* the graphs do cut edges */
-    zf_kernel_registry_reset();
+    zf_kernel_def_registry_reset();
 }
 
 int main(void)

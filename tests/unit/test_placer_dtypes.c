@@ -12,45 +12,37 @@
 
 #include "common/graph.h"
 #include "common/graphdef_io.h"
-#include "executor/kernel.h"
-#include "scheduler/placer.h"
+#include "common/kernel_def.h"
+#include "scheduler/graph/placer.h"
 #include "tests/unit/test_util.h"
-
-static zf_status_t s_noop_compute(zf_kernel_ctx_t *ctx)
-{
-    (void)ctx;
-    return ZF_STATUS_OK;
-}
 
 /* MatMul: GPU takes float only; CPU takes float and int64. */
 static const zf_kernel_def_t s_defs[] = {
     {.op = "MatMul",
      .device_type = "GPU",
      .type_attr = "T",
-     .allowed_types = ZF_TYPE_BIT(ZF_FLOAT),
-     .compute = s_noop_compute},
+     .allowed_types = ZF_TYPE_BIT(ZF_FLOAT)},
     {.op = "MatMul",
      .device_type = "CPU",
      .type_attr = "T",
-     .allowed_types = ZF_TYPE_BIT(ZF_FLOAT) | ZF_TYPE_BIT(ZF_INT64),
-     .compute = s_noop_compute},
-    {.op = "Const", .device_type = "CPU", .compute = s_noop_compute},
-    {.op = "Const", .device_type = "GPU", .compute = s_noop_compute},
+     .allowed_types = ZF_TYPE_BIT(ZF_FLOAT) | ZF_TYPE_BIT(ZF_INT64)},
+    {.op = "Const", .device_type = "CPU"},
+    {.op = "Const", .device_type = "GPU"},
 };
 
 static int s_setup(void **state)
 {
     (void)state;
-    zf_kernel_registry_reset();
+    zf_kernel_def_registry_reset();
     for (size_t i = 0; i < sizeof s_defs / sizeof s_defs[0]; i++)
-        ASSERT_OK(zf_kernel_register(&s_defs[i]));
+        ASSERT_OK(zf_kernel_def_register(&s_defs[i]));
     return 0;
 }
 
 static int s_teardown(void **state)
 {
     (void)state;
-    zf_kernel_registry_reset();
+    zf_kernel_def_registry_reset();
     return 0;
 }
 
@@ -120,9 +112,9 @@ static void test_kernel_accepts_dtype_only_rejects_registered_mismatches(void **
     const char *text = s_graph("DT_INT64", "");
     ASSERT_OK(zf_graphdef_read_mem(text, strlen(text), ZF_FORMAT_PBTXT, &gd));
     const Tensorflow__NodeDef *mm = gd->node[1];
-    assert_false(zf_kernel_accepts_dtype("GPU", mm));
-    assert_true(zf_kernel_accepts_dtype("CPU", mm));
-    assert_true(zf_kernel_accepts_dtype("TPU", mm)); /* nothing registered there */
+    assert_false(zf_kernel_def_accepts_dtype("GPU", mm));
+    assert_true(zf_kernel_def_accepts_dtype("CPU", mm));
+    assert_true(zf_kernel_def_accepts_dtype("TPU", mm)); /* nothing registered there */
     zf_graphdef_free(&gd);
 }
 

@@ -15,11 +15,12 @@
 #include <cmocka.h>
 #include <zmq.h>
 
+#include "common/rendezvous_key.h"
 #include "common/log.h"
 #include "common/tensor_frame.h"
 #include "common/transport.h"
-#include "executor/remote.h"
-#include "executor/remote_internal.h"
+#include "executor/rendezvous/remote.h"
+#include "executor/rendezvous/remote_internal.h"
 #include "kernel_test_util.h"
 #include "test_util.h"
 
@@ -527,7 +528,7 @@ static void test_remote_offer_reaching_a_cpu_recv_fails_naming_both_devices(void
     kt_attr_bool(n, "client_terminated", false);
     zf_device_t *cpu = NULL;
     ASSERT_OK(zf_device_cpu_new(DEV_A, 1, &cpu));
-    const zf_kernel_def_t *def = NULL;
+    const zf_kernel_t *def = NULL;
     ASSERT_OK(zf_kernel_find("CPU", n, &def));
     void *st = NULL;
     ASSERT_OK(def->create(n, &st));

@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "executor/rendezvous.h"
+#include "executor/rendezvous/rendezvous.h"
 #include "rendezvous_test_util.h"
 
 #define KEY_A                                                                                      \

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "common/log.h"
-#include "executor/rendezvous.h"
+#include "executor/rendezvous/rendezvous.h"
 #include "rendezvous_test_util.h"
 #include "test_util.h"
 

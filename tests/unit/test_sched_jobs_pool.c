@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "common/tensor_proto.h"
-#include "scheduler/server.h"
+#include "scheduler/server/server.h"
 #include "service_test_util.h"
 #include "test_util.h"
 

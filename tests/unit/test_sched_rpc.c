@@ -14,8 +14,8 @@
 #include <cmocka.h>
 #include <zmq.h>
 
-#include "scheduler/master.h"
-#include "scheduler/rpc.h"
+#include "scheduler/master/master.h"
+#include "scheduler/server/rpc.h"
 #include "test_util.h"
 
 #define INBOX 8

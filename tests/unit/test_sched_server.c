@@ -19,7 +19,7 @@
 
 #include "common/graphdef_io.h"
 #include "common/tensor_proto.h"
-#include "scheduler/server.h"
+#include "scheduler/server/server.h"
 #include "service_test_util.h"
 #include "test_util.h"
 

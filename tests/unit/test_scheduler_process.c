@@ -13,7 +13,7 @@
 
 #include "common/graphdef_io.h"
 #include "common/tensor_proto.h"
-#include "executor/local_session.h"
+#include "session/local_session.h"
 #include "service_test_util.h"
 #include "busy_test_util.h"
 #include "test_util.h"

@@ -17,10 +17,10 @@
 
 #include "common/graphdef_io.h"
 #include "common/tensor_proto.h"
-#include "executor/device.h"
-#include "executor/local_session.h"
-#include "executor/remote.h"
-#include "executor/service.h"
+#include "executor/devices/device.h"
+#include "session/local_session.h"
+#include "executor/rendezvous/remote.h"
+#include "executor/worker/service.h"
 #include "service_test_util.h"
 #include "test_util.h"
 

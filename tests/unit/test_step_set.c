@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "executor/step_set.h"
+#include "executor/rendezvous/step_set.h"
 #include "test_util.h"
 
 static void test_step_set_refuses_a_cap_out_of_range(void **state)

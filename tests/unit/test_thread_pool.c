@@ -1,4 +1,4 @@
-/* Tests for the thread pool (executor/thread_pool.h). */
+/* Tests for the thread pool (common/thread_pool.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "executor/thread_pool.h"
+#include "common/thread_pool.h"
 
 static void s_count(void *arg)
 {

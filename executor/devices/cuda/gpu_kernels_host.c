@@ -1,0 +1,95 @@
+/* GPU registrations of INT32 kernels that run on the host. TensorFlow keeps
+ * INT32 tensors in host memory on GPUs (they are mostly shapes and
+ * indices), so these declare every input and output host-memory and run
+ * the op's CPU kernel; the placer can then keep shape arithmetic next to
+ * the GPU work it feeds. */
+#include <stdlib.h>
+
+#include "executor/devices/cuda/gpu_internal.h"
+
+typedef struct {
+    const zf_kernel_t *cpu;
+    void *state;
+} s_host_t;
+
+static zf_status_t s_host_create(const Tensorflow__NodeDef *node, void **state)
+{
+    const zf_kernel_t *cpu = NULL;
+    ZF_TRY(zf_kernel_find("CPU", node, &cpu));
+    if (!cpu->compute)
+        return zf_unimplemented("%s (%s): its CPU kernel is asynchronous and cannot stand in for "
+                                "a GPU kernel",
+                                node->name, node->op);
+    s_host_t *h = calloc(1, sizeof *h);
+    if (!h) return zf_out_of_memory("host kernel state");
+    h->cpu = cpu;
+    if (cpu->create) {
+        zf_status_t s = cpu->create(node, &h->state);
+        if (!zf_ok(s)) {
+            free(h);
+            return s;
+        }
+    }
+    *state = h;
+    return ZF_STATUS_OK;
+}
+
+static void s_host_destroy(void *state)
+{
+    s_host_t *h = state;
+    if (!h) return;
+    if (h->cpu->destroy) h->cpu->destroy(h->state);
+    free(h);
+}
+
+/* The CPU kernel sees no device, so it allocates host tensors and loops on
+ * the calling thread. */
+static zf_status_t s_host_compute(zf_kernel_ctx_t *ctx)
+{
+    s_host_t *h = ctx->state;
+    for (int i = 0; i < ctx->num_inputs; i++)
+        if (ctx->inputs[i] && zf_tensor_memory_kind(ctx->inputs[i]) == ZF_MEMORY_DEVICE)
+            return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
+                                   "input %d is in GPU memory, but this kernel runs on the host",
+                                   i);
+    zf_kernel_ctx_t sub = *ctx;
+    sub.device = NULL;
+    sub.state = h->state;
+    return h->cpu->compute(&sub);
+}
+
+#define S_HOST_FLAGS(op_, flags_)                                                                  \
+    {                                                                                              \
+        .op = (op_), .device_type = "GPU", .allowed_types = ZF_TYPE_BIT(ZF_INT32),                 \
+        .flags = (flags_), .create = s_host_create, .destroy = s_host_destroy,                     \
+        .compute = s_host_compute                                                                  \
+    }
+#define S_HOST(op_) S_HOST_FLAGS(op_, 0)
+
+static const zf_kernel_t s_defs[] = {
+    S_HOST("Add"),       S_HOST("AddV2"),
+    S_HOST("Sub"),       S_HOST("Mul"),
+    S_HOST("Maximum"),   S_HOST("Minimum"),
+    S_HOST("Neg"),       S_HOST("Abs"),
+    S_HOST("Square"),    S_HOST("SquaredDifference"),
+    S_HOST("Sum"),       S_HOST("Max"),
+    S_HOST("Mean"),      S_HOST_FLAGS("Fill", ZF_KERNEL_SIZED_BY_VALUE),
+    S_HOST("ZerosLike"), S_HOST("OnesLike"),
+    S_HOST("Pack"),      S_HOST("ConcatV2"),
+};
+
+/* Only ops whose CPU kernel exists (kernels_builtin.c registers the CPU
+ * families first), so no GPU kernel is advertised that cannot run. */
+zf_status_t zf__gpu_register_host(void)
+{
+    zf_status_t first = ZF_STATUS_OK;
+    for (size_t i = 0; i < sizeof s_defs / sizeof s_defs[0]; i++) {
+        if (!zf_kernel_exists(s_defs[i].op, "CPU")) continue;
+        zf_status_t s = zf_kernel_register(&s_defs[i]);
+        if (zf_ok(first))
+            first = s;
+        else
+            zf_status_clear(&s);
+    }
+    return first;
+}

@@ -1,0 +1,469 @@
+/* The executor's network data plane: owns the PULL socket and its receiver
+ * thread, the per-peer PUSH sockets and the set of recently closed steps.
+ * CUDA IPC offers, sent and received, are in remote_ipc.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/strmap.h"
+#include "common/tensor_frame.h"
+#include "executor/rendezvous/remote.h"
+#include "executor/rendezvous/remote_internal.h"
+#include "executor/rendezvous/step_set.h"
+
+#define S_POLL_MS 100 /* how often the receiver looks at its stop flag */
+
+void zf_remote_default_host_id(char *buf, size_t n)
+{
+    char host[256] = "unknown-host", boot[64] = "";
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "unknown-host");
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof boot, f)) boot[0] = '\0';
+        fclose(f);
+    }
+    boot[strcspn(boot, "\r\n")] = '\0';
+    snprintf(buf, n, "%s:%s", host, boot);
+}
+
+/* ---- receiving ---------------------------------------------------------- */
+
+bool zf__remote_closed_locked(const zf_remote_t *r, int64_t step_id)
+{
+    return zf_step_set_has(r->closed, step_id);
+}
+
+static zf_status_t s_step_rendezvous(zf_remote_t *r, int64_t step_id, bool claim,
+                                     zf_rendezvous_t **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&r->mu);
+    bool closed = zf__remote_closed_locked(r, step_id);
+    pthread_mutex_unlock(&r->mu);
+    if (closed) return ZF_STATUS_OK;
+    /* Not under r->mu: the table may drop expired steps here, and freeing
+     * an IPC offer they held answers its sender through r->mu. */
+    zf_status_t s = claim ? zf_rendezvous_mgr_claim(r->mgr, step_id, out)
+                          : zf_rendezvous_mgr_find(r->mgr, step_id, out);
+    pthread_mutex_lock(&r->mu);
+    closed = zf_ok(s) && zf__remote_closed_locked(r, step_id);
+    pthread_mutex_unlock(&r->mu);
+    if (closed) { /* closed meanwhile: what was (re)made here goes too */
+        zf_rendezvous_unref(out);
+        zf_rendezvous_mgr_cleanup(r->mgr, step_id, NULL);
+    }
+    return s;
+}
+
+zf_status_t zf_remote_step_rendezvous(zf_remote_t *r, int64_t step_id, zf_rendezvous_t **out)
+{
+    return s_step_rendezvous(r, step_id, false, out);
+}
+
+zf_status_t zf_remote_claim_step(zf_remote_t *r, int64_t step_id, zf_rendezvous_t **out)
+{
+    return s_step_rendezvous(r, step_id, true, out);
+}
+
+void zf__remote_deliver(zf_remote_t *r, zf_tensor_frame_t *f)
+{
+    pthread_mutex_lock(&r->mu);
+    bool closed = zf__remote_closed_locked(r, f->step_id);
+    pthread_mutex_unlock(&r->mu);
+    zf_status_t s =
+        closed ? ZF_STATUS_OK
+               : zf_rendezvous_mgr_deliver(r->mgr, f->step_id, f->key, f->tensor, f->is_dead);
+    if (!closed && zf_ok(s)) {
+        pthread_mutex_lock(&r->mu);
+        closed = zf__remote_closed_locked(r, f->step_id);
+        pthread_mutex_unlock(&r->mu);
+        /* closed meanwhile: what was (re)made here goes too, with the value */
+        if (closed) zf_rendezvous_mgr_cleanup(r->mgr, f->step_id, NULL);
+    }
+    if (!closed && zf_ok(s)) {
+        atomic_fetch_add(&r->delivered, 1);
+    } else {
+        atomic_fetch_add(&r->dropped, 1);
+        zf_log_debug("remote", "dropped '%s' of step %lld: %s", f->key, (long long)f->step_id,
+                     zf_ok(s) ? "the step has ended here" : zf_status_msg(&s));
+    }
+    zf_status_clear(&s);
+}
+
+/* Receives and handles one message, waiting up to timeout_ms; false when
+ * none came (or the socket's context is closing). */
+static bool s_receive_one(zf_remote_t *r, int timeout_ms)
+{
+    zf_tensor_frame_t f = {0};
+    zf_status_t s = zf_tensor_frame_recv(r->pull, timeout_ms, &f);
+    bool got = zf_ok(s) || (s.code != ZF_CANCELLED && s.code != ZF_DEADLINE_EXCEEDED);
+    if (zf_ok(s) && f.reply) {
+        zf__remote_on_reply(r, f.reply);
+    } else if (zf_ok(s) && f.offer) {
+        zf__remote_on_offer(r, &f);
+    } else if (zf_ok(s)) {
+        zf__remote_deliver(r, &f);
+    } else if (s.code == ZF_CANCELLED) {
+        atomic_store(&r->stop, true);
+    } else if (s.code != ZF_DEADLINE_EXCEEDED) {
+        atomic_fetch_add(&r->malformed, 1);
+        zf_log_warn("remote", "dropped a message on %s: %s", zf_socket_endpoint(r->pull),
+                    zf_status_msg(&s));
+    }
+    zf_status_clear(&s);
+    zf_tensor_frame_clear(&f);
+    return got;
+}
+
+static void *s_receiver(void *arg)
+{
+    zf_remote_t *r = arg;
+    while (!atomic_load(&r->stop)) {
+        s_receive_one(r, S_POLL_MS);
+        zf_remote_expire(r, zf_remote_now_ms());
+    }
+    return NULL;
+}
+
+int zf_remote_pump(zf_remote_t *r, int max)
+{
+    int n = 0;
+    while (n < max && !atomic_load(&r->stop) && s_receive_one(r, 0)) n++;
+    return n;
+}
+
+void *zf_remote_poll_handle(const zf_remote_t *r)
+{
+    return zf_socket_handle(r->pull);
+}
+
+/* ---- peers ---------------------------------------------------------------- */
+
+/* A new peer with one reference, or NULL when out of memory. */
+static zf__remote_peer_t *s_peer_new(const char *endpoint, uint64_t incarnation)
+{
+    zf__remote_peer_t *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    if (!(p->endpoint = strdup(endpoint))) {
+        free(p);
+        return NULL;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    p->refs = 1;
+    p->incarnation = incarnation;
+    return p;
+}
+
+/* Drops a reference (caller holds the transport's mu, or is its only
+ * user); the last one closes the socket, dropping what is still queued. */
+static void s_peer_unref_locked(zf__remote_peer_t **p_p)
+{
+    zf__remote_peer_t *p = *p_p;
+    *p_p = NULL;
+    if (!p || --p->refs > 0) return;
+    zf_socket_destroy(&p->push);
+    pthread_mutex_destroy(&p->mu);
+    free(p->endpoint);
+    free(p);
+}
+
+zf__remote_peer_t *zf__remote_peer_find(zf_remote_t *r, const char *device)
+{
+    pthread_mutex_lock(&r->mu);
+    uintptr_t v = 0;
+    zf__remote_peer_t *p = zf_strmap_get(r->peers, device, &v) ? (zf__remote_peer_t *)v : NULL;
+    if (p) p->refs++;
+    pthread_mutex_unlock(&r->mu);
+    return p;
+}
+
+void zf__remote_peer_release(zf_remote_t *r, zf__remote_peer_t **p_p)
+{
+    pthread_mutex_lock(&r->mu);
+    s_peer_unref_locked(p_p);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+static zf_status_t s_new(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr, const char *bind_endpoint,
+                         bool thread, zf_remote_t **out)
+{
+    *out = NULL;
+    zf_remote_t *r = calloc(1, sizeof *r);
+    if (!r) return zf_out_of_memory("remote transport");
+    r->ctx = ctx;
+    r->mgr = mgr;
+    r->ipc_hold_ms = ZF_REMOTE_IPC_HOLD_MS;
+    r->held_min_ms = INT64_MAX;
+    zf_remote_default_host_id(r->host_id, sizeof r->host_id);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->peers_changed, NULL);
+    r->acker = calloc(1, sizeof *r->acker);
+    if (r->acker) {
+        pthread_mutex_init(&r->acker->mu, NULL);
+        atomic_init(&r->acker->refs, 1);
+        r->acker->r = r;
+    }
+    zf_status_t s = (r->peers = zf_strmap_new(8, ZF_STRMAP_OWN_KEYS)) && r->acker
+                        ? ZF_STATUS_OK
+                        : zf_out_of_memory("remote transport");
+    if (zf_ok(s)) s = zf_step_set_new(ZF_REMOTE_CLOSED_STEPS, &r->closed);
+    if (zf_ok(s)) s = zf_socket_new(ctx, ZF_SOCKET_PULL, &r->pull);
+    /* A tensor payload can be no larger than a tensor this process may
+     * allocate; refusing bigger frames keeps a peer from making libzmq
+     * allocate without bound. */
+    if (zf_ok(s)) s = zf_socket_set_max_frame_size(r->pull, (int64_t)zf_buffer_alloc_limit());
+    if (zf_ok(s))
+        s = zf_socket_bind(r->pull, bind_endpoint ? bind_endpoint : "tcp://127.0.0.1:*", NULL);
+    if (zf_ok(s) && thread && pthread_create(&r->thread, NULL, s_receiver, r) != 0)
+        s = zf_status_new(ZF_RESOURCE_EXHAUSTED, "cannot start the rendezvous receiver thread");
+    if (!zf_ok(s)) {
+        zf_remote_destroy(&r);
+        return s;
+    }
+    r->started = thread;
+    *out = r;
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_remote_new(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr, const char *bind_endpoint,
+                          zf_remote_t **out)
+{
+    return s_new(ctx, mgr, bind_endpoint, true, out);
+}
+
+zf_status_t zf_remote_new_polled(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr,
+                                 const char *bind_endpoint, zf_remote_t **out)
+{
+    return s_new(ctx, mgr, bind_endpoint, false, out);
+}
+
+void zf_remote_destroy(zf_remote_t **r_p)
+{
+    if (!r_p || !*r_p) return;
+    zf_remote_t *r = *r_p;
+    *r_p = NULL;
+    atomic_store(&r->stop, true);
+    if (r->started) pthread_join(r->thread, NULL);
+    if (r->acker) { /* offers released from now on answer nobody */
+        pthread_mutex_lock(&r->acker->mu);
+        r->acker->r = NULL;
+        pthread_mutex_unlock(&r->acker->mu);
+        zf__remote_acker_unref(&r->acker);
+    }
+    zf__remote_held_free_all(&r->held);
+    zf_socket_destroy(&r->pull);
+    size_t iter = 0;
+    uintptr_t v = 0;
+    while (r->peers && zf_strmap_next(r->peers, &iter, NULL, NULL, &v)) {
+        zf__remote_peer_t *p = (zf__remote_peer_t *)v;
+        s_peer_unref_locked(&p); /* no send runs any more */
+    }
+    zf_strmap_destroy(&r->peers);
+    zf_step_set_destroy(&r->closed);
+    pthread_cond_destroy(&r->peers_changed);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+const char *zf_remote_endpoint(const zf_remote_t *r)
+{
+    return zf_socket_endpoint(r->pull);
+}
+
+/* ---- sending -------------------------------------------------------------- */
+
+/* The rendezvous hook: devices without a known peer stay local. */
+static zf_status_t s_hook(void *arg, int64_t step_id, const char *key, const char *dst_device,
+                          zf_tensor_t *tensor, bool is_dead, bool *sent)
+{
+    zf_remote_t *r = arg;
+    zf__remote_peer_t *p = zf__remote_peer_find(r, dst_device);
+    *sent = p != NULL;
+    if (!p) return ZF_STATUS_OK;
+    zf_status_t s = zf__remote_peer_send(r, p, dst_device, key, step_id, tensor, is_dead);
+    zf__remote_peer_release(r, &p);
+    return s;
+}
+
+zf_status_t zf_remote_attach(zf_remote_t *r, const char *local_device)
+{
+    return zf_rendezvous_mgr_set_remote(r->mgr, local_device, s_hook, r);
+}
+
+/* Whether the peer recorded as p can stay for (endpoint, incarnation): same
+ * endpoint, and no two different known incarnations. */
+static bool s_peer_same(const zf__remote_peer_t *p, const char *endpoint, uint64_t incarnation)
+{
+    return strcmp(p->endpoint, endpoint) == 0 &&
+           (!incarnation || !p->incarnation || p->incarnation == incarnation);
+}
+
+zf_status_t zf_remote_update_peer(zf_remote_t *r, const char *device, const char *endpoint,
+                                  uint64_t incarnation, bool *changed)
+{
+    if (changed) *changed = false;
+    if (!device || !*device || !endpoint || !*endpoint)
+        return zf_invalid_argument("a peer needs a device name and a rendezvous endpoint");
+    zf__remote_peer_t *fresh = s_peer_new(endpoint, incarnation);
+    if (!fresh) return zf_out_of_memory("remote peer");
+    pthread_mutex_lock(&r->mu);
+    uintptr_t v = 0;
+    zf__remote_peer_t *old = zf_strmap_get(r->peers, device, &v) ? (zf__remote_peer_t *)v : NULL;
+    bool moved = !old || !s_peer_same(old, endpoint, incarnation);
+    bool learnt = !moved && incarnation && old->incarnation != incarnation;
+    int rc = moved ? zf_strmap_put(r->peers, device, (uintptr_t)fresh) : 0;
+    if (moved && rc == 0) {
+        s_peer_unref_locked(&old); /* closed once no send uses it */
+        fresh = NULL;
+    }
+    if (learnt) old->incarnation = incarnation;
+    if ((moved && rc == 0) || learnt) pthread_cond_broadcast(&r->peers_changed);
+    pthread_mutex_unlock(&r->mu);
+    s_peer_unref_locked(&fresh); /* not used: nobody else has seen it */
+    if (rc != 0) return zf_out_of_memory("remote peer");
+    if (changed) *changed = moved || learnt;
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_remote_set_peer(zf_remote_t *r, const char *device, const char *endpoint)
+{
+    return zf_remote_update_peer(r, device, endpoint, 0, NULL);
+}
+
+/* Whether a peer of incarnation (0: any) is known for device. Caller holds
+ * r->mu. */
+static bool s_peer_ready_locked(zf_remote_t *r, const char *device, uint64_t incarnation)
+{
+    uintptr_t v = 0;
+    if (!zf_strmap_get(r->peers, device, &v)) return false;
+    return !incarnation || ((zf__remote_peer_t *)v)->incarnation == incarnation;
+}
+
+bool zf_remote_wait_peer_incarnation(zf_remote_t *r, const char *device, uint64_t incarnation,
+                                     int timeout_ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&r->mu);
+    bool found = s_peer_ready_locked(r, device, incarnation);
+    int rc = 0;
+    while (!found && timeout_ms > 0 && rc != ETIMEDOUT) {
+        rc = pthread_cond_timedwait(&r->peers_changed, &r->mu, &deadline);
+        found = s_peer_ready_locked(r, device, incarnation);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return found;
+}
+
+bool zf_remote_wait_peer(zf_remote_t *r, const char *device, int timeout_ms)
+{
+    return zf_remote_wait_peer_incarnation(r, device, 0, timeout_ms);
+}
+
+uint64_t zf_remote_peer_incarnation(zf_remote_t *r, const char *device)
+{
+    pthread_mutex_lock(&r->mu);
+    uintptr_t v = 0;
+    uint64_t inc = zf_strmap_get(r->peers, device, &v) ? ((zf__remote_peer_t *)v)->incarnation : 0;
+    pthread_mutex_unlock(&r->mu);
+    return inc;
+}
+
+zf_status_t zf__remote_peer_socket_locked(zf_remote_t *r, zf__remote_peer_t *p)
+{
+    if (p->push) return ZF_STATUS_OK;
+    zf_socket_t *s = NULL;
+    ZF_TRY(zf_socket_new(r->ctx, ZF_SOCKET_PUSH, &s));
+    zf_status_t st = zf_socket_set_send_timeout(s, ZF_REMOTE_SEND_TIMEOUT_MS);
+    if (zf_ok(st)) st = zf_socket_connect(s, p->endpoint);
+    if (!zf_ok(st)) {
+        zf_socket_destroy(&s);
+        return st;
+    }
+    p->push = s;
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf__remote_peer_send(zf_remote_t *r, zf__remote_peer_t *p, const char *device,
+                                 const char *key, int64_t step_id, zf_tensor_t *tensor,
+                                 bool is_dead)
+{
+    if (tensor && !is_dead && zf_tensor_memory_kind(tensor) == ZF_MEMORY_DEVICE)
+        return zf__remote_send_device_tensor(r, p, device, key, step_id, tensor);
+    pthread_mutex_lock(&p->mu);
+    zf_status_t s = zf__remote_peer_socket_locked(r, p);
+    if (zf_ok(s)) s = zf_tensor_frame_send(p->push, key, step_id, tensor, is_dead);
+    pthread_mutex_unlock(&p->mu);
+    return zf_status_prefix(s, "sending '%s' to %s", key, device);
+}
+
+zf_status_t zf_remote_send(zf_remote_t *r, const char *device, const char *key, int64_t step_id,
+                           zf_tensor_t *tensor, bool is_dead)
+{
+    zf__remote_peer_t *p = zf__remote_peer_find(r, device);
+    if (!p)
+        return zf_status_new(ZF_UNAVAILABLE, "no rendezvous endpoint is known for device %s",
+                             device);
+    zf_status_t s = zf__remote_peer_send(r, p, device, key, step_id, tensor, is_dead);
+    zf__remote_peer_release(r, &p);
+    return s;
+}
+
+/* ---- steps ------------------------------------------------------------------ */
+
+/* Closes step_id here; the IPC offers it still holds are released only
+ * when release_held. */
+static void s_close_step(zf_remote_t *r, int64_t step_id, const zf_status_t *status,
+                         bool release_held)
+{
+    pthread_mutex_lock(&r->mu);
+    zf_step_set_add(r->closed, step_id);
+    zf__remote_held_t *held = release_held ? zf__remote_held_take_locked(r, 0, step_id) : NULL;
+    pthread_mutex_unlock(&r->mu);
+    zf__remote_held_free_all(&held); /* offers the receiver never answered */
+    /* A lookup that raced with this and recreated the step sees it closed
+     * afterwards and removes it again; the abort's callbacks run without
+     * the lock. */
+    zf_rendezvous_mgr_cleanup(r->mgr, step_id, status);
+}
+
+void zf_remote_cleanup_step(zf_remote_t *r, int64_t step_id, const zf_status_t *status)
+{
+    s_close_step(r, step_id, status, true);
+}
+
+void zf_remote_finish_step(zf_remote_t *r, int64_t step_id)
+{
+    s_close_step(r, step_id, NULL, false);
+}
+
+zf_remote_stats_t zf_remote_stats(zf_remote_t *r)
+{
+    pthread_mutex_lock(&r->mu);
+    uint64_t held = r->n_held;
+    pthread_mutex_unlock(&r->mu);
+    return (zf_remote_stats_t){.delivered = atomic_load(&r->delivered),
+                               .dropped = atomic_load(&r->dropped),
+                               .malformed = atomic_load(&r->malformed),
+                               .ipc_offered = atomic_load(&r->ipc_offered),
+                               .ipc_released = atomic_load(&r->ipc_released),
+                               .ipc_refused = atomic_load(&r->ipc_refused),
+                               .ipc_received = atomic_load(&r->ipc_received),
+                               .ipc_expired = atomic_load(&r->ipc_expired),
+                               .ipc_held = held};
+}

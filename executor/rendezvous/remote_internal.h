@@ -1,0 +1,142 @@
+/* Private to executor/remote*.c: the layout of zf_remote_t and what its
+ * files share (remote.c: the sockets, peers, receiving, sending and steps;
+ * remote_ipc.c: CUDA IPC offers, sent and received, and their hold limit),
+ * and a test hook. Not a public interface. */
+#ifndef ZF_REMOTE_INTERNAL_H
+#define ZF_REMOTE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "common/strmap.h"
+#include "common/tensor.h"
+#include "common/tensor_frame.h"
+#include "common/transport.h"
+#include "executor/rendezvous/remote.h"
+#include "executor/rendezvous/step_set.h"
+
+/* A peer: one incarnation of a device at one endpoint and, once used, the
+ * PUSH socket connected to it. The table holds a reference and so does
+ * each send in progress; the last one closes the socket. */
+typedef struct zf__remote_peer {
+    pthread_mutex_t mu;   /* serialises the socket */
+    int refs;             /* guarded by the transport's mu */
+    char *endpoint;       /* fixed for the peer's life */
+    uint64_t incarnation; /* 0: unknown; guarded by the transport's mu */
+    zf_socket_t *push;
+    atomic_bool ipc_refused; /* it refused an IPC offer: send it bytes */
+} zf__remote_peer_t;
+
+/* A device tensor offered over IPC, kept alive until the receiver's reply,
+ * the step's cleanup or the hold limit (zf_remote_expire()). */
+typedef struct zf__remote_held {
+    struct zf__remote_held *next;
+    uint64_t id;
+    int64_t step_id;
+    int64_t held_at_ms; /* zf_remote_now_ms() when offered */
+    char *device, *key;
+    zf_tensor_t *tensor;
+} zf__remote_held_t;
+
+/* What the release of a received offer answers through: the transport
+ * while it lives. Offers may be released after it is gone (the rendezvous
+ * table outlives it), so they hold this, not the transport. */
+typedef struct zf__remote_acker {
+    pthread_mutex_t mu;
+    atomic_int refs;
+    zf_remote_t *r; /* NULL once the transport is destroyed */
+} zf__remote_acker_t;
+
+struct zf_remote {
+    zf_zctx_t *ctx;
+    zf_rendezvous_mgr_t *mgr;
+    zf_socket_t *pull;
+    pthread_t thread;
+    bool started;
+    atomic_bool stop;
+    pthread_mutex_t mu; /* guards peers, their refs and incarnations, closed and held */
+    pthread_cond_t peers_changed;
+    zf_strmap_t *peers;      /* device -> zf__remote_peer_t *, keys copied */
+    zf_step_set_t *closed;   /* the most recent ZF_REMOTE_CLOSED_STEPS closed steps */
+    zf__remote_held_t *held; /* guarded by mu, newest first */
+    uint64_t n_held;
+    int64_t ipc_hold_ms; /* guarded by mu: how long an offer is held at most */
+    int64_t held_min_ms; /* guarded by mu: no held offer is older (INT64_MAX: none) */
+    atomic_uint_fast64_t next_offer;
+    zf__remote_acker_t *acker;
+    char host_id[ZF_TENSOR_FRAME_MAX_HOST + 1];
+    atomic_uint_fast64_t delivered, dropped, malformed;
+    atomic_uint_fast64_t ipc_offered, ipc_released, ipc_refused, ipc_received, ipc_expired;
+};
+
+/* ---- remote.c ------------------------------------------------------------- */
+
+/* Whether step_id has ended here. Caller holds r->mu. */
+bool zf__remote_closed_locked(const zf_remote_t *r, int64_t step_id);
+
+/* Hands a received value to its step (mgr counts it against the limits
+ * on steps not started here) unless the step has ended here; a value the
+ * step cannot take is dropped and counted. */
+void zf__remote_deliver(zf_remote_t *r, zf_tensor_frame_t *f);
+
+/* The peer for device with a new reference, or NULL. */
+zf__remote_peer_t *zf__remote_peer_find(zf_remote_t *r, const char *device);
+
+/* Drops a reference from zf__remote_peer_find(); sets *p_p to NULL. */
+void zf__remote_peer_release(zf_remote_t *r, zf__remote_peer_t **p_p);
+
+/* The peer's PUSH socket, connected on first use. Caller holds p->mu. */
+zf_status_t zf__remote_peer_socket_locked(zf_remote_t *r, zf__remote_peer_t *p);
+
+/* Sends tensor (borrowed) to p, the peer owning device: a live device
+ * tensor through zf__remote_send_device_tensor(), anything else as bytes.
+ * Errors name the key and the device. */
+zf_status_t zf__remote_peer_send(zf_remote_t *r, zf__remote_peer_t *p, const char *device,
+                                 const char *key, int64_t step_id, zf_tensor_t *tensor,
+                                 bool is_dead);
+
+/* ---- remote_ipc.c --------------------------------------------------------- */
+
+/* Unlinks the held offer with id (id != 0), or every offer of step_id
+ * (id == 0), and returns them as a list. Caller holds r->mu. */
+zf__remote_held_t *zf__remote_held_take_locked(zf_remote_t *r, uint64_t id, int64_t step_id);
+
+/* Frees a list of held offers (unlinked from r->held) and their tensor
+ * references; sets *list to NULL. */
+void zf__remote_held_free_all(zf__remote_held_t **list);
+
+/* Drops a reference to a; the last one frees it. Sets *a_p to NULL. */
+void zf__remote_acker_unref(zf__remote_acker_t **a_p);
+
+/* A GPU receiver that has not refused IPC gets an offer; everything else,
+ * or a tensor that cannot be exported, goes as bytes. */
+zf_status_t zf__remote_send_device_tensor(zf_remote_t *r, zf__remote_peer_t *p, const char *device,
+                                          const char *key, int64_t step_id, zf_tensor_t *tensor);
+
+/* A receiver's answer to an offer sent from here: the held tensor is
+ * released, and on a refusal its bytes are sent instead. */
+void zf__remote_on_reply(zf_remote_t *r, const zf_tensor_frame_reply_t *reply);
+
+/* An offer received: its placeholder goes to the step (f->tensor, which
+ * then goes with f), or the sender is told why it is refused. */
+void zf__remote_on_offer(zf_remote_t *r, zf_tensor_frame_t *f);
+
+/* ---- test hooks ------------------------------------------------------------ */
+
+/* They reach the bookkeeping of held CUDA IPC offers in builds and on
+ * machines where no tensor can be exported. */
+
+/* Holds tensor (a new reference) as if it had just been offered over IPC
+ * to device under key for step_id at held_at_ms (zf_remote_now_ms()'s
+ * clock), without sending anything; *id gets the offer's id, which a
+ * reply frame may name. It is then released like a real offer: by a reply,
+ * zf_remote_cleanup_step() or zf_remote_expire(). Errors: CANCELLED when
+ * step_id has ended here (nothing is held), RESOURCE_EXHAUSTED. */
+zf_status_t zf__remote_hold_offer(zf_remote_t *r, const char *device, const char *key,
+                                  int64_t step_id, zf_tensor_t *tensor, int64_t held_at_ms,
+                                  uint64_t *id);
+
+#endif

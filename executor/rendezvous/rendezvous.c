@@ -1,0 +1,421 @@
+/* The local rendezvous: per-key FIFOs of values or waiting recvs and a
+ * sticky abort status. Owns queued values until a recv takes them. (The
+ * per-process step -> rendezvous table is in rendezvous_mgr.c.) */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/rendezvous_key.h"
+#include "common/strmap.h"
+#include "executor/rendezvous/rendezvous.h"
+
+/* A queued value (done == NULL) or a waiting recv. A key's queue holds one
+ * kind at a time: values wait only while no recv does, and vice versa. */
+typedef struct s_item {
+    struct s_item *next;
+    zf_tensor_t *tensor;
+    bool is_dead;
+    zf_rendezvous_recv_fn done;
+    void *arg;
+    uint64_t token;
+} s_item_t;
+
+typedef struct {
+    s_item_t *head, *tail;
+} s_queue_t;
+
+struct zf_rendezvous {
+    atomic_int refs;
+    int64_t step_id;
+    pthread_mutex_t mu;
+    zf_strmap_t *queues; /* key -> s_queue_t *, keys copied */
+    zf_status_t abort;   /* sticky; OK until aborted */
+    uint64_t next_token;
+    size_t values, recvs;
+    char *local_device; /* remote-send hook; NULL when none */
+    zf_rendezvous_remote_fn remote;
+    void *remote_arg;
+};
+
+zf_status_t zf_rendezvous_new(int64_t step_id, zf_rendezvous_t **out)
+{
+    *out = NULL;
+    zf_rendezvous_t *r = calloc(1, sizeof *r);
+    if (!r || !(r->queues = zf_strmap_new(16, ZF_STRMAP_COPY_KEYS))) {
+        free(r);
+        return zf_out_of_memory("rendezvous");
+    }
+    atomic_init(&r->refs, 1);
+    r->step_id = step_id;
+    r->next_token = 1;
+    pthread_mutex_init(&r->mu, NULL);
+    *out = r;
+    return ZF_STATUS_OK;
+}
+
+zf_rendezvous_t *zf_rendezvous_ref(zf_rendezvous_t *r)
+{
+    atomic_fetch_add(&r->refs, 1);
+    return r;
+}
+
+int64_t zf_rendezvous_step_id(const zf_rendezvous_t *r)
+{
+    return r->step_id;
+}
+
+static zf_status_t s_status_copy(const zf_status_t *s)
+{
+    if (zf_ok(*s)) return ZF_STATUS_OK;
+    return zf_status_new(s->code, "%s", zf_status_msg(s));
+}
+
+/* Fires and frees a chain of waiters (linked by next) with copies of *s. */
+static void s_fire_waiters(s_item_t *w, const zf_status_t *s)
+{
+    while (w) {
+        s_item_t *next = w->next;
+        w->done(s_status_copy(s), NULL, false, w->arg);
+        free(w);
+        w = next;
+    }
+}
+
+/* Detaches every queue's items: values go to *values, waiters to *waiters
+ * (both chains linked by next). Caller holds the lock. */
+static void s_drain_locked(zf_rendezvous_t *r, s_item_t **values, s_item_t **waiters)
+{
+    size_t iter = 0;
+    uintptr_t v;
+    while (zf_strmap_next(r->queues, &iter, NULL, NULL, &v)) {
+        s_queue_t *q = (s_queue_t *)v;
+        for (s_item_t *it = q->head, *next; it; it = next) {
+            next = it->next;
+            s_item_t **chain = it->done ? waiters : values;
+            it->next = *chain;
+            *chain = it;
+        }
+        q->head = q->tail = NULL;
+    }
+    r->values = r->recvs = 0;
+}
+
+static void s_free_values(s_item_t *it)
+{
+    while (it) {
+        s_item_t *next = it->next;
+        zf_tensor_unref(&it->tensor);
+        free(it);
+        it = next;
+    }
+}
+
+void zf_rendezvous_unref(zf_rendezvous_t **r_p)
+{
+    if (!r_p || !*r_p) return;
+    zf_rendezvous_t *r = *r_p;
+    *r_p = NULL;
+    if (atomic_fetch_sub(&r->refs, 1) != 1) return;
+    s_item_t *values = NULL, *waiters = NULL;
+    s_drain_locked(r, &values, &waiters); /* last reference: nobody else can lock */
+    s_free_values(values);
+    zf_status_t cancelled = zf_status_new(ZF_CANCELLED,
+                                          "rendezvous of step %lld freed while a "
+                                          "recv was pending",
+                                          (long long)r->step_id);
+    s_fire_waiters(waiters, &cancelled);
+    zf_status_clear(&cancelled);
+    size_t iter = 0;
+    uintptr_t v;
+    while (zf_strmap_next(r->queues, &iter, NULL, NULL, &v)) free((void *)v);
+    zf_strmap_destroy(&r->queues);
+    zf_status_clear(&r->abort);
+    free(r->local_device);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+/* The key's queue, created on first use. Caller holds the lock. */
+static s_queue_t *s_queue_locked(zf_rendezvous_t *r, const char *key)
+{
+    uintptr_t v;
+    size_t len = strlen(key);
+    if (zf_strmap_get_n(r->queues, key, len, &v)) return (s_queue_t *)v;
+    s_queue_t *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    if (zf_strmap_insert_n(r->queues, key, len, (uintptr_t)q, NULL) != 0) {
+        free(q);
+        return NULL;
+    }
+    return q;
+}
+
+static void s_push(s_queue_t *q, s_item_t *it)
+{
+    it->next = NULL;
+    if (q->tail)
+        q->tail->next = it;
+    else
+        q->head = it;
+    q->tail = it;
+}
+
+static s_item_t *s_pop(s_queue_t *q)
+{
+    s_item_t *it = q->head;
+    q->head = it->next;
+    if (!q->head) q->tail = NULL;
+    return it;
+}
+
+zf_status_t zf_rendezvous_set_remote(zf_rendezvous_t *r, const char *local_device,
+                                     zf_rendezvous_remote_fn fn, void *arg)
+{
+    char *copy = fn ? strdup(local_device ? local_device : "") : NULL;
+    if (fn && !copy) return zf_out_of_memory("rendezvous remote hook");
+    pthread_mutex_lock(&r->mu);
+    free(r->local_device);
+    r->local_device = copy;
+    r->remote = fn;
+    r->remote_arg = arg;
+    pthread_mutex_unlock(&r->mu);
+    return ZF_STATUS_OK;
+}
+
+/* Sends through the remote hook when key's destination is another device
+ * that the hook knows; *handled says whether it did. Takes the lock only to
+ * read the hook and the abort status. */
+static zf_status_t s_send_remote(zf_rendezvous_t *r, const char *key, zf_tensor_t *tensor,
+                                 bool is_dead, bool *handled)
+{
+    *handled = false;
+    const char *dst = NULL;
+    size_t len = 0;
+    if (!zf_rendezvous_key_dst_device(key, &dst, &len)) return ZF_STATUS_OK;
+    char device[512];
+    if (len >= sizeof device) return ZF_STATUS_OK; /* no such device: stays local */
+    pthread_mutex_lock(&r->mu);
+    zf_rendezvous_remote_fn fn = r->remote;
+    void *arg = r->remote_arg;
+    bool local = !fn || (strlen(r->local_device) == len && memcmp(dst, r->local_device, len) == 0);
+    zf_status_t s = local ? ZF_STATUS_OK : s_status_copy(&r->abort);
+    pthread_mutex_unlock(&r->mu);
+    if (local) return ZF_STATUS_OK;
+    if (!zf_ok(s)) {
+        *handled = true;
+        return s;
+    }
+    memcpy(device, dst, len);
+    device[len] = '\0';
+    return fn(arg, r->step_id, key, device, tensor, is_dead, handled);
+}
+
+zf_status_t zf_rendezvous_send(zf_rendezvous_t *r, const char *key, zf_tensor_t *tensor,
+                               bool is_dead)
+{
+    if (!tensor && !is_dead)
+        return zf_invalid_argument("rendezvous send of '%s' without a tensor", key);
+    bool remote = false;
+    zf_status_t rs = s_send_remote(r, key, tensor, is_dead, &remote);
+    if (remote || !zf_ok(rs)) return rs;
+    pthread_mutex_lock(&r->mu);
+    if (!zf_ok(r->abort)) {
+        zf_status_t s = s_status_copy(&r->abort);
+        pthread_mutex_unlock(&r->mu);
+        return s;
+    }
+    s_queue_t *q = s_queue_locked(r, key);
+    s_item_t *it = NULL;
+    if (q && q->head && q->head->done) { /* a recv is waiting: hand it over */
+        it = s_pop(q);
+        r->recvs--;
+        pthread_mutex_unlock(&r->mu);
+        it->done(ZF_STATUS_OK, tensor ? zf_tensor_ref(tensor) : NULL, is_dead, it->arg);
+        free(it);
+        return ZF_STATUS_OK;
+    }
+    if (q) it = calloc(1, sizeof *it);
+    if (!it) {
+        pthread_mutex_unlock(&r->mu);
+        return zf_out_of_memory("rendezvous send");
+    }
+    it->tensor = tensor ? zf_tensor_ref(tensor) : NULL;
+    it->is_dead = is_dead;
+    s_push(q, it);
+    r->values++;
+    pthread_mutex_unlock(&r->mu);
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_rendezvous_recv_async(zf_rendezvous_t *r, const char *key,
+                                     zf_rendezvous_recv_fn done, void *arg, uint64_t *token)
+{
+    if (token) *token = 0;
+    pthread_mutex_lock(&r->mu);
+    if (!zf_ok(r->abort)) {
+        zf_status_t s = s_status_copy(&r->abort);
+        pthread_mutex_unlock(&r->mu);
+        return s;
+    }
+    s_queue_t *q = s_queue_locked(r, key);
+    s_item_t *it = NULL;
+    uint64_t tok = r->next_token++;
+    if (token) *token = tok;
+    if (q && q->head && !q->head->done) { /* a value is waiting: take it */
+        it = s_pop(q);
+        r->values--;
+        pthread_mutex_unlock(&r->mu);
+        done(ZF_STATUS_OK, it->tensor, it->is_dead, arg);
+        free(it);
+        return ZF_STATUS_OK;
+    }
+    if (q) it = calloc(1, sizeof *it);
+    if (!it) {
+        pthread_mutex_unlock(&r->mu);
+        return zf_out_of_memory("rendezvous recv");
+    }
+    it->done = done;
+    it->arg = arg;
+    it->token = tok;
+    s_push(q, it);
+    r->recvs++;
+    pthread_mutex_unlock(&r->mu);
+    return ZF_STATUS_OK;
+}
+
+bool zf_rendezvous_cancel_recv(zf_rendezvous_t *r, const char *key, uint64_t token)
+{
+    pthread_mutex_lock(&r->mu);
+    uintptr_t v;
+    s_item_t *found = NULL;
+    if (zf_strmap_get(r->queues, key, &v)) {
+        s_queue_t *q = (s_queue_t *)v;
+        for (s_item_t *prev = NULL, *it = q->head; it; prev = it, it = it->next) {
+            if (!it->done || it->token != token) continue;
+            if (prev)
+                prev->next = it->next;
+            else
+                q->head = it->next;
+            if (q->tail == it) q->tail = prev;
+            found = it;
+            r->recvs--;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (!found) return false;
+    found->done(zf_status_new(ZF_CANCELLED, "RecvAsync is cancelled."), NULL, false, found->arg);
+    free(found);
+    return true;
+}
+
+void zf_rendezvous_start_abort(zf_rendezvous_t *r, const zf_status_t *status)
+{
+    zf_status_t s = zf_ok(*status) ? zf_internal("rendezvous aborted with an OK status")
+                                   : s_status_copy(status);
+    pthread_mutex_lock(&r->mu);
+    if (!zf_ok(r->abort)) {
+        pthread_mutex_unlock(&r->mu);
+        zf_status_clear(&s);
+        return;
+    }
+    r->abort = s;
+    s_item_t *values = NULL, *waiters = NULL;
+    s_drain_locked(r, &values, &waiters);
+    pthread_mutex_unlock(&r->mu);
+    /* r->abort never changes again, so reading it unlocked is safe. */
+    s_free_values(values);
+    s_fire_waiters(waiters, &r->abort);
+}
+
+zf_status_t zf_rendezvous_status(zf_rendezvous_t *r)
+{
+    pthread_mutex_lock(&r->mu);
+    zf_status_t s = s_status_copy(&r->abort);
+    pthread_mutex_unlock(&r->mu);
+    return s;
+}
+
+void zf_rendezvous_pending(zf_rendezvous_t *r, size_t *values, size_t *recvs)
+{
+    pthread_mutex_lock(&r->mu);
+    if (values) *values = r->values;
+    if (recvs) *recvs = r->recvs;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- blocking recv ------------------------------------------------------ */
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool fired;
+    zf_status_t status;
+    zf_tensor_t *tensor;
+    bool is_dead;
+} s_waiter_t;
+
+static void s_waiter_done(zf_status_t status, zf_tensor_t *tensor, bool is_dead, void *arg)
+{
+    s_waiter_t *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->status = status;
+    w->tensor = tensor;
+    w->is_dead = is_dead;
+    w->fired = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Waits until w fires or the deadline passes; true when it fired. */
+static bool s_waiter_wait(s_waiter_t *w, int64_t timeout_ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    if (timeout_ms >= 0) {
+        deadline.tv_sec += timeout_ms / 1000;
+        deadline.tv_nsec += (timeout_ms % 1000) * 1000000;
+        if (deadline.tv_nsec >= 1000000000) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000;
+        }
+    }
+    pthread_mutex_lock(&w->mu);
+    int rc = 0;
+    while (!w->fired && rc != ETIMEDOUT)
+        rc = timeout_ms < 0 ? pthread_cond_wait(&w->cv, &w->mu)
+                            : pthread_cond_timedwait(&w->cv, &w->mu, &deadline);
+    bool fired = w->fired;
+    pthread_mutex_unlock(&w->mu);
+    return fired;
+}
+
+zf_status_t zf_rendezvous_recv(zf_rendezvous_t *r, const char *key, int64_t timeout_ms,
+                               zf_tensor_t **out, bool *is_dead)
+{
+    *out = NULL;
+    if (is_dead) *is_dead = false;
+    s_waiter_t w = {.fired = false, .status = ZF_STATUS_OK, .tensor = NULL, .is_dead = false};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    uint64_t token = 0;
+    zf_status_t s = zf_rendezvous_recv_async(r, key, s_waiter_done, &w, &token);
+    if (zf_ok(s) && !s_waiter_wait(&w, timeout_ms)) {
+        if (zf_rendezvous_cancel_recv(r, key, token)) { /* fired with CANCELLED: replace it */
+            zf_status_clear(&w.status);
+            w.status = zf_status_new(ZF_DEADLINE_EXCEEDED, "timed out waiting for '%s'", key);
+        } else {
+            s_waiter_wait(&w, -1); /* completing on another thread right now */
+        }
+    }
+    if (zf_ok(s)) s = w.status;
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    if (!zf_ok(s)) return s;
+    *out = w.tensor;
+    if (is_dead) *is_dead = w.is_dead;
+    return ZF_STATUS_OK;
+}

@@ -1,0 +1,116 @@
+/* Shared between the executor service's files (service.c: lifecycle, the
+ * control loop and the graph table; service_step.c: RunGraph and the steps
+ * in flight). Not a public interface. */
+#ifndef ZF_EXEC_SERVICE_INTERNAL_H
+#define ZF_EXEC_SERVICE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/strmap.h"
+#include "common/transport.h"
+#include "executor/devices/device.h"
+#include "executor/engine/engine.h"
+#include "executor/rendezvous/remote.h"
+#include "executor/rendezvous/rendezvous.h"
+#include "executor/kernels/resource.h"
+#include "executor/worker/service.h"
+#include "proto/service.pb-c.h"
+
+/* A session's resource store, shared by its graphs. */
+typedef struct zf__svc_session {
+    char *name;
+    zf_resource_mgr_t *resources;
+    int refs; /* graphs; guarded by the service's mu */
+} zf__svc_session_t;
+
+/* A registered graph. The table holds one reference and every running
+ * step one; the last one is dropped on the control thread or in destroy. */
+typedef struct zf__svc_graph {
+    char *handle;
+    zf__svc_session_t *session;
+    zf_engine_t *ex;
+    int refs;                   /* guarded by the service's mu */
+    int n_nodes;                /* the executor's, for the load */
+    char **peers;               /* devices its _Send nodes push to (not the client) */
+    uint64_t *peer_incarnation; /* per peer: as placed (RegisterGraph.peers); 0: any */
+    int n_peers;
+} zf__svc_graph_t;
+
+/* A RunGraph in flight, then its reply waiting for the control thread. */
+typedef struct zf__svc_step {
+    struct zf__svc_step *next;
+    zf_exec_service_t *svc;
+    zf__svc_graph_t *graph;
+    zf_rendezvous_t *r;
+    int64_t step_id;
+    zf_route_t route;
+    uint64_t request_id;
+    char **fetch_keys;
+    size_t n_fetch_keys;
+    Zflow__Envelope *reply; /* built when the step ends */
+    zf_status_t status;     /* sent as a bare status when reply is NULL */
+} zf__svc_step_t;
+
+struct zf_exec_service {
+    zf_zctx_t *ctx;
+    zf_device_t *device;
+    zf_socket_t *router;
+    zf_rendezvous_mgr_t *mgr;
+    zf_remote_t *remote;
+    pthread_t thread;
+    bool started;
+    atomic_bool stop;
+    atomic_bool peers_wanted; /* a step waits for a peer's endpoint */
+    int wake[2];              /* a byte in wake[1] wakes the control thread */
+    pthread_mutex_t mu;
+    pthread_cond_t idle;   /* signalled when running drops to 0 */
+    zf_strmap_t *graphs;   /* handle -> zf__svc_graph_t * */
+    zf_strmap_t *sessions; /* name -> zf__svc_session_t * */
+    uint64_t next_graph;
+    int64_t load;            /* nodes of the registered graphs */
+    int peer_wait_ms;        /* see zf_exec_service_options_t */
+    zf__svc_step_t *running; /* steps in flight */
+    int n_running;
+    zf__svc_step_t *done_head, *done_tail; /* replies for the control thread */
+};
+
+/* The service whose control thread this is; NULL on every other thread. */
+extern _Thread_local const zf_exec_service_t *zf__svc_loop;
+
+/* "graph handle not found; the executor restarted" */
+extern const char zf__svc_restarted[];
+
+/* Drops a graph reference (caller holds svc->mu); the last one destroys the
+ * executor and releases the session. */
+void zf__svc_graph_unref_locked(zf_exec_service_t *svc, zf__svc_graph_t **g_p);
+
+/* Serves a RunGraph (on the control thread). Returns OK when the step
+ * started and its reply will come later; otherwise the error to answer. */
+zf_status_t zf__svc_run_graph(zf_exec_service_t *svc, const zf_route_t *route, uint64_t request_id,
+                              const Zflow__RunGraph *req);
+
+/* How long a step waits for an unknown peer's endpoint by default. */
+#define ZF__SVC_PEER_WAIT_MS 5000
+
+/* Fills g->peers from the remote devices its _Send nodes name, and their
+ * incarnations from req->peers (whose endpoints, when given, go to the
+ * peer table). */
+zf_status_t zf__svc_graph_peers(zf_exec_service_t *svc, zf__svc_graph_t *g,
+                                const Zflow__RegisterGraph *req);
+
+/* INVALID_ARGUMENT naming the entry when RegisterGraph.peers has one
+ * without a device name. */
+zf_status_t zf__svc_check_peers(const Zflow__RegisterGraph *req);
+
+/* Frees a finished step's record (reply, fetch keys, graph reference).
+ * Caller holds svc->mu. */
+void zf__svc_step_free_locked(zf_exec_service_t *svc, zf__svc_step_t *st);
+
+/* A new envelope (malloc'd, freeable with zflow__envelope__free_unpacked)
+ * with no body. NULL when out of memory. */
+Zflow__Envelope *zf__svc_envelope_new(uint64_t request_id);
+
+#endif

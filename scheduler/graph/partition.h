@@ -1,0 +1,127 @@
+/* Pruning and partitioning (DESIGN.md §6): given a placed graph, feeds,
+ * fetches and targets, produces one GraphDef per partition (device, or task)
+ * that, run together, compute what the original graph computes. Cut edges
+ * get `_Send`/`_Recv` pairs (`_HostSend`/`_HostRecv` by memory type) with
+ * TensorFlow's attrs, feeds become client-terminated `_Recv` nodes and
+ * fetches client-terminated `_Send` nodes. A pure function of its inputs:
+ * deterministic output. Thread-safe (no shared state). */
+#ifndef ZF_PARTITION_H
+#define ZF_PARTITION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/device_name.h"
+#include "common/graph.h"
+#include "common/status.h"
+#include "proto/graph.pb-c.h"
+
+typedef enum zf_partition_by {
+    ZF_PARTITION_BY_DEVICE = 0,
+    ZF_PARTITION_BY_TASK,
+} zf_partition_by_t;
+
+/* One device of the device set: full name, type priority comes from
+ * common/device_type.h, incarnation for send_device_incarnation. */
+typedef struct zf_partition_device {
+    zf_device_name_t name;
+    uint64_t incarnation;
+} zf_partition_device_t;
+
+typedef struct zf_partition_options {
+    const char *const *feeds; /* "node" or "node:port" */
+    int n_feeds;
+    const char *const *fetches; /* "node" or "node:port" */
+    int n_fetches;
+    const char *const *targets; /* node names run for their effects */
+    int n_targets;
+    zf_partition_by_t by;
+    bool bfloat16_sendrecv;    /* cast FLOAT cross-device edges to BFLOAT16 */
+    const char *client_device; /* device named as the client side of feeds and
+                                  fetches; NULL: the partition's own device */
+} zf_partition_options_t;
+
+/* A client feed or fetch handled by one partition: the tensor name the
+ * client used and the rendezvous key the partition sends or receives on. */
+typedef struct zf_partition_io {
+    char *tensor_name; /* as the client wrote it: "x" or "x:0" */
+    char *key;         /* rendezvous key, DESIGN.md §6 format */
+} zf_partition_io_t;
+
+typedef struct zf_partition {
+    char *device;                /* partition key: full device name, or task prefix */
+    int device_index;            /* index into the device set (first device of a task) */
+    Tensorflow__GraphDef *graph; /* owned */
+    zf_partition_io_t *feeds;
+    int n_feeds;
+    zf_partition_io_t *fetches;
+    int n_fetches;
+    int n_send, n_recv; /* _Send/_HostSend and _Recv/_HostRecv nodes added for cut edges */
+} zf_partition_t;
+
+typedef struct zf_partition_set {
+    zf_partition_t *parts; /* sorted by device name */
+    int n_parts;
+} zf_partition_set_t;
+
+/* Prunes g to what the fetches and targets need, then partitions it.
+ * assignment[i] is node i's index into devices (from zf_placer_run()); only
+ * the nodes that survive pruning need a valid one. devices must hold
+ * distinct full device names. opts may be NULL (no feeds, fetches or
+ * targets: nothing is pruned, the whole graph is partitioned).
+ *
+ * Rules (DESIGN.md §6, TensorFlow's RewriteGraphForExecution and Partition):
+ *   - A feed becomes a client-terminated `_Recv` named `_recv_<node>_<port>`
+ *     on the fed node's device (`_HostRecv` when that output lives in host
+ *     memory there); its tensor_name attr is the feed string as given. Edges
+ *     out of the fed tensor (and, for a fed Placeholder, its control
+ *     out-edges) leave from it. A feed nothing needs is pruned and listed by
+ *     no partition. A fetch becomes a client-terminated `_Send` named
+ *     `_send_<node>_<port>` beside the fetched node.
+ *   - Memory types on a non-CPU device: STRING/RESOURCE/VARIANT and INT32
+ *     tensors, and what the node's kernel definition (zf_kernel_def_find()) declares, live
+ *     in host memory; on a CPU everything does, and plain `_Send`/`_Recv`
+ *     are used there.
+ *   - Node order in each partition is TensorFlow's: original nodes in graph
+ *     order, each followed by the transfer nodes made for its inputs, then
+ *     feeds, then fetches. New names are `<src>_S<n>` (`<src>/ctrl_S<n>` for
+ *     the dummy Const of a control edge), n counting from 0 in each call.
+ *   - The partition io tensor_name is the client's string; keys are
+ *     zf_rendezvous_key(send_device, its incarnation, recv_device,
+ *     tensor_name) with client_device (incarnation from the device set, 0
+ *     when absent from it) on the client side.
+ *
+ * On success *out is owned by the caller (zf_partition_set_destroy()); on
+ * error it is NULL. Errors: INVALID_ARGUMENT, in TensorFlow's words
+ * where it has them: an unknown feed ("FeedInputs: unable to find feed
+ * output x:0"), fetch ("FetchOutputs node y: not found") or target
+ * ("PruneForTargets: Some target nodes not found: t"); a port out of range;
+ * fetching a node without outputs; a tensor fed or fetched twice ("Endpoint
+ * "x:0" fed more than once."), or both fed and fetched; a malformed tensor
+ * name; a node whose op wants more inputs than it has ("Incomplete graph,
+ * missing N inputs for X"); a cut edge whose dtype cannot be resolved (an
+ * unknown op); an empty or malformed device set; an assignment out of
+ * range. UNIMPLEMENTED for an edge cut inside a while-loop frame
+ * (TensorFlow adds control loops to run a loop across devices; zflow does
+ * not). RESOURCE_EXHAUSTED when out of memory. Thread-safe; does not
+ * block. Cost is linear in the kept nodes and edges. */
+zf_status_t zf_partition_graph(const zf_graph_t *g, const zf_partition_device_t *devices,
+                               int n_devices, const int *assignment,
+                               const zf_partition_options_t *opts, zf_partition_set_t **out);
+
+/* Frees the set and everything in it; NULL-safe, sets *set_p to NULL. */
+void zf_partition_set_destroy(zf_partition_set_t **set_p);
+
+/* Draws what zf_partition_graph() would build as Graphviz DOT text: the
+ * pruned, placed graph with one cluster per partition (labelled with its
+ * device or task), nodes labelled "name\nop", feeds and fetches as client
+ * endpoints (ellipses), edges between partitions — the cut edges — in bold
+ * red, same-device transfers between host and device memory in bold
+ * orange, control edges dashed. Same inputs and errors as
+ * zf_partition_graph(). On success *out (NUL-terminated, *len bytes) is
+ * owned by the caller (free()). */
+zf_status_t zf_partition_dot(const zf_graph_t *g, const zf_partition_device_t *devices,
+                             int n_devices, const int *assignment,
+                             const zf_partition_options_t *opts, char **out, size_t *len);
+
+#endif

@@ -1,0 +1,235 @@
+/* The master's internals, shared by master.c (devices, calls, sessions) and
+ * master_step.c (plans and steps). Not part of the public API. */
+#ifndef ZF_MASTER_INTERNAL_H
+#define ZF_MASTER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/device_name.h"
+#include "common/graph.h"
+#include "common/strmap.h"
+#include "scheduler/master/master.h"
+#include "scheduler/graph/partition.h"
+
+/* One live executor. */
+typedef struct zf__master_device {
+    char *name; /* full device name */
+    zf_device_name_t parsed;
+    uint64_t incarnation;
+    char *endpoint;   /* control endpoint */
+    char *rendezvous; /* rendezvous endpoint; "" when it gave none */
+    int64_t load;     /* as reported when it joined */
+    int64_t placed;   /* nodes of this master's live plans on it */
+} zf__master_device_t;
+
+/* One request in flight: registered under the master's lock until its reply
+ * (or its failure) arrives; owned by the caller that waits for it. */
+typedef struct zf__master_call {
+    uint64_t id;
+    char device[ZF_DEVICE_NAME_MAX];
+    bool done;
+    zf_status_t status;     /* a failure without a reply (death, send error) */
+    Zflow__Envelope *reply; /* owned once done */
+    struct zf__master_call *next;
+} zf__master_call_t;
+
+/* A cached plan: see master_step.c. */
+typedef struct zf__master_plan zf__master_plan_t;
+
+typedef struct zf__master_session {
+    char *id;
+    Tensorflow__GraphDef *gd; /* owned by graph */
+    zf_graph_t *graph;
+    bool soft, place_first;
+    int64_t timeout_ms;
+    zf_strmap_t *plans;    /* signature -> zf__master_plan_t *, under m->mu */
+    pthread_mutex_t build; /* one plan built at a time per session */
+    int refs;              /* under m->mu */
+    bool closed;
+    /* the latest step's calls while it runs, and its partition count (for
+     * job progress; master_step.c sets them), under m->mu */
+    const zf__master_call_t *step_calls;
+    int step_parts;
+    /* The session's placement, made by its first plan and reused by every
+     * later one while its devices live (TensorFlow places a session's graph
+     * once, so a variable and every step that uses it agree on its device):
+     * node i is on placed_names[placed_on[i]]. NULL until placed; under build. */
+    char **placed_names;
+    int n_placed_names;
+    int *placed_on;
+} zf__master_session_t;
+
+struct zf_master {
+    zf_master_transport_t transport;
+    void (*forget)(void *arg, const char *endpoint); /* the transport's, or NULL */
+    int64_t register_timeout_ms, abort_grace_ms;
+    pthread_mutex_t mu; /* devices, calls, sessions, plans, refs */
+    pthread_cond_t cv;  /* a call completed */
+    zf__master_device_t **devices;
+    int n_devices, cap_devices;
+    zf__master_call_t *pending;
+    uint64_t next_request;
+    zf_strmap_t *sessions; /* id -> zf__master_session_t * */
+    uint64_t next_session;
+    atomic_int_fast64_t next_step;
+    zf_strmap_t *jobs; /* id -> zf__master_job_t *, under mu */
+    uint64_t next_job;
+    /* master_job.c, under mu: finished jobs whose results wait, oldest
+     * first, and their retention (0: the defaults) */
+    struct zf__master_job *jobs_done_head, *jobs_done_tail;
+    int n_jobs_done, jobs_keep_max;
+    int64_t jobs_keep_ms, jobs_last_tick_ms, jobs_steps_max;
+    char id_prefix[24];              /* before every session and job id */
+    struct zf__master_async *asteps; /* master_step.c: steps run without a thread, under mu */
+};
+
+/* ---- master.c ------------------------------------------------------------ */
+
+/* The live device named name, or NULL. Under m->mu. */
+zf__master_device_t *zf__master_find_device(zf_master_t *m, const char *name);
+
+/* Sends env to device and registers call to receive the reply. When the
+ * device is not alive with incarnation (0: any) or the send fails, the call
+ * is done at once with the error. Under m->mu. */
+void zf__master_call_start(zf_master_t *m, zf__master_call_t *call, const char *device,
+                           uint64_t incarnation, Zflow__Envelope *env);
+
+/* Removes a call still pending and frees its reply and status. Under
+ * m->mu. */
+void zf__master_call_finish(zf_master_t *m, zf__master_call_t *call);
+
+/* Sends env to device without waiting for a reply (one that comes is
+ * dropped). Errors are logged. Under m->mu. */
+void zf__master_send_oneway(zf_master_t *m, const char *device, Zflow__Envelope *env);
+
+/* Drops a reference to a session (under m->mu); the last one frees it. */
+void zf__master_session_unref(zf_master_t *m, zf__master_session_t *s);
+
+/* Absolute CLOCK_REALTIME deadline ms from now. */
+void zf__master_deadline(struct timespec *ts, int64_t ms);
+
+/* Makes rep (request_id set) the RunStepReply envelope for r (taken over
+ * by rep; NULL: a new one) with st (cleared) as its status when not OK.
+ * Errors: RESOURCE_EXHAUSTED (rep still owns what it holds). */
+zf_status_t zf__master_run_reply(Zflow__RunStepReply *r, zf_status_t st, Zflow__Envelope *rep);
+
+/* ---- master_names.c ------------------------------------------------------ */
+
+/* A RunStep's names: canonical ("x" -> "x:0") in the request's order, sorted
+ * unique copies, and the plan signature they make. */
+typedef struct zf__master_names {
+    char **feeds, **fetches; /* request order, canonical */
+    char **s_feeds, **s_fetches, **s_targets;
+    int n_feeds, n_fetches, ns_feeds, ns_fetches, ns_targets;
+    char *sig; /* "feeds\x1f" "fetches\x1f" "targets\x1f", each name followed by '\x1e' */
+} zf__master_names_t;
+
+/* Fills nm (zeroed by the caller; free with zf__master_names_free even on
+ * error) from req. INVALID_ARGUMENT naming the malformed, empty or repeated
+ * name, a feed without a tensor, or a step with nothing to fetch or run. */
+zf_status_t zf__master_names(const Zflow__RunStep *req, zf__master_names_t *nm);
+void zf__master_names_free(zf__master_names_t *nm);
+
+/* A sorted copy of v[0..n) without repeats (*out freed with
+ * zf__master_free_strv(*out, *n_out)); a repeat is INVALID_ARGUMENT naming
+ * it when unique. */
+zf_status_t zf__master_sorted(const char *what, char **v, int n, bool unique, char ***out,
+                              int *n_out);
+
+/* TensorFlow's feed check: the fed tensor has the graph's dtype. */
+zf_status_t zf__master_check_feed(const zf_graph_t *g, const char *name,
+                                  const Tensorflow__TensorProto *t);
+
+/* Frees v[0..n) and v; qsort/bsearch comparison of two char *. */
+void zf__master_free_strv(char **v, int n);
+int zf__master_cmp_str(const void *a, const void *b);
+
+/* ---- master_step.c: one step ------------------------------------------------ */
+
+/* A step in progress: its plan (a reference), id, one call per partition. */
+typedef struct zf__master_step {
+    zf_master_t *m;
+    zf__master_plan_t *p;
+    int64_t step_id;
+    int64_t timeout_ms;
+    zf__master_call_t *calls;
+    bool *seen;
+    zf_status_t first; /* the step's error: the first one seen */
+    int failed;        /* the partition that failed first; -1 for none */
+    bool aborted, restarted;
+} zf__master_step_t;
+
+/* Gives st (st->m set) a step id and sends RunGraph to every partition of
+ * plan p. RESOURCE_EXHAUSTED leaves st without calls. Under m->mu. */
+zf_status_t zf__master_step_begin(zf__master_step_t *st, zf__master_session_t *s,
+                                  zf__master_plan_t *p, const Zflow__RunStep *req,
+                                  const zf__master_names_t *nm, Zflow__RunStepReply *out);
+
+/* Looks at the replies that arrived since the last look; true when every
+ * partition has answered. The first error becomes st->first. Under m->mu. */
+bool zf__master_step_scan(zf__master_step_t *st);
+
+/* AbortStep with st->first to every partition but the failed one. Under
+ * m->mu. */
+void zf__master_step_abort_others(zf__master_step_t *st);
+
+/* CleanupGraph for the step on every partition's executor. Under m->mu.
+ * Only a step that failed somewhere needs it: an executor whose partition
+ * ran to the end without an error cleans the step up itself (no tensor can
+ * still come for it), so a step that succeeded everywhere costs no
+ * CleanupGraph messages. */
+void zf__master_step_cleanup(zf__master_step_t *st);
+
+/* Ends a step whose partitions have answered (or were given up on):
+ * CleanupGraph when cleanup and the step failed, the fetches into out, the plan dropped when an
+ * executor failed or restarted, the calls freed. Returns the step's status.
+ * Under m->mu. */
+zf_status_t zf__master_step_end(zf__master_step_t *st, zf__master_session_t *s,
+                                const Zflow__RunStep *req, const zf__master_names_t *nm,
+                                Zflow__RunStepReply *out, bool cleanup);
+
+/* Takes and drops a reference to a plan (under m->mu). */
+void zf__master_plan_ref(zf__master_plan_t *p);
+void zf__master_plan_unref(zf__master_plan_t *p);
+
+/* A new empty RunStepReply. RESOURCE_EXHAUSTED. */
+zf_status_t zf__master_reply_new(Zflow__RunStepReply **out);
+
+/* ---- master_job.c -------------------------------------------------------- */
+
+/* Fires every pending waiter with CANCELLED and frees every job; for
+ * zf_master_destroy(), with m->mu not held. */
+void zf__master_jobs_free(zf_master_t *m);
+
+/* ---- master_step.c ------------------------------------------------------- */
+
+/* Ends every step zf_master_start_step() started with CANCELLED (their
+ * callbacks fire); for zf_master_destroy(), with m->mu not held. */
+void zf__master_asteps_cancel(zf_master_t *m);
+
+/* Removes plan from its session (under m->mu): subtracts its loads and
+ * deregisters its graphs on the devices still alive; freed with its last
+ * reference. */
+void zf__master_plan_drop(zf_master_t *m, zf__master_session_t *s, const char *sig,
+                          zf__master_plan_t *p);
+
+/* Drops every plan of s, or only those that use device (when not NULL).
+ * Under m->mu. */
+void zf__master_drop_plans(zf_master_t *m, zf__master_session_t *s, const char *device);
+
+/* Forgets s's placement (freed with the session, or when one of its devices
+ * is gone). */
+void zf__master_placement_free(zf__master_session_t *s);
+
+/* The monotonic deadline timeout_ms after now_ms (both from the wire or a
+ * clock): 0 (none) when timeout_ms <= 0, and no overflow for absurd ones. */
+static inline int64_t zf__master_deadline_after(int64_t now_ms, int64_t timeout_ms)
+{
+    if (timeout_ms <= 0) return 0;
+    return timeout_ms > INT64_MAX - now_ms ? INT64_MAX : now_ms + timeout_ms;
+}
+
+#endif
