@@ -1,5 +1,5 @@
 /* The in-process session: owns its devices, resource store, placement and
- * the cache of plans (partitions + executors) keyed by run signature. */
+ * the cache of callables (partitions + engines) keyed by run signature. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -36,7 +36,7 @@ typedef struct {
     int *send_feed;          /* per partition feed endpoint: index into feeds */
     const char **send_key;   /* ... and its key (borrowed from set) */
     int n_sends;
-} s_plan_t;
+} s_callable_t;
 
 struct zf_local_session {
     zf_graph_t *graph;
@@ -46,8 +46,8 @@ struct zf_local_session {
     zf_resource_mgr_t *resources;
     int64_t timeout_ms;
     atomic_int_fast64_t next_step;
-    pthread_mutex_t mu; /* guards plans and last_parts */
-    zf_strmap_t *plans; /* signature -> s_plan_t *, keys copied */
+    pthread_mutex_t mu;     /* guards callables and last_parts */
+    zf_strmap_t *callables; /* signature -> s_callable_t *, keys copied */
     int last_parts;
 };
 
@@ -126,9 +126,9 @@ static int s_find_name(char **sorted, int n, const char *name)
     return hit ? (int)(hit - sorted) : -1;
 }
 
-/* ---- plans ------------------------------------------------------------------ */
+/* ---- callables ------------------------------------------------------------------ */
 
-static void s_plan_destroy(s_plan_t *p)
+static void s_callable_destroy(s_callable_t *p)
 {
     if (!p) return;
     for (int i = 0; p->set && p->executors && i < p->set->n_parts; i++)
@@ -143,8 +143,8 @@ static void s_plan_destroy(s_plan_t *p)
     free(p);
 }
 
-/* Maps the partitions' client endpoints onto the plan's feeds and fetches. */
-static zf_status_t s_plan_endpoints(s_plan_t *p)
+/* Maps the partitions' client endpoints onto the callable's feeds and fetches. */
+static zf_status_t s_callable_endpoints(s_callable_t *p)
 {
     int total = 0;
     for (int i = 0; i < p->set->n_parts; i++) total += p->set->parts[i].n_feeds;
@@ -172,8 +172,8 @@ static zf_status_t s_plan_endpoints(s_plan_t *p)
     return ZF_STATUS_OK;
 }
 
-static zf_status_t s_plan_partition(zf_local_session_t *s, s_plan_t *p, char **targets,
-                                    int n_targets)
+static zf_status_t s_callable_partition(zf_local_session_t *s, s_callable_t *p, char **targets,
+                                        int n_targets)
 {
     zf_partition_device_t *devs = calloc((size_t)s->n_devices, sizeof *devs);
     if (!devs) return zf_out_of_memory("session");
@@ -194,7 +194,7 @@ static zf_status_t s_plan_partition(zf_local_session_t *s, s_plan_t *p, char **t
     return st;
 }
 
-static zf_status_t s_plan_executors(zf_local_session_t *s, s_plan_t *p)
+static zf_status_t s_callable_executors(zf_local_session_t *s, s_callable_t *p)
 {
     p->executors = calloc((size_t)p->set->n_parts + 1, sizeof *p->executors);
     if (!p->executors) return zf_out_of_memory("session");
@@ -208,24 +208,25 @@ static zf_status_t s_plan_executors(zf_local_session_t *s, s_plan_t *p)
     return ZF_STATUS_OK;
 }
 
-/* Builds the plan for canonical feeds and fetches (taken over) and
+/* Builds the callable for canonical feeds and fetches (taken over) and
  * targets (borrowed). */
-static zf_status_t s_plan_new(zf_local_session_t *s, char ***feeds, int n_feeds, char ***fetches,
-                              int n_fetches, char **targets, int n_targets, s_plan_t **out)
+static zf_status_t s_callable_new(zf_local_session_t *s, char ***feeds, int n_feeds,
+                                  char ***fetches, int n_fetches, char **targets, int n_targets,
+                                  s_callable_t **out)
 {
     *out = NULL;
-    s_plan_t *p = calloc(1, sizeof *p);
+    s_callable_t *p = calloc(1, sizeof *p);
     if (!p) return zf_out_of_memory("session");
     p->feeds = *feeds;
     p->n_feeds = n_feeds;
     p->fetches = *fetches;
     p->n_fetches = n_fetches;
     *feeds = *fetches = NULL;
-    zf_status_t st = s_plan_partition(s, p, targets, n_targets);
-    if (zf_ok(st)) st = s_plan_executors(s, p);
-    if (zf_ok(st)) st = s_plan_endpoints(p);
+    zf_status_t st = s_callable_partition(s, p, targets, n_targets);
+    if (zf_ok(st)) st = s_callable_executors(s, p);
+    if (zf_ok(st)) st = s_callable_endpoints(p);
     if (!zf_ok(st)) {
-        s_plan_destroy(p);
+        s_callable_destroy(p);
         return st;
     }
     *out = p;
@@ -251,21 +252,21 @@ static char *s_signature(char **feeds, int nf, char **fetches, int nt, char **ta
     return sig;
 }
 
-/* The cached plan for the run's names, built on first use. */
-static zf_status_t s_plan_get(zf_local_session_t *s, char ***feeds, int nf, char ***fetches, int nt,
-                              char **targets, int ng, s_plan_t **out)
+/* The cached callable for the run's names, built on first use. */
+static zf_status_t s_callable_get(zf_local_session_t *s, char ***feeds, int nf, char ***fetches,
+                                  int nt, char **targets, int ng, s_callable_t **out)
 {
     char *sig = s_signature(*feeds, nf, *fetches, nt, targets, ng);
     if (!sig) return zf_out_of_memory("session");
     pthread_mutex_lock(&s->mu);
     uintptr_t v = 0;
     zf_status_t st = ZF_STATUS_OK;
-    if (zf_strmap_get(s->plans, sig, &v)) {
-        *out = (s_plan_t *)v;
+    if (zf_strmap_get(s->callables, sig, &v)) {
+        *out = (s_callable_t *)v;
     } else {
-        st = s_plan_new(s, feeds, nf, fetches, nt, targets, ng, out);
-        if (zf_ok(st) && zf_strmap_insert(s->plans, sig, (uintptr_t)*out, NULL) != 0) {
-            s_plan_destroy(*out);
+        st = s_callable_new(s, feeds, nf, fetches, nt, targets, ng, out);
+        if (zf_ok(st) && zf_strmap_insert(s->callables, sig, (uintptr_t)*out, NULL) != 0) {
+            s_callable_destroy(*out);
             *out = NULL;
             st = zf_out_of_memory("session");
         }
@@ -339,7 +340,7 @@ static void s_wait_partitions(s_wait_t *w, zf_rendezvous_t *r, int64_t timeout_m
 
 /* Starts every partition (each on its device's pool, the last one here) and
  * waits for all of them. */
-static void s_run_partitions(zf_local_session_t *s, const s_plan_t *p, zf_rendezvous_t *r)
+static void s_run_partitions(zf_local_session_t *s, const s_callable_t *p, zf_rendezvous_t *r)
 {
     int n = p->set->n_parts;
     s_wait_t w = {.remaining = n, .r = r};
@@ -375,8 +376,8 @@ static zf_status_t s_check_feed(const zf_local_session_t *s, const char *name, c
 }
 
 /* Sends the client's feeds into the step's rendezvous. */
-static zf_status_t s_send_feeds(const s_plan_t *p, char **user_feeds, zf_tensor_t *const *values,
-                                int n, zf_rendezvous_t *r)
+static zf_status_t s_send_feeds(const s_callable_t *p, char **user_feeds,
+                                zf_tensor_t *const *values, int n, zf_rendezvous_t *r)
 {
     for (int k = 0; k < p->n_sends; k++) {
         const char *name = p->feeds[p->send_feed[k]];
@@ -388,7 +389,7 @@ static zf_status_t s_send_feeds(const s_plan_t *p, char **user_feeds, zf_tensor_
     return ZF_STATUS_OK;
 }
 
-static zf_status_t s_collect_fetches(const s_plan_t *p, char **user_fetches, int n,
+static zf_status_t s_collect_fetches(const s_callable_t *p, char **user_fetches, int n,
                                      zf_rendezvous_t *r, zf_tensor_t **out)
 {
     zf_tensor_t **got = calloc((size_t)p->n_fetches + 1, sizeof *got);
@@ -409,8 +410,8 @@ static zf_status_t s_collect_fetches(const s_plan_t *p, char **user_fetches, int
     return st;
 }
 
-/* Runs one step of plan p; the root cause wins over what followed from it. */
-static zf_status_t s_step(zf_local_session_t *s, const s_plan_t *p, char **user_feeds,
+/* Runs one step of callable p; the root cause wins over what followed from it. */
+static zf_status_t s_step(zf_local_session_t *s, const s_callable_t *p, char **user_feeds,
                           zf_tensor_t *const *values, int n_feeds, char **user_fetches,
                           int n_fetches, zf_tensor_t **out)
 {
@@ -477,10 +478,10 @@ zf_status_t zf_local_session_run(zf_local_session_t *s, const char *const *feed_
     for (int i = 0; i < n_feeds && zf_ok(st); i++)
         st = feed_values[i] ? s_check_feed(s, nm.feeds[i], feed_values[i])
                             : zf_invalid_argument("feed '%s' has no value", nm.feeds[i]);
-    s_plan_t *p = NULL;
+    s_callable_t *p = NULL;
     if (zf_ok(st))
-        st = s_plan_get(s, &nm.sorted_feeds, nm.ns_feeds, &nm.sorted_fetches, nm.ns_fetches,
-                        nm.sorted_targets, nm.ns_targets, &p);
+        st = s_callable_get(s, &nm.sorted_feeds, nm.ns_feeds, &nm.sorted_fetches, nm.ns_fetches,
+                            nm.sorted_targets, nm.ns_targets, &p);
     if (zf_ok(st))
         st = s_step(s, p, nm.feeds, feed_values, n_feeds, nm.fetches, n_fetches, fetch_out);
     if (zf_ok(st)) {
@@ -557,7 +558,7 @@ zf_status_t zf_local_session_new(const Tensorflow__GraphDef *gd,
     pthread_mutex_init(&s->mu, NULL);
     s->timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : 0;
     atomic_init(&s->next_step, 1);
-    zf_status_t st = (s->plans = zf_strmap_new(8, ZF_STRMAP_COPY_KEYS))
+    zf_status_t st = (s->callables = zf_strmap_new(8, ZF_STRMAP_COPY_KEYS))
                          ? ZF_STATUS_OK
                          : zf_out_of_memory("session");
     if (zf_ok(st)) st = zf_resource_mgr_new(&s->resources);
@@ -585,9 +586,9 @@ void zf_local_session_destroy(zf_local_session_t **s_p)
     *s_p = NULL;
     size_t iter = 0;
     uintptr_t v = 0;
-    while (s->plans && zf_strmap_next(s->plans, &iter, NULL, NULL, &v))
-        s_plan_destroy((s_plan_t *)v);
-    zf_strmap_destroy(&s->plans);
+    while (s->callables && zf_strmap_next(s->callables, &iter, NULL, NULL, &v))
+        s_callable_destroy((s_callable_t *)v);
+    zf_strmap_destroy(&s->callables);
     zf_graph_destroy(&s->graph);
     free(s->assignment);
     zf_resource_mgr_destroy(&s->resources);
@@ -638,10 +639,10 @@ int zf_local_session_last_num_partitions(zf_local_session_t *s)
     return n;
 }
 
-int zf_local_session_num_plans(zf_local_session_t *s)
+int zf_local_session_num_callables(zf_local_session_t *s)
 {
     pthread_mutex_lock(&s->mu);
-    int n = (int)zf_strmap_size(s->plans);
+    int n = (int)zf_strmap_size(s->callables);
     pthread_mutex_unlock(&s->mu);
     return n;
 }

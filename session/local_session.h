@@ -4,8 +4,8 @@
  *
  * Design note. The whole graph is placed once, when the session is created
  * (so a node without a kernel fails then, naming its op). A run's signature
- * — its sorted feeds, fetches and targets — selects a cached plan: the
- * pruned, partitioned graph (scheduler/partition.h) and one executor per
+ * — its sorted feeds, fetches and targets — selects a cached callable: the
+ * pruned, partitioned graph (scheduler/graph/partition.h) and one engine per
  * partition, built on the first run with that signature. Every run gets a
  * new step id and ONE local rendezvous shared by all its partitions: the
  * client's feed tensors are sent into it under the partitions' feed keys,
@@ -17,7 +17,7 @@
  * device (the error every other partition saw was caused by the abort and
  * is not reported); DEADLINE_EXCEEDED when the run outlives the timeout.
  *
- * Thread-safety: runs may be issued from several threads at once; plans
+ * Thread-safety: runs may be issued from several threads at once; callables
  * are built under the session's lock, steps run without it. */
 #ifndef ZF_LOCAL_SESSION_H
 #define ZF_LOCAL_SESSION_H
@@ -92,8 +92,8 @@ zf_status_t zf_local_session_tensor_dtype(const zf_local_session_t *s, const cha
 const char *zf_local_session_node_device(const zf_local_session_t *s, const char *name);
 
 /* How many partitions the most recent successful run executed, and how
- * many plans are cached (one per distinct signature). */
+ * many callables are cached (one per distinct signature). */
 int zf_local_session_last_num_partitions(zf_local_session_t *s);
-int zf_local_session_num_plans(zf_local_session_t *s);
+int zf_local_session_num_callables(zf_local_session_t *s);
 
 #endif

@@ -1,4 +1,4 @@
-/* The dataflow executor: the flat, per-partition plan built once
+/* The dataflow executor: the flat, per-partition layout built once
  * (kernels, slots, edges, pending counts) and the per-step run state
  * (pending counts, input and output slots, deadness, status). */
 #include <pthread.h>
@@ -12,7 +12,7 @@
 #include "executor/kernels/kernel.h"
 #include "common/thread_pool.h"
 
-/* ---- the plan ------------------------------------------------------------ */
+/* ---- the layout ---------------------------------------------------------- */
 
 enum {
     S_EXPENSIVE = 1u << 0,      /* runs on the device's pool */
@@ -66,7 +66,7 @@ static zf_status_t s_too_big(void)
 }
 
 /* Resolves node i's kernel, arity and flags; slots are laid out in node order. */
-static zf_status_t s_plan_node(zf_engine_t *ex, int32_t i)
+static zf_status_t s_layout_node(zf_engine_t *ex, int32_t i)
 {
     s_node_t *n = &ex->nodes[i];
     n->def = zf_graph_node_def(ex->graph, i);
@@ -95,7 +95,7 @@ static zf_status_t s_plan_node(zf_engine_t *ex, int32_t i)
 }
 
 /* Fills node i's expected output dtypes (base types; refs hold values). */
-static void s_plan_out_types(zf_engine_t *ex, int32_t i)
+static void s_layout_out_types(zf_engine_t *ex, int32_t i)
 {
     const s_node_t *n = &ex->nodes[i];
     zf_dtype_t *types = &ex->out_types[n->out_start];
@@ -112,7 +112,7 @@ static void s_plan_out_types(zf_engine_t *ex, int32_t i)
 }
 
 /* Copies node i's out edges; marks each output's last consumer. */
-static zf_status_t s_plan_edges(zf_engine_t *ex, int32_t i, bool *seen)
+static zf_status_t s_layout_edges(zf_engine_t *ex, int32_t i, bool *seen)
 {
     s_node_t *n = &ex->nodes[i];
     const zf_edge_t *e = NULL;
@@ -139,7 +139,7 @@ static zf_status_t s_plan_edges(zf_engine_t *ex, int32_t i, bool *seen)
     return ZF_STATUS_OK;
 }
 
-static zf_status_t s_plan_alloc(zf_engine_t *ex)
+static zf_status_t s_layout_alloc(zf_engine_t *ex)
 {
     size_t n = (size_t)ex->num_nodes ? (size_t)ex->num_nodes : 1;
     ex->nodes = calloc(n, sizeof *ex->nodes);
@@ -147,16 +147,16 @@ static zf_status_t s_plan_alloc(zf_engine_t *ex)
     ex->roots = calloc(n, sizeof *ex->roots);
     ex->multi = calloc(n, sizeof *ex->multi);
     if (!ex->nodes || !ex->edges || !ex->roots || !ex->multi)
-        return zf_out_of_memory("executor plan");
+        return zf_out_of_memory("engine layout");
     return ZF_STATUS_OK;
 }
 
-static zf_status_t s_plan(zf_engine_t *ex)
+static zf_status_t s_layout(zf_engine_t *ex)
 {
-    ZF_TRY(s_plan_alloc(ex));
+    ZF_TRY(s_layout_alloc(ex));
     int max_outputs = 0;
     for (int32_t i = 0; i < ex->num_nodes; i++) {
-        ZF_TRY(s_plan_node(ex, i));
+        ZF_TRY(s_layout_node(ex, i));
         if (ex->nodes[i].num_outputs > max_outputs) max_outputs = ex->nodes[i].num_outputs;
         if (ex->nodes[i].pending == 0) ex->roots[ex->num_roots++] = i;
         if (ex->nodes[i].pending >= 2) ex->multi[ex->num_multi++] = i;
@@ -168,10 +168,10 @@ static zf_status_t s_plan(zf_engine_t *ex)
         if (ex->nodes[i].flags & S_EXPENSIVE) ex->light = false;
     ex->out_types = calloc((size_t)ex->total_outputs + 1, sizeof *ex->out_types);
     bool *seen = calloc((size_t)max_outputs + 1, sizeof *seen);
-    zf_status_t s = ex->out_types && seen ? ZF_STATUS_OK : zf_out_of_memory("executor plan");
+    zf_status_t s = ex->out_types && seen ? ZF_STATUS_OK : zf_out_of_memory("engine layout");
     for (int32_t i = 0; i < ex->num_nodes && zf_ok(s); i++) {
-        s_plan_out_types(ex, i);
-        s = s_plan_edges(ex, i, seen);
+        s_layout_out_types(ex, i);
+        s = s_layout_edges(ex, i, seen);
     }
     free(seen);
     return s;
@@ -202,7 +202,7 @@ zf_status_t zf_engine_new(const Tensorflow__GraphDef *gd, const zf_engine_params
     zf_status_t s = zf_graph_new_from_graphdef(gd, &ex->graph);
     if (zf_ok(s)) {
         ex->num_nodes = zf_graph_num_nodes(ex->graph);
-        s = s_plan(ex);
+        s = s_layout(ex);
     }
     if (zf_ok(s)) s = s_create_kernels(ex);
     if (!zf_ok(s)) {

@@ -1,4 +1,4 @@
-/* Partitioning (DESIGN.md §6): walks the pruned plan of a placed graph in
+/* Partitioning (DESIGN.md §6): walks the pruned graph of a placed graph in
  * node order and builds one GraphDef per device (or task), cutting every
  * edge between partitions with a _Send/_Recv pair. Owns zf_partition_graph(),
  * the partition set and the rendezvous key format; the cut itself (memory
@@ -15,9 +15,9 @@
 
 const char *zf__pctx_name(const zf__pctx_t *c, int node)
 {
-    const zf__plan_t *p = &c->plan;
+    const zf__pruned_t *p = &c->pruned;
     if (node < p->n_orig) return zf_graph_node_name(c->g, node);
-    if (zf__plan_is_feed(p, node)) return c->feed_names[node - p->n_orig];
+    if (zf__pruned_is_feed(p, node)) return c->feed_names[node - p->n_orig];
     return c->fetch_names[node - p->n_orig - p->n_feeds];
 }
 
@@ -36,7 +36,7 @@ static bool s_ends_like_new_name(const char *name)
 
 static void s_scan_names(zf__pctx_t *c)
 {
-    for (int i = 0; i < c->plan.n_orig && !c->names_may_clash; i++)
+    for (int i = 0; i < c->pruned.n_orig && !c->names_may_clash; i++)
         c->names_may_clash = s_ends_like_new_name(zf_graph_node_name(c->g, i));
 }
 
@@ -182,11 +182,11 @@ static zf_status_t s_load_devices(zf__pctx_t *c, const zf_partition_device_t *de
 
 static zf_status_t s_assign_nodes(zf__pctx_t *c, const int *assignment)
 {
-    const zf__plan_t *p = &c->plan;
+    const zf__pruned_t *p = &c->pruned;
     c->node_dev = malloc((size_t)(p->n_nodes ? p->n_nodes : 1) * sizeof *c->node_dev);
     if (!c->node_dev) return zf_out_of_memory("partition");
     for (int v = 0; v < p->n_nodes; v++) {
-        int o = zf__plan_origin(p, v), d = assignment[o];
+        int o = zf__pruned_origin(p, v), d = assignment[o];
         c->node_dev[v] = d;
         if (p->keep[v] && (d < 0 || d >= c->n_devs))
             return zf_invalid_argument("node '%s' is assigned to device index %d, outside the "
@@ -204,7 +204,7 @@ static zf_status_t s_assign_nodes(zf__pctx_t *c, const int *assignment)
 /* Names and memory placement of the client endpoints. */
 static zf_status_t s_name_endpoints(zf__pctx_t *c)
 {
-    const zf__plan_t *p = &c->plan;
+    const zf__pruned_t *p = &c->pruned;
     size_t nf = (size_t)p->n_feeds + 1, nt = (size_t)p->n_fetches + 1;
     c->feed_names = calloc(nf, sizeof *c->feed_names);
     c->fetch_names = calloc(nt, sizeof *c->fetch_names);
@@ -263,7 +263,7 @@ static zf_status_t s_base_type(zf__pctx_t *c, const zf__endpoint_t *ep, zf_dtype
 /* A feed: a client-terminated _Recv (or _HostRecv) on the fed node's device. */
 static zf_status_t s_make_feed(zf__pctx_t *c, int k, Tensorflow__NodeDef **out)
 {
-    const zf__endpoint_t *ep = &c->plan.feeds[k];
+    const zf__endpoint_t *ep = &c->pruned.feeds[k];
     int d = c->node_dev[ep->node];
     const zf__pdev_t *dev = &c->devs[d];
     const char *client = c->opts->client_device ? c->opts->client_device : dev->name;
@@ -289,7 +289,7 @@ static zf_status_t s_make_feed(zf__pctx_t *c, int k, Tensorflow__NodeDef **out)
 /* A fetch: a client-terminated _Send (or _HostSend) beside the fetched node. */
 static zf_status_t s_make_fetch(zf__pctx_t *c, int k, Tensorflow__NodeDef **out)
 {
-    const zf__endpoint_t *ep = &c->plan.fetches[k];
+    const zf__endpoint_t *ep = &c->pruned.fetches[k];
     const zf__pdev_t *dev = &c->devs[c->node_dev[ep->node]];
     const char *client = c->opts->client_device ? c->opts->client_device : dev->name;
     zf_dtype_t t = ZF_INVALID;
@@ -314,9 +314,9 @@ static zf_status_t s_make_fetch(zf__pctx_t *c, int k, Tensorflow__NodeDef **out)
 
 static zf_status_t s_make_node(zf__pctx_t *c, int v, Tensorflow__NodeDef **out)
 {
-    const zf__plan_t *p = &c->plan;
-    if (zf__plan_is_feed(p, v)) return s_make_feed(c, v - p->n_orig, out);
-    if (zf__plan_is_fetch(p, v)) return s_make_fetch(c, v - p->n_orig - p->n_feeds, out);
+    const zf__pruned_t *p = &c->pruned;
+    if (zf__pruned_is_feed(p, v)) return s_make_feed(c, v - p->n_orig, out);
+    if (zf__pruned_is_fetch(p, v)) return s_make_fetch(c, v - p->n_orig - p->n_feeds, out);
     ZF_TRY(zf__pctx_check_arity(c, v));
     *out = zf__node_copy_shell(zf_graph_node_def(c->g, v), c->devs[c->node_dev[v]].name);
     return *out ? ZF_STATUS_OK : zf_out_of_memory("partition");
@@ -343,9 +343,9 @@ static zf_status_t s_place_node(zf__pctx_t *c, int v)
     if (!zf__pctx_push(c, c->node_dev[v], nd)) return zf_out_of_memory("partition");
     c->n_refc = 0;
     c->n_ref_recvs = 0;
-    int n = zf__plan_num_in(&c->plan, v);
+    int n = zf__pruned_num_in(&c->pruned, v);
     for (int k = 0; k < n; k++) {
-        zf__pedge_t e = zf__plan_in_edge(&c->plan, v, k);
+        zf__pedge_t e = zf__pruned_in_edge(&c->pruned, v, k);
         ZF_TRY(zf__pctx_input(c, v, &e));
     }
     ZF_TRY(zf__pctx_read_controls(c));
@@ -438,8 +438,8 @@ static zf_status_t s_collect(zf__pctx_t *c, zf_partition_set_t **out)
 void zf__pctx_free(zf__pctx_t *c)
 {
     for (int i = 0; i < c->n_parts; i++) s_part_clear(&c->parts[i]);
-    for (int i = 0; i < c->plan.n_feeds && c->feed_names; i++) free(c->feed_names[i]);
-    for (int i = 0; i < c->plan.n_fetches && c->fetch_names; i++) free(c->fetch_names[i]);
+    for (int i = 0; i < c->pruned.n_feeds && c->feed_names; i++) free(c->feed_names[i]);
+    for (int i = 0; i < c->pruned.n_fetches && c->fetch_names; i++) free(c->fetch_names[i]);
     for (int i = 0; i < c->n_inputs; i++) free(c->inputs[i]);
     free(c->feed_names);
     free(c->fetch_names);
@@ -456,7 +456,7 @@ void zf__pctx_free(zf__pctx_t *c)
     free(c->frame);
     free(c->frames);
     zf__pctx_cut_free(c);
-    zf__plan_free(&c->plan);
+    zf__pruned_free(&c->pruned);
 }
 
 zf_status_t zf__pctx_setup(zf__pctx_t *c, const zf_graph_t *g, const zf_partition_device_t *devices,
@@ -471,7 +471,7 @@ zf_status_t zf__pctx_setup(zf__pctx_t *c, const zf_graph_t *g, const zf_partitio
     c->by_task = c->opts->by == ZF_PARTITION_BY_TASK;
     c->n_devs = n_devices;
     ZF_TRY(s_load_devices(c, devices));
-    ZF_TRY(zf__plan_build(c->g, c->opts, &c->plan));
+    ZF_TRY(zf__pruned_build(c->g, c->opts, &c->pruned));
     ZF_TRY(s_assign_nodes(c, assignment));
     ZF_TRY(zf__pctx_frames_init(c));
     s_scan_names(c);
@@ -484,8 +484,8 @@ static zf_status_t s_run(zf__pctx_t *c, const zf_partition_device_t *devices, in
                          zf_partition_set_t **out)
 {
     ZF_TRY(zf__pctx_setup(c, c->g, devices, n_devices, assignment, opts));
-    for (int v = 0; v < c->plan.n_nodes; v++)
-        if (c->plan.keep[v]) ZF_TRY(s_place_node(c, v));
+    for (int v = 0; v < c->pruned.n_nodes; v++)
+        if (c->pruned.keep[v]) ZF_TRY(s_place_node(c, v));
     return s_collect(c, out);
 }
 

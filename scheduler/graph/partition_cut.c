@@ -40,7 +40,7 @@ static zf_status_t s_op_types(zf__pctx_t *c, int node, bool input, int *n)
 /* The node's resolved input or output dtypes (see zf__pctx_t), computed once. */
 static int64_t s_resolve(zf__pctx_t *c, int node, bool input)
 {
-    size_t n_orig = (size_t)(c->plan.n_orig ? c->plan.n_orig : 1);
+    size_t n_orig = (size_t)(c->pruned.n_orig ? c->pruned.n_orig : 1);
     if (!c->out_at && !(c->out_at = calloc(n_orig, sizeof *c->out_at))) return -1;
     if (!c->in_at && !(c->in_at = calloc(n_orig, sizeof *c->in_at))) return -1;
     int64_t *at = input ? c->in_at : c->out_at;
@@ -70,16 +70,16 @@ static int64_t s_resolve(zf__pctx_t *c, int node, bool input)
     return at[node];
 }
 
-/* The dtype at a port of a plan node; false when it cannot be resolved. */
+/* The dtype at a port of a pruned node; false when it cannot be resolved. */
 static bool s_type_at(zf__pctx_t *c, int node, bool input, int port, zf_dtype_t *t)
 {
-    const zf__plan_t *p = &c->plan;
+    const zf__pruned_t *p = &c->pruned;
     if (node >= p->n_orig) {
         /* A feed outputs, and a fetch takes, the base type of its tensor. */
-        const zf__endpoint_t *ep = zf__plan_is_feed(p, node)
+        const zf__endpoint_t *ep = zf__pruned_is_feed(p, node)
                                        ? &p->feeds[node - p->n_orig]
                                        : &p->fetches[node - p->n_orig - p->n_feeds];
-        if (zf__plan_is_feed(p, node) == input || port != 0) return false;
+        if (zf__pruned_is_feed(p, node) == input || port != 0) return false;
         if (!s_type_at(c, ep->node, false, ep->port, t)) return false;
         *t = zf_dtype_base(*t);
         return true;
@@ -109,9 +109,9 @@ static const zf_kernel_def_t *s_kernel(zf__pctx_t *c, int node)
  * so does whatever the node's kernel declares host memory. */
 static bool s_host(zf__pctx_t *c, int node, bool input, int port)
 {
-    const zf__plan_t *p = &c->plan;
-    if (zf__plan_is_feed(p, node)) return c->feed_host[node - p->n_orig];
-    if (zf__plan_is_fetch(p, node)) return c->fetch_host[node - p->n_orig - p->n_feeds];
+    const zf__pruned_t *p = &c->pruned;
+    if (zf__pruned_is_feed(p, node)) return c->feed_host[node - p->n_orig];
+    if (zf__pruned_is_fetch(p, node)) return c->fetch_host[node - p->n_orig - p->n_feeds];
     zf_dtype_t t = ZF_INVALID;
     if (s_type_at(c, node, input, port, &t)) {
         zf_dtype_t base = zf_dtype_base(t);
@@ -238,7 +238,7 @@ static bool s_push_refc(zf__pctx_t *c, const char *name, int src, int port, bool
 static bool s_src_is_ref(zf__pctx_t *c, int src, int port)
 {
     zf_dtype_t t = ZF_INVALID;
-    return src < c->plan.n_orig && s_type_at(c, src, false, port, &t) && zf_dtype_is_ref(t);
+    return src < c->pruned.n_orig && s_type_at(c, src, false, port, &t) && zf_dtype_is_ref(t);
 }
 
 zf_status_t zf__pctx_read_controls(zf__pctx_t *c)
@@ -382,8 +382,8 @@ static zf_status_t s_edge_dtype(zf__pctx_t *c, int v, const zf__pedge_t *e, zf_d
                                "incomplete)",
                                zf__pctx_name(c, e->src), e->src_port, zf__pctx_name(c, v),
                                e->dst_port,
-                               zf_graph_node_op(c->g, zf__plan_origin(&c->plan, e->src)),
-                               zf_graph_node_op(c->g, zf__plan_origin(&c->plan, v)));
+                               zf_graph_node_op(c->g, zf__pruned_origin(&c->pruned, e->src)),
+                               zf_graph_node_op(c->g, zf__pruned_origin(&c->pruned, v)));
 }
 
 /* Records a new transfer: reference edges are never shared (each read

@@ -18,14 +18,14 @@ static void s_escape(FILE *f, const char *s)
 
 static void s_node(FILE *f, zf__pctx_t *c, int v)
 {
-    const zf__plan_t *p = &c->plan;
+    const zf__pruned_t *p = &c->pruned;
     fprintf(f, "    n%d [label=\"", v);
     s_escape(f, zf__pctx_name(c, v));
-    if (zf__plan_is_feed(p, v)) {
+    if (zf__pruned_is_feed(p, v)) {
         fputs("\\nfeed ", f);
         s_escape(f, p->feeds[v - p->n_orig].spec);
         fputs("\", shape=ellipse, fillcolor=\"#dff0d8\"];\n", f);
-    } else if (zf__plan_is_fetch(p, v)) {
+    } else if (zf__pruned_is_fetch(p, v)) {
         fputs("\\nfetch ", f);
         s_escape(f, p->fetches[v - p->n_orig - p->n_feeds].spec);
         fputs("\", shape=ellipse, fillcolor=\"#d9edf7\"];\n", f);
@@ -38,8 +38,8 @@ static void s_node(FILE *f, zf__pctx_t *c, int v)
 
 static bool s_cluster_used(const zf__pctx_t *c, int k)
 {
-    for (int v = 0; v < c->plan.n_nodes; v++)
-        if (c->plan.keep[v] && c->devs[c->node_dev[v]].slot == k) return true;
+    for (int v = 0; v < c->pruned.n_nodes; v++)
+        if (c->pruned.keep[v] && c->devs[c->node_dev[v]].slot == k) return true;
     return false;
 }
 
@@ -51,8 +51,8 @@ static void s_clusters(FILE *f, zf__pctx_t *c)
         fprintf(f, "  subgraph cluster_%d {\n    label=\"", k);
         s_escape(f, c->by_task ? dev->task : dev->name);
         fputs("\";\n    style=rounded;\n    color=\"#5b7fa6\";\n", f);
-        for (int v = 0; v < c->plan.n_nodes; v++)
-            if (c->plan.keep[v] && c->devs[c->node_dev[v]].slot == k) s_node(f, c, v);
+        for (int v = 0; v < c->pruned.n_nodes; v++)
+            if (c->pruned.keep[v] && c->devs[c->node_dev[v]].slot == k) s_node(f, c, v);
         fputs("  }\n", f);
     }
 }
@@ -61,11 +61,11 @@ static void s_clusters(FILE *f, zf__pctx_t *c)
  * between host and device memory. */
 static void s_edges(FILE *f, zf__pctx_t *c)
 {
-    for (int v = 0; v < c->plan.n_nodes; v++) {
-        if (!c->plan.keep[v]) continue;
-        int n = zf__plan_num_in(&c->plan, v);
+    for (int v = 0; v < c->pruned.n_nodes; v++) {
+        if (!c->pruned.keep[v]) continue;
+        int n = zf__pruned_num_in(&c->pruned, v);
         for (int k = 0; k < n; k++) {
-            zf__pedge_t e = zf__plan_in_edge(&c->plan, v, k);
+            zf__pedge_t e = zf__pruned_in_edge(&c->pruned, v, k);
             const zf__pdev_t *s = &c->devs[c->node_dev[e.src]], *d = &c->devs[c->node_dev[v]];
             bool control = e.dst_port == ZF_CONTROL_PORT;
             bool memory =

@@ -38,7 +38,7 @@ static int s_intern(zf__pctx_t *c, const uint8_t *name, size_t len, int parent)
 
 int zf__pctx_out_frame(const zf__pctx_t *c, int node)
 {
-    if (!c->frame || node >= c->plan.n_orig) return 0;
+    if (!c->frame || node >= c->pruned.n_orig) return 0;
     int f = c->frame[node];
     return s_is(c->g, node, "Exit", "RefExit") ? c->frames[f].parent : f;
 }
@@ -69,7 +69,7 @@ static zf_status_t s_assign(zf__pctx_t *c, int v, const uint8_t *seen)
 zf_status_t zf__pctx_frames_init(zf__pctx_t *c)
 {
     if (!s_has_loops(c->g)) return ZF_STATUS_OK;
-    size_t n = (size_t)(c->plan.n_orig ? c->plan.n_orig : 1);
+    size_t n = (size_t)(c->pruned.n_orig ? c->pruned.n_orig : 1);
     int *order = malloc(n * sizeof *order);
     uint8_t *seen = calloc(n, 1);
     c->frame = calloc(n, sizeof *c->frame);
@@ -80,7 +80,7 @@ zf_status_t zf__pctx_frames_init(zf__pctx_t *c)
         c->n_frames = 1;
         zf_graph_topo_order(c->g, order);
     }
-    for (int i = 0; zf_ok(s) && i < c->plan.n_orig; i++) {
+    for (int i = 0; zf_ok(s) && i < c->pruned.n_orig; i++) {
         s = s_assign(c, order[i], seen);
         seen[order[i]] = 1;
     }

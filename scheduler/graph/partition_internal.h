@@ -1,6 +1,6 @@
 /* Internals shared by the pruning and partitioning files (prune.c,
  * partition.c, partition_cut.c, partition_node.c, partition_dot.c): the
- * pruned "plan" of a graph with its feed and fetch endpoints, the state of
+ * pruned graph with its feed and fetch endpoints, the state of
  * one partitioning run, and NodeDef building helpers. Not a public
  * interface. */
 #ifndef ZF_PARTITION_INTERNAL_H
@@ -14,7 +14,7 @@
 #include "common/kernel_def.h"
 #include "scheduler/graph/partition.h"
 
-/* ---- the plan: the graph rewritten for feeds and fetches, then pruned ---- */
+/* ---- the pruned graph: rewritten for feeds and fetches, then pruned ---- */
 
 /* A client endpoint: output port of original node `node`, as the client
  * spelled it (`spec`, borrowed from the options). */
@@ -28,7 +28,7 @@ typedef struct zf__endpoint {
  * (a client-terminated _Recv), then one fetch node per fetch (a
  * client-terminated _Send). Edges out of a fed tensor come from its feed
  * node instead. */
-typedef struct zf__plan {
+typedef struct zf__pruned {
     const zf_graph_t *g;
     int n_orig, n_feeds, n_fetches, n_nodes;
     zf__endpoint_t *feeds;   /* n_feeds */
@@ -37,11 +37,11 @@ typedef struct zf__plan {
     int *feed_next;          /* per feed: the next feed of the same node, or -1 */
     int *in_base;            /* per original node: id of its first in-edge */
     int n_edges;             /* edges of the graph; fetch k's edge has id n_edges + k */
-    uint8_t *keep;           /* per plan node: survives pruning */
+    uint8_t *keep;           /* per pruned node: survives pruning */
     int n_kept;
-} zf__plan_t;
+} zf__pruned_t;
 
-/* One in-edge of a plan node, after feed redirection. src_port and dst_port
+/* One in-edge of a pruned node, after feed redirection. src_port and dst_port
  * are ZF_CONTROL_PORT for a control edge. */
 typedef struct zf__pedge {
     int src, src_port, dst_port;
@@ -50,22 +50,22 @@ typedef struct zf__pedge {
 
 /* Validates feeds, fetches and targets against g, rewrites and prunes.
  * Errors (INVALID_ARGUMENT) name the offending tensor or node. On error the
- * plan holds nothing to free. */
-zf_status_t zf__plan_build(const zf_graph_t *g, const zf_partition_options_t *opts,
-                           zf__plan_t *plan);
-void zf__plan_free(zf__plan_t *plan);
+ * pruned holds nothing to free. */
+zf_status_t zf__pruned_build(const zf_graph_t *g, const zf_partition_options_t *opts,
+                             zf__pruned_t *pruned);
+void zf__pruned_free(zf__pruned_t *pruned);
 
-int zf__plan_num_in(const zf__plan_t *p, int node);
-zf__pedge_t zf__plan_in_edge(const zf__plan_t *p, int node, int k);
+int zf__pruned_num_in(const zf__pruned_t *p, int node);
+zf__pedge_t zf__pruned_in_edge(const zf__pruned_t *p, int node, int k);
 
-/* The original node a plan node stands for (feed or fetch: its tensor's node). */
-int zf__plan_origin(const zf__plan_t *p, int node);
+/* The original node a pruned node stands for (feed or fetch: its tensor's node). */
+int zf__pruned_origin(const zf__pruned_t *p, int node);
 
-static inline bool zf__plan_is_feed(const zf__plan_t *p, int node)
+static inline bool zf__pruned_is_feed(const zf__pruned_t *p, int node)
 {
     return node >= p->n_orig && node < p->n_orig + p->n_feeds;
 }
-static inline bool zf__plan_is_fetch(const zf__plan_t *p, int node)
+static inline bool zf__pruned_is_fetch(const zf__pruned_t *p, int node)
 {
     return node >= p->n_orig + p->n_feeds;
 }
@@ -115,13 +115,13 @@ typedef struct zf__pctx {
     const zf_graph_t *g;
     const zf_partition_options_t *opts;
     bool by_task, any_accel;
-    zf__plan_t plan;
+    zf__pruned_t pruned;
     zf__pdev_t *devs;
     int n_devs;
     zf__ppart_t *parts;
     int n_parts;
     uint64_t client_incarnation;
-    int *node_dev;                 /* per plan node */
+    int *node_dev;                 /* per pruned node */
     const zf_kernel_def_t **kdefs; /* per original node, when any_accel */
     uint8_t *kdef_done;
     char **feed_names, **fetch_names;
@@ -151,7 +151,7 @@ typedef struct zf__pctx {
     int n_frames;
 } zf__pctx_t;
 
-/* Validates the inputs, builds the plan and names the client endpoints:
+/* Validates the inputs, builds the pruned and names the client endpoints:
  * everything before the walk. zf__pctx_free() in any case. */
 zf_status_t zf__pctx_setup(zf__pctx_t *c, const zf_graph_t *g, const zf_partition_device_t *devices,
                            int n_devices, const int *assignment,
@@ -167,7 +167,7 @@ bool zf__pctx_push(zf__pctx_t *c, int dev, Tensorflow__NodeDef *nd);
 
 zf_status_t zf__pctx_cut_init(zf__pctx_t *c);
 void zf__pctx_cut_free(zf__pctx_t *c);
-/* Memory type of a plan node's output / input on its (non-CPU) device. */
+/* Memory type of a pruned node's output / input on its (non-CPU) device. */
 bool zf__pctx_out_host(zf__pctx_t *c, int node, int port);
 bool zf__pctx_in_host(zf__pctx_t *c, int node, int port);
 /* "Incomplete graph, missing N inputs for X" when the op wants more. */

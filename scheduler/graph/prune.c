@@ -1,7 +1,7 @@
 /* Pruning (DESIGN.md §6): resolves a client's feeds, fetches and targets
  * against a graph, rewrites fed tensors to come from feed nodes and fetched
  * ones to go to fetch nodes, and keeps only what the fetches and targets
- * reach backwards. Owns the zf__plan_t that the partitioner walks. */
+ * reach backwards. Owns the zf__pruned_t that the partitioner walks. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,7 +81,7 @@ static zf_status_t s_check_unique(const zf__endpoint_t *eps, int n, const char *
     return zf_invalid_argument("Endpoint \"%s\" %s more than once.", eps[dup].spec, verb);
 }
 
-static zf_status_t s_resolve_feeds(zf__plan_t *p, const zf_partition_options_t *opts)
+static zf_status_t s_resolve_feeds(zf__pruned_t *p, const zf_partition_options_t *opts)
 {
     if (p->n_feeds == 0) return ZF_STATUS_OK;
     p->feeds = calloc((size_t)p->n_feeds, sizeof *p->feeds);
@@ -99,7 +99,7 @@ static zf_status_t s_resolve_feeds(zf__plan_t *p, const zf_partition_options_t *
     return ZF_STATUS_OK;
 }
 
-static zf_status_t s_resolve_fetches(zf__plan_t *p, const zf_partition_options_t *opts)
+static zf_status_t s_resolve_fetches(zf__pruned_t *p, const zf_partition_options_t *opts)
 {
     if (p->n_fetches == 0) return ZF_STATUS_OK;
     p->fetches = calloc((size_t)p->n_fetches, sizeof *p->fetches);
@@ -114,7 +114,7 @@ static zf_status_t s_resolve_fetches(zf__plan_t *p, const zf_partition_options_t
 }
 
 /* Target node indices, or an error listing every unknown one. */
-static zf_status_t s_resolve_targets(const zf__plan_t *p, const zf_partition_options_t *opts,
+static zf_status_t s_resolve_targets(const zf__pruned_t *p, const zf_partition_options_t *opts,
                                      int *targets)
 {
     size_t missing_len = 0;
@@ -147,16 +147,16 @@ static zf_status_t s_resolve_targets(const zf__plan_t *p, const zf_partition_opt
     return s;
 }
 
-int zf__plan_num_in(const zf__plan_t *p, int node)
+int zf__pruned_num_in(const zf__pruned_t *p, int node)
 {
     if (node < p->n_orig) {
         const zf_edge_t *es = NULL;
         return zf_graph_in_edges(p->g, node, &es);
     }
-    return zf__plan_is_fetch(p, node) ? 1 : 0;
+    return zf__pruned_is_fetch(p, node) ? 1 : 0;
 }
 
-zf__pedge_t zf__plan_in_edge(const zf__plan_t *p, int node, int k)
+zf__pedge_t zf__pruned_in_edge(const zf__pruned_t *p, int node, int k)
 {
     if (node >= p->n_orig) {
         int f = node - p->n_orig - p->n_feeds;
@@ -177,14 +177,14 @@ zf__pedge_t zf__plan_in_edge(const zf__plan_t *p, int node, int k)
     return r;
 }
 
-int zf__plan_origin(const zf__plan_t *p, int node)
+int zf__pruned_origin(const zf__pruned_t *p, int node)
 {
     if (node < p->n_orig) return node;
-    if (zf__plan_is_feed(p, node)) return p->feeds[node - p->n_orig].node;
+    if (zf__pruned_is_feed(p, node)) return p->feeds[node - p->n_orig].node;
     return p->fetches[node - p->n_orig - p->n_feeds].node;
 }
 
-static void s_push(zf__plan_t *p, int *stack, int *top, int node)
+static void s_push(zf__pruned_t *p, int *stack, int *top, int node)
 {
     if (p->keep[node]) return;
     p->keep[node] = 1;
@@ -194,7 +194,7 @@ static void s_push(zf__plan_t *p, int *stack, int *top, int node)
 
 /* Marks everything the roots reach backwards. With no fetches and no
  * targets every original node is a root (nothing is pruned). */
-static zf_status_t s_prune(zf__plan_t *p, const int *targets, int n_targets)
+static zf_status_t s_prune(zf__pruned_t *p, const int *targets, int n_targets)
 {
     int *stack = malloc((size_t)(p->n_nodes ? p->n_nodes : 1) * sizeof *stack);
     p->keep = calloc((size_t)(p->n_nodes ? p->n_nodes : 1), 1);
@@ -209,27 +209,27 @@ static zf_status_t s_prune(zf__plan_t *p, const int *targets, int n_targets)
     for (int i = 0; i < n_targets; i++) s_push(p, stack, &top, targets[i]);
     while (top > 0) {
         int v = stack[--top];
-        int n = zf__plan_num_in(p, v);
-        for (int k = 0; k < n; k++) s_push(p, stack, &top, zf__plan_in_edge(p, v, k).src);
+        int n = zf__pruned_num_in(p, v);
+        for (int k = 0; k < n; k++) s_push(p, stack, &top, zf__pruned_in_edge(p, v, k).src);
     }
     free(stack);
     return ZF_STATUS_OK;
 }
 
-static zf_status_t s_edge_ids(zf__plan_t *p)
+static zf_status_t s_edge_ids(zf__pruned_t *p)
 {
     p->in_base = malloc((size_t)(p->n_orig ? p->n_orig : 1) * sizeof *p->in_base);
     if (!p->in_base) return zf_out_of_memory("pruning");
     int base = 0;
     for (int i = 0; i < p->n_orig; i++) {
         p->in_base[i] = base;
-        base += zf__plan_num_in(p, i);
+        base += zf__pruned_num_in(p, i);
     }
     p->n_edges = base;
     return ZF_STATUS_OK;
 }
 
-static zf_status_t s_build(zf__plan_t *p, const zf_partition_options_t *opts)
+static zf_status_t s_build(zf__pruned_t *p, const zf_partition_options_t *opts)
 {
     if (opts->n_feeds < 0 || opts->n_fetches < 0 || opts->n_targets < 0 ||
         (opts->n_feeds && !opts->feeds) || (opts->n_fetches && !opts->fetches) ||
@@ -252,26 +252,26 @@ static zf_status_t s_build(zf__plan_t *p, const zf_partition_options_t *opts)
     return s;
 }
 
-zf_status_t zf__plan_build(const zf_graph_t *g, const zf_partition_options_t *opts,
-                           zf__plan_t *plan)
+zf_status_t zf__pruned_build(const zf_graph_t *g, const zf_partition_options_t *opts,
+                             zf__pruned_t *pruned)
 {
-    memset(plan, 0, sizeof *plan);
-    plan->g = g;
-    plan->n_orig = zf_graph_num_nodes(g);
-    zf_status_t s = s_build(plan, opts);
-    if (!zf_ok(s)) zf__plan_free(plan);
+    memset(pruned, 0, sizeof *pruned);
+    pruned->g = g;
+    pruned->n_orig = zf_graph_num_nodes(g);
+    zf_status_t s = s_build(pruned, opts);
+    if (!zf_ok(s)) zf__pruned_free(pruned);
     return s;
 }
 
-void zf__plan_free(zf__plan_t *plan)
+void zf__pruned_free(zf__pruned_t *pruned)
 {
-    free(plan->feeds);
-    free(plan->fetches);
-    free(plan->feed_head);
-    free(plan->feed_next);
-    free(plan->in_base);
-    free(plan->keep);
-    const zf_graph_t *g = plan->g;
-    memset(plan, 0, sizeof *plan);
-    plan->g = g;
+    free(pruned->feeds);
+    free(pruned->fetches);
+    free(pruned->feed_head);
+    free(pruned->feed_next);
+    free(pruned->in_base);
+    free(pruned->keep);
+    const zf_graph_t *g = pruned->g;
+    memset(pruned, 0, sizeof *pruned);
+    pruned->g = g;
 }

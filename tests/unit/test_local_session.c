@@ -214,10 +214,10 @@ static void test_local_session_caches_one_plan_per_signature(void **state)
     zf_tensor_unref(&t);
     t = s_run1(s, "x:0", x, "probs:0"); /* the same signature, spelled differently */
     zf_tensor_unref(&t);
-    assert_int_equal(zf_local_session_num_plans(s), 1);
+    assert_int_equal(zf_local_session_num_callables(s), 1);
     t = s_run1(s, "x", x, "layer1/relu");
     zf_tensor_unref(&t);
-    assert_int_equal(zf_local_session_num_plans(s), 2);
+    assert_int_equal(zf_local_session_num_callables(s), 2);
     /* Fetching the same tensor twice gives it twice. */
     const char *fetches[] = {"probs", "layer1/relu", "probs:0"};
     zf_tensor_t *out[3];
@@ -225,7 +225,7 @@ static void test_local_session_caches_one_plan_per_signature(void **state)
         zf_local_session_run(s, (const char *[]){"x"}, &x, 1, fetches, 3, NULL, 0, out).code,
         ZF_OK);
     assert_true(zf_tensor_equal(out[0], out[2]));
-    assert_int_equal(zf_local_session_num_plans(s), 3);
+    assert_int_equal(zf_local_session_num_callables(s), 3);
     for (int i = 0; i < 3; i++) zf_tensor_unref(&out[i]);
     zf_tensor_unref(&x);
     zf_local_session_destroy(&s);
