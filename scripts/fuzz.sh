@@ -14,7 +14,7 @@ for bin in "$dir"/fuzz_*; do
   mkdir -p "$work"
   echo "== $name for ${seconds}s"
   seeds=("$top/tests/fuzz/corpus")
-  [[ -d "$top/../shared/testdata/tensorflow" ]] && seeds+=("$top/../shared/testdata/tensorflow")
+  [[ -d "$top/tests/data/tensorflow" ]] && seeds+=("$top/tests/data/tensorflow")
   "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix="$dir/../findings/$name-" "$work" "${seeds[@]}"
 done

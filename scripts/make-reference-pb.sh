@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Regenerates tests/data/reference/*.pb: the TensorFlow test graphs
-# (../shared/testdata/tensorflow/*.pbtxt) encoded as binary GraphDefs by
+# (tests/data/tensorflow/*.pbtxt) encoded as binary GraphDefs by
 # Google's protobuf (protoc --encode, the library TensorFlow itself uses),
 # with our schemas. Tests check that zflow reads these binaries and that its
 # own text parser yields the same messages. Needs protobuf-compiler; run it
 # by hand when the test graphs or the schemas change.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-src=${1:-$top/../shared/testdata/tensorflow}
+src=${1:-$top/tests/data/tensorflow}
 out=$top/tests/data/reference
 command -v protoc >/dev/null || { echo "needs protoc: apt-get install protobuf-compiler" >&2; exit 1; }
 mkdir -p "$out"
