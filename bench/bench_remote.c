@@ -1,7 +1,7 @@
 /* bench/remote: executor-to-executor rendezvous bandwidth against raw
  * ZeroMQ PUSH/PULL on the same transport, in the same run.
  *
- * Two data planes (executor/remote.h) in one process over tcp://127.0.0.1:
+ * Two data planes (executor/rendezvous/remote.h) in one process over tcp://127.0.0.1:
  * a sender thread calls zf_rendezvous_send() on A's step rendezvous with a
  * key whose destination is B's device, so the remote-send hook pushes the
  * tensor; B's receiver thread puts it into B's rendezvous, where the main

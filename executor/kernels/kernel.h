@@ -27,8 +27,8 @@
 #include "executor/devices/device.h"
 #include "proto/node_def.pb-c.h"
 
-typedef struct zf_resource_mgr zf_resource_mgr_t; /* executor/resource.h */
-typedef struct zf_rendezvous zf_rendezvous_t;     /* executor/rendezvous.h */
+typedef struct zf_resource_mgr zf_resource_mgr_t; /* executor/kernels/resource.h */
+typedef struct zf_rendezvous zf_rendezvous_t;     /* executor/rendezvous/rendezvous.h */
 
 /* Everything a kernel sees for one run of one node. The executor fills it;
  * tests may build one by hand. Inputs are borrowed; the kernel stores one

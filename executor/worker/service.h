@@ -9,7 +9,7 @@
  * on the device's thread pool, and when it ends the fetches are read from
  * the rendezvous and the reply is queued for the control thread, which a
  * pipe wakes up. Any number of steps may be in flight. The step's data-plane
- * traffic goes through the service's zf_remote_t (executor/remote.h). A
+ * traffic goes through the service's zf_remote_t (executor/rendezvous/remote.h). A
  * step starts once the peers its partition sends to are known at the
  * incarnations RegisterGraph.peers names, so a peer that restarted under
  * the same name is reached at its new endpoint, never at the old one (see

@@ -1,6 +1,6 @@
 /* The scheduler service loop: the sockets, reading and dispatching the
  * broker's and clients' messages, and the server's lifecycle
- * (scheduler/server.h; its parts in scheduler/server_internal.h). */
+ * (scheduler/server/server.h; its parts in scheduler/server/server_internal.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

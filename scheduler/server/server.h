@@ -1,6 +1,6 @@
-/* The scheduler service: the master (scheduler/master.h) behind a DEALER
+/* The scheduler service: the master (scheduler/master/master.h) behind a DEALER
  * connected to the broker and a ROUTER for clients' direct requests, with
- * its executor connections (scheduler/rpc.h).
+ * its executor connections (scheduler/server/rpc.h).
  *
  * Design note. One thread (the caller of zf_sched_server_run()) owns the
  * broker socket, the client ROUTER and the executor sockets (a polled rpc).
