@@ -395,11 +395,6 @@ void zf_sched_server_stop(zf_sched_server_t *srv)
     atomic_store(&srv->stop, true);
 }
 
-int zf_sched_server_num_devices(zf_sched_server_t *srv)
-{
-    return zf_master_num_devices(srv->master);
-}
-
 const char *zf_sched_server_id(const zf_sched_server_t *srv)
 {
     return srv->sched_id;

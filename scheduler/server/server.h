@@ -131,9 +131,6 @@ zf_status_t zf_sched_server_run(zf_sched_server_t *srv);
  * about 100 ms. Async-signal-safe. */
 void zf_sched_server_stop(zf_sched_server_t *srv);
 
-/* Devices the master knows now (tests, logs). */
-int zf_sched_server_num_devices(zf_sched_server_t *srv);
-
 /* The scheduler id it registers with now (tests, logs); valid until the
  * next register call (run never changes it). Not thread-safe with
  * register. */
