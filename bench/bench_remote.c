@@ -9,7 +9,7 @@
  * pair across executors takes. The baseline is one zero-copy frame per
  * message between a raw PUSH and PULL, as in bench/transport. Best of N
  * runs each, interleaved; GB/s from the first send to the last receive.
- * Target (issue 6): remote/raw >= 0.9. */
+ * Target (docs/design.md, "Performance targets"): remote/raw >= 0.9. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

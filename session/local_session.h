@@ -5,7 +5,7 @@
  * Design note. The whole graph is placed once, when the session is created
  * (so a node without a kernel fails then, naming its op). A run's signature
  * — its sorted feeds, fetches and targets — selects a cached plan: the
- * pruned, partitioned graph (scheduler/graph/partition.h) and one executor per
+ * pruned, partitioned graph (scheduler/graph/partition.h) and one engine per
  * partition, built on the first run with that signature. Every run gets a
  * new step id and ONE local rendezvous shared by all its partitions: the
  * client's feed tensors are sent into it under the partitions' feed keys,

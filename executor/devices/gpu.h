@@ -14,7 +14,7 @@
  * device memory from the host goes through the device's copy operation,
  * which waits for the stream.
  *
- * Memory types (DESIGN.md §5): device tensors hold their bytes in GPU
+ * Memory types (docs/design.md, "Placement"): device tensors hold their bytes in GPU
  * memory (ZF_MEMORY_DEVICE, tagged with the CUDA ordinal); INT32 tensors,
  * and inputs or outputs a kernel declares host-memory (Reshape's shape,
  * Shape/Size/Rank outputs, ...), stay in host memory. Host tensors that
@@ -109,7 +109,7 @@ zf_status_t zf_gpu_register_kernels(void);
 
 /* ---- CUDA IPC (same-host transfers between GPU processes) ----------------- */
 
-/* For the transport between GPU executors on one host (DESIGN.md §8,
+/* For the transport between GPU executors on one host (docs/design.md, "Devices and GPUs";
  * executor/rendezvous/remote.h): the sender exports, the receiver imports and copies
  * device to device (zf_gpu_ipc_copy()), then tells the sender it may let
  * the memory go. A process cannot open its own handles, so the tests that
