@@ -7,7 +7,8 @@
  *             with no scheduling);
  *   executor: one zf_engine_run() step over the chain.
  * Reports µs per node for both and the executor's dispatch overhead per node
- * (executor - direct). Target (DESIGN.md §9): executor <= 1 µs per node. */
+ * (executor - direct). Target (docs/design.md, "Performance targets"): executor <= 1 µs per node.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * and the same data, in the same run.
  *   MatMul 1024 and 4096 float: the GPU MatMul kernel (output allocated
  *   per call from the device's allocator) against plain cublasSgemm calls;
- *   target (DESIGN.md §9) zflow >= 0.9x the baseline's throughput.
+ *   target (docs/design.md, "Performance targets") zflow >= 0.9x the baseline's throughput.
  *   Host<->device copies of 64 MiB: the device's copy operation from pinned
  *   and from pageable host memory against synchronous cudaMemcpy from
  *   pinned memory; target >= 0.8x (pinned).

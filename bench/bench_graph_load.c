@@ -5,7 +5,7 @@
  *   unpack: tensorflow__graph_def__unpack alone (the baseline);
  *   load:   zflow's path, zf_graphdef_read_mem (wire check + unpack) then
  *           zf_graph_new_from_graphdef (graph build + validation).
- * Targets (DESIGN.md §9): load/unpack <= 2, load(1M)/load(100k) <= 12. */
+ * Targets (docs/design.md, "Performance targets"): load/unpack <= 2, load(1M)/load(100k) <= 12. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * created once, computed with a real CPU device (its output allocated on
  * the device every step). Runs alternate between the two so that machine
  * noise hits both; each side keeps its best time.
- * Target (DESIGN.md §9): kernel throughput >= 0.9x direct sgemm. */
+ * Target (docs/design.md, "Performance targets"): kernel throughput >= 0.9x direct sgemm. */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
  *   partition: zf_partition_graph with no fetches or targets (so every node
  *              is kept) building the 8 GraphDefs with their _Send/_Recv pairs.
  * for 8 CPU devices and for 4 CPU + 4 GPU devices (memory types on).
- * Targets (DESIGN.md §9): partition/load <= 2 at 1M nodes, and
+ * Targets (docs/design.md, "Performance targets"): partition/load <= 2 at 1M nodes, and
  * partition(1M)/partition(100k) <= 12. */
 #include <stdint.h>
 #include <stdio.h>

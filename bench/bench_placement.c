@@ -7,7 +7,8 @@
  *   load:  zf_graphdef_read_mem then zf_graph_new_from_graphdef (baseline);
  *   place: zf_placer_run in balanced mode with soft placement (Relu has no
  *          GPU kernel, and some Relus ask for a GPU), devices loaded unevenly.
- * Targets (DESIGN.md §9): place/load <= 1 at 1M nodes, place(1M)/place(100k)
+ * Targets (docs/design.md, "Performance targets"): place/load <= 1 at 1M nodes,
+ * place(1M)/place(100k)
  * <= 12. Kernel availability is registered here (every op on CPU, most on
  * GPU), so the figures do not depend on which kernels are built in. */
 #include <stdint.h>

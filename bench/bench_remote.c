@@ -1,7 +1,7 @@
 /* bench/remote: executor-to-executor rendezvous bandwidth against raw
  * ZeroMQ PUSH/PULL on the same transport, in the same run.
  *
- * Two data planes (executor/remote.h) in one process over tcp://127.0.0.1:
+ * Two data planes (executor/rendezvous/remote.h) in one process over tcp://127.0.0.1:
  * a sender thread calls zf_rendezvous_send() on A's step rendezvous with a
  * key whose destination is B's device, so the remote-send hook pushes the
  * tensor; B's receiver thread puts it into B's rendezvous, where the main
@@ -9,7 +9,7 @@
  * pair across executors takes. The baseline is one zero-copy frame per
  * message between a raw PUSH and PULL, as in bench/transport. Best of N
  * runs each, interleaved; GB/s from the first send to the last receive.
- * Target (issue 6): remote/raw >= 0.9. */
+ * Target (docs/design.md, "Performance targets"): remote/raw >= 0.9. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

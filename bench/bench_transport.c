@@ -9,7 +9,7 @@
  *          msgpack header frame plus the zero-copy payload frame, and a
  *          zero-copy tensor on the receiving side).
  * Best of N runs each, interleaved; GB/s from the first send to the last
- * receive. Target (DESIGN.md §9): zflow/raw >= 0.9. Also 64-byte messages
+ * receive. Target (docs/design.md, "Performance targets"): zflow/raw >= 0.9. Also 64-byte messages
  * per second, where the header frame and validation dominate. */
 #include <pthread.h>
 #include <stdint.h>

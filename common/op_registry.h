@@ -3,7 +3,9 @@
  * properties, and which device types have kernels for it.
  *
  * The table of ops is built in (op_table.c); device types with kernels
- * are added at start-up by the executor's kernel registry (and by tests).
+ * are added at start-up by registering the kernel definitions
+ * (common/kernel_def.h), which every process that places or runs graphs
+ * does, and by tests.
  * Lookups are thread-safe once start-up registration is done. Ops that are
  * not in the table are "unknown": graphs keep them and report them, nothing
  * rejects them at load. */

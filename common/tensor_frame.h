@@ -35,7 +35,7 @@
  * CUDA IPC offers (same-host GPU to GPU). Instead of the bytes, a header
  * may carry "ipc": a map {"handle": bin 64, "offset": int, "nbytes": int,
  * "device": int, "id": int, "host": str} naming the sender's device memory
- * (executor/gpu.h, zf_gpu_ipc_handle_t), the offer's id and the sender's
+ * (executor/devices/gpu.h, zf_gpu_ipc_handle_t), the offer's id and the sender's
  * host id. Such a tensor is live, of a fixed-size dtype, "len" is 0 (the
  * payload frame is empty) and "nbytes" is exactly what dtype and shape
  * need. The receiver answers on its own push socket with a reply message,

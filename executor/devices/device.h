@@ -4,7 +4,7 @@
  * Device types and their placement priorities live in common/device_type.h.
  *
  * A zf_device_t is created by its type's factory (zf_device_cpu_new(),
- * zf_device_gpu_new() in executor/gpu.h) and destroyed with
+ * zf_device_gpu_new() in executor/devices/gpu.h) and destroyed with
  * zf_device_destroy(). Its methods are thread-safe. */
 #ifndef ZF_DEVICE_H
 #define ZF_DEVICE_H

@@ -1,9 +1,9 @@
 /* The GPU device type behind a plain C interface: device discovery, the GPU
- * device (executor/device.h), its kernels, pinned host tensors and CUDA IPC
+ * device (executor/devices/device.h), its kernels, pinned host tensors and CUDA IPC
  * handles. No CUDA type appears here, so CPU-only code may include it.
  *
  * Design note. With CUDA (ZFLOW_HAVE_CUDA) the implementation lives in
- * executor/cuda/; without it executor/gpu_stub.c answers every call with
+ * executor/devices/cuda/; without it executor/devices/gpu_stub.c answers every call with
  * "zflow was built without CUDA" and registers no kernels.
  *
  * A GPU device owns one CUDA stream, a cuBLAS handle bound to it, two
@@ -14,7 +14,7 @@
  * device memory from the host goes through the device's copy operation,
  * which waits for the stream.
  *
- * Memory types (DESIGN.md §5): device tensors hold their bytes in GPU
+ * Memory types (docs/design.md, "Placement"): device tensors hold their bytes in GPU
  * memory (ZF_MEMORY_DEVICE, tagged with the CUDA ordinal); INT32 tensors,
  * and inputs or outputs a kernel declares host-memory (Reshape's shape,
  * Shape/Size/Rank outputs, ...), stay in host memory. Host tensors that
@@ -90,7 +90,7 @@ zf_status_t zf_gpu_memory_stats(zf_device_t *dev, zf_gpu_memory_stats_t *out);
 
 /* ---- kernels ------------------------------------------------------------- */
 
-/* Registers the GPU kernels (executor/kernel.h) once: element-wise math
+/* Registers the GPU kernels (executor/kernels/kernel.h) once: element-wise math
  * with broadcasting, BiasAdd, Sum/Mean/Max, Softmax/LogSoftmax, Cast, Fill,
  * ZerosLike, OnesLike, MatMul (cuBLAS), the kernels that only move data
  * (Const, Identity, IdentityN, NoOp, StopGradient, Reshape, ExpandDims,
@@ -109,8 +109,8 @@ zf_status_t zf_gpu_register_kernels(void);
 
 /* ---- CUDA IPC (same-host transfers between GPU processes) ----------------- */
 
-/* For the transport between GPU executors on one host (DESIGN.md §8,
- * executor/remote.h): the sender exports, the receiver imports and copies
+/* For the transport between GPU executors on one host (docs/design.md, "Devices and GPUs";
+ * executor/rendezvous/remote.h): the sender exports, the receiver imports and copies
  * device to device (zf_gpu_ipc_copy()), then tells the sender it may let
  * the memory go. A process cannot open its own handles, so the tests that
  * open one run two processes. */

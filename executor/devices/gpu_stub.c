@@ -1,4 +1,4 @@
-/* The GPU interface (executor/gpu.h) in builds without CUDA: no devices, no
+/* The GPU interface (executor/devices/gpu.h) in builds without CUDA: no devices, no
  * kernels, and every call that would need CUDA says why it cannot. */
 #include "executor/devices/gpu.h"
 

@@ -1,5 +1,6 @@
-/* The dataflow executor: runs one partition GraphDef on one device, step
- * after step.
+/* The engine: the dataflow executor that runs one partition GraphDef on
+ * one device, step after step (TensorFlow's Executor; the executor
+ * process runs one engine per registered partition).
  *
  * Design note. zf_engine_new() does everything that does not depend on a
  * step, once: it builds the graph, resolves every node's kernel for the
@@ -26,7 +27,7 @@
  * aborted (by this partition or by another one) failed because of the
  * abort: the step then reports the abort's status, not a new cause.
  *
- * Thread-safety: an executor is immutable once built; any number of steps
+ * Thread-safety: an engine is immutable once built; any number of steps
  * may run on it concurrently. It must outlive its running steps. */
 #ifndef ZF_ENGINE_H
 #define ZF_ENGINE_H
@@ -43,11 +44,11 @@
 typedef struct zf_engine zf_engine_t;
 
 typedef struct zf_engine_params {
-    zf_device_t *device;          /* borrowed; outlives the executor */
+    zf_device_t *device;          /* borrowed; outlives the engine */
     zf_resource_mgr_t *resources; /* borrowed per-session store; may be NULL */
 } zf_engine_params_t;
 
-/* Builds the executor for gd, which it BORROWS until destroyed (see
+/* Builds the engine for gd, which it BORROWS until destroyed (see
  * zf_engine_adopt_graphdef()). Errors, naming the node: INVALID_ARGUMENT
  * for an invalid graph or a node whose outputs its attrs do not determine;
  * NOT_FOUND "No OpKernel was registered to support Op '<op>' used by node
@@ -56,11 +57,11 @@ typedef struct zf_engine_params {
 zf_status_t zf_engine_new(const Tensorflow__GraphDef *gd, const zf_engine_params_t *params,
                           zf_engine_t **out);
 
-/* Hands gd (the executor's own, allocated as protobuf-c's unpack does) over
- * to the executor, which frees it when destroyed; sets *gd_p to NULL. */
+/* Hands gd (the engine's own, allocated as protobuf-c's unpack does) over
+ * to the engine, which frees it when destroyed; sets *gd_p to NULL. */
 void zf_engine_adopt_graphdef(zf_engine_t *ex, Tensorflow__GraphDef **gd_p);
 
-/* Destroys the kernels' states and frees the executor; no step may be
+/* Destroys the kernels' states and frees the engine; no step may be
  * running. NULL-safe, sets *ex_p to NULL. */
 void zf_engine_destroy(zf_engine_t **ex_p);
 

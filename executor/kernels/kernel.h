@@ -9,11 +9,13 @@
  *   compute_async (instead of compute) starts work and calls done later —
  *            used by _Recv;
  *   destroy  frees the state.
- * The placer and the partitioner read the definitions alone.
+ * The placer and the partitioner read the definitions alone (through the op
+ * registry, zf_op_has_kernel(), which registering a definition fills in),
+ * never this registry: a process without kernels places and partitions.
  *
  * Errors a kernel returns are INVALID_ARGUMENT (bad shapes or dtypes, naming
  * the node and both shapes), UNIMPLEMENTED or RESOURCE_EXHAUSTED; the
- * executor prefixes them with the device. */
+ * engine prefixes them with the device. */
 #ifndef ZF_KERNEL_H
 #define ZF_KERNEL_H
 
@@ -27,10 +29,10 @@
 #include "executor/devices/device.h"
 #include "proto/node_def.pb-c.h"
 
-typedef struct zf_resource_mgr zf_resource_mgr_t; /* executor/resource.h */
-typedef struct zf_rendezvous zf_rendezvous_t;     /* executor/rendezvous.h */
+typedef struct zf_resource_mgr zf_resource_mgr_t; /* executor/kernels/resource.h */
+typedef struct zf_rendezvous zf_rendezvous_t;     /* executor/rendezvous/rendezvous.h */
 
-/* Everything a kernel sees for one run of one node. The executor fills it;
+/* Everything a kernel sees for one run of one node. The engine fills it;
  * tests may build one by hand. Inputs are borrowed; the kernel stores one
  * owned reference per output in outputs[i] (zf_kernel_set_output()). */
 typedef struct zf_kernel_ctx {

@@ -29,8 +29,10 @@ static pthread_once_t s_cpu_once = PTHREAD_ONCE_INIT;
 static pthread_once_t s_gpu_once = PTHREAD_ONCE_INIT;
 static zf_status_t s_first_failure; /* written under the pthread_once calls */
 
-/* A family that fails to register is logged and skipped: the placer then
- * reports its ops as having no kernel, which names them clearly. */
+/* A family that fails to register is logged and skipped: its ops keep
+ * their definitions (the placer still places them) but have no
+ * implementation, so an engine built for a partition that uses one fails
+ * with NOT_FOUND naming the op and the node. */
 static void s_run(zf_status_t (*const *families)(void), size_t n, const char *what)
 {
     for (size_t i = 0; i < n; i++) {

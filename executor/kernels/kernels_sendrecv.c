@@ -74,7 +74,7 @@ typedef struct {
     void *arg;
 } s_recv_t;
 
-/* A placeholder for a CUDA IPC offer (executor/remote.h) holds no bytes:
+/* A placeholder for a CUDA IPC offer (executor/rendezvous/remote.h) holds no bytes:
  * only the GPU kernels, which run this one without a device, open it. */
 static zf_status_t s_check_not_offer(const zf_kernel_ctx_t *ctx, const zf_tensor_t *tensor)
 {

@@ -12,7 +12,7 @@
  * dropped and counted instead of creating a rendezvous nobody will free;
  * steps that tensors created but no RunGraph ever claimed are bounded by
  * the table's own limits on their number, age and bytes
- * (executor/rendezvous.h). A tensor the table refuses (one larger than the
+ * (executor/rendezvous/rendezvous.h). A tensor the table refuses (one larger than the
  * byte limit on its own) aborts its step there with RESOURCE_EXHAUSTED
  * naming the step, the size and the limit, so the step's RunGraph fails
  * with that error and the scheduler reports it; the tensor is dropped and
@@ -22,7 +22,7 @@
  * loop instead (zf_remote_new_polled()), saving a thread hand-off.
  *
  * Sending: zf_remote_attach() installs the remote-send hook
- * (executor/rendezvous.h) on the rendezvous table, so a _Send whose key names
+ * (executor/rendezvous/rendezvous.h) on the rendezvous table, so a _Send whose key names
  * another device pushes the tensor to the rendezvous endpoint of the peer
  * that owns that device (zf_remote_set_peer()). A peer's PUSH socket is made
  * on first use and cached; a mutex per peer serialises the threads that

@@ -1,4 +1,4 @@
-/* Private to executor/remote*.c: the layout of zf_remote_t and what its
+/* Private to executor/rendezvous/remote*.c: the layout of zf_remote_t and what its
  * files share (remote.c: the sockets, peers, receiving, sending and steps;
  * remote_ipc.c: CUDA IPC offers, sent and received, and their hold limit),
  * and a test hook. Not a public interface. */

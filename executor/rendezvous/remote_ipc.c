@@ -1,4 +1,4 @@
-/* CUDA IPC for the executor's data plane (executor/remote.c): the device
+/* CUDA IPC for the executor's data plane (executor/rendezvous/remote.c): the device
  * tensors this process offers and holds until their receiver answers, its
  * step ends or the hold limit passes; the offers it receives, whose
  * placeholders answer their sender when released; and the host id offers

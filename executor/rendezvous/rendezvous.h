@@ -1,7 +1,7 @@
 /* The rendezvous: where a step's _Send and _Recv kernels (and the client's
  * feeds and fetches, and later the network transport) meet by key.
  *
- * Semantics (DESIGN.md §7, TensorFlow's LocalRendezvous):
+ * Semantics (docs/design.md, "Steps and failures"; TensorFlow's LocalRendezvous):
  * - One rendezvous per step: keys are the strings of zf_rendezvous_key()
  *   and need no step id inside; everything still queued is freed with the
  *   rendezvous when the step's last holder drops it.

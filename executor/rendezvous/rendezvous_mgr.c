@@ -1,4 +1,4 @@
-/* The per-process step -> rendezvous table (executor/rendezvous.h): owns
+/* The per-process step -> rendezvous table (executor/rendezvous/rendezvous.h): owns
  * each step's entry and reference, and the bounds on the steps that only
  * arriving tensors created (count, age and bytes). */
 #include <pthread.h>

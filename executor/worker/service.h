@@ -2,18 +2,23 @@
  * the partitions schedulers register and runs their steps (docs/service.md,
  * "the step protocol").
  *
- * Design note. One control thread owns a ROUTER socket bound on an
- * ephemeral port and answers RegisterGraph, RunGraph, CleanupGraph,
- * AbortStep and DeregisterGraph. RunGraph does not block it: the request's
- * feeds go into the step's rendezvous (by rendezvous key), the step starts
- * on the device's thread pool, and when it ends the fetches are read from
- * the rendezvous and the reply is queued for the control thread, which a
- * pipe wakes up. Any number of steps may be in flight. The step's data-plane
- * traffic goes through the service's zf_remote_t (executor/remote.h). A
- * step starts once the peers its partition sends to are known at the
- * incarnations RegisterGraph.peers names, so a peer that restarted under
- * the same name is reached at its new endpoint, never at the old one (see
- * zf_exec_service_take_peers_wanted()).
+ * Design note. One control thread, the executor's event loop, owns a
+ * ROUTER socket bound on an ephemeral port and answers RegisterGraph,
+ * RunGraph, CleanupGraph, AbortStep and DeregisterGraph; it also polls the
+ * data plane (the service's zf_remote_t, executor/rendezvous/remote.h,
+ * which has no receiver thread of its own here), so tensors from peers are
+ * delivered on it. RunGraph does not block it: the request's feeds go into
+ * the step's rendezvous (by rendezvous key), then the step starts. A light
+ * partition (zf_engine_is_light(), executor/engine/engine.h) with small
+ * feeds whose peers are all known starts inline on the event loop and
+ * continues there as its tensors arrive, which saves thread hand-offs;
+ * every other step starts on the device's thread pool. When a step ends
+ * the fetches are read from the rendezvous and the reply is queued for the
+ * control thread, which a pipe wakes up (a step that ended on the control
+ * thread needs no wakeup: the thread flushes the queue after each turn). Any number of steps may be
+ * in flight. A step starts once the peers its partition sends to are known at the incarnations
+ * RegisterGraph.peers names, so a peer that restarted under the same name is reached at its new
+ * endpoint, never at the old one (see zf_exec_service_take_peers_wanted()).
  *
  * Graph handles read "<incarnation as 16 hex digits>/<n>", so a handle of an
  * earlier start of the executor is recognised: RunGraph with such a handle,

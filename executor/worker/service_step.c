@@ -1,5 +1,6 @@
 /* The executor service's steps: RunGraph's checks, feeds, the asynchronous
- * run on the device's pool, and the reply with the fetches. */
+ * run (inline on the event loop for a light partition, on the device's pool
+ * otherwise), and the reply with the fetches. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

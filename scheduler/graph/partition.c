@@ -1,8 +1,8 @@
-/* Partitioning (DESIGN.md §6): walks the pruned graph of a placed graph in
- * node order and builds one GraphDef per device (or task), cutting every
- * edge between partitions with a _Send/_Recv pair. Owns zf_partition_graph(),
- * the partition set and the rendezvous key format; the cut itself (memory
- * types, casts, dedup) is in partition_cut.c. */
+/* Partitioning (docs/design.md, "Pruning and partitioning"): walks the pruned graph of a placed
+ * graph in node order and builds one GraphDef per device (or task), cutting every edge between
+ * partitions with a _Send/_Recv pair. Owns zf_partition_graph() and the partition set; keys
+ * are common/rendezvous_key.h's; the cut itself (memory types, casts, dedup) is in
+ * partition_cut.c. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

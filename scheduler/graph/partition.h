@@ -1,9 +1,8 @@
-/* Pruning and partitioning (DESIGN.md §6): given a placed graph, feeds,
- * fetches and targets, produces one GraphDef per partition (device, or task)
- * that, run together, compute what the original graph computes. Cut edges
- * get `_Send`/`_Recv` pairs (`_HostSend`/`_HostRecv` by memory type) with
- * TensorFlow's attrs, feeds become client-terminated `_Recv` nodes and
- * fetches client-terminated `_Send` nodes. A pure function of its inputs:
+/* Pruning and partitioning (docs/design.md, "Pruning and partitioning"): given a placed graph,
+ * feeds, fetches and targets, produces one GraphDef per partition (device, or task) that, run
+ * together, compute what the original graph computes. Cut edges get `_Send`/`_Recv` pairs
+ * (`_HostSend`/`_HostRecv` by memory type) with TensorFlow's attrs, feeds become client-terminated
+ * `_Recv` nodes and fetches client-terminated `_Send` nodes. A pure function of its inputs:
  * deterministic output. Thread-safe (no shared state). */
 #ifndef ZF_PARTITION_H
 #define ZF_PARTITION_H
@@ -45,7 +44,7 @@ typedef struct zf_partition_options {
  * client used and the rendezvous key the partition sends or receives on. */
 typedef struct zf_partition_io {
     char *tensor_name; /* as the client wrote it: "x" or "x:0" */
-    char *key;         /* rendezvous key, DESIGN.md §6 format */
+    char *key;         /* rendezvous key (common/rendezvous_key.h) */
 } zf_partition_io_t;
 
 typedef struct zf_partition {
@@ -70,7 +69,8 @@ typedef struct zf_partition_set {
  * distinct full device names. opts may be NULL (no feeds, fetches or
  * targets: nothing is pruned, the whole graph is partitioned).
  *
- * Rules (DESIGN.md §6, TensorFlow's RewriteGraphForExecution and Partition):
+ * Rules (docs/design.md, "Pruning and partitioning"; TensorFlow's RewriteGraphForExecution and
+ * Partition):
  *   - A feed becomes a client-terminated `_Recv` named `_recv_<node>_<port>`
  *     on the fed node's device (`_HostRecv` when that output lives in host
  *     memory there); its tensor_name attr is the feed string as given. Edges

@@ -1,8 +1,7 @@
-/* The cut (DESIGN.md §6): how one in-edge of a partitioned node is wired —
- * directly within a partition, or through a _Send/_Recv pair (host-memory
- * variants by memory type, dummy Const and Identity for control edges,
- * optional bfloat16 casts, recv dedup). Also owns the per-run caches of
- * dtypes and kernel definitions that memory types are read from. */
+/* The cut (docs/design.md, "Pruning and partitioning"): how one in-edge of a partitioned node is
+ * wired — directly within a partition, or through a _Send/_Recv pair (host-memory variants by
+ * memory type, dummy Const and Identity for control edges, optional bfloat16 casts, recv dedup).
+ * Also owns the per-run caches of dtypes and kernel definitions that memory types are read from. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

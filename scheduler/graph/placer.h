@@ -1,5 +1,5 @@
 /* The placer: assigns every node of a graph to one device of a device set,
- * with TensorFlow's Placer semantics (DESIGN.md §5) and a load-aware choice
+ * with TensorFlow's Placer semantics (docs/design.md, "Placement") and a load-aware choice
  * among equally valid devices.
  *
  * Design note. Nodes are visited in TensorFlow's node-id order (the graph's
@@ -27,7 +27,7 @@
  *      every member, in order of type priority (common/device_type.h),
  *      highest first, then name. None: with soft placement the spec's type
  *      and id are dropped and the fallback is logged; otherwise an error
- *      says why, in TensorFlow's words (DESIGN.md §5.8). When the node's own
+ *      says why, in TensorFlow's words (docs/design.md, "Placement"). When the node's own
  *      request matches no device at all, the text depends on whether its
  *      job/replica/task exists: "... because no devices matching that
  *      specification are registered in this process; available devices:
@@ -96,7 +96,7 @@ typedef struct zf_placer_options {
  * Errors, naming the node:
  *   FAILED_PRECONDITION "No devices are registered" when n_devices is 0;
  *   INVALID_ARGUMENT "Cannot assign a device for operation <node>:
- *     <reason>" with TensorFlow's reasons (DESIGN.md §5.8), a malformed
+ *     <reason>" with TensorFlow's reasons (docs/design.md, "Placement"), a malformed
  *     spec, or a node whose input types its attrs do not determine;
  *   INVALID_ARGUMENT "Cannot colocate nodes <a> and <b>: ..." and
  *     "Cannot place the graph because a reference or resource edge ...";

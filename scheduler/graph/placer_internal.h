@@ -1,4 +1,4 @@
-/* Private to scheduler/placer*.c: the placer's working state for one run,
+/* Private to scheduler/graph/placer*.c: the placer's working state for one run,
  * shared by the files that set it up, build colocation groups, compute the
  * devices a group may use, and choose devices. Nothing else includes it.
  *

@@ -1,7 +1,7 @@
-/* Pruning (DESIGN.md §6): resolves a client's feeds, fetches and targets
- * against a graph, rewrites fed tensors to come from feed nodes and fetched
- * ones to go to fetch nodes, and keeps only what the fetches and targets
- * reach backwards. Owns the zf__pruned_t that the partitioner walks. */
+/* Pruning (docs/design.md, "Pruning and partitioning"): resolves a client's feeds, fetches and
+ * targets against a graph, rewrites fed tensors to come from feed nodes and fetched ones to go to
+ * fetch nodes, and keeps only what the fetches and targets reach backwards. Owns the zf__pruned_t
+ * that the partitioner walks. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* The master's device set, its requests in flight to executors, its
- * sessions, and the envelope-level entry point (scheduler/master.h). Plans
+ * sessions, and the envelope-level entry point (scheduler/master/master.h). Plans
  * and steps are in master_step.c. */
 #include <inttypes.h>
 #include <stdio.h>

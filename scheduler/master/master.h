@@ -1,7 +1,8 @@
 /* The master: the scheduler's sessions over a live set of executors — the
  * plan cache, placement, partitioning, graph registration and the step
- * protocol (docs/service.md, DESIGN.md §7). Independent of sockets: it
- * talks to executors through a zf_master_transport_t.
+ * protocol (docs/service.md; docs/design.md, "Steps and failures").
+ * Independent of sockets: it talks to executors through a
+ * zf_master_transport_t.
  *
  * Design note.
  * - Devices. Each executor is known by its ExecutorInfo (full device name,
@@ -14,18 +15,27 @@
  *   do not pile up as executors come and go.
  * - Sessions. CreateSession parses and validates the GraphDef; nothing is
  *   placed until a run needs a plan, so executors that join later are used.
+ * - Placement. A session's graph is placed once, by its first plan, on the
+ *   devices alive at that moment (ZF_PLACE_BALANCED with each device's
+ *   reported load plus the nodes this master has placed there, or
+ *   ZF_PLACE_FIRST when the session asks); every later plan reuses that
+ *   placement while all its devices live, so a variable and every step
+ *   that uses it agree on its device. When one of them is gone, the next
+ *   plan places the graph again on the devices left.
  * - Plans. Per session, one plan per signature (sorted feeds, fetches and
- *   targets): the graph is placed on the devices alive at that moment
- *   (ZF_PLACE_BALANCED with each device's reported load plus the nodes this
- *   master has placed there, or ZF_PLACE_FIRST when the session asks),
- *   pruned and partitioned by device, and each partition is registered with
- *   its executor once (RegisterGraph -> graph handle).
+ *   targets): the placed graph pruned and partitioned by device, each
+ *   partition registered with its executor once (RegisterGraph -> graph
+ *   handle).
  * - Steps. Each run gets a new step id; RunGraph goes to every partition at
  *   once, carrying the client's feeds under the partitions' rendezvous keys
  *   and the fetch keys. The first error wins, prefixed with its device when
  *   it does not name one; the other partitions get AbortStep. A step that
  *   outlives its timeout fails with DEADLINE_EXCEEDED and is aborted
- *   everywhere. Every partition gets CleanupGraph when the step ends.
+ *   everywhere. A step that failed somewhere (an error, an abort or a
+ *   timeout) ends with CleanupGraph to every partition, so that no
+ *   executor keeps its state; a step that succeeded everywhere sends none,
+ *   since each executor frees a step's state itself once its partition has
+ *   run to the end without an error.
  *   A reply of ABORTED (an executor restarted) drops the plan too.
  *
  * Thread-safety: every function may be called from any thread; runs of one

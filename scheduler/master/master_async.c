@@ -1,6 +1,6 @@
 /* The master's steps without a thread of their own: started by the caller,
  * advanced by zf_master_poll() as the executors' replies come in, answered
- * through a callback (scheduler/master.h). */
+ * through a callback (scheduler/master/master.h). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,8 @@
-/* The master's internals, shared by master.c (devices, calls, sessions) and
- * master_step.c (plans and steps). Not part of the public API. */
+/* The master's internals, shared by its files — master.c (devices, calls,
+ * sessions), master_names.c (a step's names), master_step.c (plans and
+ * steps), master_async.c (steps without a thread of their own) and
+ * master_job.c (jobs) — and by the master's unit tests. Not part of the
+ * public API. */
 #ifndef ZF_MASTER_INTERNAL_H
 #define ZF_MASTER_INTERNAL_H
 
@@ -83,7 +86,7 @@ struct zf_master {
     int n_jobs_done, jobs_keep_max;
     int64_t jobs_keep_ms, jobs_last_tick_ms, jobs_steps_max;
     char id_prefix[24];              /* before every session and job id */
-    struct zf__master_async *asteps; /* master_step.c: steps run without a thread, under mu */
+    struct zf__master_async *asteps; /* master_async.c: steps run without a thread, under mu */
 };
 
 /* ---- master.c ------------------------------------------------------------ */
@@ -204,11 +207,13 @@ zf_status_t zf__master_reply_new(Zflow__RunStepReply **out);
  * zf_master_destroy(), with m->mu not held. */
 void zf__master_jobs_free(zf_master_t *m);
 
-/* ---- master_step.c ------------------------------------------------------- */
+/* ---- master_async.c ------------------------------------------------------ */
 
 /* Ends every step zf_master_start_step() started with CANCELLED (their
  * callbacks fire); for zf_master_destroy(), with m->mu not held. */
 void zf__master_asteps_cancel(zf_master_t *m);
+
+/* ---- master_step.c ------------------------------------------------------- */
 
 /* Removes plan from its session (under m->mu): subtracts its loads and
  * deregisters its graphs on the devices still alive; freed with its last

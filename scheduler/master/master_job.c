@@ -1,7 +1,7 @@
 /* The master's one-shot jobs (SubmitJob, PollJob, WaitJob): a session
  * created, its step run one or more times and the session closed; owns each
  * job's progress and its result until a waiter collects it or it expires
- * (scheduler/master.h). */
+ * (scheduler/master/master.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

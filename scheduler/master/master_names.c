@@ -1,4 +1,4 @@
-/* The master's step names (scheduler/master_internal.h): feeds, fetches and
+/* The master's step names (scheduler/master/master_internal.h): feeds, fetches and
  * targets made canonical, sorted and checked, and a step's plan signature. */
 #include <stdio.h>
 #include <stdlib.h>

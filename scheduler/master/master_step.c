@@ -1,6 +1,6 @@
 /* The master's plans (placement, partitioning, graph registration, cached
  * per signature) and steps (RunGraph everywhere, first error wins, abort,
- * timeout, cleanup); see scheduler/master.h. */
+ * timeout, cleanup); see scheduler/master/master.h. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* The scheduler's DEALER sockets to executors and the I/O thread that owns
- * them; the master's transport (scheduler/rpc.h). */
+ * them; the master's transport (scheduler/server/rpc.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 /* The scheduler's connections to executors: the master's transport
- * (scheduler/master.h) over one DEALER socket per executor control
+ * (scheduler/master/master.h) over one DEALER socket per executor control
  * endpoint, served by one I/O thread of its own or polled by the caller's
  * loop (zf_sched_rpc_new_polled).
  *

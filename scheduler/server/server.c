@@ -1,6 +1,6 @@
 /* The scheduler service loop: the sockets, reading and dispatching the
  * broker's and clients' messages, and the server's lifecycle
- * (scheduler/server.h; its parts in scheduler/server_internal.h). */
+ * (scheduler/server/server.h; its parts in scheduler/server/server_internal.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -393,11 +393,6 @@ zf_status_t zf_sched_server_run(zf_sched_server_t *srv)
 void zf_sched_server_stop(zf_sched_server_t *srv)
 {
     atomic_store(&srv->stop, true);
-}
-
-int zf_sched_server_num_devices(zf_sched_server_t *srv)
-{
-    return zf_master_num_devices(srv->master);
 }
 
 const char *zf_sched_server_id(const zf_sched_server_t *srv)

@@ -1,6 +1,6 @@
-/* The scheduler service: the master (scheduler/master.h) behind a DEALER
+/* The scheduler service: the master (scheduler/master/master.h) behind a DEALER
  * connected to the broker and a ROUTER for clients' direct requests, with
- * its executor connections (scheduler/rpc.h).
+ * its executor connections (scheduler/server/rpc.h).
  *
  * Design note. One thread (the caller of zf_sched_server_run()) owns the
  * broker socket, the client ROUTER and the executor sockets (a polled rpc).
@@ -130,9 +130,6 @@ zf_status_t zf_sched_server_run(zf_sched_server_t *srv);
 /* Asks zf_sched_server_run() (or a waiting register) to return within
  * about 100 ms. Async-signal-safe. */
 void zf_sched_server_stop(zf_sched_server_t *srv);
-
-/* Devices the master knows now (tests, logs). */
-int zf_sched_server_num_devices(zf_sched_server_t *srv);
 
 /* The scheduler id it registers with now (tests, logs); valid until the
  * next register call (run never changes it). Not thread-safe with

@@ -1,4 +1,4 @@
-/* Private to scheduler/server*.c: the layout of zf_sched_server_t and the
+/* Private to scheduler/server/server*.c: the layout of zf_sched_server_t and the
  * helpers its files share (server.c: setup, the loop and dispatch;
  * server_replies.c: the reply queue and direct clients' requests in flight;
  * server_register.c: the scheduler id and registration with the broker;

@@ -2,7 +2,7 @@
  * the broker says another scheduler has it before the first success (the
  * same one, later, after it), the broker's listing of executors, and
  * registering again with a broker that restarted
- * (scheduler/server_internal.h). */
+ * (scheduler/server/server_internal.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>

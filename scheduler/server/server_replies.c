@@ -1,6 +1,6 @@
 /* The scheduler's reply queue, which brings workers' replies to the thread
  * that owns the sockets, and the count of each direct client's requests in
- * flight with its cap (scheduler/server_internal.h). */
+ * flight with its cap (scheduler/server/server_internal.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* Client requests on the scheduler's worker pools: sessions' requests on the
  * request workers (or a cached plan's step on the loop thread), and jobs,
  * answered on the loop thread and run on their own pool so that no request
- * waits behind one (scheduler/server_internal.h). */
+ * waits behind one (scheduler/server/server_internal.h). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* Fake executors for the master's tests (scheduler/master.h): in-process
+/* Fake executors for the master's tests (scheduler/master/master.h): in-process
  * executors behind the master's transport interface that run each
  * registered partition with the real engine on a CPU device. Each fake has
  * its own rendezvous table, and a tensor sent to another fake's device is

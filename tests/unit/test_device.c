@@ -1,4 +1,4 @@
-/* Tests for devices (executor/device.h): the CPU device. */
+/* Tests for devices (executor/devices/device.h): the CPU device. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Tests for the dataflow executor (executor/executor.h). Most graphs run on
+/* Tests for the dataflow engine (executor/engine/engine.h). Most graphs run on
  * a "TEST" device type with small kernels defined here, so that each test
  * controls exactly what its kernels do (fail, record the order they run
  * in, track when a buffer is freed); the variables test uses the built-in

@@ -1,4 +1,4 @@
-/* Tests for the GPU device (executor/gpu.h): attributes, device tensors and
+/* Tests for the GPU device (executor/devices/gpu.h): attributes, device tensors and
  * their free callbacks through the caching allocator, host<->device copies
  * through pinned and pageable memory, device-to-device copies and IPC
  * export. Every test needs a visible GPU and is skipped, saying why, when

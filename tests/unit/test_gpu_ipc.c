@@ -1,4 +1,4 @@
-/* GPU tests for same-host transfers over CUDA IPC (executor/remote.h): this
+/* GPU tests for same-host transfers over CUDA IPC (executor/rendezvous/remote.h): this
  * process sends from GPU:0 through its rendezvous transport; a second
  * process (this program again, run with --ipc-receiver) receives with the
  * GPU _Recv kernel and checks the values. Offers are accepted and released,

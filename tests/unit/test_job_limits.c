@@ -1,5 +1,5 @@
 /* Tests for the limit on the steps one job may ask for: the master's check
- * at submit time (scheduler/master.h) over the fake executors of
+ * at submit time (scheduler/master/master.h) over the fake executors of
  * master_test_util.h, and zflow-scheduler's --max-job-steps as a real
  * process behind a real broker. */
 #include <setjmp.h>

@@ -1,5 +1,5 @@
-/* Tests for executor/kernels_basic (Const, Placeholder, identities, NoOp)
- * and executor/kernels_builtin (registering every CPU kernel once). */
+/* Tests for executor/kernels/kernels_basic (Const, Placeholder, identities, NoOp)
+ * and executor/kernels/kernels_builtin (registering every CPU kernel once). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

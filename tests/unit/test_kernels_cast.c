@@ -1,4 +1,4 @@
-/* Tests for executor/kernels_cast: Cast between floating, integer, bool and
+/* Tests for executor/kernels/kernels_cast: Cast between floating, integer, bool and
  * 16-bit float dtypes, with saturation, wrapping and bfloat16 truncation. */
 #include <setjmp.h>
 #include <stdarg.h>

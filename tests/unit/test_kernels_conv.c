@@ -1,4 +1,4 @@
-/* Tests for executor/kernels_conv: Conv2D against a naive seven-deep loop
+/* Tests for executor/kernels/kernels_conv: Conv2D against a naive seven-deep loop
  * (SAME/VALID, strides, 1x1, tiled patch matrices) and MaxPool/AvgPool
  * against direct window scans; attrs and shape errors. */
 #include <setjmp.h>

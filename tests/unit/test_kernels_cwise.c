@@ -1,4 +1,4 @@
-/* Tests for executor/kernels_cwise: element-wise unary and binary math with
+/* Tests for executor/kernels/kernels_cwise: element-wise unary and binary math with
  * NumPy broadcasting, dtypes, edge shapes and error texts. */
 #include <setjmp.h>
 #include <stdarg.h>

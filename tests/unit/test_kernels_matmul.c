@@ -1,4 +1,4 @@
-/* Tests for executor/kernels_matmul: MatMul against a naive triple loop for
+/* Tests for executor/kernels/kernels_matmul: MatMul against a naive triple loop for
  * every transpose combination, empty dims and error texts. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Tests for executor/kernels_nn: BiasAdd, activations, Softmax and
+/* Tests for executor/kernels/kernels_nn: BiasAdd, activations, Softmax and
  * LogSoftmax — values, layouts, edge shapes and errors. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Tests for executor/kernels_reduce: Sum, Mean, Max, Min, Prod over axis
+/* Tests for executor/kernels/kernels_reduce: Sum, Mean, Max, Min, Prod over axis
  * inputs with keep_dims, ArgMax and ArgMin, edge shapes and errors. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Tests for executor/kernels_shape: Reshape, Shape, Size, Rank, ExpandDims,
+/* Tests for executor/kernels/kernels_shape: Reshape, Shape, Size, Rank, ExpandDims,
  * Squeeze, Transpose, ConcatV2, Pack, Fill, ZerosLike and OnesLike. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Tests for executor/kernels_state: reference and resource variables that
+/* Tests for executor/kernels/kernels_state: reference and resource variables that
  * persist across steps (separate kernel runs sharing one resource manager),
  * their updates and their error texts. */
 #include <setjmp.h>

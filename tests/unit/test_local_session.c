@@ -1,4 +1,4 @@
-/* Tests for the in-process session (executor/local_session.h): the example
+/* Tests for the in-process session (session/local_session.h): the example
  * graphs against independently computed values, partitioned runs through
  * the rendezvous, plan caching, variables, errors, timeouts, and the
  * equivalence property — random graphs partitioned over 1-4 CPU devices

@@ -1,4 +1,4 @@
-/* Tests for the scheduler's master (scheduler/master.h) over fake executors
+/* Tests for the scheduler's master (scheduler/master/master.h) over fake executors
  * (master_test_util.h) that run each partition with the real engine: the
  * step protocol end to end without sockets. */
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* Tests for the master's steps without a thread (zf_master_start_step,
- * zf_master_poll; scheduler/master.h) over fake executors
+ * zf_master_poll; scheduler/master/master.h) over fake executors
  * (master_test_util.h): only a cached plan starts, the reply comes through
  * the callback from a poll, and a timeout and an executor's death end the
  * step with the blocking path's errors. */

@@ -1,4 +1,4 @@
-/* Tests for the master's one-shot jobs (scheduler/master.h): several steps
+/* Tests for the master's one-shot jobs (scheduler/master/master.h): several steps
  * on one session, init targets, progress, and the bounded retention of
  * results, over the fake executors of master_test_util.h. */
 #include <pthread.h>

@@ -1,4 +1,4 @@
-/* Tests for scheduler/partition: pruning by feeds, fetches and targets, and
+/* Tests for scheduler/graph/partition: pruning by feeds, fetches and targets, and
  * partitioning with TensorFlow's Send/Recv semantics — one focused test per
  * rule, TensorFlow's two-device example, and every error. Graphs are
  * written as text GraphDefs; placement comes from each node's requested

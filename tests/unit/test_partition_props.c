@@ -1,4 +1,4 @@
-/* Property tests for scheduler/partition on seeded random DAGs: random ops
+/* Property tests for scheduler/graph/partition on seeded random DAGs: random ops
  * and dtypes, control edges, feeds, fetches and targets, placed at random
  * over 1-8 CPU and GPU devices (some in two tasks, some partitioned by
  * task, some with bfloat16 transfers). For every graph: the partitions

@@ -1,4 +1,4 @@
-/* Tests for scheduler/placer: the scenarios of TensorFlow's own placer test
+/* Tests for scheduler/graph/placer: the scenarios of TensorFlow's own placer test
  * suite, on FakeCPU/FakeGPU devices with kernels registered per test, plus
  * zflow's balanced choice and the error texts. */
 #include <setjmp.h>

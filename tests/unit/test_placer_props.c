@@ -1,4 +1,4 @@
-/* Property tests for scheduler/placer on seeded random graphs: every node
+/* Property tests for scheduler/graph/placer on seeded random graphs: every node
  * placed on a device whose type has a kernel for it, every colocation group
  * on one device, every explicit full spec honoured, the same answer for the
  * same inputs in any device order, and the balanced choice spreading

@@ -1,4 +1,4 @@
-/* Tests for executor/remote: two transports in one process on 127.0.0.1
+/* Tests for executor/rendezvous/remote: two transports in one process on 127.0.0.1
  * ephemeral ports; tensors pushed by _Send's remote hook land in the right
  * step's rendezvous on the other side, early or late, closed steps drop
  * them, and malformed messages are skipped; CUDA IPC offers are refused

@@ -1,4 +1,4 @@
-/* Tests for the local rendezvous (executor/rendezvous.h). */
+/* Tests for the local rendezvous (executor/rendezvous/rendezvous.h). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Tests for the per-process step table (executor/rendezvous.h): claimed and
+/* Tests for the per-process step table (executor/rendezvous/rendezvous.h): claimed and
  * unclaimed steps, the ttl and the caps (steps and bytes) on unclaimed
  * ones, and the counters. */
 #include <pthread.h>

@@ -1,4 +1,4 @@
-/* Tests for the scheduler's job pool (scheduler/server.h): jobs run on
+/* Tests for the scheduler's job pool (scheduler/server/server.h): jobs run on
  * workers of their own (zflow-scheduler --job-workers), so that a job that
  * cannot finish holds up neither sessions' requests nor the answer to
  * another SubmitJob, and the jobs waiting for them are bounded

@@ -1,7 +1,7 @@
-/* Tests for the scheduler's executor connections (scheduler/rpc.h): a
+/* Tests for the scheduler's executor connections (scheduler/server/rpc.h): a
  * ROUTER on a 127.0.0.1 ephemeral port (or on many inproc endpoints) stands
  * in for executors' control endpoints; and the master's forget hook that
- * drives zf_sched_rpc_forget() (scheduler/master.h). */
+ * drives zf_sched_rpc_forget() (scheduler/master/master.h). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Tests for the scheduler service (scheduler/server.h): the cap on one
+/* Tests for the scheduler service (scheduler/server/server.h): the cap on one
  * client's requests in flight at the direct client endpoint (real broker,
  * executor and zflow-scheduler processes on 127.0.0.1 ephemeral ports), and
  * the scheduler id a broker refuses as taken, at the first registration

@@ -1,4 +1,4 @@
-/* The bounded set of recent step ids (executor/step_set.h), checked against
+/* The bounded set of recent step ids (executor/rendezvous/step_set.h), checked against
  * a plain list on long mixed sequences. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Internal to the CUDA build (executor/cuda/): the GPU device's private
+/* Internal to the CUDA build (executor/devices/cuda/): the GPU device's private
  * state, its caching allocator, CUDA and cuBLAS error conversion, helpers
  * the GPU kernels share, and the registration function of each GPU kernel
  * file. */

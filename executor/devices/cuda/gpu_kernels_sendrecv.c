@@ -4,7 +4,7 @@
  *   _Send hands a device tensor on as it is when the receiver is a GPU
  *   (after waiting for the stream, since the receiver reads it on another
  *   stream; a GPU in another process on this host gets it over CUDA IPC,
- *   executor/remote.h), and a copy in pinned host memory otherwise;
+ *   executor/rendezvous/remote.h), and a copy in pinned host memory otherwise;
  *   _Recv leaves its output in this GPU's memory, _HostRecv in host memory,
  *   copying whatever arrived from wherever it is (an IPC offer device to
  *   device). */
@@ -116,7 +116,7 @@ typedef struct {
     bool to_host;
 } s_recv_t;
 
-/* A CUDA IPC offer from a peer on this host (executor/remote.h): copied
+/* A CUDA IPC offer from a peer on this host (executor/rendezvous/remote.h): copied
  * device to device into this GPU's memory; dropping the placeholder tells
  * the sender it may let its memory go. */
 static zf_status_t s_take_offer(zf_kernel_ctx_t *ctx, zf_tensor_t **t)
