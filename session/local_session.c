@@ -128,8 +128,10 @@ static int s_find_name(char **sorted, int n, const char *name)
 
 /* ---- plans ------------------------------------------------------------------ */
 
-static void s_plan_destroy(s_plan_t *p)
+static void s_plan_destroy(s_plan_t **p_p)
 {
+    s_plan_t *p = *p_p;
+    *p_p = NULL;
     if (!p) return;
     for (int i = 0; p->set && p->executors && i < p->set->n_parts; i++)
         zf_engine_destroy(&p->executors[i]);
@@ -225,7 +227,7 @@ static zf_status_t s_plan_new(zf_local_session_t *s, char ***feeds, int n_feeds,
     if (zf_ok(st)) st = s_plan_executors(s, p);
     if (zf_ok(st)) st = s_plan_endpoints(p);
     if (!zf_ok(st)) {
-        s_plan_destroy(p);
+        s_plan_destroy(&p);
         return st;
     }
     *out = p;
@@ -265,8 +267,7 @@ static zf_status_t s_plan_get(zf_local_session_t *s, char ***feeds, int nf, char
     } else {
         st = s_plan_new(s, feeds, nf, fetches, nt, targets, ng, out);
         if (zf_ok(st) && zf_strmap_insert(s->plans, sig, (uintptr_t)*out, NULL) != 0) {
-            s_plan_destroy(*out);
-            *out = NULL;
+            s_plan_destroy(out);
             st = zf_out_of_memory("session");
         }
     }
@@ -585,8 +586,10 @@ void zf_local_session_destroy(zf_local_session_t **s_p)
     *s_p = NULL;
     size_t iter = 0;
     uintptr_t v = 0;
-    while (s->plans && zf_strmap_next(s->plans, &iter, NULL, NULL, &v))
-        s_plan_destroy((s_plan_t *)v);
+    while (s->plans && zf_strmap_next(s->plans, &iter, NULL, NULL, &v)) {
+        s_plan_t *p = (s_plan_t *)v;
+        s_plan_destroy(&p);
+    }
     zf_strmap_destroy(&s->plans);
     zf_graph_destroy(&s->graph);
     free(s->assignment);
