@@ -68,35 +68,23 @@ static int s_parse_env(zf_broker_config_t *cfg)
     return 0;
 }
 
+static int s_option(const char *a, const char *v, void *arg)
+{
+    zf_broker_config_t *cfg = arg;
+    int *num = strcmp(a, "--heartbeat-ms") == 0          ? &cfg->heartbeat_ms
+               : strcmp(a, "--heartbeat-misses") == 0    ? &cfg->heartbeat_misses
+               : strcmp(a, "--max-client-requests") == 0 ? &cfg->max_client_requests
+               : strcmp(a, "--max-requests") == 0        ? &cfg->max_requests
+                                                         : NULL;
+    if (num) return s_parse_positive(a, v, num) ? ZF_CMDLINE_BAD : ZF_CMDLINE_TAKEN;
+    if (strcmp(a, "--listen") != 0) return ZF_CMDLINE_UNKNOWN;
+    cfg->listen = v;
+    return ZF_CMDLINE_TAKEN;
+}
+
 static int s_parse_args(int argc, char **argv, zf_broker_config_t *cfg)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(s_usage, stdout);
-            exit(0);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "zflow-broker: unknown or incomplete option '%s'\n%s", a, s_usage);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (strcmp(a, "--listen") == 0)
-            cfg->listen = v;
-        else if (strcmp(a, "--heartbeat-ms") == 0) {
-            if (s_parse_positive("--heartbeat-ms", v, &cfg->heartbeat_ms)) return 2;
-        } else if (strcmp(a, "--heartbeat-misses") == 0) {
-            if (s_parse_positive("--heartbeat-misses", v, &cfg->heartbeat_misses)) return 2;
-        } else if (strcmp(a, "--max-client-requests") == 0) {
-            if (s_parse_positive("--max-client-requests", v, &cfg->max_client_requests)) return 2;
-        } else if (strcmp(a, "--max-requests") == 0) {
-            if (s_parse_positive("--max-requests", v, &cfg->max_requests)) return 2;
-        } else {
-            fprintf(stderr, "zflow-broker: unknown option '%s'\n%s", a, s_usage);
-            return 2;
-        }
-    }
-    return 0;
+    return zf_cmdline_parse("zflow-broker", s_usage, argc, argv, s_option, cfg);
 }
 
 static void s_install_signals(void)

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "common/device_name.h"
+#include "common/proto_util.h"
 
 #define S_TEXT_MAX 1024 /* longest endpoint or host id accepted */
 
@@ -73,14 +74,10 @@ void zf_registry_set_listener(zf_registry_t *reg, zf_registry_listener_fn fn, vo
 
 zf_status_t zf_executor_info_copy(const Zflow__ExecutorInfo *info, Zflow__ExecutorInfo **out)
 {
-    *out = NULL;
-    size_t len = zflow__executor_info__get_packed_size(info);
-    uint8_t *buf = malloc(len ? len : 1);
-    if (!buf) return zf_out_of_memory("an executor info copy");
-    zflow__executor_info__pack(info, buf);
-    *out = zflow__executor_info__unpack(NULL, len, buf);
-    free(buf);
-    return *out ? ZF_STATUS_OK : zf_out_of_memory("an executor info copy");
+    ProtobufCMessage *c = NULL;
+    zf_status_t st = zf_proto_clone(&info->base, "an executor info copy", &c);
+    *out = (Zflow__ExecutorInfo *)c;
+    return st;
 }
 
 static int s_find(const zf_registry_t *reg, const char *name)

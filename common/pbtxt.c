@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/proto_util.h"
+
 /* Field names and type names in error messages are cut to this length, so a
  * megabyte-long identifier does not become a megabyte-long error. */
 #define S_MAX_SHOWN 64
@@ -332,7 +334,7 @@ static zf_status_t s_read_int(s_reader_t *r, const ProtobufCFieldDescriptor *f, 
                           s_describe(r, num.start));
     uint64_t mag = 0;
     bool fits = s_number_to_u64(&num, &mag);
-    bool is64 = zf__pbtxt_elem_size(f->type) == 8;
+    bool is64 = zf_proto_elem_size(f->type) == 8;
     switch (f->type) {
     case PROTOBUF_C_TYPE_UINT32:
     case PROTOBUF_C_TYPE_FIXED32:
@@ -667,7 +669,7 @@ static zf_status_t s_append(ProtobufCMessage *m, const ProtobufCFieldDescriptor 
 {
     size_t *n = (size_t *)((char *)m + f->quantifier_offset);
     void **arr = (void **)((char *)m + f->offset);
-    size_t esz = zf__pbtxt_elem_size(f->type);
+    size_t esz = zf_proto_elem_size(f->type);
     if (*n == 0 || (*n >= 4 && (*n & (*n - 1)) == 0)) {
         size_t cap = *n ? *n * 2 : 4;
         if (cap > SIZE_MAX / esz) return zf_out_of_memory("pbtxt repeated field");
@@ -684,7 +686,7 @@ static zf_status_t s_append(ProtobufCMessage *m, const ProtobufCFieldDescriptor 
  * proto2 optional scalar, or the case of a oneof. */
 static void s_set(ProtobufCMessage *m, const ProtobufCFieldDescriptor *f, const s_value_t *v)
 {
-    memcpy((char *)m + f->offset, v, zf__pbtxt_elem_size(f->type));
+    memcpy((char *)m + f->offset, v, zf_proto_elem_size(f->type));
     if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
         *(uint32_t *)((char *)m + f->quantifier_offset) = f->id;
     } else if (f->label == PROTOBUF_C_LABEL_OPTIONAL && f->type != PROTOBUF_C_TYPE_STRING &&

@@ -68,8 +68,4 @@ zf_status_t zf_pbtxt_format(const ProtobufCMessage *msg, char **out,
  * beyond the float range rather than C's undefined behaviour. */
 float zf__pbtxt_double_to_float(double v);
 
-/* Internal: bytes per element of a repeated field of this type, as protobuf-c
- * lays out its arrays. */
-size_t zf__pbtxt_elem_size(ProtobufCType type);
-
 #endif

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/proto_util.h"
+
 /* ---- shared with the reader ---- */
 
 float zf__pbtxt_double_to_float(double v)
@@ -23,30 +25,6 @@ float zf__pbtxt_double_to_float(double v)
     if (v > FLT_MAX) return v < overflow ? FLT_MAX : INFINITY;
     if (v < -FLT_MAX) return v > -overflow ? -FLT_MAX : -INFINITY;
     return (float)v;
-}
-
-size_t zf__pbtxt_elem_size(ProtobufCType type)
-{
-    switch (type) {
-    case PROTOBUF_C_TYPE_INT32:
-    case PROTOBUF_C_TYPE_SINT32:
-    case PROTOBUF_C_TYPE_SFIXED32:
-    case PROTOBUF_C_TYPE_UINT32:
-    case PROTOBUF_C_TYPE_FIXED32:
-    case PROTOBUF_C_TYPE_ENUM: return 4;
-    case PROTOBUF_C_TYPE_INT64:
-    case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64: return 8;
-    case PROTOBUF_C_TYPE_FLOAT: return sizeof(float);
-    case PROTOBUF_C_TYPE_DOUBLE: return sizeof(double);
-    case PROTOBUF_C_TYPE_BOOL: return sizeof(protobuf_c_boolean);
-    case PROTOBUF_C_TYPE_STRING: return sizeof(char *);
-    case PROTOBUF_C_TYPE_BYTES: return sizeof(ProtobufCBinaryData);
-    case PROTOBUF_C_TYPE_MESSAGE: return sizeof(ProtobufCMessage *);
-    }
-    return 0;
 }
 
 /* Output buffer. A failed allocation sets oom and later writes become no-ops,
@@ -253,7 +231,7 @@ static bool s_is_zero(const ProtobufCFieldDescriptor *f, const void *slot)
     case PROTOBUF_C_TYPE_BYTES: return ((const ProtobufCBinaryData *)slot)->len == 0;
     case PROTOBUF_C_TYPE_MESSAGE: return *(const void *const *)slot == NULL;
     default:
-        if (zf__pbtxt_elem_size(f->type) == 8) return *(const uint64_t *)slot == 0;
+        if (zf_proto_elem_size(f->type) == 8) return *(const uint64_t *)slot == 0;
         return *(const uint32_t *)slot == 0;
     }
 }
@@ -297,7 +275,7 @@ static void s_write_message(s_out_t *o, const ProtobufCMessage *m, unsigned inde
         }
         size_t n = *(const size_t *)(base + f->quantifier_offset);
         const char *arr = *(const char *const *)(base + f->offset);
-        size_t esz = zf__pbtxt_elem_size(f->type);
+        size_t esz = zf_proto_elem_size(f->type);
         for (size_t j = 0; j < n && arr; j++) s_write_field(o, f, arr + j * esz, indent);
     }
 }

@@ -147,8 +147,10 @@ typedef struct {
     pthread_cond_t all_done;
 } s_job_t;
 
-static void s_job_unref(s_job_t *job)
+static void s_job_unref(s_job_t **job_p)
 {
+    s_job_t *job = *job_p;
+    *job_p = NULL;
     if (atomic_fetch_sub(&job->refs, 1) != 1) return;
     pthread_cond_destroy(&job->all_done);
     pthread_mutex_destroy(&job->mu);
@@ -176,7 +178,7 @@ static void s_job_helper(void *arg)
 {
     s_job_t *job = arg;
     s_job_work(job);
-    s_job_unref(job);
+    s_job_unref(&job);
 }
 
 void zf_thread_pool_parallel_for(zf_thread_pool_t *pool, int64_t n, int64_t min_chunk,
@@ -218,5 +220,5 @@ void zf_thread_pool_parallel_for(zf_thread_pool_t *pool, int64_t n, int64_t min_
     pthread_mutex_lock(&job->mu);
     while (atomic_load(&job->done) < job->num_chunks) pthread_cond_wait(&job->all_done, &job->mu);
     pthread_mutex_unlock(&job->mu);
-    s_job_unref(job);
+    s_job_unref(&job);
 }

@@ -128,8 +128,10 @@ static int s_find_name(char **sorted, int n, const char *name)
 
 /* ---- callables ------------------------------------------------------------------ */
 
-static void s_callable_destroy(s_callable_t *p)
+static void s_callable_destroy(s_callable_t **p_p)
 {
+    s_callable_t *p = *p_p;
+    *p_p = NULL;
     if (!p) return;
     for (int i = 0; p->set && p->executors && i < p->set->n_parts; i++)
         zf_engine_destroy(&p->executors[i]);
@@ -226,7 +228,7 @@ static zf_status_t s_callable_new(zf_local_session_t *s, char ***feeds, int n_fe
     if (zf_ok(st)) st = s_callable_executors(s, p);
     if (zf_ok(st)) st = s_callable_endpoints(p);
     if (!zf_ok(st)) {
-        s_callable_destroy(p);
+        s_callable_destroy(&p);
         return st;
     }
     *out = p;
@@ -266,8 +268,7 @@ static zf_status_t s_callable_get(zf_local_session_t *s, char ***feeds, int nf, 
     } else {
         st = s_callable_new(s, feeds, nf, fetches, nt, targets, ng, out);
         if (zf_ok(st) && zf_strmap_insert(s->callables, sig, (uintptr_t)*out, NULL) != 0) {
-            s_callable_destroy(*out);
-            *out = NULL;
+            s_callable_destroy(out);
             st = zf_out_of_memory("session");
         }
     }
@@ -586,8 +587,10 @@ void zf_local_session_destroy(zf_local_session_t **s_p)
     *s_p = NULL;
     size_t iter = 0;
     uintptr_t v = 0;
-    while (s->callables && zf_strmap_next(s->callables, &iter, NULL, NULL, &v))
-        s_callable_destroy((s_callable_t *)v);
+    while (s->callables && zf_strmap_next(s->callables, &iter, NULL, NULL, &v)) {
+        s_callable_t *p = (s_callable_t *)v;
+        s_callable_destroy(&p);
+    }
     zf_strmap_destroy(&s->callables);
     zf_graph_destroy(&s->graph);
     free(s->assignment);

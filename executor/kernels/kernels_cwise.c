@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "executor/kernels/broadcast.h"
 #include "executor/kernels/kernels_util.h"
 
 /* Loop bodies are generated per (op, dtype) so the compiler can vectorise
@@ -157,58 +158,20 @@ typedef struct {
 /* ---- broadcasting driver
  * ---------------------------------------------------------- */
 
-/* The broadcast collapsed to the fewest dims: adjacent dims merge when
- * both inputs broadcast (or not) alike across them. */
+/* A binary op over a broadcast plan. */
 typedef struct {
     s_binary_fn fn;
-    int rank;
-    int64_t dims[ZF_MAX_RANK];
-    int64_t sa[ZF_MAX_RANK], sb[ZF_MAX_RANK]; /* element strides; 0 = broadcast */
+    zf_broadcast_t p;
     const char *a, *b;
     char *out;
     size_t elem;
 } s_bcast_t;
 
-/* Pads a's dims on the left to rank. */
-static int64_t s_dim(const zf_shape_t *s, int rank, int k)
-{
-    int i = s->rank - rank + k;
-    return i >= 0 ? s->dims[i] : 1;
-}
-
-static void s_collapse(s_bcast_t *bc, const zf_shape_t *a, const zf_shape_t *b,
-                       const zf_shape_t *out)
-{
-    bool has_a[ZF_MAX_RANK], has_b[ZF_MAX_RANK];
-    int r = 0;
-    for (int k = 0; k < out->rank; k++) {
-        int64_t d = out->dims[k];
-        if (d == 1) continue;
-        bool ia = s_dim(a, out->rank, k) != 1, ib = s_dim(b, out->rank, k) != 1;
-        if (r > 0 && has_a[r - 1] == ia && has_b[r - 1] == ib) {
-            bc->dims[r - 1] *= d;
-            continue;
-        }
-        bc->dims[r] = d;
-        has_a[r] = ia;
-        has_b[r] = ib;
-        r++;
-    }
-    bc->rank = r;
-    int64_t stride_a = 1, stride_b = 1;
-    for (int k = r - 1; k >= 0; k--) {
-        bc->sa[k] = has_a[k] ? stride_a : 0;
-        bc->sb[k] = has_b[k] ? stride_b : 0;
-        if (has_a[k]) stride_a *= bc->dims[k];
-        if (has_b[k]) stride_b *= bc->dims[k];
-    }
-}
-
 /* Flat ranges (rank <= 1): chunks of elements. */
 static void s_bcast_flat(void *arg, int64_t begin, int64_t end)
 {
     const s_bcast_t *bc = arg;
-    int64_t sa = bc->rank ? bc->sa[0] : 0, sb = bc->rank ? bc->sb[0] : 0;
+    int64_t sa = bc->p.rank ? bc->p.sa[0] : 0, sb = bc->p.rank ? bc->p.sb[0] : 0;
     bc->fn(bc->a + (size_t)(begin * sa) * bc->elem, sa, bc->b + (size_t)(begin * sb) * bc->elem, sb,
            bc->out + (size_t)begin * bc->elem, end - begin);
 }
@@ -217,24 +180,24 @@ static void s_bcast_flat(void *arg, int64_t begin, int64_t end)
 static void s_bcast_rows(void *arg, int64_t begin, int64_t end)
 {
     const s_bcast_t *bc = arg;
-    int outer = bc->rank - 1;
-    int64_t inner = bc->dims[outer], idx[ZF_MAX_RANK], oa = 0, ob = 0;
+    int outer = bc->p.rank - 1;
+    int64_t inner = bc->p.dims[outer], idx[ZF_MAX_RANK], oa = 0, ob = 0;
     int64_t row = begin;
     for (int k = outer - 1; k >= 0; k--) {
-        idx[k] = row % bc->dims[k];
-        row /= bc->dims[k];
-        oa += idx[k] * bc->sa[k];
-        ob += idx[k] * bc->sb[k];
+        idx[k] = row % bc->p.dims[k];
+        row /= bc->p.dims[k];
+        oa += idx[k] * bc->p.sa[k];
+        ob += idx[k] * bc->p.sb[k];
     }
     for (int64_t r = begin; r < end; r++) {
-        bc->fn(bc->a + (size_t)oa * bc->elem, bc->sa[outer], bc->b + (size_t)ob * bc->elem,
-               bc->sb[outer], bc->out + (size_t)(r * inner) * bc->elem, inner);
+        bc->fn(bc->a + (size_t)oa * bc->elem, bc->p.sa[outer], bc->b + (size_t)ob * bc->elem,
+               bc->p.sb[outer], bc->out + (size_t)(r * inner) * bc->elem, inner);
         for (int k = outer - 1; k >= 0; k--) {
-            oa += bc->sa[k];
-            ob += bc->sb[k];
-            if (++idx[k] < bc->dims[k]) break;
-            oa -= bc->sa[k] * bc->dims[k];
-            ob -= bc->sb[k] * bc->dims[k];
+            oa += bc->p.sa[k];
+            ob += bc->p.sb[k];
+            if (++idx[k] < bc->p.dims[k]) break;
+            oa -= bc->p.sa[k] * bc->p.dims[k];
+            ob -= bc->p.sb[k] * bc->p.dims[k];
             idx[k] = 0;
         }
     }
@@ -287,11 +250,11 @@ static zf_status_t s_binary(zf_kernel_ctx_t *ctx, const s_binary_fns_t *fns)
                     .b = zf_tensor_data(b),
                     .out = zf_tensor_data(out),
                     .elem = zf_dtype_size(zf_tensor_dtype(a))};
-    s_collapse(&bc, zf_tensor_shape(a), zf_tensor_shape(b), &shape);
-    if (bc.rank <= 1) {
+    zf_broadcast_plan(zf_tensor_shape(a), zf_tensor_shape(b), &shape, &bc.p);
+    if (bc.p.rank <= 1) {
         zf_kernels_parallel_for(ctx, n, ZF_KERNELS_PARALLEL_MIN, s_bcast_flat, &bc);
     } else {
-        int64_t inner = bc.dims[bc.rank - 1];
+        int64_t inner = bc.p.dims[bc.p.rank - 1];
         int64_t min_rows = ZF_KERNELS_PARALLEL_MIN / inner + 1;
         zf_kernels_parallel_for(ctx, n / inner, min_rows, s_bcast_rows, &bc);
     }

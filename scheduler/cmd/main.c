@@ -64,66 +64,60 @@ static bool s_parse_long(const char *flag, const char *v, long max, long *out)
     return false;
 }
 
+/* The most each numeric flag takes (each takes at least 1). */
+static long s_max(const char *flag)
+{
+    if (strcmp(flag, "--workers") == 0 || strcmp(flag, "--job-workers") == 0)
+        return ZF_SCHED_WORKERS_MAX;
+    if (strcmp(flag, "--job-ttl-ms") == 0) return 7L * 24 * 3600 * 1000;
+    if (strcmp(flag, "--max-job-steps") == 0) return 1000000000000L;
+    return 1000000;
+}
+
+static int s_option(const char *a, const char *v, void *arg)
+{
+    zf_sched_server_config_t *cfg = arg;
+    if (strcmp(a, "--broker") == 0) {
+        cfg->broker = v;
+        return ZF_CMDLINE_TAKEN;
+    }
+    if (strcmp(a, "--listen") == 0) {
+        cfg->listen = v;
+        return ZF_CMDLINE_TAKEN;
+    }
+    if (strcmp(a, "--advertise") == 0) {
+        if (strncmp(v, "tcp://", 6) != 0 && strncmp(v, "ipc://", 6) != 0) {
+            fprintf(stderr,
+                    "zflow-scheduler: --advertise must be a tcp:// or ipc:// endpoint, "
+                    "not '%s'\n",
+                    v);
+            return ZF_CMDLINE_BAD;
+        }
+        cfg->advertise = v;
+        return ZF_CMDLINE_TAKEN;
+    }
+    int *inum = strcmp(a, "--workers") == 0               ? &cfg->workers
+                : strcmp(a, "--job-workers") == 0         ? &cfg->job_workers
+                : strcmp(a, "--job-results") == 0         ? &cfg->job_results
+                : strcmp(a, "--max-queued-jobs") == 0     ? &cfg->max_queued_jobs
+                : strcmp(a, "--max-client-requests") == 0 ? &cfg->max_client_requests
+                                                          : NULL;
+    bool lnum = strcmp(a, "--job-ttl-ms") == 0 || strcmp(a, "--max-job-steps") == 0;
+    if (!inum && !lnum) return ZF_CMDLINE_UNKNOWN;
+    long n = 0;
+    if (!s_parse_long(a, v, s_max(a), &n)) return ZF_CMDLINE_BAD;
+    if (inum)
+        *inum = (int)n;
+    else if (strcmp(a, "--job-ttl-ms") == 0)
+        cfg->job_ttl_ms = n;
+    else
+        cfg->max_steps = n;
+    return ZF_CMDLINE_TAKEN;
+}
+
 static int s_parse_args(int argc, char **argv, zf_sched_server_config_t *cfg)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(s_usage, stdout);
-            exit(0);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "zflow-scheduler: unknown or incomplete option '%s'\n%s", a, s_usage);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (strcmp(a, "--broker") == 0) {
-            cfg->broker = v;
-        } else if (strcmp(a, "--listen") == 0) {
-            cfg->listen = v;
-        } else if (strcmp(a, "--advertise") == 0) {
-            if (strncmp(v, "tcp://", 6) != 0 && strncmp(v, "ipc://", 6) != 0) {
-                fprintf(stderr,
-                        "zflow-scheduler: --advertise must be a tcp:// or ipc:// endpoint, "
-                        "not '%s'\n",
-                        v);
-                return 2;
-            }
-            cfg->advertise = v;
-        } else if (strcmp(a, "--workers") == 0) {
-            long n = 0;
-            if (!s_parse_long(a, v, ZF_SCHED_WORKERS_MAX, &n)) return 2;
-            cfg->workers = (int)n;
-        } else if (strcmp(a, "--job-workers") == 0) {
-            long n = 0;
-            if (!s_parse_long(a, v, ZF_SCHED_WORKERS_MAX, &n)) return 2;
-            cfg->job_workers = (int)n;
-        } else if (strcmp(a, "--job-results") == 0) {
-            long n = 0;
-            if (!s_parse_long(a, v, 1000000, &n)) return 2;
-            cfg->job_results = (int)n;
-        } else if (strcmp(a, "--job-ttl-ms") == 0) {
-            long n = 0;
-            if (!s_parse_long(a, v, 7L * 24 * 3600 * 1000, &n)) return 2;
-            cfg->job_ttl_ms = n;
-        } else if (strcmp(a, "--max-job-steps") == 0) {
-            long n = 0;
-            if (!s_parse_long(a, v, 1000000000000L, &n)) return 2;
-            cfg->max_steps = n;
-        } else if (strcmp(a, "--max-queued-jobs") == 0) {
-            long n = 0;
-            if (!s_parse_long(a, v, 1000000, &n)) return 2;
-            cfg->max_queued_jobs = (int)n;
-        } else if (strcmp(a, "--max-client-requests") == 0) {
-            long n = 0;
-            if (!s_parse_long(a, v, 1000000, &n)) return 2;
-            cfg->max_client_requests = (int)n;
-        } else {
-            fprintf(stderr, "zflow-scheduler: unknown option '%s'\n%s", a, s_usage);
-            return 2;
-        }
-    }
-    return 0;
+    return zf_cmdline_parse("zflow-scheduler", s_usage, argc, argv, s_option, cfg);
 }
 
 static void s_install_signals(void)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/proto_util.h"
 #include "common/rendezvous_key.h"
 #include "scheduler/graph/partition_internal.h"
 
@@ -379,11 +380,11 @@ static Tensorflow__GraphDef *s_graphdef(const zf__pctx_t *c, zf__ppart_t *part)
     tensorflow__graph_def__init(gd);
     bool ok = true;
     if (src->versions) {
-        gd->versions = (Tensorflow__VersionDef *)zf__proto_copy(&src->versions->base);
+        gd->versions = (Tensorflow__VersionDef *)zf_proto_copy(&src->versions->base);
         ok = gd->versions != NULL;
     }
     if (ok && src->library) {
-        gd->library = (Tensorflow__FunctionDefLibrary *)zf__proto_copy(&src->library->base);
+        gd->library = (Tensorflow__FunctionDefLibrary *)zf_proto_copy(&src->library->base);
         ok = gd->library != NULL;
     }
     if (!ok) {

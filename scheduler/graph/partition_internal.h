@@ -189,9 +189,6 @@ zf_status_t zf__pctx_check_frame(const zf__pctx_t *c, int v, const zf__pedge_t *
 /* Every builder returns NULL (or false) only when out of memory, leaving
  * nothing allocated; results free with protobuf_c_message_free_unpacked. */
 
-/* A deep copy of any protobuf-c message, unknown fields included. */
-ProtobufCMessage *zf__proto_copy(const ProtobufCMessage *m);
-
 /* A new NodeDef owning name (taken, freed on failure) with copies of op and
  * device. */
 Tensorflow__NodeDef *zf__node_new(char *name, const char *op, const char *device);

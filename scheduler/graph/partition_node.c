@@ -1,159 +1,12 @@
-/* NodeDef building for the partitioner: deep copies of protobuf-c messages
- * (driven by their descriptors), new nodes, attrs and input strings. Every
+/* NodeDef building for the partitioner: new nodes, copies of nodes, attrs and
+ * input strings (deep copies through common/proto_util.h). Every
  * object built here frees with protobuf_c_message_free_unpacked(.., NULL). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/proto_util.h"
 #include "scheduler/graph/partition_internal.h"
-
-#define S_AT(msg, off) ((void *)((char *)(msg) + (off)))
-
-static size_t s_elem_size(ProtobufCType t)
-{
-    switch (t) {
-    case PROTOBUF_C_TYPE_INT32:
-    case PROTOBUF_C_TYPE_SINT32:
-    case PROTOBUF_C_TYPE_SFIXED32:
-    case PROTOBUF_C_TYPE_UINT32:
-    case PROTOBUF_C_TYPE_FIXED32:
-    case PROTOBUF_C_TYPE_ENUM: return sizeof(uint32_t);
-    case PROTOBUF_C_TYPE_FLOAT: return sizeof(float);
-    case PROTOBUF_C_TYPE_INT64:
-    case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64: return sizeof(uint64_t);
-    case PROTOBUF_C_TYPE_DOUBLE: return sizeof(double);
-    case PROTOBUF_C_TYPE_BOOL: return sizeof(protobuf_c_boolean);
-    case PROTOBUF_C_TYPE_STRING: return sizeof(char *);
-    case PROTOBUF_C_TYPE_BYTES: return sizeof(ProtobufCBinaryData);
-    case PROTOBUF_C_TYPE_MESSAGE: return sizeof(ProtobufCMessage *);
-    }
-    return 0;
-}
-
-/* Copies one value of field f from src to dst (both point at the value).
- * Pointers equal to the field's default stay shared, as protobuf-c's free
- * expects. False when out of memory (dst then holds nothing to free). */
-static bool s_copy_value(const ProtobufCFieldDescriptor *f, void *dst, const void *src,
-                         bool repeated)
-{
-    if (f->type == PROTOBUF_C_TYPE_STRING) {
-        const char *s = *(char *const *)src;
-        if (!s || (!repeated && s == f->default_value)) {
-            memcpy(dst, src, sizeof s);
-            return true;
-        }
-        char *c = strdup(s);
-        *(char **)dst = c;
-        return c != NULL;
-    }
-    if (f->type == PROTOBUF_C_TYPE_BYTES) {
-        const ProtobufCBinaryData *b = src;
-        ProtobufCBinaryData *d = dst;
-        d->len = 0;
-        d->data = NULL;
-        if (b->len == 0) return true;
-        if (!(d->data = malloc(b->len))) return false;
-        memcpy(d->data, b->data, b->len);
-        d->len = b->len;
-        return true;
-    }
-    if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
-        const ProtobufCMessage *m = *(ProtobufCMessage *const *)src;
-        if (!m || (!repeated && (const void *)m == f->default_value)) {
-            memcpy(dst, src, sizeof m);
-            return true;
-        }
-        ProtobufCMessage *c = zf__proto_copy(m);
-        *(ProtobufCMessage **)dst = c;
-        return c != NULL;
-    }
-    memcpy(dst, src, s_elem_size(f->type));
-    return true;
-}
-
-static bool s_copy_repeated(const ProtobufCFieldDescriptor *f, ProtobufCMessage *dst,
-                            const ProtobufCMessage *src)
-{
-    size_t n = *(const size_t *)S_AT(src, f->quantifier_offset);
-    const char *from = *(char *const *)S_AT(src, f->offset);
-    if (n == 0 || !from) return true;
-    size_t size = s_elem_size(f->type);
-    char *arr = calloc(n, size);
-    if (!arr) return false;
-    /* The count is set first: calloc'd (NULL) elements are safe to free. */
-    *(void **)S_AT(dst, f->offset) = arr;
-    *(size_t *)S_AT(dst, f->quantifier_offset) = n;
-    bool scalar = f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_BYTES &&
-                  f->type != PROTOBUF_C_TYPE_MESSAGE;
-    if (scalar) {
-        memcpy(arr, from, n * size);
-        return true;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (!s_copy_value(f, arr + i * size, from + i * size, true)) return false;
-    return true;
-}
-
-static bool s_copy_unknown(ProtobufCMessage *dst, const ProtobufCMessage *src)
-{
-    if (src->n_unknown_fields == 0) return true;
-    dst->unknown_fields = calloc(src->n_unknown_fields, sizeof *dst->unknown_fields);
-    if (!dst->unknown_fields) return false;
-    for (unsigned i = 0; i < src->n_unknown_fields; i++) {
-        const ProtobufCMessageUnknownField *u = &src->unknown_fields[i];
-        ProtobufCMessageUnknownField *d = &dst->unknown_fields[i];
-        *d = *u;
-        d->data = NULL;
-        d->len = 0;
-        dst->n_unknown_fields = i + 1;
-        if (u->len == 0) continue;
-        if (!(d->data = malloc(u->len))) return false;
-        memcpy(d->data, u->data, u->len);
-        d->len = u->len;
-    }
-    return true;
-}
-
-static bool s_copy_fields(ProtobufCMessage *dst, const ProtobufCMessage *src)
-{
-    const ProtobufCMessageDescriptor *desc = src->descriptor;
-    for (unsigned i = 0; i < desc->n_fields; i++) {
-        const ProtobufCFieldDescriptor *f = &desc->fields[i];
-        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-            if (!s_copy_repeated(f, dst, src)) return false;
-            continue;
-        }
-        if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
-            uint32_t which = *(const uint32_t *)S_AT(src, f->quantifier_offset);
-            if (which != f->id) continue;
-            /* The value first: free reads the case to decide what to free. */
-            if (!s_copy_value(f, S_AT(dst, f->offset), S_AT(src, f->offset), false)) return false;
-            *(uint32_t *)S_AT(dst, f->quantifier_offset) = which;
-            continue;
-        }
-        if (f->label == PROTOBUF_C_LABEL_OPTIONAL && f->quantifier_offset)
-            memcpy(S_AT(dst, f->quantifier_offset), S_AT(src, f->quantifier_offset),
-                   sizeof(protobuf_c_boolean));
-        if (!s_copy_value(f, S_AT(dst, f->offset), S_AT(src, f->offset), false)) return false;
-    }
-    return s_copy_unknown(dst, src);
-}
-
-ProtobufCMessage *zf__proto_copy(const ProtobufCMessage *m)
-{
-    const ProtobufCMessageDescriptor *desc = m->descriptor;
-    ProtobufCMessage *c = malloc(desc->sizeof_message);
-    if (!c) return NULL;
-    desc->message_init(c);
-    if (!s_copy_fields(c, m)) {
-        protobuf_c_message_free_unpacked(c, NULL);
-        return NULL;
-    }
-    return c;
-}
 
 void zf__node_free(Tensorflow__NodeDef *nd)
 {
@@ -188,7 +41,7 @@ static bool s_copy_attrs(Tensorflow__NodeDef *nd, const Tensorflow__NodeDef *src
     if (!nd->attr) return false;
     nd->n_attr = src->n_attr;
     for (size_t i = 0; i < src->n_attr; i++) {
-        nd->attr[i] = (Tensorflow__NodeDef__AttrEntry *)zf__proto_copy(&src->attr[i]->base);
+        nd->attr[i] = (Tensorflow__NodeDef__AttrEntry *)zf_proto_copy(&src->attr[i]->base);
         if (!nd->attr[i]) return false;
     }
     return true;
@@ -200,15 +53,15 @@ Tensorflow__NodeDef *zf__node_copy_shell(const Tensorflow__NodeDef *src, const c
     if (!name) return NULL;
     Tensorflow__NodeDef *nd = zf__node_new(name, src->op, device);
     if (!nd) return NULL;
-    bool ok = s_copy_attrs(nd, src) && s_copy_unknown(&nd->base, &src->base);
+    bool ok = s_copy_attrs(nd, src) && zf_proto_copy_unknown(&nd->base, &src->base);
     if (ok && src->experimental_debug_info) {
-        nd->experimental_debug_info = (Tensorflow__NodeDef__ExperimentalDebugInfo *)zf__proto_copy(
+        nd->experimental_debug_info = (Tensorflow__NodeDef__ExperimentalDebugInfo *)zf_proto_copy(
             &src->experimental_debug_info->base);
         ok = nd->experimental_debug_info != NULL;
     }
     if (ok && src->experimental_type) {
         nd->experimental_type =
-            (Tensorflow__FullTypeDef *)zf__proto_copy(&src->experimental_type->base);
+            (Tensorflow__FullTypeDef *)zf_proto_copy(&src->experimental_type->base);
         ok = nd->experimental_type != NULL;
     }
     if (!ok) {

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "common/proto_util.h"
 #include "common/transport.h"
 #include "common/random.h"
 #include "common/kernel_def.h"
@@ -395,22 +396,20 @@ void zf_master_deliver(zf_master_t *m, Zflow__Envelope **reply_p)
 
 /* ---- sessions ------------------------------------------------------------------ */
 
-void zf__master_session_unref(zf_master_t *m, zf__master_session_t *s)
+void zf__master_session_unref(zf_master_t *m, zf__master_session_t **s_p)
 {
-    if (--s->refs == 0) s_session_free(m, s);
+    zf__master_session_t *s = *s_p;
+    *s_p = NULL;
+    if (s && --s->refs == 0) s_session_free(m, s);
 }
 
 /* A private copy of gd, allocated as protobuf-c's unpack does. */
 static zf_status_t s_copy_graphdef(const Tensorflow__GraphDef *gd, Tensorflow__GraphDef **out)
 {
-    *out = NULL;
-    size_t len = tensorflow__graph_def__get_packed_size(gd);
-    uint8_t *buf = malloc(len + 1);
-    if (!buf) return zf_out_of_memory("master: graph copy");
-    tensorflow__graph_def__pack(gd, buf);
-    *out = tensorflow__graph_def__unpack(NULL, len, buf);
-    free(buf);
-    return *out ? ZF_STATUS_OK : zf_out_of_memory("master: graph copy");
+    ProtobufCMessage *c = NULL;
+    zf_status_t st = zf_proto_clone(&gd->base, "master: graph copy", &c);
+    *out = (Tensorflow__GraphDef *)c;
+    return st;
 }
 
 static zf_status_t s_session_new(const Zflow__CreateSession *req, zf__master_session_t **out)
@@ -461,7 +460,7 @@ zf_status_t zf_master_create_session(zf_master_t *m, const Zflow__CreateSession 
         st = zf_out_of_memory("master");
         free(*session);
         *session = NULL;
-        zf__master_session_unref(m, s);
+        zf__master_session_unref(m, &s);
     }
     pthread_mutex_unlock(&m->mu);
     if (zf_ok(st)) zf_log_info(S_LOG, "created %s", id);
@@ -479,7 +478,7 @@ zf_status_t zf_master_close_session(zf_master_t *m, const char *session)
     zf__master_session_t *s = (zf__master_session_t *)v;
     s->closed = true;
     zf__master_drop_plans(m, s, NULL);
-    zf__master_session_unref(m, s);
+    zf__master_session_unref(m, &s);
     pthread_mutex_unlock(&m->mu);
     zf_log_info(S_LOG, "closed %s", session);
     return ZF_STATUS_OK;

@@ -65,7 +65,7 @@ static bool s_async_prepare(zf_master_t *m, s_async_t *a)
         a->st.p = (zf__master_plan_t *)v;
         zf__master_plan_ref(a->st.p);
     }
-    if (!a->st.p) zf__master_session_unref(m, a->s);
+    if (!a->st.p) zf__master_session_unref(m, &a->s);
     pthread_mutex_unlock(&m->mu);
     return a->st.p != NULL;
 }
@@ -138,8 +138,8 @@ static void s_async_end(s_async_t *a)
 static void s_async_release(zf_master_t *m, s_async_t *a)
 {
     if (a->cleanup) zf__master_step_cleanup(&a->st);
-    zf__master_plan_unref(a->st.p);
-    zf__master_session_unref(m, a->s);
+    zf__master_plan_unref(&a->st.p);
+    zf__master_session_unref(m, &a->s);
 }
 
 /* The reply envelope for an ended step, for its callback. */

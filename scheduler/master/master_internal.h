@@ -108,8 +108,9 @@ void zf__master_call_finish(zf_master_t *m, zf__master_call_t *call);
  * dropped). Errors are logged. Under m->mu. */
 void zf__master_send_oneway(zf_master_t *m, const char *device, Zflow__Envelope *env);
 
-/* Drops a reference to a session (under m->mu); the last one frees it. */
-void zf__master_session_unref(zf_master_t *m, zf__master_session_t *s);
+/* Drops a reference to a session (under m->mu); the last one frees it.
+ * *s_p is then NULL; a NULL session is a no-op. */
+void zf__master_session_unref(zf_master_t *m, zf__master_session_t **s_p);
 
 /* Absolute CLOCK_REALTIME deadline ms from now. */
 void zf__master_deadline(struct timespec *ts, int64_t ms);
@@ -194,9 +195,10 @@ zf_status_t zf__master_step_end(zf__master_step_t *st, zf__master_session_t *s,
                                 const Zflow__RunStep *req, const zf__master_names_t *nm,
                                 Zflow__RunStepReply *out, bool cleanup);
 
-/* Takes and drops a reference to a plan (under m->mu). */
+/* Takes and drops a reference to a plan (under m->mu); the unref sets *p_p
+ * to NULL, and a NULL plan is a no-op. */
 void zf__master_plan_ref(zf__master_plan_t *p);
-void zf__master_plan_unref(zf__master_plan_t *p);
+void zf__master_plan_unref(zf__master_plan_t **p_p);
 
 /* A new empty RunStepReply. RESOURCE_EXHAUSTED. */
 zf_status_t zf__master_reply_new(Zflow__RunStepReply **out);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "common/proto_util.h"
 #include "common/transport.h"
 #include "common/random.h"
 #include "scheduler/master/master_internal.h"
@@ -58,13 +59,7 @@ static Zflow__RunStepReply *s_status_reply(const zf_status_t *st)
 /* A deep copy of r, allocated as unpack does; NULL when out of memory. */
 static Zflow__RunStepReply *s_copy(const Zflow__RunStepReply *r)
 {
-    size_t len = zflow__run_step_reply__get_packed_size(r);
-    uint8_t *buf = malloc(len + 1);
-    if (!buf) return NULL;
-    zflow__run_step_reply__pack(r, buf);
-    Zflow__RunStepReply *c = zflow__run_step_reply__unpack(NULL, len, buf);
-    free(buf);
-    return c;
+    return (Zflow__RunStepReply *)zf_proto_copy(&r->base);
 }
 
 /* ---- the table and its retention (under m->mu) ------------------------------------ */

@@ -10,6 +10,7 @@
 
 #include "common/dtype.h"
 #include "common/log.h"
+#include "common/proto_util.h"
 #include "common/transport.h"
 #include "scheduler/master/master_internal.h"
 #include "scheduler/graph/placer.h"
@@ -51,8 +52,10 @@ void zf__master_plan_ref(zf__master_plan_t *p)
     p->refs++;
 }
 
-void zf__master_plan_unref(zf__master_plan_t *p)
+void zf__master_plan_unref(zf__master_plan_t **p_p)
 {
+    zf__master_plan_t *p = *p_p;
+    *p_p = NULL;
     if (p && --p->refs == 0) s_plan_free(p);
 }
 
@@ -97,7 +100,7 @@ void zf__master_plan_drop(zf_master_t *m, zf__master_session_t *s, const char *s
     p->dropped = true;
     s_plan_load(m, p, -1);
     s_plan_deregister(m, p);
-    zf__master_plan_unref(p);
+    zf__master_plan_unref(&p);
 }
 
 void zf__master_drop_plans(zf_master_t *m, zf__master_session_t *s, const char *device)
@@ -564,14 +567,10 @@ void zf__master_step_cleanup(zf__master_step_t *st)
 
 static zf_status_t s_copy_tensor(const Tensorflow__TensorProto *t, Tensorflow__TensorProto **out)
 {
-    size_t len = tensorflow__tensor_proto__get_packed_size(t);
-    uint8_t *buf = malloc(len + 1);
-    *out = NULL;
-    if (!buf) return zf_out_of_memory("master: fetch copy");
-    tensorflow__tensor_proto__pack(t, buf);
-    *out = tensorflow__tensor_proto__unpack(NULL, len, buf);
-    free(buf);
-    return *out ? ZF_STATUS_OK : zf_out_of_memory("master: fetch copy");
+    ProtobufCMessage *c = NULL;
+    zf_status_t st = zf_proto_clone(&t->base, "master: fetch copy", &c);
+    *out = (Tensorflow__TensorProto *)c;
+    return st;
 }
 
 /* The tensor some partition returned under key, or NULL. */
@@ -719,8 +718,8 @@ zf_status_t zf_master_run_step(zf_master_t *m, const Zflow__RunStep *req, Zflow_
     *out = r;
     zf__master_names_free(&nm);
     pthread_mutex_lock(&m->mu);
-    zf__master_plan_unref(p);
-    zf__master_session_unref(m, s);
+    zf__master_plan_unref(&p);
+    zf__master_session_unref(m, &s);
     pthread_mutex_unlock(&m->mu);
     return st;
 }

@@ -210,41 +210,6 @@ static void test_gpu_kernel_without_a_gpu_device_fails_cleanly(void **state)
     kt_node_free(&n);
 }
 
-static void s_expect_bcast(zf_shape_t a, zf_shape_t b, int rank, const int64_t *dims,
-                           const int64_t *sa, const int64_t *sb)
-{
-    zf_shape_t out;
-    assert_true(zf_kernels_broadcast_shape(&a, &b, &out));
-    zf__gpu_bcast_t bc;
-    zf__gpu_bcast_plan(&a, &b, &out, &bc);
-    assert_int_equal(bc.rank, rank);
-    for (int k = 0; k < rank; k++) {
-        assert_int_equal(bc.dims[k], dims[k]);
-        assert_int_equal(bc.sa[k], sa[k]);
-        assert_int_equal(bc.sb[k], sb[k]);
-    }
-}
-
-static void test_gpu_broadcast_plan_merges_dims_that_broadcast_alike(void **state)
-{
-    (void)state;
-    /* [2,3,4] + [4]: a spans everything, b only the last dim. */
-    s_expect_bcast(ZF_SHAPE(2, 3, 4), ZF_SHAPE(4), 2, (int64_t[]){6, 4}, (int64_t[]){4, 1},
-                   (int64_t[]){0, 1});
-    /* [3,1] + [1,4]: an outer product. */
-    s_expect_bcast(ZF_SHAPE(3, 1), ZF_SHAPE(1, 4), 2, (int64_t[]){3, 4}, (int64_t[]){1, 0},
-                   (int64_t[]){0, 1});
-    /* A scalar against a vector, and equal shapes, are flat. */
-    s_expect_bcast(zf_shape_scalar(), ZF_SHAPE(5), 1, (int64_t[]){5}, (int64_t[]){0},
-                   (int64_t[]){1});
-    s_expect_bcast(ZF_SHAPE(2, 1, 3), ZF_SHAPE(2, 1, 3), 1, (int64_t[]){6}, (int64_t[]){1},
-                   (int64_t[]){1});
-    /* [2,1,3,1,5] + [3,4,1]: dims of 1 vanish, neighbours merge. */
-    s_expect_bcast(ZF_SHAPE(2, 1, 3, 1, 5), ZF_SHAPE(3, 4, 1), 4, (int64_t[]){2, 3, 4, 5},
-                   (int64_t[]){15, 5, 0, 1}, (int64_t[]){0, 4, 1, 0});
-    s_expect_bcast(ZF_SHAPE(1, 1), ZF_SHAPE(1), 0, NULL, NULL, NULL);
-}
-
 static zf__gpu_reduce_plan_t s_plan(zf_shape_t shape, const bool *reduced, int64_t count)
 {
     zf__gpu_reduce_plan_t p;
@@ -394,7 +359,6 @@ int main(void)
         cmocka_unit_test(test_ops_without_gpu_kernels_stay_on_cpu),
         cmocka_unit_test(test_gpu_cast_refuses_a_conversion_it_cannot_do_when_created),
         cmocka_unit_test(test_gpu_kernel_without_a_gpu_device_fails_cleanly),
-        cmocka_unit_test(test_gpu_broadcast_plan_merges_dims_that_broadcast_alike),
         cmocka_unit_test(test_gpu_reduce_plan_picks_rows_middle_or_general),
         cmocka_unit_test(test_gpu_calls_that_need_no_gpu_check_their_arguments),
         cmocka_unit_test(test_gpu_device_count_says_why_none_is_visible),

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "executor/kernels/broadcast.h"
+#include "executor/kernels/kernels_util.h"
 #include "kernel_test_util.h"
 
 static zf_tensor_t *s_binary(const char *op, zf_tensor_t *a, zf_tensor_t *b, zf_dtype_t t)
@@ -276,10 +278,49 @@ static void test_unary_ops_keep_rank4_shapes(void **state)
     zf_tensor_unref(&x);
 }
 
+static void s_expect_bcast(zf_shape_t a, zf_shape_t b, int rank, const int64_t *dims,
+                           const int64_t *sa, const int64_t *sb)
+{
+    zf_shape_t out;
+    assert_true(zf_kernels_broadcast_shape(&a, &b, &out));
+    zf_broadcast_t bc;
+    zf_broadcast_plan(&a, &b, &out, &bc);
+    assert_int_equal(bc.rank, rank);
+    for (int k = 0; k < rank; k++) {
+        assert_int_equal(bc.dims[k], dims[k]);
+        assert_int_equal(bc.sa[k], sa[k]);
+        assert_int_equal(bc.sb[k], sb[k]);
+    }
+}
+
+static void test_broadcast_plan_merges_dims_that_broadcast_alike(void **state)
+{
+    (void)state;
+    /* [2,3,4] + [4]: a spans everything, b only the last dim. */
+    s_expect_bcast(ZF_SHAPE(2, 3, 4), ZF_SHAPE(4), 2, (int64_t[]){6, 4}, (int64_t[]){4, 1},
+                   (int64_t[]){0, 1});
+    /* [3,1] + [1,4]: an outer product. */
+    s_expect_bcast(ZF_SHAPE(3, 1), ZF_SHAPE(1, 4), 2, (int64_t[]){3, 4}, (int64_t[]){1, 0},
+                   (int64_t[]){0, 1});
+    /* A scalar against a vector, and equal shapes, are flat. */
+    s_expect_bcast(zf_shape_scalar(), ZF_SHAPE(5), 1, (int64_t[]){5}, (int64_t[]){0},
+                   (int64_t[]){1});
+    s_expect_bcast(ZF_SHAPE(2, 1, 3), ZF_SHAPE(2, 1, 3), 1, (int64_t[]){6}, (int64_t[]){1},
+                   (int64_t[]){1});
+    /* [2,1,3,1,5] + [3,4,1]: dims of 1 vanish, neighbours merge. */
+    s_expect_bcast(ZF_SHAPE(2, 1, 3, 1, 5), ZF_SHAPE(3, 4, 1), 4, (int64_t[]){2, 3, 4, 5},
+                   (int64_t[]){15, 5, 0, 1}, (int64_t[]){0, 4, 1, 0});
+    s_expect_bcast(ZF_SHAPE(1, 1), ZF_SHAPE(1), 0, NULL, NULL, NULL);
+    /* [4,1] + [3]: b broadcast along the rows, a along the columns. */
+    s_expect_bcast(ZF_SHAPE(4, 1), ZF_SHAPE(3), 2, (int64_t[]){4, 3}, (int64_t[]){1, 0},
+                   (int64_t[]){0, 1});
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_add_of_same_shapes_adds_elementwise),
+        cmocka_unit_test(test_broadcast_plan_merges_dims_that_broadcast_alike),
         cmocka_unit_test(test_binary_ops_compute_hand_checked_values),
         cmocka_unit_test(test_integer_arithmetic_wraps_around),
         cmocka_unit_test(test_add_broadcasts_a_row_vector_over_a_matrix),

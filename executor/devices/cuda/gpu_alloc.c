@@ -90,8 +90,10 @@ static s_block_t *s_take_cached_locked(zf__gpu_alloc_t *a)
     return all;
 }
 
-static void s_destroy(zf__gpu_alloc_t *a)
+static void s_destroy(zf__gpu_alloc_t **a_p)
 {
+    zf__gpu_alloc_t *a = *a_p;
+    *a_p = NULL;
     pthread_mutex_destroy(&a->lock);
     free(a);
 }
@@ -101,7 +103,7 @@ static void s_unref_unlock(zf__gpu_alloc_t *a)
 {
     bool last = --a->refs == 0;
     pthread_mutex_unlock(&a->lock);
-    if (last) s_destroy(a);
+    if (last) s_destroy(&a);
 }
 
 void zf__gpu_alloc_close(zf__gpu_alloc_t **alloc_p)

@@ -93,10 +93,6 @@ zf_status_t zf__gpu_kernel_scratch(const zf_kernel_ctx_t *ctx, zf__gpu_t *g, siz
 
 /* ---- host-side plans (exposed for tests) -------------------------------------------- */
 
-/* The broadcast of a and b into out (their broadcast shape), collapsed. */
-void zf__gpu_bcast_plan(const zf_shape_t *a, const zf_shape_t *b, const zf_shape_t *out,
-                        zf__gpu_bcast_t *bc);
-
 /* The plan reducing shape over the dims with reduced[k] set; *count gets
  * the number of input elements per output element (0 when a reduced dim
  * is empty). Meaningful for launching when *count >= 2. */

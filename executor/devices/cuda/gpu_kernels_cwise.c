@@ -5,6 +5,7 @@
 
 #include "common/graph.h"
 #include "executor/devices/cuda/gpu_internal.h"
+#include "executor/kernels/broadcast.h"
 #include "executor/kernels/kernels_util.h"
 
 static bool s_float_type(zf_dtype_t t)
@@ -58,42 +59,6 @@ S_UNARY(s_tanh, ZF__GPU_TANH)
 
 /* ---- binary ----------------------------------------------------------------- */
 
-static int64_t s_dim(const zf_shape_t *s, int rank, int k)
-{
-    int i = s->rank - rank + k;
-    return i >= 0 ? s->dims[i] : 1;
-}
-
-void zf__gpu_bcast_plan(const zf_shape_t *a, const zf_shape_t *b, const zf_shape_t *out,
-                        zf__gpu_bcast_t *bc)
-{
-    /* Dims of 1 drop out; neighbours merge when each input either spans
-     * both or is broadcast along both. */
-    bool has_a[ZF_MAX_RANK], has_b[ZF_MAX_RANK];
-    int r = 0;
-    memset(bc, 0, sizeof *bc);
-    for (int k = 0; k < out->rank; k++) {
-        if (out->dims[k] == 1) continue;
-        bool ia = s_dim(a, out->rank, k) != 1, ib = s_dim(b, out->rank, k) != 1;
-        if (r > 0 && has_a[r - 1] == ia && has_b[r - 1] == ib) {
-            bc->dims[r - 1] *= out->dims[k];
-            continue;
-        }
-        bc->dims[r] = out->dims[k];
-        has_a[r] = ia;
-        has_b[r] = ib;
-        r++;
-    }
-    bc->rank = r;
-    int64_t stride_a = 1, stride_b = 1;
-    for (int k = r - 1; k >= 0; k--) {
-        bc->sa[k] = has_a[k] ? stride_a : 0;
-        bc->sb[k] = has_b[k] ? stride_b : 0;
-        if (has_a[k]) stride_a *= bc->dims[k];
-        if (has_b[k]) stride_b *= bc->dims[k];
-    }
-}
-
 static zf_status_t s_binary(zf_kernel_ctx_t *ctx, zf__gpu_binary_t op)
 {
     zf__gpu_t *g = NULL;
@@ -117,8 +82,8 @@ static zf_status_t s_binary(zf_kernel_ctx_t *ctx, zf__gpu_binary_t op)
     if (n == 0) return ZF_STATUS_OK;
     ZF_TRY(zf__gpu_check_device_input(ctx, 0));
     ZF_TRY(zf__gpu_check_device_input(ctx, 1));
-    zf__gpu_bcast_t bc;
-    zf__gpu_bcast_plan(zf_tensor_shape(a), zf_tensor_shape(b), &shape, &bc);
+    zf_broadcast_t bc;
+    zf_broadcast_plan(zf_tensor_shape(a), zf_tensor_shape(b), &shape, &bc);
     return zf__gpu_kernel_launched(ctx, zf__gpu_launch_binary(g->stream, op, da, zf_tensor_data(a),
                                                               zf_tensor_data(b),
                                                               zf_tensor_data(out), n, &bc));

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "common/dtype.h"
+#include "executor/kernels/broadcast.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,15 +50,8 @@ typedef enum zf__gpu_binary {
     ZF__GPU_SQUARED_DIFFERENCE,
 } zf__gpu_binary_t;
 
-/* A broadcast collapsed to the fewest dims: out has dims[0..rank) (row
- * major); element strides sa/sb of the inputs along each dim, 0 where that
- * input is broadcast. rank 0 is a single element. */
-typedef struct zf__gpu_bcast {
-    int rank;
-    int64_t dims[ZF__GPU_MAX_RANK];
-    int64_t sa[ZF__GPU_MAX_RANK];
-    int64_t sb[ZF__GPU_MAX_RANK];
-} zf__gpu_bcast_t;
+/* The plans of binary ops are executor/kernels/broadcast.h's. */
+typedef zf_broadcast_t zf__gpu_bcast_t;
 
 /* out[i] = op(in[i]) for i in [0, n). */
 cudaError_t zf__gpu_launch_unary(cudaStream_t stream, zf__gpu_unary_t op, zf_dtype_t dtype,
