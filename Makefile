@@ -42,7 +42,7 @@ bench: build
 # libFuzzer: make fuzz TARGET=fuzz_pbtxt FUZZ_TIME=60
 fuzz:
 	@scripts/install-deps.sh --fuzz
-	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DZFLOW_FUZZ=ON -DZFLOW_SANITIZE=ON -DZFLOW_BENCH=OFF -DBUILD_TESTING=OFF
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DZFLOW_CUDA=OFF -DZFLOW_FUZZ=ON -DZFLOW_SANITIZE=ON -DZFLOW_BENCH=OFF -DBUILD_TESTING=OFF
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	@scripts/fuzz.sh $(FUZZ_BUILD)/fuzz $(FUZZ_TIME) $(TARGET)
 

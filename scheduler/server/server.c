@@ -94,8 +94,10 @@ static zf_status_t s_read_broker(zf_sched_server_t *srv)
         if (st.code == ZF_CANCELLED) return st;
         if (!zf_ok(st)) {
             zf_log_warn(S_LOG, "malformed message from the broker: %s", zf_status_msg(&st));
-            if (route.n == 1) s_answer(srv, &route, route.request_id, st);
-            zf_status_clear(&st);
+            if (route.n == 1)
+                s_answer(srv, &route, route.request_id, st); /* takes st */
+            else
+                zf_status_clear(&st);
             continue;
         }
         s_on_message(srv, &route, &env);
