@@ -1,6 +1,6 @@
-/* The master's device set, its requests in flight to executors, its
- * sessions, and the envelope-level entry point (scheduler/master/master.h). Plans
- * and steps are in master_step.c. */
+/* The master's lifecycle, its device set (executors joining, dying,
+ * restarting) and the envelope-level entry point (scheduler/master/master.h).
+ * The other parts are listed in master_internal.h. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,19 +15,6 @@
 #include "scheduler/master/master_internal.h"
 
 #define S_LOG "master"
-
-/* ---- time -------------------------------------------------------------------- */
-
-void zf__master_deadline(struct timespec *ts, int64_t ms)
-{
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += (time_t)(ms / 1000);
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
 
 /* ---- the master ---------------------------------------------------------------- */
 
@@ -77,17 +64,6 @@ static void s_device_free(zf__master_device_t *d)
     free(d);
 }
 
-static void s_session_free(zf_master_t *m, zf__master_session_t *s)
-{
-    zf__master_drop_plans(m, s, NULL);
-    zf__master_placement_free(s);
-    zf_strmap_destroy(&s->plans);
-    zf_graph_destroy(&s->graph);
-    pthread_mutex_destroy(&s->build);
-    free(s->id);
-    free(s);
-}
-
 void zf_master_destroy(zf_master_t **m_p)
 {
     if (!m_p || !*m_p) return;
@@ -104,21 +80,12 @@ void zf_master_destroy(zf_master_t **m_p)
     size_t iter = 0;
     uintptr_t v = 0;
     while (m->sessions && zf_strmap_next(m->sessions, &iter, NULL, NULL, &v))
-        s_session_free(m, (zf__master_session_t *)v);
+        zf__master_session_free(m, (zf__master_session_t *)v);
     zf_strmap_destroy(&m->sessions);
     pthread_mutex_unlock(&m->mu);
     pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     free(m);
-}
-
-/* ---- devices ----------------------------------------------------------------- */
-
-zf__master_device_t *zf__master_find_device(zf_master_t *m, const char *name)
-{
-    for (int i = 0; i < m->n_devices; i++)
-        if (strcmp(m->devices[i]->name, name) == 0) return m->devices[i];
-    return NULL;
 }
 
 static zf_status_t s_device_from_info(const Zflow__ExecutorInfo *info, zf__master_device_t **out)
@@ -154,24 +121,6 @@ static zf_status_t s_device_from_info(const Zflow__ExecutorInfo *info, zf__maste
     return ZF_STATUS_OK;
 }
 
-/* Fails the calls in flight to device with UNAVAILABLE. Under m->mu. */
-static void s_fail_calls(zf_master_t *m, const char *device, const char *reason)
-{
-    for (zf__master_call_t **pp = &m->pending; *pp;) {
-        zf__master_call_t *c = *pp;
-        if (strcmp(c->device, device) != 0) {
-            pp = &c->next;
-            continue;
-        }
-        *pp = c->next;
-        c->next = NULL;
-        c->done = true;
-        c->status = zf_status_new(ZF_UNAVAILABLE, "executor %s died: %s", device,
-                                  reason && reason[0] ? reason : "no reason given");
-    }
-    pthread_cond_broadcast(&m->cv);
-}
-
 /* Drops the plans of every session that use device. Under m->mu. */
 static void s_drop_device_plans(zf_master_t *m, const char *device)
 {
@@ -197,7 +146,7 @@ static void s_remove_device(zf_master_t *m, int i, const char *reason)
 {
     zf__master_device_t *d = m->devices[i];
     m->devices[i] = m->devices[--m->n_devices];
-    s_fail_calls(m, d->name, reason);
+    zf__master_fail_calls(m, d->name, reason);
     s_drop_device_plans(m, d->name);
     s_forget_endpoint(m, d->endpoint);
     s_device_free(d);
@@ -309,179 +258,6 @@ int zf_master_num_devices(zf_master_t *m)
     int n = m->n_devices;
     pthread_mutex_unlock(&m->mu);
     return n;
-}
-
-/* ---- calls ------------------------------------------------------------------- */
-
-static zf_status_t s_send(zf_master_t *m, const zf__master_device_t *d, Zflow__Envelope *env)
-{
-    env->version = ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
-    env->request_id = m->next_request++;
-    return m->transport.send(m->transport.arg, d->name, d->endpoint, env);
-}
-
-void zf__master_call_start(zf_master_t *m, zf__master_call_t *call, const char *device,
-                           uint64_t incarnation, Zflow__Envelope *env)
-{
-    *call = (zf__master_call_t){0};
-    snprintf(call->device, sizeof call->device, "%s", device);
-    zf__master_device_t *d = zf__master_find_device(m, device);
-    if (!d || (incarnation && d->incarnation != incarnation)) {
-        call->done = true;
-        call->status =
-            zf_status_new(ZF_UNAVAILABLE, "executor %s died: %s", device,
-                          d ? "it restarted with a new incarnation" : "it is no longer registered");
-        return;
-    }
-    zf_status_t st = s_send(m, d, env);
-    call->id = env->request_id;
-    if (!zf_ok(st)) {
-        call->done = true;
-        call->status = zf_status_prefix(st, "sending to executor %s", device);
-        return;
-    }
-    call->next = m->pending;
-    m->pending = call;
-}
-
-void zf__master_call_finish(zf_master_t *m, zf__master_call_t *call)
-{
-    for (zf__master_call_t **pp = &m->pending; !call->done && *pp; pp = &(*pp)->next) {
-        if (*pp == call) {
-            *pp = call->next;
-            break;
-        }
-    }
-    call->next = NULL;
-    call->done = true;
-    zf_status_clear(&call->status);
-    if (call->reply) zflow__envelope__free_unpacked(call->reply, NULL);
-    call->reply = NULL;
-}
-
-void zf__master_send_oneway(zf_master_t *m, const char *device, Zflow__Envelope *env)
-{
-    zf__master_device_t *d = zf__master_find_device(m, device);
-    if (!d) return; /* gone: nothing to tell it */
-    zf_status_t st = s_send(m, d, env);
-    if (!zf_ok(st))
-        zf_log_warn(S_LOG, "cannot send to executor %s: %s", device, zf_status_msg(&st));
-    zf_status_clear(&st);
-}
-
-void zf_master_deliver(zf_master_t *m, Zflow__Envelope **reply_p)
-{
-    if (!reply_p || !*reply_p) return;
-    Zflow__Envelope *env = *reply_p;
-    *reply_p = NULL;
-    pthread_mutex_lock(&m->mu);
-    for (zf__master_call_t **pp = &m->pending; *pp; pp = &(*pp)->next) {
-        zf__master_call_t *c = *pp;
-        if (c->id != env->request_id) continue;
-        *pp = c->next;
-        c->next = NULL;
-        c->done = true;
-        c->reply = env;
-        env = NULL;
-        pthread_cond_broadcast(&m->cv);
-        break;
-    }
-    pthread_mutex_unlock(&m->mu);
-    if (env) {
-        zf_log_debug(S_LOG, "dropped a reply to request %" PRIu64 " nobody waits for",
-                     env->request_id);
-        zflow__envelope__free_unpacked(env, NULL);
-    }
-}
-
-/* ---- sessions ------------------------------------------------------------------ */
-
-void zf__master_session_unref(zf_master_t *m, zf__master_session_t **s_p)
-{
-    zf__master_session_t *s = *s_p;
-    *s_p = NULL;
-    if (s && --s->refs == 0) s_session_free(m, s);
-}
-
-/* A private copy of gd, allocated as protobuf-c's unpack does. */
-static zf_status_t s_copy_graphdef(const Tensorflow__GraphDef *gd, Tensorflow__GraphDef **out)
-{
-    ProtobufCMessage *c = NULL;
-    zf_status_t st = zf_proto_clone(&gd->base, "master: graph copy", &c);
-    *out = (Tensorflow__GraphDef *)c;
-    return st;
-}
-
-static zf_status_t s_session_new(const Zflow__CreateSession *req, zf__master_session_t **out)
-{
-    *out = NULL;
-    if (!req || !req->graph) return zf_invalid_argument("CreateSession without a graph");
-    zf__master_session_t *s = calloc(1, sizeof *s);
-    if (!s) return zf_out_of_memory("master");
-    pthread_mutex_init(&s->build, NULL);
-    s->refs = 1;
-    if (req->options) {
-        s->soft = req->options->allow_soft_placement;
-        s->place_first = req->options->place_first;
-        s->timeout_ms = req->options->step_timeout_ms > 0 ? req->options->step_timeout_ms : 0;
-    }
-    s->plans = zf_strmap_new(4, ZF_STRMAP_OWN_KEYS);
-    zf_status_t st = s->plans ? s_copy_graphdef(req->graph, &s->gd) : zf_out_of_memory("master");
-    if (zf_ok(st)) st = zf_graph_new_from_graphdef(s->gd, &s->graph);
-    if (zf_ok(st)) {
-        zf_graph_adopt_graphdef(s->graph, &s->gd);
-    } else if (s->gd) {
-        tensorflow__graph_def__free_unpacked(s->gd, NULL);
-    }
-    if (!zf_ok(st)) {
-        zf_strmap_destroy(&s->plans);
-        pthread_mutex_destroy(&s->build);
-        free(s);
-        return zf_status_prefix(st, "CreateSession");
-    }
-    *out = s;
-    return ZF_STATUS_OK;
-}
-
-zf_status_t zf_master_create_session(zf_master_t *m, const Zflow__CreateSession *req,
-                                     char **session)
-{
-    *session = NULL;
-    zf__master_session_t *s = NULL;
-    ZF_TRY(s_session_new(req, &s));
-    char id[96];
-    pthread_mutex_lock(&m->mu);
-    snprintf(id, sizeof id, "%ssession-%" PRIu64 "-%08" PRIx64, m->id_prefix, ++m->next_session,
-             zf_random_id() & 0xffffffffu);
-    s->id = strdup(id);
-    *session = strdup(id);
-    zf_status_t st = ZF_STATUS_OK;
-    if (!s->id || !*session || zf_strmap_insert(m->sessions, id, (uintptr_t)s, NULL) != 0) {
-        st = zf_out_of_memory("master");
-        free(*session);
-        *session = NULL;
-        zf__master_session_unref(m, &s);
-    }
-    pthread_mutex_unlock(&m->mu);
-    if (zf_ok(st)) zf_log_info(S_LOG, "created %s", id);
-    return st;
-}
-
-zf_status_t zf_master_close_session(zf_master_t *m, const char *session)
-{
-    pthread_mutex_lock(&m->mu);
-    uintptr_t v = 0;
-    if (!session || !zf_strmap_remove(m->sessions, session, &v)) {
-        pthread_mutex_unlock(&m->mu);
-        return zf_not_found("session '%s' not found", session ? session : "");
-    }
-    zf__master_session_t *s = (zf__master_session_t *)v;
-    s->closed = true;
-    zf__master_drop_plans(m, s, NULL);
-    zf__master_session_unref(m, &s);
-    pthread_mutex_unlock(&m->mu);
-    zf_log_info(S_LOG, "closed %s", session);
-    return ZF_STATUS_OK;
 }
 
 /* ---- envelopes ------------------------------------------------------------------ */

@@ -1,8 +1,14 @@
-/* The master's internals, shared by its files — master.c (devices, calls,
- * sessions), master_names.c (a step's names), master_step.c (plans and
- * steps), master_async.c (steps without a thread of their own) and
- * master_job.c (jobs) — and by the master's unit tests. Not part of the
- * public API. */
+/* The master's internals, shared by its files and by the master's unit
+ * tests; not part of the public API. The files, each using only those
+ * before it:
+ *   master_calls.c    devices' lookup, calls in flight, deadlines
+ *   master_names.c    a step's names, canonical and sorted
+ *   master_plan.c     plans: placement, partitions, graph registration
+ *   master_session.c  sessions and their references
+ *   master_step.c     one step: RunGraph everywhere, first error wins
+ *   master_async.c    steps run without a thread of their own
+ *   master_job.c      jobs: submitted step sequences and their results
+ *   master.c          the master's lifecycle, device events, envelopes */
 #ifndef ZF_MASTER_INTERNAL_H
 #define ZF_MASTER_INTERNAL_H
 
@@ -39,7 +45,7 @@ typedef struct zf__master_call {
     struct zf__master_call *next;
 } zf__master_call_t;
 
-/* A cached plan: see master_step.c. */
+/* A cached plan: see master_plan.c. */
 typedef struct zf__master_plan zf__master_plan_t;
 
 typedef struct zf__master_session {
@@ -89,7 +95,7 @@ struct zf_master {
     struct zf__master_async *asteps; /* master_async.c: steps run without a thread, under mu */
 };
 
-/* ---- master.c ------------------------------------------------------------ */
+/* ---- master_calls.c ------------------------------------------------------ */
 
 /* The live device named name, or NULL. Under m->mu. */
 zf__master_device_t *zf__master_find_device(zf_master_t *m, const char *name);
@@ -104,21 +110,38 @@ void zf__master_call_start(zf_master_t *m, zf__master_call_t *call, const char *
  * m->mu. */
 void zf__master_call_finish(zf_master_t *m, zf__master_call_t *call);
 
+/* Fails the calls in flight to device with UNAVAILABLE. Under m->mu. */
+void zf__master_fail_calls(zf_master_t *m, const char *device, const char *reason);
+
 /* Sends env to device without waiting for a reply (one that comes is
  * dropped). Errors are logged. Under m->mu. */
 void zf__master_send_oneway(zf_master_t *m, const char *device, Zflow__Envelope *env);
 
-/* Drops a reference to a session (under m->mu); the last one frees it.
- * *s_p is then NULL; a NULL session is a no-op. */
-void zf__master_session_unref(zf_master_t *m, zf__master_session_t **s_p);
+/* The status a finished call's reply carries: its own error, or
+ * INTERNAL when the reply's body is not `want`. */
+zf_status_t zf__master_reply_status(const zf__master_call_t *c, Zflow__Envelope__BodyCase want);
+
+/* st prefixed with the device it came from (OK passes through). */
+zf_status_t zf__master_with_device(zf_status_t st, const char *device);
 
 /* Absolute CLOCK_REALTIME deadline ms from now. */
 void zf__master_deadline(struct timespec *ts, int64_t ms);
+
+/* ---- master.c ------------------------------------------------------------ */
 
 /* Makes rep (request_id set) the RunStepReply envelope for r (taken over
  * by rep; NULL: a new one) with st (cleared) as its status when not OK.
  * Errors: RESOURCE_EXHAUSTED (rep still owns what it holds). */
 zf_status_t zf__master_run_reply(Zflow__RunStepReply *r, zf_status_t st, Zflow__Envelope *rep);
+
+/* ---- master_session.c ---------------------------------------------------- */
+
+/* Drops a reference to a session (under m->mu); the last one frees it.
+ * *s_p is then NULL; a NULL session is a no-op. */
+void zf__master_session_unref(zf_master_t *m, zf__master_session_t **s_p);
+
+/* Frees a session with no references left: its plans, placement, graph. */
+void zf__master_session_free(zf_master_t *m, zf__master_session_t *s);
 
 /* ---- master_names.c ------------------------------------------------------ */
 
@@ -150,6 +173,48 @@ zf_status_t zf__master_check_feed(const zf_graph_t *g, const char *name,
 /* Frees v[0..n) and v; qsort/bsearch comparison of two char *. */
 void zf__master_free_strv(char **v, int n);
 int zf__master_cmp_str(const void *a, const void *b);
+
+/* ---- master_plan.c ------------------------------------------------------- */
+
+/* A plan: one run signature's partitions, registered with their executors. */
+struct zf__master_plan {
+    char **feeds; /* canonical "node:port", sorted, unique */
+    int n_feeds;
+    char **fetches; /* canonical, sorted, unique */
+    int n_fetches;
+    zf_partition_set_t *set;
+    uint64_t *incarnation;  /* per partition: its executor's, when placed */
+    char **handle;          /* per partition: graph handle */
+    int64_t *nodes;         /* per partition: node count, its share of the load */
+    const char **fetch_key; /* per fetch: rendezvous key (borrowed from set) */
+    int refs;               /* under m->mu; the session's cache holds one */
+    bool dropped;
+};
+
+/* The session's plan for nm's signature, built (placed, partitioned,
+ * registered) on first use; *out holds a reference. Errors of placement,
+ * partitioning and registration, naming the device. */
+zf_status_t zf__master_plan_get(zf_master_t *m, zf__master_session_t *s, zf__master_names_t *nm,
+                                zf__master_plan_t **out);
+
+/* Takes and drops a reference to a plan (under m->mu); the unref sets *p_p
+ * to NULL, and a NULL plan is a no-op. */
+void zf__master_plan_ref(zf__master_plan_t *p);
+void zf__master_plan_unref(zf__master_plan_t **p_p);
+
+/* Removes plan from its session (under m->mu): subtracts its loads and
+ * deregisters its graphs on the devices still alive; freed with its last
+ * reference. */
+void zf__master_plan_drop(zf_master_t *m, zf__master_session_t *s, const char *sig,
+                          zf__master_plan_t *p);
+
+/* Drops every plan of s, or only those that use device (when not NULL).
+ * Under m->mu. */
+void zf__master_drop_plans(zf_master_t *m, zf__master_session_t *s, const char *device);
+
+/* Forgets s's placement (freed with the session, or when one of its devices
+ * is gone). */
+void zf__master_placement_free(zf__master_session_t *s);
 
 /* ---- master_step.c: one step ------------------------------------------------ */
 
@@ -195,11 +260,6 @@ zf_status_t zf__master_step_end(zf__master_step_t *st, zf__master_session_t *s,
                                 const Zflow__RunStep *req, const zf__master_names_t *nm,
                                 Zflow__RunStepReply *out, bool cleanup);
 
-/* Takes and drops a reference to a plan (under m->mu); the unref sets *p_p
- * to NULL, and a NULL plan is a no-op. */
-void zf__master_plan_ref(zf__master_plan_t *p);
-void zf__master_plan_unref(zf__master_plan_t **p_p);
-
 /* A new empty RunStepReply. RESOURCE_EXHAUSTED. */
 zf_status_t zf__master_reply_new(Zflow__RunStepReply **out);
 
@@ -214,22 +274,6 @@ void zf__master_jobs_free(zf_master_t *m);
 /* Ends every step zf_master_start_step() started with CANCELLED (their
  * callbacks fire); for zf_master_destroy(), with m->mu not held. */
 void zf__master_asteps_cancel(zf_master_t *m);
-
-/* ---- master_step.c ------------------------------------------------------- */
-
-/* Removes plan from its session (under m->mu): subtracts its loads and
- * deregisters its graphs on the devices still alive; freed with its last
- * reference. */
-void zf__master_plan_drop(zf_master_t *m, zf__master_session_t *s, const char *sig,
-                          zf__master_plan_t *p);
-
-/* Drops every plan of s, or only those that use device (when not NULL).
- * Under m->mu. */
-void zf__master_drop_plans(zf_master_t *m, zf__master_session_t *s, const char *device);
-
-/* Forgets s's placement (freed with the session, or when one of its devices
- * is gone). */
-void zf__master_placement_free(zf__master_session_t *s);
 
 /* The monotonic deadline timeout_ms after now_ms (both from the wire or a
  * clock): 0 (none) when timeout_ms <= 0, and no overflow for absurd ones. */
