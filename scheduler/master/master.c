@@ -260,16 +260,6 @@ int zf_master_num_devices(zf_master_t *m)
     return n;
 }
 
-/* ---- envelopes ------------------------------------------------------------------ */
-
-static Zflow__Status *s_status_proto(const zf_status_t *st)
-{
-    Zflow__Status *p = NULL;
-    zf_status_t e = zf_status_to_proto(st, &p);
-    zf_status_clear(&e);
-    return p;
-}
-
 static zf_status_t s_handle_create(zf_master_t *m, const Zflow__Envelope *req, Zflow__Envelope *rep)
 {
     Zflow__CreateSessionReply *r = malloc(sizeof *r);
@@ -280,7 +270,7 @@ static zf_status_t s_handle_create(zf_master_t *m, const Zflow__Envelope *req, Z
     char *id = NULL;
     zf_status_t st = zf_master_create_session(m, req->create_session, &id);
     if (id) r->session = id;
-    r->status = s_status_proto(&st);
+    r->status = zf__master_status_proto(&st);
     zf_status_clear(&st);
     return r->status ? ZF_STATUS_OK : zf_out_of_memory("master");
 }
@@ -292,30 +282,6 @@ static zf_status_t s_handle_run(zf_master_t *m, const Zflow__Envelope *req, Zflo
     return zf__master_run_reply(r, st, rep);
 }
 
-zf_status_t zf__master_run_reply(Zflow__RunStepReply *r, zf_status_t st, Zflow__Envelope *rep)
-{
-    if (!r) {
-        r = malloc(sizeof *r);
-        if (!r) {
-            zf_status_clear(&st);
-            return zf_out_of_memory("master");
-        }
-        zflow__run_step_reply__init(r);
-    }
-    rep->body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY;
-    rep->run_step_reply = r;
-    if (!zf_ok(st)) {
-        if (r->status) zflow__status__free_unpacked(r->status, NULL);
-        r->status = s_status_proto(&st);
-        if (!r->status) {
-            zf_status_clear(&st);
-            return zf_out_of_memory("master");
-        }
-    }
-    zf_status_clear(&st);
-    return ZF_STATUS_OK;
-}
-
 static zf_status_t s_handle_status(const zf_status_t *st, Zflow__Envelope *rep)
 {
     Zflow__StatusReply *r = malloc(sizeof *r);
@@ -323,7 +289,7 @@ static zf_status_t s_handle_status(const zf_status_t *st, Zflow__Envelope *rep)
     zflow__status_reply__init(r);
     rep->body_case = ZFLOW__ENVELOPE__BODY_STATUS_REPLY;
     rep->status_reply = r;
-    r->status = s_status_proto(st);
+    r->status = zf__master_status_proto(st);
     return r->status ? ZF_STATUS_OK : zf_out_of_memory("master");
 }
 

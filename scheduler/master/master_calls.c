@@ -161,3 +161,13 @@ zf_status_t zf__master_with_device(zf_status_t st, const char *device)
     if (zf_ok(st) || strstr(zf_status_msg(&st), device)) return st;
     return zf_status_prefix(st, "%s", device);
 }
+
+/* ---- envelopes ------------------------------------------------------------------ */
+
+Zflow__Status *zf__master_status_proto(const zf_status_t *st)
+{
+    Zflow__Status *p = NULL;
+    zf_status_t e = zf_status_to_proto(st, &p);
+    zf_status_clear(&e);
+    return p;
+}

@@ -124,15 +124,11 @@ zf_status_t zf__master_reply_status(const zf__master_call_t *c, Zflow__Envelope_
 /* st prefixed with the device it came from (OK passes through). */
 zf_status_t zf__master_with_device(zf_status_t st, const char *device);
 
+/* st as a Status message (OK: code 0), or NULL when out of memory. */
+Zflow__Status *zf__master_status_proto(const zf_status_t *st);
+
 /* Absolute CLOCK_REALTIME deadline ms from now. */
 void zf__master_deadline(struct timespec *ts, int64_t ms);
-
-/* ---- master.c ------------------------------------------------------------ */
-
-/* Makes rep (request_id set) the RunStepReply envelope for r (taken over
- * by rep; NULL: a new one) with st (cleared) as its status when not OK.
- * Errors: RESOURCE_EXHAUSTED (rep still owns what it holds). */
-zf_status_t zf__master_run_reply(Zflow__RunStepReply *r, zf_status_t st, Zflow__Envelope *rep);
 
 /* ---- master_session.c ---------------------------------------------------- */
 
@@ -259,6 +255,11 @@ void zf__master_step_cleanup(zf__master_step_t *st);
 zf_status_t zf__master_step_end(zf__master_step_t *st, zf__master_session_t *s,
                                 const Zflow__RunStep *req, const zf__master_names_t *nm,
                                 Zflow__RunStepReply *out, bool cleanup);
+
+/* Makes rep (request_id set) the RunStepReply envelope for r (taken over
+ * by rep; NULL: a new one) with st (cleared) as its status when not OK.
+ * Errors: RESOURCE_EXHAUSTED (rep still owns what it holds). */
+zf_status_t zf__master_run_reply(Zflow__RunStepReply *r, zf_status_t st, Zflow__Envelope *rep);
 
 /* A new empty RunStepReply. RESOURCE_EXHAUSTED. */
 zf_status_t zf__master_reply_new(Zflow__RunStepReply **out);

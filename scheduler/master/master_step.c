@@ -267,6 +267,30 @@ zf_status_t zf__master_reply_new(Zflow__RunStepReply **out)
     return ZF_STATUS_OK;
 }
 
+zf_status_t zf__master_run_reply(Zflow__RunStepReply *r, zf_status_t st, Zflow__Envelope *rep)
+{
+    if (!r) {
+        r = malloc(sizeof *r);
+        if (!r) {
+            zf_status_clear(&st);
+            return zf_out_of_memory("master");
+        }
+        zflow__run_step_reply__init(r);
+    }
+    rep->body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY;
+    rep->run_step_reply = r;
+    if (!zf_ok(st)) {
+        if (r->status) zflow__status__free_unpacked(r->status, NULL);
+        r->status = zf__master_status_proto(&st);
+        if (!r->status) {
+            zf_status_clear(&st);
+            return zf_out_of_memory("master");
+        }
+    }
+    zf_status_clear(&st);
+    return ZF_STATUS_OK;
+}
+
 zf_status_t zf_master_run_step(zf_master_t *m, const Zflow__RunStep *req, Zflow__RunStepReply **out)
 {
     *out = NULL;
