@@ -8,7 +8,7 @@
 #include <zmq.h>
 
 #include "common/device_name.h"
-#include "tests/unit/broker_test_util.h"
+#include "broker_test_util.h"
 
 #define S_SOCKETS 16
 

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "tests/unit/broker_test_util.h"
+#include "broker_test_util.h"
 
 typedef struct s_run {
     int rc;

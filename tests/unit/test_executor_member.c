@@ -1,5 +1,5 @@
 /* Tests for executor/member: an executor service registering with a
- * scripted broker on 127.0.0.1 (tests/unit/fake_broker_util.h) — the
+ * scripted broker on 127.0.0.1 (tests/support/fake_broker_util.h) — the
  * attributes it sends, the name it is given, heartbeats with the load, the
  * peers from the listing, registering again after NOT_FOUND, refusals and
  * a silent broker. */

@@ -1,6 +1,6 @@
 /* Tests for the zflow-executor program: real child processes on 127.0.0.1
  * ephemeral ports, registering with a scripted broker
- * (tests/unit/fake_broker_util.h) or running unregistered; the test plays
+ * (tests/support/fake_broker_util.h) or running unregistered; the test plays
  * the scheduler on the printed control endpoint, restarts an executor, and
  * stops them with SIGTERM. */
 #include <errno.h>

@@ -38,7 +38,7 @@ static void s_expect_refused(zf_master_t *m, zf_test_counter_job_t *cj, int64_t 
 static void test_master_runs_a_job_at_its_step_limit_and_refuses_one_past_it(void **state)
 {
     (void)state;
-    cluster_t *c = s_cluster(1, 2000);
+    cluster_t *c = mt_cluster(1, 2000);
     zf_master_set_job_steps_max(c->m, 3);
     zf_test_counter_job_t cj;
     zf_test_counter_job(&cj, 3, "init");
@@ -64,13 +64,13 @@ static void test_master_runs_a_job_at_its_step_limit_and_refuses_one_past_it(voi
                      "SubmitJob: steps must be 0 or more, not -1 (0 runs the step once; this "
                      "scheduler runs at most 3 per job (--max-job-steps))");
     zf_graphdef_free(&cj.gd);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
 }
 
 static void test_master_limits_a_job_to_a_million_steps_by_default(void **state)
 {
     (void)state;
-    cluster_t *c = s_cluster(1, 2000);
+    cluster_t *c = mt_cluster(1, 2000);
     zf_test_counter_job_t cj;
     zf_test_counter_job(&cj, ZF_MASTER_JOB_STEPS_MAX, "init");
     assert_int_equal(ZF_MASTER_JOB_STEPS_MAX, 1000000);
@@ -99,7 +99,7 @@ static void test_master_limits_a_job_to_a_million_steps_by_default(void **state)
                      "SubmitJob asks for 1000001 steps; this scheduler runs at most 1000000 per "
                      "job (--max-job-steps)");
     zf_graphdef_free(&cj.gd);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
 }
 
 /* ---- zflow-scheduler --max-job-steps ------------------------------------------- */

@@ -96,7 +96,7 @@ static zf_status_t s_run(cluster_t *c, const char *session, const char *feed, zf
     return st;
 }
 
-/* What s_hop_graph gives for v: -(v * v), elementwise. */
+/* What mt_hop_graph gives for v: -(v * v), elementwise. */
 static zf_tensor_t *s_hop_result(const float *v, zf_shape_t shape)
 {
     float want[8];
@@ -144,23 +144,23 @@ static void test_master_runs_mlp_across_two_executors_like_local_session(void **
     zf_tensor_t *want = NULL;
     ASSERT_OK(zf_local_session_run(local, &feed, &x, 1, &fetch, 1, NULL, 0, &want));
 
-    cluster_t *c = s_cluster(2, 2000);
+    cluster_t *c = mt_cluster(2, 2000);
     char *sid = s_create(c, gd, false);
     zf_tensor_t *got = NULL;
     ASSERT_OK(s_run(c, sid, "x", x, "probs", 0, &got));
     s_expect_same(got, want);
-    assert_int_equal(s_count(c, &c->fakes[0].n_register), 1);
-    assert_int_equal(s_count(c, &c->fakes[1].n_register), 1);
-    s_quiesce(c);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_register), 1);
+    assert_int_equal(mt_count(c, &c->fakes[1].n_register), 1);
+    mt_quiesce(c);
     /* Both partitions succeeded and so cleaned up themselves: no CleanupGraph. */
-    assert_int_equal(s_count(c, &c->fakes[0].n_cleanup), 0);
-    assert_int_equal(s_count(c, &c->fakes[1].n_cleanup), 0);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_cleanup), 0);
+    assert_int_equal(mt_count(c, &c->fakes[1].n_cleanup), 0);
 
     zf_tensor_unref(&got);
     zf_tensor_unref(&want);
     zf_tensor_unref(&x);
     free(sid);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
     zf_local_session_destroy(&local);
     zf_graphdef_free(&gd);
 }
@@ -168,8 +168,8 @@ static void test_master_runs_mlp_across_two_executors_like_local_session(void **
 static void test_master_caches_plans_and_registers_each_partition_once(void **state)
 {
     (void)state;
-    Tensorflow__GraphDef *gd = s_parse(s_hop_graph);
-    cluster_t *c = s_cluster(2, 2000);
+    Tensorflow__GraphDef *gd = s_parse(mt_hop_graph);
+    cluster_t *c = mt_cluster(2, 2000);
     char *sid = s_create(c, gd, false);
     zf_tensor_t *x = s_floats(s_x, ZF_SHAPE(8)), *want = s_hop_result(s_x, ZF_SHAPE(8));
     for (int k = 0; k < 3; k++) {
@@ -179,22 +179,22 @@ static void test_master_caches_plans_and_registers_each_partition_once(void **st
         zf_tensor_unref(&z);
     }
     assert_int_equal(zf_master_num_plans(c->m, sid), 1);
-    assert_int_equal(s_count(c, &c->fakes[0].n_register), 1);
-    assert_int_equal(s_count(c, &c->fakes[1].n_register), 1);
-    assert_int_equal(s_count(c, &c->fakes[0].n_run), 3);
-    assert_int_equal(s_count(c, &c->fakes[1].n_run), 3);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_register), 1);
+    assert_int_equal(mt_count(c, &c->fakes[1].n_register), 1);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_run), 3);
+    assert_int_equal(mt_count(c, &c->fakes[1].n_run), 3);
 
     ASSERT_OK(zf_master_close_session(c->m, sid));
-    s_quiesce(c);
-    assert_int_equal(s_count(c, &c->fakes[0].n_deregister), 1);
-    assert_int_equal(s_count(c, &c->fakes[1].n_deregister), 1);
+    mt_quiesce(c);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_deregister), 1);
+    assert_int_equal(mt_count(c, &c->fakes[1].n_deregister), 1);
     assert_int_equal(zf_master_num_plans(c->m, sid), -1);
     zf_test_expect_error(s_run(c, sid, "x", x, "z", 0, NULL), ZF_NOT_FOUND, "not found");
 
     zf_tensor_unref(&want);
     zf_tensor_unref(&x);
     free(sid);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
     zf_graphdef_free(&gd);
 }
 
@@ -217,7 +217,7 @@ static void test_master_reports_a_kernel_error_with_its_device_and_aborts_the_ot
                          "node { name: 'z' op: 'Neg' input: 'r' device: '" CPU(
                              0) "'"
                                 "  attr { key: 'T' value { type: DT_FLOAT } } }");
-    cluster_t *c = s_cluster(2, 2000);
+    cluster_t *c = mt_cluster(2, 2000);
     char *sid = s_create(c, gd, false);
     zf_tensor_t *x = s_floats(s_x, ZF_SHAPE(8));
     zf_status_t st = s_run(c, sid, "x", x, "z", 0, NULL);
@@ -226,16 +226,16 @@ static void test_master_reports_a_kernel_error_with_its_device_and_aborts_the_ot
     assert_non_null(strstr(zf_status_msg(&st), "reshape"));
     assert_null(strstr(zf_status_msg(&st), CPU(0)));
     zf_status_clear(&st);
-    s_quiesce(c);
-    assert_int_equal(s_count(c, &c->fakes[0].n_abort), 1);
-    assert_int_equal(s_count(c, &c->fakes[1].n_abort), 0);
-    assert_int_equal(s_count(c, &c->fakes[0].n_cleanup), 1);
-    assert_int_equal(s_count(c, &c->fakes[1].n_cleanup), 1);
+    mt_quiesce(c);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_abort), 1);
+    assert_int_equal(mt_count(c, &c->fakes[1].n_abort), 0);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_cleanup), 1);
+    assert_int_equal(mt_count(c, &c->fakes[1].n_cleanup), 1);
     assert_int_equal(zf_master_num_plans(c->m, sid), 1); /* the plan itself is fine */
 
     zf_tensor_unref(&x);
     free(sid);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
     zf_graphdef_free(&gd);
 }
 
@@ -255,8 +255,8 @@ static void *s_kill_later(void *arg)
 static void test_master_fails_a_step_whose_executor_dies_and_replaces_the_next_run(void **state)
 {
     (void)state;
-    Tensorflow__GraphDef *gd = s_parse(s_hop_graph);
-    cluster_t *c = s_cluster(2, 2000);
+    Tensorflow__GraphDef *gd = s_parse(mt_hop_graph);
+    cluster_t *c = mt_cluster(2, 2000);
     char *sid = s_create(c, gd, true);
     zf_tensor_t *x = s_floats(s_x, ZF_SHAPE(8));
     atomic_store(&c->fakes[1].hang, true);
@@ -269,39 +269,39 @@ static void test_master_fails_a_step_whose_executor_dies_and_replaces_the_next_r
     zf_test_expect_error(st, ZF_UNAVAILABLE, "executor " CPU(1) " died: heartbeats stopped");
     assert_int_equal(zf_master_num_plans(c->m, sid), 0);
     assert_int_equal(zf_master_num_devices(c->m), 1);
-    s_quiesce(c);
-    assert_int_equal(s_count(c, &c->fakes[0].n_abort), 1);
+    mt_quiesce(c);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_abort), 1);
 
     zf_tensor_t *z = NULL, *want = s_hop_result(s_x, ZF_SHAPE(8));
     ASSERT_OK(s_run(c, sid, "x", x, "z", 0, &z));
     s_expect_same(z, want); /* the whole graph ran on CPU:0 */
     assert_int_equal(zf_master_num_plans(c->m, sid), 1);
-    assert_int_equal(s_count(c, &c->fakes[0].n_register), 2);
-    assert_int_equal(s_count(c, &c->fakes[1].n_register), 1);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_register), 2);
+    assert_int_equal(mt_count(c, &c->fakes[1].n_register), 1);
 
     zf_tensor_unref(&want);
     zf_tensor_unref(&z);
     zf_tensor_unref(&x);
     free(sid);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
     zf_graphdef_free(&gd);
 }
 
 static void test_master_times_out_a_step_and_aborts_it_everywhere(void **state)
 {
     (void)state;
-    Tensorflow__GraphDef *gd = s_parse(s_hop_graph);
-    cluster_t *c = s_cluster(2, 100);
+    Tensorflow__GraphDef *gd = s_parse(mt_hop_graph);
+    cluster_t *c = mt_cluster(2, 100);
     char *sid = s_create(c, gd, false);
     zf_tensor_t *x = s_floats(s_x, ZF_SHAPE(8));
     atomic_store(&c->fakes[1].hang, true);
     zf_status_t st = s_run(c, sid, "x", x, "z", 200, NULL);
     zf_test_expect_error(st, ZF_DEADLINE_EXCEEDED, "did not finish within 200 ms");
-    s_quiesce(c);
-    assert_int_equal(s_count(c, &c->fakes[0].n_abort), 1);
-    assert_int_equal(s_count(c, &c->fakes[1].n_abort), 1);
-    assert_int_equal(s_count(c, &c->fakes[0].n_cleanup), 1);
-    assert_int_equal(s_count(c, &c->fakes[1].n_cleanup), 1);
+    mt_quiesce(c);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_abort), 1);
+    assert_int_equal(mt_count(c, &c->fakes[1].n_abort), 1);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_cleanup), 1);
+    assert_int_equal(mt_count(c, &c->fakes[1].n_cleanup), 1);
 
     atomic_store(&c->fakes[1].hang, false); /* the next step runs normally */
     zf_tensor_t *z = NULL, *want = s_hop_result(s_x, ZF_SHAPE(8));
@@ -312,7 +312,7 @@ static void test_master_times_out_a_step_and_aborts_it_everywhere(void **state)
     zf_tensor_unref(&z);
     zf_tensor_unref(&x);
     free(sid);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
     zf_graphdef_free(&gd);
 }
 
@@ -337,11 +337,11 @@ static void s_expect_loads(cluster_t *c, int64_t cpu0, int64_t cpu1)
  * ran on, checking that it ran on exactly one. */
 static int s_run_where(cluster_t *c, const char *session, zf_tensor_t *x)
 {
-    int before[2] = {s_count(c, &c->fakes[0].n_run), s_count(c, &c->fakes[1].n_run)};
+    int before[2] = {mt_count(c, &c->fakes[0].n_run), mt_count(c, &c->fakes[1].n_run)};
     ASSERT_OK(s_run(c, session, "x", x, "z", 0, NULL));
-    s_quiesce(c);
-    int ran[2] = {s_count(c, &c->fakes[0].n_run) - before[0],
-                  s_count(c, &c->fakes[1].n_run) - before[1]};
+    mt_quiesce(c);
+    int ran[2] = {mt_count(c, &c->fakes[0].n_run) - before[0],
+                  mt_count(c, &c->fakes[1].n_run) - before[1]};
     assert_int_equal(ran[0] + ran[1], 1);
     return ran[0] ? 0 : 1;
 }
@@ -354,7 +354,7 @@ static void test_master_places_a_new_session_on_the_least_loaded_executor(void *
                                        "value { type: DT_FLOAT } } }"
                                        "node { name: 'z' op: 'Neg' input: 'x' attr { key: 'T' "
                                        "value { type: DT_FLOAT } } }");
-    cluster_t *c = s_cluster(2, 2000);
+    cluster_t *c = mt_cluster(2, 2000);
     zf_tensor_t *x = s_floats(s_x, ZF_SHAPE(8));
     s_expect_loads(c, 0, 0);
     char *a = s_create(c, gd, false), *b = s_create(c, gd, false), *d = s_create(c, gd, false);
@@ -398,11 +398,11 @@ static void test_master_places_a_new_session_on_the_least_loaded_executor(void *
     /* closing twice is NOT_FOUND and takes nothing more away */
     zf_test_expect_error(zf_master_close_session(c->m, h), ZF_NOT_FOUND, h);
     s_expect_loads(c, 0, 0);
-    assert_int_equal(s_count(c, &c->fakes[0].n_register), 4); /* a, d, e, g */
-    assert_int_equal(s_count(c, &c->fakes[1].n_register), 2); /* b, h */
-    s_quiesce(c);
-    assert_int_equal(s_count(c, &c->fakes[0].n_deregister), 4);
-    assert_int_equal(s_count(c, &c->fakes[1].n_deregister), 2);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_register), 4); /* a, d, e, g */
+    assert_int_equal(mt_count(c, &c->fakes[1].n_register), 2); /* b, h */
+    mt_quiesce(c);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_deregister), 4);
+    assert_int_equal(mt_count(c, &c->fakes[1].n_deregister), 2);
 
     zf_tensor_unref(&x);
     free(a);
@@ -411,7 +411,7 @@ static void test_master_places_a_new_session_on_the_least_loaded_executor(void *
     free(e);
     free(g);
     free(h);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
     zf_graphdef_free(&gd);
 }
 
@@ -425,27 +425,27 @@ static void test_master_keeps_a_sessions_placement_across_its_plans(void **state
                                        "value { type: DT_FLOAT } } }"
                                        "node { name: 'w' op: 'Neg' input: 'z' attr { key: 'T' "
                                        "value { type: DT_FLOAT } } }");
-    cluster_t *c = s_cluster(2, 2000);
+    cluster_t *c = mt_cluster(2, 2000);
     char *a = s_create(c, gd, false), *b = s_create(c, gd, false), *d = s_create(c, gd, false);
     zf_tensor_t *x = s_floats(s_x, ZF_SHAPE(8)), *w = NULL;
     ASSERT_OK(s_run(c, a, "x", x, "z", 0, NULL)); /* CPU:0 (a tie goes by name) */
     ASSERT_OK(s_run(c, b, "x", x, "z", 0, NULL)); /* CPU:1, the less loaded */
     ASSERT_OK(s_run(c, d, "x", x, "z", 0, NULL)); /* CPU:0 again */
-    assert_int_equal(s_count(c, &c->fakes[0].n_register), 2);
-    assert_int_equal(s_count(c, &c->fakes[1].n_register), 1);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_register), 2);
+    assert_int_equal(mt_count(c, &c->fakes[1].n_register), 1);
     /* a new signature of a is a new plan: balanced alone would put it on
      * CPU:1 now, but a's nodes stay where a was placed */
     ASSERT_OK(s_run(c, a, "x", x, "w", 0, &w));
     s_expect_same(w, x);
-    assert_int_equal(s_count(c, &c->fakes[0].n_register), 3);
-    assert_int_equal(s_count(c, &c->fakes[1].n_register), 1);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_register), 3);
+    assert_int_equal(mt_count(c, &c->fakes[1].n_register), 1);
 
     zf_tensor_unref(&w);
     zf_tensor_unref(&x);
     free(a);
     free(b);
     free(d);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
     zf_graphdef_free(&gd);
 }
 
@@ -481,8 +481,8 @@ static void *s_client(void *arg)
 static void test_master_serves_concurrent_runs_each_with_its_own_values(void **state)
 {
     (void)state;
-    Tensorflow__GraphDef *gd = s_parse(s_hop_graph);
-    cluster_t *c = s_cluster(2, 2000);
+    Tensorflow__GraphDef *gd = s_parse(mt_hop_graph);
+    cluster_t *c = mt_cluster(2, 2000);
     char *sid = s_create(c, gd, false);
     client_t clients[8];
     pthread_t threads[8];
@@ -495,10 +495,10 @@ static void test_master_serves_concurrent_runs_each_with_its_own_values(void **s
         assert_int_equal(clients[i].failures, 0);
     }
     assert_int_equal(zf_master_num_plans(c->m, sid), 1);
-    assert_int_equal(s_count(c, &c->fakes[0].n_register), 1);
-    assert_int_equal(s_count(c, &c->fakes[1].n_run), 400);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_register), 1);
+    assert_int_equal(mt_count(c, &c->fakes[1].n_run), 400);
     free(sid);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
     zf_graphdef_free(&gd);
 }
 
@@ -517,8 +517,8 @@ static void s_on_job(void *arg, Zflow__RunStepReply *reply)
 static void test_master_runs_a_one_shot_job_and_hands_its_result_to_each_waiter_once(void **state)
 {
     (void)state;
-    Tensorflow__GraphDef *gd = s_parse(s_hop_graph);
-    cluster_t *c = s_cluster(2, 2000);
+    Tensorflow__GraphDef *gd = s_parse(mt_hop_graph);
+    cluster_t *c = mt_cluster(2, 2000);
     zf_tensor_t *x = s_floats(s_x, ZF_SHAPE(8));
     Tensorflow__TensorProto *tp = NULL;
     ASSERT_OK(zf_tensor_to_proto(x, &tp, true));
@@ -576,15 +576,15 @@ static void test_master_runs_a_one_shot_job_and_hands_its_result_to_each_waiter_
     free(id2);
     tensorflow__tensor_proto__free_unpacked(tp, NULL);
     zf_tensor_unref(&x);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
     zf_graphdef_free(&gd);
 }
 
 static void test_master_rejects_unknown_sessions_feeds_and_bad_executors(void **state)
 {
     (void)state;
-    Tensorflow__GraphDef *gd = s_parse(s_hop_graph);
-    cluster_t *c = s_cluster(2, 2000);
+    Tensorflow__GraphDef *gd = s_parse(mt_hop_graph);
+    cluster_t *c = mt_cluster(2, 2000);
     char *sid = s_create(c, gd, false);
     zf_tensor_t *x = s_floats(s_x, ZF_SHAPE(8));
     zf_test_expect_error(s_run(c, "session-nope", "x", x, "z", 0, NULL), ZF_NOT_FOUND,
@@ -599,7 +599,7 @@ static void test_master_rejects_unknown_sessions_feeds_and_bad_executors(void **
     zf_tensor_unref(&i);
 
     Tensorflow__DeviceAttributes attrs;
-    Zflow__ExecutorInfo *info = s_info(&c->fakes[0], &attrs);
+    Zflow__ExecutorInfo *info = mt_info(&c->fakes[0], &attrs);
     attrs.name = "/device:CPU:7";
     zf_test_expect_error(zf_master_device_joined(c->m, info), ZF_INVALID_ARGUMENT,
                          "not a full device name");
@@ -621,7 +621,7 @@ static void test_master_rejects_unknown_sessions_feeds_and_bad_executors(void **
 
     zf_tensor_unref(&x);
     free(sid);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
     zf_graphdef_free(&gd);
 }
 

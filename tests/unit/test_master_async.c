@@ -94,8 +94,8 @@ static int s_setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof *f);
     assert_non_null(f);
-    ASSERT_OK(zf_graphdef_read_mem(s_hop_graph, strlen(s_hop_graph), ZF_FORMAT_PBTXT, &f->gd));
-    f->c = s_cluster(2, 100);
+    ASSERT_OK(zf_graphdef_read_mem(mt_hop_graph, strlen(mt_hop_graph), ZF_FORMAT_PBTXT, &f->gd));
+    f->c = mt_cluster(2, 100);
     Zflow__CreateSession cs = ZFLOW__CREATE_SESSION__INIT;
     cs.graph = f->gd;
     ASSERT_OK(zf_master_create_session(f->c->m, &cs, &f->session));
@@ -117,7 +117,7 @@ static int s_setup(void **state)
 static int s_teardown(void **state)
 {
     fixture_t *f = *state;
-    s_cluster_destroy(f->c);
+    mt_cluster_destroy(f->c);
     tensorflow__tensor_proto__free_unpacked(f->x, NULL);
     zf_graphdef_free(&f->gd);
     free(f->session);
@@ -149,14 +149,14 @@ static void test_master_async_step_with_a_cached_plan_answers_through_its_callba
     assert_memory_equal(zf_tensor_data(z), want, sizeof want);
     zf_tensor_unref(&z);
     zflow__envelope__free_unpacked(rep, NULL);
-    s_quiesce(f->c);
+    mt_quiesce(f->c);
     /* both steps ran on both executors (the setup's and this one) ... */
-    assert_int_equal(s_count(f->c, &f->c->fakes[0].n_run), 2);
-    assert_int_equal(s_count(f->c, &f->c->fakes[1].n_run), 2);
+    assert_int_equal(mt_count(f->c, &f->c->fakes[0].n_run), 2);
+    assert_int_equal(mt_count(f->c, &f->c->fakes[1].n_run), 2);
     /* ... and succeeded everywhere: the executors cleaned up themselves,
      * so no CleanupGraph was sent */
-    assert_int_equal(s_count(f->c, &f->c->fakes[0].n_cleanup), 0);
-    assert_int_equal(s_count(f->c, &f->c->fakes[1].n_cleanup), 0);
+    assert_int_equal(mt_count(f->c, &f->c->fakes[0].n_cleanup), 0);
+    assert_int_equal(mt_count(f->c, &f->c->fakes[1].n_cleanup), 0);
     assert_int_equal(zf_master_poll(f->c->m), -1); /* nothing left to look at */
 }
 
@@ -177,7 +177,7 @@ static void test_master_async_start_leaves_what_it_cannot_start_to_the_caller(vo
         assert_int_equal(got.calls, 0);
         zflow__envelope__free_unpacked(req, NULL);
     }
-    assert_int_equal(s_count(f->c, &f->c->fakes[0].n_run), 1); /* the setup's step only */
+    assert_int_equal(mt_count(f->c, &f->c->fakes[0].n_run), 1); /* the setup's step only */
 }
 
 static void s_expect_failed(s_got_t *g, zf_code_t code, const char *text)
@@ -203,12 +203,12 @@ static void test_master_async_step_times_out_and_aborts_everywhere(void **state)
     assert_true(wake > 0 && wake <= 200); /* the step's deadline */
     s_poll_until_done(f, &got);
     s_expect_failed(&got, ZF_DEADLINE_EXCEEDED, "did not finish within 200 ms");
-    s_quiesce(f->c);
-    assert_int_equal(s_count(f->c, &f->c->fakes[0].n_abort), 1);
-    assert_int_equal(s_count(f->c, &f->c->fakes[1].n_abort), 1);
+    mt_quiesce(f->c);
+    assert_int_equal(mt_count(f->c, &f->c->fakes[0].n_abort), 1);
+    assert_int_equal(mt_count(f->c, &f->c->fakes[1].n_abort), 1);
     /* a failed step is cleaned up everywhere */
-    assert_int_equal(s_count(f->c, &f->c->fakes[0].n_cleanup), 1);
-    assert_int_equal(s_count(f->c, &f->c->fakes[1].n_cleanup), 1);
+    assert_int_equal(mt_count(f->c, &f->c->fakes[0].n_cleanup), 1);
+    assert_int_equal(mt_count(f->c, &f->c->fakes[1].n_cleanup), 1);
     atomic_store(&f->c->fakes[1].hang, false);
 }
 

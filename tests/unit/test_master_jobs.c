@@ -46,7 +46,7 @@ static void s_expect_count(cluster_t *c, const char *id, float want)
 static void test_master_job_runs_its_step_n_times_after_its_init_targets(void **state)
 {
     (void)state;
-    cluster_t *c = s_cluster(2, 2000);
+    cluster_t *c = mt_cluster(2, 2000);
     zf_test_counter_job_t cj;
     zf_test_counter_job(&cj, 5, "init");
     char *id = NULL;
@@ -71,13 +71,13 @@ static void test_master_job_runs_its_step_n_times_after_its_init_targets(void **
     zf_test_expect_error(zf_master_job_poll(c->m, id, &p), ZF_NOT_FOUND, "already collected");
     free(id);
     zf_graphdef_free(&cj.gd);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
 }
 
 static void test_master_job_failure_names_the_step_or_the_init_targets(void **state)
 {
     (void)state;
-    cluster_t *c = s_cluster(1, 2000);
+    cluster_t *c = mt_cluster(1, 2000);
     zf_test_counter_job_t cj;
     zf_test_counter_job(&cj, 3, NULL); /* counting an uninitialized variable */
     char *id = s_submit_and_run(c, &cj);
@@ -108,13 +108,13 @@ static void test_master_job_failure_names_the_step_or_the_init_targets(void **st
                          "steps must be 0 or more, not -1");
     assert_null(bad);
     zf_graphdef_free(&cj.gd);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
 }
 
 static void test_master_job_keeps_at_most_max_results_dropping_the_oldest(void **state)
 {
     (void)state;
-    cluster_t *c = s_cluster(1, 2000);
+    cluster_t *c = mt_cluster(1, 2000);
     zf_master_set_job_retention(c->m, 2, 0);
     zf_test_counter_job_t cj;
     zf_test_counter_job(&cj, 1, "init");
@@ -132,13 +132,13 @@ static void test_master_job_keeps_at_most_max_results_dropping_the_oldest(void *
     s_expect_count(c, ids[2], 1.0f);
     for (int i = 0; i < 3; i++) free(ids[i]);
     zf_graphdef_free(&cj.gd);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
 }
 
 static void test_master_job_results_expire_after_their_age(void **state)
 {
     (void)state;
-    cluster_t *c = s_cluster(1, 2000);
+    cluster_t *c = mt_cluster(1, 2000);
     zf_master_set_job_retention(c->m, 0, 300);
     zf_test_counter_job_t cj;
     zf_test_counter_job(&cj, 1, "init");
@@ -151,7 +151,7 @@ static void test_master_job_results_expire_after_their_age(void **state)
     assert_int_equal(p.state, 0);
     free(id);
     zf_graphdef_free(&cj.gd);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
 }
 
 /* A waiter past its timeout is answered DEADLINE_EXCEEDED (unfinished) at
@@ -159,7 +159,7 @@ static void test_master_job_results_expire_after_their_age(void **state)
 static void test_master_job_waiter_times_out_and_the_result_stays(void **state)
 {
     (void)state;
-    cluster_t *c = s_cluster(1, 2000);
+    cluster_t *c = mt_cluster(1, 2000);
     zf_test_counter_job_t cj;
     zf_test_counter_job(&cj, 2, "init");
     char *id = NULL;
@@ -184,7 +184,7 @@ static void test_master_job_waiter_times_out_and_the_result_stays(void **state)
                          "job 'job-0-nope' not found");
     free(id);
     zf_graphdef_free(&cj.gd);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
 }
 
 /* A wait's timeout comes from the wire: an absurd one is no deadline at
@@ -192,7 +192,7 @@ static void test_master_job_waiter_times_out_and_the_result_stays(void **state)
 static void test_master_job_waiter_with_an_absurd_timeout_just_waits(void **state)
 {
     (void)state;
-    cluster_t *c = s_cluster(1, 2000);
+    cluster_t *c = mt_cluster(1, 2000);
     zf_test_counter_job_t cj;
     zf_test_counter_job(&cj, 3, "init");
     char *id = NULL;
@@ -212,7 +212,7 @@ static void test_master_job_waiter_with_an_absurd_timeout_just_waits(void **stat
     zflow__run_step_reply__free_unpacked(r.reply, NULL);
     free(id);
     zf_graphdef_free(&cj.gd);
-    s_cluster_destroy(c);
+    mt_cluster_destroy(c);
 }
 
 int main(void)

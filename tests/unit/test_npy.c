@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "common/npy.h"
-#include "tests/unit/test_util.h"
+#include "test_util.h"
 
 /* An .npy image: magic, version major.0, header length, dict + "\n", data. */
 static size_t s_build(uint8_t *out, int major, const char *dict, const void *data, size_t len)

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "tests/unit/placer_test_util.h"
+#include "placer_test_util.h"
 
 #define S_CPU(i) "/job:a/replica:0/task:0/device:FakeCPU:" #i
 #define S_GPU(i) "/job:a/replica:0/task:0/device:FakeGPU:" #i
@@ -29,22 +29,22 @@
 #define S_GPU_OUT  "Placeholder"
 #define S_ENFORCE  "IsVariableInitialized" /* ref input, bool output */
 
-static s_devs_t s_devs; /* 10 FakeCPUs and 10 FakeGPUs */
+static pt_devs_t s_devs; /* 10 FakeCPUs and 10 FakeGPUs */
 
 static int s_setup(void **state)
 {
     (void)state;
-    s_reset_registry();
-    s_devs_fake(&s_devs, 10);
+    pt_reset_registry();
+    pt_devs_fake(&s_devs, 10);
     return 0;
 }
 
-static void s_assert_ok(const s_placed_t *r)
+static void s_assert_ok(const pt_placed_t *r)
 {
     if (!zf_ok(r->status)) fail_msg("placement failed: %s", zf_status_msg(&r->status));
 }
 
-static void s_assert_error(const s_placed_t *r, zf_code_t code, const char *needle)
+static void s_assert_error(const pt_placed_t *r, zf_code_t code, const char *needle)
 {
     if (r->status.code != code || !strstr(zf_status_msg(&r->status), needle))
         fail_msg("expected %s containing\n  %s\ngot %s: %s", zf_code_name(code), needle,
@@ -54,228 +54,228 @@ static void s_assert_error(const s_placed_t *r, zf_code_t code, const char *need
 /* in -> n1, n2 over an input that only has a CPU kernel. */
 static zf_graph_t *s_no_constraints_graph(void)
 {
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
-    s_gb_node(&b, "n1", S_RELU, "in:0", NULL, "T=float");
-    s_gb_node(&b, "n2", S_RELU, "in:1", NULL, "T=float");
-    return s_gb_graph(&b);
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_gb_node(&b, "n1", S_RELU, "in:0", NULL, "T=float");
+    pt_gb_node(&b, "n2", S_RELU, "in:1", NULL, "T=float");
+    return pt_gb_graph(&b);
 }
 
 static void test_placer_prefers_gpu_over_cpu(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU");
+    pt_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU");
     for (int mode = 0; mode < 2; mode++) {
         zf_placer_options_t o = ZF_PLACER_OPTIONS_DEFAULT;
         o.mode = mode ? ZF_PLACE_FIRST : ZF_PLACE_BALANCED;
-        s_placed_t r = s_place_opts(s_no_constraints_graph(), &s_devs, &o);
+        pt_placed_t r = pt_place_opts(s_no_constraints_graph(), &s_devs, &o);
         s_assert_ok(&r);
-        assert_string_equal(s_dev(&r, "in"), S_CPU(0));
-        assert_string_equal(s_dev(&r, "n1"), S_GPU(0));
-        assert_string_equal(s_dev(&r, "n2"), S_GPU(0));
-        s_placed_free(&r);
+        assert_string_equal(pt_dev(&r, "in"), S_CPU(0));
+        assert_string_equal(pt_dev(&r, "n1"), S_GPU(0));
+        assert_string_equal(pt_dev(&r, "n2"), S_GPU(0));
+        pt_placed_free(&r);
     }
 }
 
 static void test_placer_puts_a_generator_on_cpu_only_when_gpu_has_no_kernel(void **state)
 {
     (void)state;
-    s_kernels(S_GPU_OUT ":FakeCPU " S_OUTPUT ":FakeCPU,FakeGPU " S_RELU ":FakeCPU,FakeGPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "cpu_only", S_GPU_OUT, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "both", S_OUTPUT, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "a", S_RELU, "cpu_only", NULL, "T=float");
-    s_gb_node(&b, "b", S_RELU, "both", NULL, "T=float");
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, false);
+    pt_kernels(S_GPU_OUT ":FakeCPU " S_OUTPUT ":FakeCPU,FakeGPU " S_RELU ":FakeCPU,FakeGPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "cpu_only", S_GPU_OUT, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "both", S_OUTPUT, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "a", S_RELU, "cpu_only", NULL, "T=float");
+    pt_gb_node(&b, "b", S_RELU, "both", NULL, "T=float");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "cpu_only"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "a"), S_GPU(0));
-    assert_string_equal(s_dev(&r, "both"), S_GPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "cpu_only"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "a"), S_GPU(0));
+    assert_string_equal(pt_dev(&r, "both"), S_GPU(0));
+    pt_placed_free(&r);
 }
 
 static void test_placer_colocates_reference_connections_on_the_constrained_type(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_VAR_CPU ":FakeCPU " S_VAR_GPU ":FakeGPU " S_ASSIGN_C
-                      ":FakeCPU " S_ASSIGN_G ":FakeGPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
-    s_gb_node(&b, "var_cpu", S_VAR_CPU, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "assign_cpu", S_ASSIGN_C, "var_cpu,in", NULL, "T=float");
-    s_gb_node(&b, "var_gpu", S_VAR_GPU, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "assign_gpu", S_ASSIGN_G, "var_gpu,in", NULL, "T=float");
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, true);
+    pt_kernels(S_INPUT ":FakeCPU " S_VAR_CPU ":FakeCPU " S_VAR_GPU ":FakeGPU " S_ASSIGN_C
+                       ":FakeCPU " S_ASSIGN_G ":FakeGPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_gb_node(&b, "var_cpu", S_VAR_CPU, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "assign_cpu", S_ASSIGN_C, "var_cpu,in", NULL, "T=float");
+    pt_gb_node(&b, "var_gpu", S_VAR_GPU, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "assign_gpu", S_ASSIGN_G, "var_gpu,in", NULL, "T=float");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, true);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "in"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "var_cpu"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "assign_cpu"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "var_gpu"), S_GPU(0));
-    assert_string_equal(s_dev(&r, "assign_gpu"), S_GPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "in"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "var_cpu"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "assign_cpu"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "var_gpu"), S_GPU(0));
+    assert_string_equal(pt_dev(&r, "assign_gpu"), S_GPU(0));
+    pt_placed_free(&r);
 }
 
 static void test_placer_keeps_metadata_ops_with_their_input_when_allowed(void **state)
 {
     (void)state;
-    s_kernels(S_VAR_CPU ":FakeCPU Shape:FakeCPU,FakeGPU " S_VAR ":FakeCPU Size:FakeGPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "var_cpu", S_VAR_CPU, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "shape_op", "Shape", "var_cpu", NULL, "T=float");
-    s_gb_node(&b, "var2", S_VAR, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "size_op", "Size", "var2", NULL, "T=float"); /* no CPU kernel */
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, false);
+    pt_kernels(S_VAR_CPU ":FakeCPU Shape:FakeCPU,FakeGPU " S_VAR ":FakeCPU Size:FakeGPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "var_cpu", S_VAR_CPU, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "shape_op", "Shape", "var_cpu", NULL, "T=float");
+    pt_gb_node(&b, "var2", S_VAR, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "size_op", "Size", "var2", NULL, "T=float"); /* no CPU kernel */
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "shape_op"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "var2"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "size_op"), S_GPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "shape_op"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "var2"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "size_op"), S_GPU(0));
+    pt_placed_free(&r);
 }
 
 /* var_cpu -> assign <- in, the generator "in" of op gen_op. */
 static zf_graph_t *s_generator_graph(const char *gen_op, const char *gen_device)
 {
-    s_gb_t b = {0};
-    s_gb_node(&b, "var_cpu", S_VAR_CPU, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "in", gen_op, NULL, gen_device, "dtype=float");
-    s_gb_node(&b, "assign", S_ASSIGN, "var_cpu,in", NULL, "T=float");
-    return s_gb_graph(&b);
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "var_cpu", S_VAR_CPU, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "in", gen_op, NULL, gen_device, "dtype=float");
+    pt_gb_node(&b, "assign", S_ASSIGN, "var_cpu,in", NULL, "T=float");
+    return pt_gb_graph(&b);
 }
 
 static void test_placer_generator_follows_its_single_consumer(void **state)
 {
     (void)state;
-    s_kernels(S_VAR_CPU ":FakeCPU " S_OUTPUT ":FakeCPU,FakeGPU " S_ASSIGN ":FakeCPU,FakeGPU");
-    s_placed_t r = s_place(s_generator_graph(S_OUTPUT, NULL), &s_devs, false);
+    pt_kernels(S_VAR_CPU ":FakeCPU " S_OUTPUT ":FakeCPU,FakeGPU " S_ASSIGN ":FakeCPU,FakeGPU");
+    pt_placed_t r = pt_place(s_generator_graph(S_OUTPUT, NULL), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "in"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "assign"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "var_cpu"), S_CPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "in"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "assign"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "var_cpu"), S_CPU(0));
+    pt_placed_free(&r);
 }
 
 static void test_placer_ignores_the_generator_heuristic_on_a_wrong_device(void **state)
 {
     (void)state;
-    s_kernels(S_VAR_CPU ":FakeCPU " S_GPU_OUT ":FakeGPU " S_OUTPUT ":FakeCPU,FakeGPU " S_ASSIGN
-                        ":FakeCPU,FakeGPU");
-    s_placed_t r = s_place(s_generator_graph(S_GPU_OUT, NULL), &s_devs, false);
+    pt_kernels(S_VAR_CPU ":FakeCPU " S_GPU_OUT ":FakeGPU " S_OUTPUT ":FakeCPU,FakeGPU " S_ASSIGN
+                         ":FakeCPU,FakeGPU");
+    pt_placed_t r = pt_place(s_generator_graph(S_GPU_OUT, NULL), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "in"), S_GPU(0));
-    assert_string_equal(s_dev(&r, "var_cpu"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "assign"), S_CPU(0));
-    s_placed_free(&r);
-    r = s_place(s_generator_graph(S_OUTPUT, "/device:FakeCPU:1"), &s_devs, false);
+    assert_string_equal(pt_dev(&r, "in"), S_GPU(0));
+    assert_string_equal(pt_dev(&r, "var_cpu"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "assign"), S_CPU(0));
+    pt_placed_free(&r);
+    r = pt_place(s_generator_graph(S_OUTPUT, "/device:FakeCPU:1"), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "in"), S_CPU(1));
-    assert_string_equal(s_dev(&r, "var_cpu"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "assign"), S_CPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "in"), S_CPU(1));
+    assert_string_equal(pt_dev(&r, "var_cpu"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "assign"), S_CPU(0));
+    pt_placed_free(&r);
 }
 
 static void test_placer_honours_partial_specs(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_VAR ":FakeCPU,FakeGPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, "/job:a", S_INPUT_T);
-    s_gb_node(&b, "var", S_VAR, NULL, "/job:a", "dtype=float");
-    s_gb_node(&b, "wild", S_VAR, NULL, "/device:FakeGPU:*", "dtype=float");
-    s_gb_node(&b, "typed", S_VAR, NULL, "/device:FakeCPU", "dtype=float");
-    s_gb_node(&b, "id_only", S_VAR, NULL, "/device:*:7", "dtype=float");
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, false);
+    pt_kernels(S_INPUT ":FakeCPU " S_VAR ":FakeCPU,FakeGPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, "/job:a", S_INPUT_T);
+    pt_gb_node(&b, "var", S_VAR, NULL, "/job:a", "dtype=float");
+    pt_gb_node(&b, "wild", S_VAR, NULL, "/device:FakeGPU:*", "dtype=float");
+    pt_gb_node(&b, "typed", S_VAR, NULL, "/device:FakeCPU", "dtype=float");
+    pt_gb_node(&b, "id_only", S_VAR, NULL, "/device:*:7", "dtype=float");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "in"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "var"), S_GPU(0));
-    assert_string_equal(s_dev(&r, "wild"), S_GPU(0));
-    assert_string_equal(s_dev(&r, "typed"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "id_only"), S_GPU(7));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "in"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "var"), S_GPU(0));
+    assert_string_equal(pt_dev(&r, "wild"), S_GPU(0));
+    assert_string_equal(pt_dev(&r, "typed"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "id_only"), S_GPU(7));
+    pt_placed_free(&r);
 }
 
 static void test_placer_honours_full_specs(void **state)
 {
     (void)state;
-    s_kernels(S_VAR ":FakeCPU,FakeGPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "full", S_VAR, NULL, S_GPU(3), "dtype=float");
-    s_gb_node(&b, "short", S_VAR, NULL, "/device:FakeCPU:4", "dtype=float");
-    s_gb_node(&b, "task", S_VAR, NULL, "/job:a/task:0/device:FakeGPU:9", "dtype=float");
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, false);
+    pt_kernels(S_VAR ":FakeCPU,FakeGPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "full", S_VAR, NULL, S_GPU(3), "dtype=float");
+    pt_gb_node(&b, "short", S_VAR, NULL, "/device:FakeCPU:4", "dtype=float");
+    pt_gb_node(&b, "task", S_VAR, NULL, "/job:a/task:0/device:FakeGPU:9", "dtype=float");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "full"), S_GPU(3));
-    assert_string_equal(s_dev(&r, "short"), S_CPU(4));
-    assert_string_equal(s_dev(&r, "task"), S_GPU(9));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "full"), S_GPU(3));
+    assert_string_equal(pt_dev(&r, "short"), S_CPU(4));
+    assert_string_equal(pt_dev(&r, "task"), S_GPU(9));
+    pt_placed_free(&r);
 }
 
 static void test_placer_accepts_legacy_specs_on_cpu_and_gpu(void **state)
 {
     (void)state;
     zf_op_registry_reset_kernels();
-    s_kernels("Relu:CPU,GPU Placeholder:CPU,GPU");
+    pt_kernels("Relu:CPU,GPU Placeholder:CPU,GPU");
     zf_device_name_t *names = NULL;
     int n = 0;
     assert_true(zf_ok(zf_device_list_parse("cpu:2,gpu:4", &names, &n)));
-    s_devs_t devs = {.n = n};
+    pt_devs_t devs = {.n = n};
     for (int i = 0; i < n; i++) devs.d[i] = (zf_placer_device_t){names[i], 0};
     free(names);
-    s_gb_t b = {0};
-    s_gb_node(&b, "x", "Placeholder", NULL, "/cpu:1", "dtype=float");
-    s_gb_node(&b, "y", "Relu", "x", "/gpu:2", "T=float");
-    s_gb_node(&b, "z", "Relu", "y", "/device:GPU:3", "T=float");
-    s_gb_node(&b, "w", "Relu", "z", "/job:localhost/task:0/CPU:0", "T=float");
-    s_gb_node(&b, "v", "Relu", "w", NULL, "T=float");
-    s_placed_t r = s_place(s_gb_graph(&b), &devs, false);
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "x", "Placeholder", NULL, "/cpu:1", "dtype=float");
+    pt_gb_node(&b, "y", "Relu", "x", "/gpu:2", "T=float");
+    pt_gb_node(&b, "z", "Relu", "y", "/device:GPU:3", "T=float");
+    pt_gb_node(&b, "w", "Relu", "z", "/job:localhost/task:0/CPU:0", "T=float");
+    pt_gb_node(&b, "v", "Relu", "w", NULL, "T=float");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "x"), "/job:localhost/replica:0/task:0/device:CPU:1");
-    assert_string_equal(s_dev(&r, "y"), "/job:localhost/replica:0/task:0/device:GPU:2");
-    assert_string_equal(s_dev(&r, "z"), "/job:localhost/replica:0/task:0/device:GPU:3");
-    assert_string_equal(s_dev(&r, "w"), "/job:localhost/replica:0/task:0/device:CPU:0");
-    assert_string_equal(s_dev(&r, "v"), "/job:localhost/replica:0/task:0/device:GPU:0");
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "x"), "/job:localhost/replica:0/task:0/device:CPU:1");
+    assert_string_equal(pt_dev(&r, "y"), "/job:localhost/replica:0/task:0/device:GPU:2");
+    assert_string_equal(pt_dev(&r, "z"), "/job:localhost/replica:0/task:0/device:GPU:3");
+    assert_string_equal(pt_dev(&r, "w"), "/job:localhost/replica:0/task:0/device:CPU:0");
+    assert_string_equal(pt_dev(&r, "v"), "/job:localhost/replica:0/task:0/device:GPU:0");
+    pt_placed_free(&r);
 }
 
 static void test_placer_honours_job_and_task_specs(void **state)
 {
     (void)state;
-    s_kernels(S_VAR ":FakeCPU,FakeGPU " S_RELU ":FakeCPU,FakeGPU");
-    s_devs_t devs = {0};
-    s_devs_add(&devs, "worker", 0, 1, "FakeCPU", 0);
-    s_devs_add(&devs, "worker", 0, 0, "FakeCPU", 0);
-    s_devs_add(&devs, "ps", 0, 0, "FakeCPU", 0);
-    s_devs_add(&devs, "worker", 0, 1, "FakeGPU", 0);
-    s_gb_t b = {0};
-    s_gb_node(&b, "v", S_VAR, NULL, "/job:ps", "dtype=float");
-    s_gb_node(&b, "t1", S_RELU, "v", "/job:worker/task:1", "T=float");
-    s_gb_node(&b, "t0", S_RELU, "v", "/job:worker/task:0", "T=float");
-    s_gb_node(&b, "t1cpu", S_RELU, "v", "/job:worker/task:1/device:FakeCPU:*", "T=float");
-    s_placed_t r = s_place(s_gb_graph(&b), &devs, false);
+    pt_kernels(S_VAR ":FakeCPU,FakeGPU " S_RELU ":FakeCPU,FakeGPU");
+    pt_devs_t devs = {0};
+    pt_devs_add(&devs, "worker", 0, 1, "FakeCPU", 0);
+    pt_devs_add(&devs, "worker", 0, 0, "FakeCPU", 0);
+    pt_devs_add(&devs, "ps", 0, 0, "FakeCPU", 0);
+    pt_devs_add(&devs, "worker", 0, 1, "FakeGPU", 0);
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "v", S_VAR, NULL, "/job:ps", "dtype=float");
+    pt_gb_node(&b, "t1", S_RELU, "v", "/job:worker/task:1", "T=float");
+    pt_gb_node(&b, "t0", S_RELU, "v", "/job:worker/task:0", "T=float");
+    pt_gb_node(&b, "t1cpu", S_RELU, "v", "/job:worker/task:1/device:FakeCPU:*", "T=float");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "v"), "/job:ps/replica:0/task:0/device:FakeCPU:0");
-    assert_string_equal(s_dev(&r, "t1"), "/job:worker/replica:0/task:1/device:FakeGPU:0");
-    assert_string_equal(s_dev(&r, "t0"), "/job:worker/replica:0/task:0/device:FakeCPU:0");
-    assert_string_equal(s_dev(&r, "t1cpu"), "/job:worker/replica:0/task:1/device:FakeCPU:0");
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "v"), "/job:ps/replica:0/task:0/device:FakeCPU:0");
+    assert_string_equal(pt_dev(&r, "t1"), "/job:worker/replica:0/task:1/device:FakeGPU:0");
+    assert_string_equal(pt_dev(&r, "t0"), "/job:worker/replica:0/task:0/device:FakeCPU:0");
+    assert_string_equal(pt_dev(&r, "t1cpu"), "/job:worker/replica:0/task:1/device:FakeCPU:0");
+    pt_placed_free(&r);
 }
 
 static void test_placer_keeps_assigned_devices(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU");
+    pt_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU");
     const char *assigned[3] = {S_CPU(7), NULL, ""};
     zf_placer_options_t o = ZF_PLACER_OPTIONS_DEFAULT;
     o.assigned = assigned;
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
-    s_gb_node(&b, "n1", S_RELU, "in:0", NULL, "T=float;_class=[loc:@in]");
-    s_gb_node(&b, "n2", S_RELU, "in:1", NULL, "T=float");
-    s_placed_t r = s_place_opts(s_gb_graph(&b), &s_devs, &o);
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_gb_node(&b, "n1", S_RELU, "in:0", NULL, "T=float;_class=[loc:@in]");
+    pt_gb_node(&b, "n2", S_RELU, "in:1", NULL, "T=float");
+    pt_placed_t r = pt_place_opts(pt_gb_graph(&b), &s_devs, &o);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "in"), S_CPU(7));
-    assert_string_equal(s_dev(&r, "n1"), S_CPU(7)); /* its colocation group is pinned there */
-    assert_string_equal(s_dev(&r, "n2"), S_GPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "in"), S_CPU(7));
+    assert_string_equal(pt_dev(&r, "n1"), S_CPU(7)); /* its colocation group is pinned there */
+    assert_string_equal(pt_dev(&r, "n2"), S_GPU(0));
+    pt_placed_free(&r);
 }
 
 static void s_check_assigned(const char *name, const char *needle)
@@ -283,18 +283,18 @@ static void s_check_assigned(const char *name, const char *needle)
     const char *assigned[1] = {name};
     zf_placer_options_t o = ZF_PLACER_OPTIONS_DEFAULT;
     o.assigned = assigned;
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
-    s_placed_t r = s_place_opts(s_gb_graph(&b), &s_devs, &o);
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_placed_t r = pt_place_opts(pt_gb_graph(&b), &s_devs, &o);
     s_assert_error(&r, ZF_INTERNAL, needle);
     assert_int_equal(r.assign[0], -1);
-    s_placed_free(&r);
+    pt_placed_free(&r);
 }
 
 static void test_placer_rejects_bad_assigned_devices(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU");
+    pt_kernels(S_INPUT ":FakeCPU");
     s_check_assigned(S_GPU(0), "Assigned device '" S_GPU(
                                    0) "' does not have registered OpKernel support for " S_INPUT);
     s_check_assigned("/job:foo", "Assigned device '/job:foo' does not match any device");
@@ -306,17 +306,17 @@ static void test_placer_rejects_bad_assigned_devices(void **state)
 static void s_reference_case(const char *var_op, const char *assign_op, const char *type,
                              const char *error)
 {
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
     for (int i = 0; i < 10; i++) {
         char var[16], assign[16], inputs[40];
         snprintf(var, sizeof var, "var_%d", i);
         snprintf(assign, sizeof assign, "assign_%d", i);
         snprintf(inputs, sizeof inputs, "%s,in", var);
-        s_gb_node(&b, var, var_op, NULL, NULL, "dtype=float");
-        s_gb_node(&b, assign, assign_op, inputs, NULL, "T=float");
+        pt_gb_node(&b, var, var_op, NULL, NULL, "dtype=float");
+        pt_gb_node(&b, assign, assign_op, inputs, NULL, "T=float");
     }
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, true);
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, true);
     if (error) {
         s_assert_error(&r, ZF_INVALID_ARGUMENT, error);
     } else {
@@ -325,19 +325,19 @@ static void s_reference_case(const char *var_op, const char *assign_op, const ch
             char var[16], assign[16];
             snprintf(var, sizeof var, "var_%d", i);
             snprintf(assign, sizeof assign, "assign_%d", i);
-            assert_string_equal(s_dev(&r, var), s_dev(&r, assign));
-            assert_string_equal(s_type(&r, var), type);
+            assert_string_equal(pt_dev(&r, var), pt_dev(&r, assign));
+            assert_string_equal(pt_type(&r, var), type);
         }
     }
-    s_placed_free(&r);
+    pt_placed_free(&r);
 }
 
 static void test_placer_colocates_every_kind_of_reference_connection(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_VAR ":FakeCPU,FakeGPU " S_VAR_CPU ":FakeCPU " S_VAR_GPU
-                      ":FakeGPU " S_ASSIGN ":FakeCPU,FakeGPU " S_ASSIGN_C ":FakeCPU " S_ASSIGN_G
-                      ":FakeGPU");
+    pt_kernels(S_INPUT ":FakeCPU " S_VAR ":FakeCPU,FakeGPU " S_VAR_CPU ":FakeCPU " S_VAR_GPU
+                       ":FakeGPU " S_ASSIGN ":FakeCPU,FakeGPU " S_ASSIGN_C ":FakeCPU " S_ASSIGN_G
+                       ":FakeGPU");
     const char *no_type = "no device type supports both of those nodes";
     s_reference_case(S_VAR, S_ASSIGN, "FakeGPU", NULL);
     s_reference_case(S_VAR, S_ASSIGN_C, "FakeCPU", NULL);
@@ -352,26 +352,26 @@ static void test_placer_colocates_every_kind_of_reference_connection(void **stat
 
 static void s_handle_case(const char *var_kernels, const char *use_kernels, const char *type)
 {
-    s_reset_registry();
+    pt_reset_registry();
     char spec[256];
     snprintf(spec, sizeof spec, S_INPUT ":FakeCPU VarHandleOp:%s AssignVariableOp:%s", var_kernels,
              use_kernels);
-    s_kernels(spec);
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
-    s_gb_node(&b, "var", "VarHandleOp", NULL, NULL, "dtype=float");
-    s_gb_node(&b, "assign", "AssignVariableOp", "var,in:0", NULL, "dtype=float");
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, true);
+    pt_kernels(spec);
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_gb_node(&b, "var", "VarHandleOp", NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "assign", "AssignVariableOp", "var,in:0", NULL, "dtype=float");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, true);
     if (!type) {
         s_assert_error(&r, ZF_INVALID_ARGUMENT,
                        "Cannot colocate nodes var and assign because no "
                        "device type supports both");
     } else {
         s_assert_ok(&r);
-        assert_string_equal(s_dev(&r, "var"), s_dev(&r, "assign"));
-        assert_string_equal(s_type(&r, "var"), type);
+        assert_string_equal(pt_dev(&r, "var"), pt_dev(&r, "assign"));
+        assert_string_equal(pt_type(&r, "var"), type);
     }
-    s_placed_free(&r);
+    pt_placed_free(&r);
 }
 
 static void test_placer_colocates_resource_handles_with_their_users(void **state)
@@ -391,23 +391,23 @@ static void test_placer_colocates_resource_handles_with_their_users(void **state
 static void test_placer_rejects_resource_handles_pinned_to_different_devices(void **state)
 {
     (void)state;
-    s_kernels("VarHandleOp:FakeCPU,FakeGPU ResourceApplyMomentum:FakeCPU,FakeGPU "
-              "Const:FakeCPU,FakeGPU");
+    pt_kernels("VarHandleOp:FakeCPU,FakeGPU ResourceApplyMomentum:FakeCPU,FakeGPU "
+               "Const:FakeCPU,FakeGPU");
     for (int soft = 0; soft < 2; soft++) {
         for (int assigned = 0; assigned < 2; assigned++) {
-            s_gb_t b = {0};
-            s_gb_node(&b, "var_cpu", "VarHandleOp", NULL, assigned ? NULL : S_CPU(0),
-                      "dtype=float");
-            s_gb_node(&b, "var_gpu", "VarHandleOp", NULL, assigned ? NULL : S_GPU(0),
-                      "dtype=float");
-            s_gb_node(&b, "c", "Const", NULL, NULL, "dtype=float");
-            s_gb_node(&b, "two_handles_in", "ResourceApplyMomentum", "var_cpu,var_gpu,c,c,c", NULL,
-                      "T=float");
+            pt_gb_t b = {0};
+            pt_gb_node(&b, "var_cpu", "VarHandleOp", NULL, assigned ? NULL : S_CPU(0),
+                       "dtype=float");
+            pt_gb_node(&b, "var_gpu", "VarHandleOp", NULL, assigned ? NULL : S_GPU(0),
+                       "dtype=float");
+            pt_gb_node(&b, "c", "Const", NULL, NULL, "dtype=float");
+            pt_gb_node(&b, "two_handles_in", "ResourceApplyMomentum", "var_cpu,var_gpu,c,c,c", NULL,
+                       "T=float");
             const char *pre[4] = {S_CPU(0), S_GPU(0), NULL, NULL};
             zf_placer_options_t o = ZF_PLACER_OPTIONS_DEFAULT;
             o.allow_soft_placement = soft;
             o.assigned = assigned ? pre : NULL;
-            s_placed_t r = s_place_opts(s_gb_graph(&b), &s_devs, &o);
+            pt_placed_t r = pt_place_opts(pt_gb_graph(&b), &s_devs, &o);
             s_assert_error(&r, ZF_INVALID_ARGUMENT,
                            assigned ? "Cannot place the graph because a reference or resource edge "
                                       "connects colocation groups with incompatible assigned "
@@ -417,7 +417,7 @@ static void test_placer_rejects_resource_handles_pinned_to_different_devices(voi
                                       "devices: " S_GPU(0) " vs " S_CPU(0));
             s_assert_error(&r, ZF_INVALID_ARGUMENT,
                            "The edge src node is var_gpu, and the dst node is two_handles_in");
-            s_placed_free(&r);
+            pt_placed_free(&r);
         }
     }
 }
@@ -425,109 +425,109 @@ static void test_placer_rejects_resource_handles_pinned_to_different_devices(voi
 static void test_placer_ignores_an_infeasible_spec_across_a_reference_edge(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeGPU " S_VAR ":FakeCPU,FakeGPU " S_ASSIGN ":FakeCPU,FakeGPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, "/job:a/task:0/device:FakeGPU:0", S_INPUT_T);
-    s_gb_node(&b, "var_0", S_VAR, NULL, "/job:a/task:0/device:FakeGPU:0", "dtype=float");
-    s_gb_node(&b, "assign", S_ASSIGN, "var_0,in", "/job:a/task:0/device:FakeCPU:0", "T=float");
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, false);
+    pt_kernels(S_INPUT ":FakeGPU " S_VAR ":FakeCPU,FakeGPU " S_ASSIGN ":FakeCPU,FakeGPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, "/job:a/task:0/device:FakeGPU:0", S_INPUT_T);
+    pt_gb_node(&b, "var_0", S_VAR, NULL, "/job:a/task:0/device:FakeGPU:0", "dtype=float");
+    pt_gb_node(&b, "assign", S_ASSIGN, "var_0,in", "/job:a/task:0/device:FakeCPU:0", "T=float");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "var_0"), S_GPU(0));
-    assert_string_equal(s_dev(&r, "assign"), S_GPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "var_0"), S_GPU(0));
+    assert_string_equal(pt_dev(&r, "assign"), S_GPU(0));
+    pt_placed_free(&r);
 }
 
 static void test_placer_lets_the_more_specific_end_of_a_reference_edge_win(void **state)
 {
     (void)state;
-    s_kernels(S_OUTPUT ":FakeCPU,FakeGPU " S_INPUT ":FakeGPU " S_VAR ":FakeCPU,FakeGPU " S_ASSIGN
-                       ":FakeCPU,FakeGPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_OUTPUT, NULL, "/job:a/task:0", "dtype=float");
-    s_gb_node(&b, "var_0", S_VAR, NULL, "/job:a/task:0", "dtype=float");
-    s_gb_node(&b, "assign", S_ASSIGN, "var_0,in", "/job:a/task:0/device:FakeCPU:0", "T=float");
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, false);
+    pt_kernels(S_OUTPUT ":FakeCPU,FakeGPU " S_INPUT ":FakeGPU " S_VAR ":FakeCPU,FakeGPU " S_ASSIGN
+                        ":FakeCPU,FakeGPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_OUTPUT, NULL, "/job:a/task:0", "dtype=float");
+    pt_gb_node(&b, "var_0", S_VAR, NULL, "/job:a/task:0", "dtype=float");
+    pt_gb_node(&b, "assign", S_ASSIGN, "var_0,in", "/job:a/task:0/device:FakeCPU:0", "T=float");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "var_0"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "assign"), S_CPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "var_0"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "assign"), S_CPU(0));
+    pt_placed_free(&r);
     /* No device on the variable: it goes where its assign asks. */
-    s_gb_node(&b, "in", S_INPUT, NULL, "/job:a/task:0/device:FakeGPU:0", S_INPUT_T);
-    s_gb_node(&b, "var_0", S_VAR, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "assign", S_ASSIGN, "var_0,in", "/job:a/task:0/device:FakeCPU:0", "T=float");
-    r = s_place(s_gb_graph(&b), &s_devs, false);
+    pt_gb_node(&b, "in", S_INPUT, NULL, "/job:a/task:0/device:FakeGPU:0", S_INPUT_T);
+    pt_gb_node(&b, "var_0", S_VAR, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "assign", S_ASSIGN, "var_0,in", "/job:a/task:0/device:FakeCPU:0", "T=float");
+    r = pt_place(pt_gb_graph(&b), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "var_0"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "assign"), S_CPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "var_0"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "assign"), S_CPU(0));
+    pt_placed_free(&r);
 }
 
 static void test_placer_colocates_class_groups(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
-    s_gb_node(&b, "colocated_1", S_RELU, "in", NULL, "T=float;_class=[loc:@in]");
-    s_gb_node(&b, "foo", S_RELU, "in", NULL, "T=float");
-    s_gb_node(&b, "both", S_RELU, "in", NULL, "T=float;_class=[loc:@in,loc:@colocated_1]");
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, false);
+    pt_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_gb_node(&b, "colocated_1", S_RELU, "in", NULL, "T=float;_class=[loc:@in]");
+    pt_gb_node(&b, "foo", S_RELU, "in", NULL, "T=float");
+    pt_gb_node(&b, "both", S_RELU, "in", NULL, "T=float;_class=[loc:@in,loc:@colocated_1]");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "in"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "colocated_1"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "both"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "foo"), S_GPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "in"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "colocated_1"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "both"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "foo"), S_GPU(0));
+    pt_placed_free(&r);
 }
 
 static void test_placer_colocates_with_nodes_named_later_or_absent(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU " S_OUTPUT ":FakeCPU,FakeGPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "early", S_OUTPUT, NULL, NULL, "dtype=float;_class=[loc:@late]");
-    s_gb_node(&b, "g1", S_RELU, "early", NULL, "T=float;_class=[loc:@ghost]");
-    s_gb_node(&b, "g2", S_RELU, "early", "/device:FakeGPU:4", "T=float;_class=[loc:@ghost]");
-    s_gb_node(&b, "late", S_INPUT, NULL, NULL, S_INPUT_T);
-    s_gb_node(&b, "other", S_RELU, "late", NULL, "T=float;_class=[misc, loc:other]");
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, false);
+    pt_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU " S_OUTPUT ":FakeCPU,FakeGPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "early", S_OUTPUT, NULL, NULL, "dtype=float;_class=[loc:@late]");
+    pt_gb_node(&b, "g1", S_RELU, "early", NULL, "T=float;_class=[loc:@ghost]");
+    pt_gb_node(&b, "g2", S_RELU, "early", "/device:FakeGPU:4", "T=float;_class=[loc:@ghost]");
+    pt_gb_node(&b, "late", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_gb_node(&b, "other", S_RELU, "late", NULL, "T=float;_class=[misc, loc:other]");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "early"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "late"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "g1"), S_GPU(4));
-    assert_string_equal(s_dev(&r, "g2"), S_GPU(4));
-    assert_string_equal(s_dev(&r, "other"), S_GPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "early"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "late"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "g1"), S_GPU(4));
+    assert_string_equal(pt_dev(&r, "g2"), S_GPU(4));
+    assert_string_equal(pt_dev(&r, "other"), S_GPU(0));
+    pt_placed_free(&r);
 }
 
 static void test_placer_ignores_a_class_attr_that_is_not_a_list(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
-    s_gb_node(&b, "n", S_RELU, "in", NULL, "T=float;_class='loc:@in'");
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, false);
+    pt_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_gb_node(&b, "n", S_RELU, "in", NULL, "T=float;_class='loc:@in'");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "n"), S_GPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "n"), S_GPU(0));
+    pt_placed_free(&r);
 }
 
 static void test_placer_reports_a_class_group_without_a_common_type(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_RELU_CPU ":FakeCPU " S_RELU_GPU ":FakeGPU");
+    pt_kernels(S_INPUT ":FakeCPU " S_RELU_CPU ":FakeCPU " S_RELU_GPU ":FakeGPU");
     for (int soft = 0; soft < 2; soft++) {
-        s_gb_t b = {0};
-        s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
-        s_gb_node(&b, "colocated_1", S_RELU_CPU, "in", NULL, "T=float;_class=[loc:@in]");
-        s_gb_node(&b, "foo", S_RELU_GPU, "in", NULL, "T=float;_class=[loc:@in,loc:@colocated_1]");
-        s_placed_t r = s_place(s_gb_graph(&b), &s_devs, soft);
+        pt_gb_t b = {0};
+        pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+        pt_gb_node(&b, "colocated_1", S_RELU_CPU, "in", NULL, "T=float;_class=[loc:@in]");
+        pt_gb_node(&b, "foo", S_RELU_GPU, "in", NULL, "T=float;_class=[loc:@in,loc:@colocated_1]");
+        pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, soft);
         if (soft) {
             s_assert_ok(&r);
-            assert_string_equal(s_type(&r, "in"), "FakeCPU");
-            assert_string_equal(s_type(&r, "colocated_1"), "FakeCPU");
-            assert_string_equal(s_type(&r, "foo"), "FakeGPU");
+            assert_string_equal(pt_type(&r, "in"), "FakeCPU");
+            assert_string_equal(pt_type(&r, "colocated_1"), "FakeCPU");
+            assert_string_equal(pt_type(&r, "foo"), "FakeGPU");
         } else {
             s_assert_error(&r, ZF_INVALID_ARGUMENT,
                            "Cannot colocate nodes foo and in because no device type supports both "
@@ -537,7 +537,7 @@ static void test_placer_reports_a_class_group_without_a_common_type(void **state
             s_assert_error(&r, ZF_INVALID_ARGUMENT, "\n" S_RELU_CPU ": FakeCPU \n");
             s_assert_error(&r, ZF_INVALID_ARGUMENT, "\n  colocated_1 (" S_RELU_CPU ") \n");
         }
-        s_placed_free(&r);
+        pt_placed_free(&r);
     }
 }
 
@@ -545,103 +545,103 @@ static void test_placer_reports_a_class_group_without_a_common_type(void **state
  * whose assign asks to join var2's group when unsatisfiable. */
 static zf_graph_t *s_class_and_ref_graph(bool with_var3)
 {
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
-    s_gb_node(&b, "var1", S_VAR_CPU, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "var2", S_VAR_CPU, NULL, NULL, "dtype=float");
-    if (with_var3) s_gb_node(&b, "var3", S_VAR_GPU, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "assign1", S_ASSIGN, "var1,in", NULL, "T=float;_class=[loc:@var1]");
-    s_gb_node(&b, "assign2", S_ASSIGN, "var2,in", NULL, "T=float;_class=[loc:@var2]");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_gb_node(&b, "var1", S_VAR_CPU, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "var2", S_VAR_CPU, NULL, NULL, "dtype=float");
+    if (with_var3) pt_gb_node(&b, "var3", S_VAR_GPU, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "assign1", S_ASSIGN, "var1,in", NULL, "T=float;_class=[loc:@var1]");
+    pt_gb_node(&b, "assign2", S_ASSIGN, "var2,in", NULL, "T=float;_class=[loc:@var2]");
     if (with_var3)
-        s_gb_node(&b, "assign3", S_ASSIGN, "var3,in", NULL, "T=float;_class=[loc:@var2]");
-    return s_gb_graph(&b);
+        pt_gb_node(&b, "assign3", S_ASSIGN, "var3,in", NULL, "T=float;_class=[loc:@var2]");
+    return pt_gb_graph(&b);
 }
 
 static void test_placer_combines_class_groups_and_reference_connections(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_VAR_CPU ":FakeCPU " S_VAR_GPU ":FakeGPU " S_ASSIGN
-                      ":FakeCPU,FakeGPU");
-    s_placed_t r = s_place(s_class_and_ref_graph(false), &s_devs, false);
+    pt_kernels(S_INPUT ":FakeCPU " S_VAR_CPU ":FakeCPU " S_VAR_GPU ":FakeGPU " S_ASSIGN
+                       ":FakeCPU,FakeGPU");
+    pt_placed_t r = pt_place(s_class_and_ref_graph(false), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "in"), s_dev(&r, "var1"));
-    assert_string_equal(s_dev(&r, "in"), s_dev(&r, "var2"));
-    assert_string_equal(s_dev(&r, "var1"), s_dev(&r, "assign2"));
-    assert_string_equal(s_dev(&r, "var2"), s_dev(&r, "assign1"));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "in"), pt_dev(&r, "var1"));
+    assert_string_equal(pt_dev(&r, "in"), pt_dev(&r, "var2"));
+    assert_string_equal(pt_dev(&r, "var1"), pt_dev(&r, "assign2"));
+    assert_string_equal(pt_dev(&r, "var2"), pt_dev(&r, "assign1"));
+    pt_placed_free(&r);
     for (int soft = 0; soft < 2; soft++) {
-        r = s_place(s_class_and_ref_graph(true), &s_devs, soft);
+        r = pt_place(s_class_and_ref_graph(true), &s_devs, soft);
         if (soft) {
             s_assert_ok(&r);
-            assert_string_equal(s_dev(&r, "assign3"), S_GPU(0));
+            assert_string_equal(pt_dev(&r, "assign3"), S_GPU(0));
         } else {
             s_assert_error(&r, ZF_INVALID_ARGUMENT,
                            "Cannot colocate nodes assign3 and var2 because no device type supports "
                            "both of those nodes and the other nodes colocated with them.");
         }
-        s_placed_free(&r);
+        pt_placed_free(&r);
     }
 }
 
 static void test_placer_colocates_many_class_groups_and_reference_connections(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_VAR ":FakeCPU,FakeGPU " S_ASSIGN ":FakeCPU,FakeGPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_kernels(S_INPUT ":FakeCPU " S_VAR ":FakeCPU,FakeGPU " S_ASSIGN ":FakeCPU,FakeGPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
     for (int i = 0; i < 100; i++) {
         char var[16], assign[16], inputs[32], attrs[64];
         snprintf(var, sizeof var, "var_%d", i);
         snprintf(assign, sizeof assign, "assign_%d", i);
         snprintf(inputs, sizeof inputs, "%s,in", var);
         snprintf(attrs, sizeof attrs, "dtype=float;_class=[loc:@var_%d]", i % 6);
-        s_gb_node(&b, var, S_VAR, NULL, NULL, i < 10 ? "dtype=float" : attrs);
+        pt_gb_node(&b, var, S_VAR, NULL, NULL, i < 10 ? "dtype=float" : attrs);
         snprintf(attrs, sizeof attrs, "T=float;_class=[loc:@assign_%d]", i % 3);
-        s_gb_node(&b, assign, S_ASSIGN, inputs, NULL, i < 10 ? "T=float" : attrs);
+        pt_gb_node(&b, assign, S_ASSIGN, inputs, NULL, i < 10 ? "T=float" : attrs);
     }
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, false);
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, false);
     s_assert_ok(&r);
     for (int i = 0; i < 100; i++) {
         char a[16], v[16];
         snprintf(v, sizeof v, "var_%d", i);
         snprintf(a, sizeof a, "assign_%d", i);
-        assert_string_equal(s_dev(&r, v), s_dev(&r, a));
+        assert_string_equal(pt_dev(&r, v), pt_dev(&r, a));
         if (i >= 10) {
             char v6[16], a3[16];
             snprintf(v6, sizeof v6, "var_%d", i % 6);
             snprintf(a3, sizeof a3, "assign_%d", i % 3);
-            assert_string_equal(s_dev(&r, v), s_dev(&r, v6));
-            assert_string_equal(s_dev(&r, a), s_dev(&r, a3));
+            assert_string_equal(pt_dev(&r, v), pt_dev(&r, v6));
+            assert_string_equal(pt_dev(&r, a), pt_dev(&r, a3));
         }
     }
-    s_placed_free(&r);
+    pt_placed_free(&r);
 }
 
 static void test_placer_fails_when_no_devices_are_registered(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
-    s_devs_t none = {0};
-    s_placed_t r = s_place(s_gb_graph(&b), &none, false);
+    pt_kernels(S_INPUT ":FakeCPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_devs_t none = {0};
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &none, false);
     assert_int_equal(r.status.code, ZF_FAILED_PRECONDITION);
     assert_string_equal(zf_status_msg(&r.status), "No devices are registered");
-    s_placed_free(&r);
+    pt_placed_free(&r);
 }
 
 static void test_placer_reports_a_group_that_requires_an_incompatible_device(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_VAR_GPU ":FakeGPU " S_ASSIGN ":FakeCPU,FakeGPU");
-    s_devs_t devs = {0};
-    s_devs_add(&devs, "b", 0, 0, "FakeGPU", 0);
-    s_devs_add(&devs, "b", 0, 1, "FakeCPU", 0);
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
-    s_gb_node(&b, "var", S_VAR_GPU, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "assign", S_ASSIGN, "var,in", "/job:b/task:1", "T=float");
-    s_placed_t r = s_place(s_gb_graph(&b), &devs, false);
+    pt_kernels(S_INPUT ":FakeCPU " S_VAR_GPU ":FakeGPU " S_ASSIGN ":FakeCPU,FakeGPU");
+    pt_devs_t devs = {0};
+    pt_devs_add(&devs, "b", 0, 0, "FakeGPU", 0);
+    pt_devs_add(&devs, "b", 0, 1, "FakeCPU", 0);
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_gb_node(&b, "var", S_VAR_GPU, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "assign", S_ASSIGN, "var,in", "/job:b/task:1", "T=float");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &devs, false);
     s_assert_error(&r, ZF_INVALID_ARGUMENT,
                    "Cannot assign a device for operation var: Could not satisfy explicit device "
                    "specification '' because the node var was colocated with a "
@@ -651,215 +651,215 @@ static void test_placer_reports_a_group_that_requires_an_incompatible_device(voi
     s_assert_error(&r, ZF_INVALID_ARGUMENT, "\n" S_VAR_GPU ": FakeGPU \n");
     s_assert_error(&r, ZF_INVALID_ARGUMENT, "\n" S_ASSIGN ": FakeGPU FakeCPU \n");
     s_assert_error(&r, ZF_INVALID_ARGUMENT, "\n  assign (Assign) /job:b/task:1\n");
-    s_placed_free(&r);
+    pt_placed_free(&r);
 }
 
-static s_placed_t s_place_one(const char *op, const char *device, const char *attrs, bool soft)
+static pt_placed_t s_place_one(const char *op, const char *device, const char *attrs, bool soft)
 {
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", op, NULL, device, attrs);
-    return s_place(s_gb_graph(&b), &s_devs, soft);
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", op, NULL, device, attrs);
+    return pt_place(pt_gb_graph(&b), &s_devs, soft);
 }
 
 static void test_placer_reports_unknown_devices(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU,FakeGPU " S_VAR_GPU ":FakeGPU");
+    pt_kernels(S_INPUT ":FakeCPU,FakeGPU " S_VAR_GPU ":FakeGPU");
     for (int soft = 0; soft < 2; soft++) {
-        s_placed_t r = s_place_one(S_INPUT, "/job:foo", S_INPUT_T, soft);
+        pt_placed_t r = s_place_one(S_INPUT, "/job:foo", S_INPUT_T, soft);
         s_assert_error(
             &r, ZF_INVALID_ARGUMENT,
             "Cannot assign a device for operation in: Could not satisfy explicit device "
             "specification '/job:foo' because no devices matching that specification "
             "are registered in this process; available devices: " S_CPU(0) ", " S_CPU(1) ", ");
-        s_placed_free(&r);
+        pt_placed_free(&r);
     }
-    s_placed_t r = s_place_one(S_VAR_GPU, "/job:foo/replica:17", "dtype=float", false);
+    pt_placed_t r = s_place_one(S_VAR_GPU, "/job:foo/replica:17", "dtype=float", false);
     s_assert_error(&r, ZF_INVALID_ARGUMENT,
                    "because no devices matching that specification are "
                    "registered in this process");
-    s_placed_free(&r);
+    pt_placed_free(&r);
     r = s_place_one(S_INPUT, "/device:FakeGPU:11", S_INPUT_T, false);
     s_assert_error(&r, ZF_INVALID_ARGUMENT,
                    "Cannot assign a device for operation in: in was explicitly assigned to "
                    "/device:FakeGPU:11 but available devices are [ " S_CPU(0) ", " S_CPU(1) ", ");
     s_assert_error(&r, ZF_INVALID_ARGUMENT,
                    S_GPU(9) " ]. Make sure the device specification refers to a valid device.");
-    s_placed_free(&r);
+    pt_placed_free(&r);
     r = s_place_one(S_INPUT, "/device:FakeGPU:11", S_INPUT_T, true);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "in"), S_GPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "in"), S_GPU(0));
+    pt_placed_free(&r);
 }
 
 static void test_placer_reports_ops_without_kernels(void **state)
 {
     (void)state;
-    s_placed_t r = s_place_one(S_VAR, NULL, "dtype=float", true);
+    pt_placed_t r = s_place_one(S_VAR, NULL, "dtype=float", true);
     s_assert_error(&r, ZF_INVALID_ARGUMENT,
                    "No OpKernel was registered to support Op '" S_VAR "' used by node in; "
                    "registered devices: [FakeCPU, FakeGPU]; registered kernels: <no registered "
                    "kernels>");
-    s_placed_free(&r);
+    pt_placed_free(&r);
     r = s_place_one("NoSuchOp", "/device:FakeCPU:0", NULL, true);
     s_assert_error(&r, ZF_INVALID_ARGUMENT,
                    "No OpKernel was registered to support Op 'NoSuchOp' "
                    "used by node in (the op is unknown); ");
-    s_placed_free(&r);
+    pt_placed_free(&r);
     zf_op_registry_reset_kernels();
-    s_kernels(S_VAR ":GPU");
-    s_devs_t cpu_only = {0};
-    s_devs_add(&cpu_only, "a", 0, 0, "CPU", 0);
-    s_gb_t b = {0};
-    s_gb_node(&b, "var", S_VAR, NULL, NULL, "dtype=float");
-    r = s_place(s_gb_graph(&b), &cpu_only, false);
+    pt_kernels(S_VAR ":GPU");
+    pt_devs_t cpu_only = {0};
+    pt_devs_add(&cpu_only, "a", 0, 0, "CPU", 0);
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "var", S_VAR, NULL, NULL, "dtype=float");
+    r = pt_place(pt_gb_graph(&b), &cpu_only, false);
     s_assert_error(&r, ZF_INVALID_ARGUMENT,
                    "No OpKernel was registered to support Op '" S_VAR "' used by node var; "
                    "registered devices: [CPU]; registered kernels: device='GPU'");
-    s_placed_free(&r);
+    pt_placed_free(&r);
 }
 
 static void test_placer_reports_malformed_specs(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU");
-    s_placed_t r = s_place_one(S_INPUT, "/foo:bar", S_INPUT_T, true);
+    pt_kernels(S_INPUT ":FakeCPU");
+    pt_placed_t r = s_place_one(S_INPUT, "/foo:bar", S_INPUT_T, true);
     s_assert_error(&r, ZF_INVALID_ARGUMENT,
                    "Cannot assign a device for operation in: Malformed "
                    "device specification '/foo:bar'");
-    s_placed_free(&r);
+    pt_placed_free(&r);
 }
 
 static void test_placer_reports_a_type_without_a_kernel_unless_soft(void **state)
 {
     (void)state;
-    s_kernels(S_VAR_GPU ":FakeGPU " S_INPUT ":FakeCPU");
-    s_placed_t r = s_place_one(S_VAR_GPU, "/device:FakeCPU:0", "dtype=float", false);
+    pt_kernels(S_VAR_GPU ":FakeGPU " S_INPUT ":FakeCPU");
+    pt_placed_t r = s_place_one(S_VAR_GPU, "/device:FakeCPU:0", "dtype=float", false);
     s_assert_error(&r, ZF_INVALID_ARGUMENT,
                    "Cannot assign a device for operation in: Could not satisfy explicit device "
                    "specification '/device:FakeCPU:0' because no supported kernel for FakeCPU "
                    "devices is available.\nColocation Debug Info:");
-    s_placed_free(&r);
+    pt_placed_free(&r);
     r = s_place_one(S_VAR_GPU, "/device:FakeCPU:0", "dtype=float", true);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "in"), S_GPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "in"), S_GPU(0));
+    pt_placed_free(&r);
     r = s_place_one(S_INPUT, "/device:FakeGPU:0", S_INPUT_T, true);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "in"), S_CPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "in"), S_CPU(0));
+    pt_placed_free(&r);
 }
 
 static void test_placer_soft_placement_follows_reference_inputs(void **state)
 {
     (void)state;
-    s_kernels(S_VAR_GPU ":FakeGPU " S_VAR_CPU ":FakeCPU " S_ENFORCE ":FakeCPU,FakeGPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "var_gpu", S_VAR_GPU, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "force_gpu", S_ENFORCE, "var_gpu", "/device:FakeCPU:0", "dtype=float");
-    s_gb_node(&b, "var_cpu", S_VAR_CPU, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "force_cpu", S_ENFORCE, "var_cpu", "/device:FakeGPU:0", "dtype=float");
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, true);
+    pt_kernels(S_VAR_GPU ":FakeGPU " S_VAR_CPU ":FakeCPU " S_ENFORCE ":FakeCPU,FakeGPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "var_gpu", S_VAR_GPU, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "force_gpu", S_ENFORCE, "var_gpu", "/device:FakeCPU:0", "dtype=float");
+    pt_gb_node(&b, "var_cpu", S_VAR_CPU, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "force_cpu", S_ENFORCE, "var_cpu", "/device:FakeGPU:0", "dtype=float");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, true);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "var_gpu"), S_GPU(0));
-    assert_string_equal(s_dev(&r, "force_gpu"), S_GPU(0));
-    assert_string_equal(s_dev(&r, "var_cpu"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "force_cpu"), S_CPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "var_gpu"), S_GPU(0));
+    assert_string_equal(pt_dev(&r, "force_gpu"), S_GPU(0));
+    assert_string_equal(pt_dev(&r, "var_cpu"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "force_cpu"), S_CPU(0));
+    pt_placed_free(&r);
 }
 
 static void test_placer_reports_an_unsatisfiable_reference_connection(void **state)
 {
     (void)state;
-    s_kernels(S_VAR_GPU ":FakeGPU " S_INPUT ":FakeCPU " S_ASSIGN_C ":FakeCPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "var", S_VAR_GPU, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
-    s_gb_node(&b, "assign", S_ASSIGN_C, "var,in", NULL, "T=float");
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, true);
+    pt_kernels(S_VAR_GPU ":FakeGPU " S_INPUT ":FakeCPU " S_ASSIGN_C ":FakeCPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "var", S_VAR_GPU, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_gb_node(&b, "assign", S_ASSIGN_C, "var,in", NULL, "T=float");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, true);
     s_assert_error(&r, ZF_INVALID_ARGUMENT,
                    "Nodes were connected by a reference connection (requiring them to be on the "
                    "same device), but the two nodes were assigned two different devices: Cannot "
                    "colocate nodes var and assign because no device type supports both");
-    s_placed_free(&r);
+    pt_placed_free(&r);
 }
 
 /* var1_cpu, var2_cpu -> assign1, assign2 <- in (a generator on both types). */
 static zf_graph_t *s_two_consumers_graph(void)
 {
-    s_gb_t b = {0};
-    s_gb_node(&b, "var1_cpu", S_VAR_CPU, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "var2_cpu", S_VAR_CPU, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "in", S_OUTPUT, NULL, NULL, "dtype=float");
-    s_gb_node(&b, "assign1", S_ASSIGN, "var1_cpu,in", NULL, "T=float");
-    s_gb_node(&b, "assign2", S_ASSIGN, "var2_cpu,in", NULL, "T=float");
-    return s_gb_graph(&b);
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "var1_cpu", S_VAR_CPU, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "var2_cpu", S_VAR_CPU, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "in", S_OUTPUT, NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "assign1", S_ASSIGN, "var1_cpu,in", NULL, "T=float");
+    pt_gb_node(&b, "assign2", S_ASSIGN, "var2_cpu,in", NULL, "T=float");
+    return pt_gb_graph(&b);
 }
 
 static void test_placer_generator_follows_consumers_only_on_one_device(void **state)
 {
     (void)state;
-    s_kernels(S_VAR_CPU ":FakeCPU " S_OUTPUT ":FakeCPU,FakeGPU " S_ASSIGN ":FakeCPU,FakeGPU");
-    s_placed_t r = s_place(s_two_consumers_graph(), &s_devs, false);
+    pt_kernels(S_VAR_CPU ":FakeCPU " S_OUTPUT ":FakeCPU,FakeGPU " S_ASSIGN ":FakeCPU,FakeGPU");
+    pt_placed_t r = pt_place(s_two_consumers_graph(), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "in"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "assign1"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "assign2"), S_CPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "in"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "assign1"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "assign2"), S_CPU(0));
+    pt_placed_free(&r);
     const char *pre[5] = {S_CPU(1), S_CPU(2), NULL, NULL, NULL};
     zf_placer_options_t o = ZF_PLACER_OPTIONS_DEFAULT;
     o.assigned = pre;
-    r = s_place_opts(s_two_consumers_graph(), &s_devs, &o);
+    r = pt_place_opts(s_two_consumers_graph(), &s_devs, &o);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "assign1"), S_CPU(1));
-    assert_string_equal(s_dev(&r, "assign2"), S_CPU(2));
-    assert_string_equal(s_dev(&r, "in"), S_GPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "assign1"), S_CPU(1));
+    assert_string_equal(pt_dev(&r, "assign2"), S_CPU(2));
+    assert_string_equal(pt_dev(&r, "in"), S_GPU(0));
+    pt_placed_free(&r);
 }
 
 /* a, b: resource _Args pinned to GPU and CPU; id1 asks to join id2's group. */
 static void test_placer_keeps_resource_sources_on_their_requested_devices(void **state)
 {
     (void)state;
-    s_kernels("_Arg:FakeCPU,FakeGPU Identity:FakeCPU,FakeGPU");
+    pt_kernels("_Arg:FakeCPU,FakeGPU Identity:FakeCPU,FakeGPU");
     for (int soft = 0; soft < 2; soft++) {
-        s_gb_t b = {0};
-        s_gb_node(&b, "a", "_Arg", NULL, "/device:FakeGPU:0", "T=resource");
-        s_gb_node(&b, "b", "_Arg", NULL, "/device:FakeCPU:0", "T=resource");
-        s_gb_node(&b, "id1", "Identity", "a", NULL, "T=resource;_class=[loc:@id2]");
-        s_gb_node(&b, "id2", "Identity", "b", NULL, "T=resource");
-        s_placed_t r = s_place(s_gb_graph(&b), &s_devs, soft);
+        pt_gb_t b = {0};
+        pt_gb_node(&b, "a", "_Arg", NULL, "/device:FakeGPU:0", "T=resource");
+        pt_gb_node(&b, "b", "_Arg", NULL, "/device:FakeCPU:0", "T=resource");
+        pt_gb_node(&b, "id1", "Identity", "a", NULL, "T=resource;_class=[loc:@id2]");
+        pt_gb_node(&b, "id2", "Identity", "b", NULL, "T=resource");
+        pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, soft);
         if (soft) {
             s_assert_ok(&r);
-            assert_string_equal(s_dev(&r, "a"), S_GPU(0));
-            assert_string_equal(s_dev(&r, "id1"), S_GPU(0));
-            assert_string_equal(s_dev(&r, "b"), S_CPU(0));
-            assert_string_equal(s_dev(&r, "id2"), S_CPU(0));
+            assert_string_equal(pt_dev(&r, "a"), S_GPU(0));
+            assert_string_equal(pt_dev(&r, "id1"), S_GPU(0));
+            assert_string_equal(pt_dev(&r, "b"), S_CPU(0));
+            assert_string_equal(pt_dev(&r, "id2"), S_CPU(0));
         } else {
             s_assert_error(&r, ZF_INVALID_ARGUMENT,
                            "Cannot colocate nodes id2 and id1: Cannot merge devices with "
                            "incompatible types: '/device:FakeCPU:0' and '/device:FakeGPU:0'");
         }
-        s_placed_free(&r);
+        pt_placed_free(&r);
     }
 }
 
 static void test_placer_lets_soft_placement_override_requested_devices(void **state)
 {
     (void)state;
-    s_kernels("_Arg:FakeCPU,FakeGPU Identity:FakeCPU,FakeGPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "a", "_Arg", NULL, NULL, "T=resource");
-    s_gb_node(&b, "b", "_Arg", NULL, NULL, "T=resource");
-    s_gb_node(&b, "id_a", "Identity", "a", "/device:FakeGPU:0", "T=resource");
-    s_gb_node(&b, "id_b", "Identity", "b", "/device:FakeCPU:0", "T=resource");
-    s_gb_node(&b, "id1", "Identity", "id_a", NULL, "T=resource;_class=[loc:@id2]");
-    s_gb_node(&b, "id2", "Identity", "id_b", NULL, "T=resource");
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, true);
+    pt_kernels("_Arg:FakeCPU,FakeGPU Identity:FakeCPU,FakeGPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "a", "_Arg", NULL, NULL, "T=resource");
+    pt_gb_node(&b, "b", "_Arg", NULL, NULL, "T=resource");
+    pt_gb_node(&b, "id_a", "Identity", "a", "/device:FakeGPU:0", "T=resource");
+    pt_gb_node(&b, "id_b", "Identity", "b", "/device:FakeCPU:0", "T=resource");
+    pt_gb_node(&b, "id1", "Identity", "id_a", NULL, "T=resource;_class=[loc:@id2]");
+    pt_gb_node(&b, "id2", "Identity", "id_b", NULL, "T=resource");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, true);
     s_assert_ok(&r);
     const char *all[] = {"a", "b", "id_a", "id_b", "id1", "id2"};
-    for (int i = 1; i < 6; i++) assert_string_equal(s_dev(&r, all[i]), s_dev(&r, "a"));
-    s_placed_free(&r);
+    for (int i = 1; i < 6; i++) assert_string_equal(pt_dev(&r, all[i]), pt_dev(&r, "a"));
+    pt_placed_free(&r);
 }
 
 /* The first Identity of the graph takes floats; later ones forward
@@ -867,20 +867,20 @@ static void test_placer_lets_soft_placement_override_requested_devices(void **st
 static void test_placer_finds_resource_inputs_given_by_type_attrs(void **state)
 {
     (void)state;
-    s_kernels("Const:FakeCPU,FakeGPU Identity:FakeCPU,FakeGPU IdentityN:FakeCPU,FakeGPU "
-              "VarHandleOp:FakeCPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "c", "Const", NULL, NULL, "dtype=float");
-    s_gb_node(&b, "f", "Identity", "c", NULL, "T=float");
-    s_gb_node(&b, "v", "VarHandleOp", NULL, NULL, "dtype=float");
-    s_gb_node(&b, "r", "Identity", "v", NULL, "T=resource");
-    s_gb_node(&b, "n", "IdentityN", "c,v", NULL, "T=[float,resource]");
-    s_placed_t r = s_place(s_gb_graph(&b), &s_devs, false);
+    pt_kernels("Const:FakeCPU,FakeGPU Identity:FakeCPU,FakeGPU IdentityN:FakeCPU,FakeGPU "
+               "VarHandleOp:FakeCPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "c", "Const", NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "f", "Identity", "c", NULL, "T=float");
+    pt_gb_node(&b, "v", "VarHandleOp", NULL, NULL, "dtype=float");
+    pt_gb_node(&b, "r", "Identity", "v", NULL, "T=resource");
+    pt_gb_node(&b, "n", "IdentityN", "c,v", NULL, "T=[float,resource]");
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &s_devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "f"), S_GPU(0));
-    assert_string_equal(s_dev(&r, "r"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "n"), S_CPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "f"), S_GPU(0));
+    assert_string_equal(pt_dev(&r, "r"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "n"), S_CPU(0));
+    pt_placed_free(&r);
 }
 
 /* log_placement logs each device, each dropped colocation request and each
@@ -888,23 +888,23 @@ static void test_placer_finds_resource_inputs_given_by_type_attrs(void **state)
 static void test_placer_places_the_same_when_logging(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_RELU_CPU ":FakeCPU " S_RELU_GPU ":FakeGPU " S_VAR
-                      ":FakeCPU,FakeGPU " S_ASSIGN ":FakeCPU,FakeGPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
-    s_gb_node(&b, "foo", S_RELU_GPU, "in", NULL, "T=float;_class=[loc:@in]");
-    s_gb_node(&b, "var", S_VAR, NULL, "/device:FakeGPU:2", "dtype=float");
-    s_gb_node(&b, "assign", S_ASSIGN, "var,in", "/device:FakeCPU:1", "T=float");
+    pt_kernels(S_INPUT ":FakeCPU " S_RELU_CPU ":FakeCPU " S_RELU_GPU ":FakeGPU " S_VAR
+                       ":FakeCPU,FakeGPU " S_ASSIGN ":FakeCPU,FakeGPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_gb_node(&b, "foo", S_RELU_GPU, "in", NULL, "T=float;_class=[loc:@in]");
+    pt_gb_node(&b, "var", S_VAR, NULL, "/device:FakeGPU:2", "dtype=float");
+    pt_gb_node(&b, "assign", S_ASSIGN, "var,in", "/device:FakeCPU:1", "T=float");
     zf_placer_options_t o = ZF_PLACER_OPTIONS_DEFAULT;
     o.allow_soft_placement = true;
     o.log_placement = true;
-    s_placed_t r = s_place_opts(s_gb_graph(&b), &s_devs, &o);
+    pt_placed_t r = pt_place_opts(pt_gb_graph(&b), &s_devs, &o);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "in"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "foo"), S_GPU(0));
-    assert_string_equal(s_dev(&r, "var"), S_GPU(2));
-    assert_string_equal(s_dev(&r, "assign"), S_GPU(2));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "in"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "foo"), S_GPU(0));
+    assert_string_equal(pt_dev(&r, "var"), S_GPU(2));
+    assert_string_equal(pt_dev(&r, "assign"), S_GPU(2));
+    pt_placed_free(&r);
 }
 
 /* ---- zflow's balanced choice -------------------------------------------- */
@@ -912,73 +912,73 @@ static void test_placer_places_the_same_when_logging(void **state)
 static void test_placer_balanced_picks_the_least_loaded_device_of_the_best_type(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU");
-    s_devs_t devs = s_devs;
+    pt_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU");
+    pt_devs_t devs = s_devs;
     for (int i = 0; i < devs.n; i++) devs.d[i].load = 10;
     devs.d[0].load = 12; /* FakeCPU:0 */
     devs.d[2].load = 3;  /* FakeCPU:1 */
     devs.d[3].load = 3;  /* FakeGPU:8 */
     devs.d[5].load = 3;  /* FakeGPU:7 */
-    s_placed_t r = s_place(s_no_constraints_graph(), &devs, false);
+    pt_placed_t r = pt_place(s_no_constraints_graph(), &devs, false);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "in"), S_CPU(1));
-    assert_string_equal(s_dev(&r, "n1"), S_GPU(7)); /* ties break by name */
-    assert_string_equal(s_dev(&r, "n2"), S_GPU(7)); /* the graph stays together */
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "in"), S_CPU(1));
+    assert_string_equal(pt_dev(&r, "n1"), S_GPU(7)); /* ties break by name */
+    assert_string_equal(pt_dev(&r, "n2"), S_GPU(7)); /* the graph stays together */
+    pt_placed_free(&r);
     zf_placer_options_t o = ZF_PLACER_OPTIONS_DEFAULT;
     o.mode = ZF_PLACE_FIRST;
-    r = s_place_opts(s_no_constraints_graph(), &devs, &o);
+    r = pt_place_opts(s_no_constraints_graph(), &devs, &o);
     s_assert_ok(&r);
-    assert_string_equal(s_dev(&r, "in"), S_CPU(0));
-    assert_string_equal(s_dev(&r, "n1"), S_GPU(0));
-    s_placed_free(&r);
+    assert_string_equal(pt_dev(&r, "in"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "n1"), S_GPU(0));
+    pt_placed_free(&r);
 }
 
 static void test_placer_is_deterministic(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU");
-    s_placed_t a = s_place(s_no_constraints_graph(), &s_devs, false);
-    s_placed_t b = s_place(s_no_constraints_graph(), &s_devs, false);
+    pt_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU");
+    pt_placed_t a = pt_place(s_no_constraints_graph(), &s_devs, false);
+    pt_placed_t b = pt_place(s_no_constraints_graph(), &s_devs, false);
     s_assert_ok(&a);
     s_assert_ok(&b);
     assert_memory_equal(a.assign, b.assign, 3 * sizeof(int));
-    s_placed_t c = s_place(a.g, &s_devs, false);
+    pt_placed_t c = pt_place(a.g, &s_devs, false);
     a.g = NULL;
     assert_memory_equal(b.assign, c.assign, 3 * sizeof(int));
-    s_placed_free(&a);
-    s_placed_free(&b);
-    s_placed_free(&c);
+    pt_placed_free(&a);
+    pt_placed_free(&b);
+    pt_placed_free(&c);
 }
 
 static void test_placer_rejects_a_bad_device_set(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU");
-    s_devs_t devs = {0};
-    s_devs_add(&devs, "a", 0, 0, "FakeCPU", 0);
-    s_devs_add(&devs, "a", 0, 0, "FakeCPU", 0);
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
-    s_placed_t r = s_place(s_gb_graph(&b), &devs, false);
+    pt_kernels(S_INPUT ":FakeCPU");
+    pt_devs_t devs = {0};
+    pt_devs_add(&devs, "a", 0, 0, "FakeCPU", 0);
+    pt_devs_add(&devs, "a", 0, 0, "FakeCPU", 0);
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_placed_t r = pt_place(pt_gb_graph(&b), &devs, false);
     s_assert_error(&r, ZF_INVALID_ARGUMENT, "device '" S_CPU(0) "' is listed twice");
-    s_placed_free(&r);
+    pt_placed_free(&r);
     devs.d[1].name.has_id = false;
-    s_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
-    r = s_place(s_gb_graph(&b), &devs, false);
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    r = pt_place(pt_gb_graph(&b), &devs, false);
     s_assert_error(
         &r, ZF_INVALID_ARGUMENT,
         "device 1 ('/job:a/replica:0/task:0/device:FakeCPU:*') is not a full device name");
-    s_placed_free(&r);
+    pt_placed_free(&r);
 }
 
 static void test_placer_writes_devices_into_the_graphdef_when_asked(void **state)
 {
     (void)state;
-    s_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU");
-    s_gb_t b = {0};
-    s_gb_node(&b, "in", S_INPUT, NULL, "/device:FakeCPU:3", S_INPUT_T);
-    s_gb_node(&b, "n1", S_RELU, "in:0", NULL, "T=float");
+    pt_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU");
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, "/device:FakeCPU:3", S_INPUT_T);
+    pt_gb_node(&b, "n1", S_RELU, "in:0", NULL, "T=float");
     Tensorflow__GraphDef *gd = NULL;
     zf_graph_t *g = NULL;
     assert_true(zf_ok(zf_graphdef_read_mem(b.text, b.len, ZF_FORMAT_PBTXT, &gd)));

@@ -14,7 +14,7 @@
 #include "common/graphdef_io.h"
 #include "common/kernel_def.h"
 #include "scheduler/graph/placer.h"
-#include "tests/unit/test_util.h"
+#include "test_util.h"
 
 /* MatMul: GPU takes float only; CPU takes float and int64. */
 static const zf_kernel_def_t s_defs[] = {

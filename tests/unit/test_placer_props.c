@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "common/log.h"
-#include "tests/unit/placer_test_util.h"
+#include "placer_test_util.h"
 
 #define S_SEEDS 150
 #define S_NODES 120
@@ -53,7 +53,7 @@ static int s_pick(const s_meta_t *m, int before, int kind)
 /* Requested devices only on nodes off reference edges, so that no spec is
  * overridden and every full spec must be honoured. Strict graphs (for runs
  * without soft placement) ask less often, and only for types with a kernel. */
-static void s_random_device(s_meta_t *m, int i, const char *op, const s_devs_t *devs, bool strict)
+static void s_random_device(s_meta_t *m, int i, const char *op, const pt_devs_t *devs, bool strict)
 {
     if (s_rand(100) >= (strict ? 6u : 20u)) return;
     static const char *const partial[] = {"/job:a/task:0",     "/job:a/replica:0",
@@ -81,7 +81,7 @@ static void s_random_class(int i, char *attrs, size_t size)
         snprintf(attrs + used, size - used, ";_class=[loc:@n%d,other]", target == i ? 0 : target);
 }
 
-static void s_random_node(s_gb_t *b, s_meta_t *m, int i, const s_devs_t *devs, bool strict)
+static void s_random_node(pt_gb_t *b, s_meta_t *m, int i, const pt_devs_t *devs, bool strict)
 {
     char name[16], inputs[64] = "", attrs[128];
     snprintf(name, sizeof name, "n%d", i);
@@ -108,20 +108,20 @@ static void s_random_node(s_gb_t *b, s_meta_t *m, int i, const s_devs_t *devs, b
     bool t_attr = op >= 3 && op != 6 && op != 7;
     snprintf(attrs, sizeof attrs, "%s=%s", t_attr ? "T" : "dtype", op == 9 ? "resource" : "float");
     s_random_class(i, attrs, sizeof attrs);
-    s_gb_node(b, name, s_ops[op], inputs, m->device[i][0] ? m->device[i] : NULL, attrs);
+    pt_gb_node(b, name, s_ops[op], inputs, m->device[i][0] ? m->device[i] : NULL, attrs);
 }
 
-static zf_graph_t *s_random_graph(s_meta_t *m, const s_devs_t *devs, bool strict)
+static zf_graph_t *s_random_graph(s_meta_t *m, const pt_devs_t *devs, bool strict)
 {
-    s_gb_t b = {0};
+    pt_gb_t b = {0};
     for (int i = 0; i < S_NODES; i++) s_random_node(&b, m, i, devs, strict);
-    return s_gb_graph(&b);
+    return pt_gb_graph(&b);
 }
 
 /* Every op on FakeCPU; each op on FakeGPU with probability 3/5. */
 static void s_random_kernels(void)
 {
-    s_reset_registry();
+    pt_reset_registry();
     for (size_t k = 0; k < sizeof s_ops / sizeof s_ops[0]; k++) {
         assert_true(zf_ok(zf_op_register_kernel(s_ops[k], "FakeCPU")));
         if (s_rand(5) < 3) assert_true(zf_ok(zf_op_register_kernel(s_ops[k], "FakeGPU")));
@@ -184,7 +184,7 @@ static void s_expected_groups(const zf_graph_t *g, int *parent)
 
 /* ---- properties --------------------------------------------------------------- */
 
-static void s_check_placement(const s_placed_t *r, const s_meta_t *m)
+static void s_check_placement(const pt_placed_t *r, const s_meta_t *m)
 {
     int n = zf_graph_num_nodes(r->g), parent[S_NODES];
     s_expected_groups(r->g, parent);
@@ -202,9 +202,9 @@ static void s_check_placement(const s_placed_t *r, const s_meta_t *m)
 }
 
 /* The same graph and device set in another order give the same devices. */
-static void s_check_order_independence(const s_placed_t *r)
+static void s_check_order_independence(const pt_placed_t *r)
 {
-    s_devs_t rev = {.n = r->devs->n};
+    pt_devs_t rev = {.n = r->devs->n};
     for (int k = 0; k < rev.n; k++) rev.d[k] = r->devs->d[rev.n - 1 - k];
     int n = zf_graph_num_nodes(r->g);
     int *again = calloc((size_t)n, sizeof *again);
@@ -216,14 +216,14 @@ static void s_check_order_independence(const s_placed_t *r)
 static void test_placer_props_hold_on_random_graphs(void **state)
 {
     (void)state;
-    s_devs_t devs;
-    s_devs_fake(&devs, 4);
+    pt_devs_t devs;
+    pt_devs_fake(&devs, 4);
     int placed = 0;
     for (int seed = 0; seed < S_SEEDS; seed++) {
         s_rng = (uint64_t)seed * 7919u;
         s_random_kernels();
         static s_meta_t m;
-        s_placed_t r = s_place(s_random_graph(&m, &devs, true), &devs, false);
+        pt_placed_t r = pt_place(s_random_graph(&m, &devs, true), &devs, false);
         if (zf_ok(r.status)) {
             placed++;
             s_check_placement(&r, &m);
@@ -232,7 +232,7 @@ static void test_placer_props_hold_on_random_graphs(void **state)
             /* Failures are constraint conflicts, never crashes or bad input. */
             assert_int_equal(r.status.code, ZF_INVALID_ARGUMENT);
         }
-        s_placed_free(&r);
+        pt_placed_free(&r);
     }
     assert_true(placed >= S_SEEDS / 2);
 }
@@ -240,19 +240,19 @@ static void test_placer_props_hold_on_random_graphs(void **state)
 static void test_placer_props_soft_placement_places_every_random_graph_validly(void **state)
 {
     (void)state;
-    s_devs_t devs;
-    s_devs_fake(&devs, 3);
+    pt_devs_t devs;
+    pt_devs_fake(&devs, 3);
     for (int seed = 0; seed < S_SEEDS; seed++) {
         s_rng = (uint64_t)seed * 104729u;
         s_random_kernels();
         static s_meta_t m;
         zf_log_set_level(ZF_LOG_ERROR); /* soft placement logs each fallback */
-        s_placed_t r = s_place(s_random_graph(&m, &devs, false), &devs, true);
+        pt_placed_t r = pt_place(s_random_graph(&m, &devs, false), &devs, true);
         zf_log_set_level(ZF_LOG_INFO);
         if (!zf_ok(r.status)) fail_msg("seed %d: %s", seed, zf_status_msg(&r.status));
         for (int i = 0; i < S_NODES; i++)
             assert_true(zf_op_has_kernel(zf_graph_op_def(r.g, i), devs.d[r.assign[i]].name.type));
-        s_placed_free(&r);
+        pt_placed_free(&r);
     }
 }
 
@@ -260,17 +260,17 @@ static void test_placer_props_soft_placement_places_every_random_graph_validly(v
 static void test_placer_props_balanced_spreads_independent_graphs(void **state)
 {
     (void)state;
-    s_kernels("Const:FakeCPU,FakeGPU");
+    pt_kernels("Const:FakeCPU,FakeGPU");
     for (int n = 1; n <= 12; n++) {
-        s_devs_t devs = {0};
-        for (int k = 0; k < n; k++) s_devs_add(&devs, "w", 0, k % 3, "FakeGPU", k);
+        pt_devs_t devs = {0};
+        for (int k = 0; k < n; k++) pt_devs_add(&devs, "w", 0, k % 3, "FakeGPU", k);
         for (int job = 0; job < n; job++) {
-            s_gb_t b = {0};
-            s_gb_node(&b, "c", "Const", NULL, NULL, "dtype=float");
-            s_placed_t r = s_place(s_gb_graph(&b), &devs, false);
+            pt_gb_t b = {0};
+            pt_gb_node(&b, "c", "Const", NULL, NULL, "dtype=float");
+            pt_placed_t r = pt_place(pt_gb_graph(&b), &devs, false);
             assert_true(zf_ok(r.status));
             devs.d[r.assign[0]].load++;
-            s_placed_free(&r);
+            pt_placed_free(&r);
         }
         for (int k = 0; k < n; k++) assert_int_equal(devs.d[k].load, 1);
     }
@@ -279,7 +279,7 @@ static void test_placer_props_balanced_spreads_independent_graphs(void **state)
 static int s_setup(void **state)
 {
     (void)state;
-    s_reset_registry();
+    pt_reset_registry();
     return 0;
 }
 

@@ -11,7 +11,7 @@
 
 #include "common/tensor.h"
 #include "common/tensor_print.h"
-#include "tests/unit/test_util.h"
+#include "test_util.h"
 
 /* ---- shapes ------------------------------------------------------------- */
 

@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "common/tensor_proto.h"
-#include "tests/unit/test_util.h"
+#include "test_util.h"
 
 /* A TensorProto with a shape, all on the stack. */
 typedef struct {

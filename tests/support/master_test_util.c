@@ -1,33 +1,13 @@
-/* Fake executors for the master's tests (scheduler/master/master.h): in-process
- * executors behind the master's transport interface that run each
- * registered partition with the real engine on a CPU device. Each fake has
- * its own rendezvous table, and a tensor sent to another fake's device is
- * delivered into that fake's table, as the network would: so an abort
- * reaches another partition only through AbortStep. Include after cmocka.h
- * and test_util.h. */
-#ifndef ZF_MASTER_TEST_UTIL_H
-#define ZF_MASTER_TEST_UTIL_H
+/* Definitions of master_test_util.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
 
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "master_test_util.h"
 
-#include "common/graphdef_io.h"
-#include "common/tensor_proto.h"
-#include "common/transport.h"
-#include "executor/devices/device.h"
-#include "executor/engine/engine.h"
-#include "executor/kernels/kernel.h"
-#include "executor/rendezvous/rendezvous.h"
-#include "executor/kernels/resource.h"
-#include "scheduler/master/master.h"
-
-/* x on CPU:0 goes to CPU:1 for y = x * x, back to CPU:0 for z = -y: z is
- * -x^2, which differs from x unless x is 0 or -1, so a step that handed
- * back its feed (or skipped a partition) shows. */
-static const char *const s_hop_graph =
+const char *const mt_hop_graph =
     "node { name: 'x' op: 'Placeholder' device: '/job:localhost/replica:0/task:0/device:CPU:0'"
     "  attr { key: 'dtype' value { type: DT_FLOAT } } }"
     "node { name: 'y' op: 'Square' input: 'x' device: "
@@ -36,52 +16,7 @@ static const char *const s_hop_graph =
     "node { name: 'z' op: 'Neg' input: 'y' device: '/job:localhost/replica:0/task:0/device:CPU:0'"
     "  attr { key: 'T' value { type: DT_FLOAT } } }";
 
-#define MAX_FAKES  3
-#define MAX_GRAPHS 16
-
-/* ---- fake executors ------------------------------------------------------------ */
-
-typedef struct cluster cluster_t;
-
-typedef struct {
-    zf_engine_t *ex;
-    char handle[32];
-    bool deregistered;
-} fake_graph_t;
-
-typedef struct {
-    cluster_t *c;
-    zf_device_t *device;
-    char endpoint[32];
-    zf_rendezvous_mgr_t *rmgr;
-    fake_graph_t graphs[MAX_GRAPHS];
-    int n_graphs;
-    /* what it was sent, under c->mu */
-    int n_register, n_run, n_abort, n_cleanup, n_deregister;
-    atomic_bool hang; /* RunGraph is swallowed: never run, never answered */
-    atomic_bool dead;
-} fake_t;
-
-typedef struct job {
-    fake_t *f;
-    Zflow__Envelope *env;
-    struct job *next;
-} job_t;
-
-struct cluster {
-    zf_master_t *m;
-    fake_t fakes[MAX_FAKES];
-    int n;
-    zf_resource_mgr_t *resources;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    job_t *head, *tail;
-    bool stop;
-    int busy; /* jobs being handled + steps running */
-    pthread_t worker;
-};
-
-static inline fake_t *s_fake_by_device(cluster_t *c, const char *name, size_t len)
+fake_t *mt_fake_by_device(cluster_t *c, const char *name, size_t len)
 {
     for (int i = 0; i < c->n; i++)
         if (strlen(c->fakes[i].device->name_str) == len &&
@@ -90,20 +25,18 @@ static inline fake_t *s_fake_by_device(cluster_t *c, const char *name, size_t le
     return NULL;
 }
 
-static inline fake_t *s_fake_by_endpoint(cluster_t *c, const char *endpoint)
+fake_t *mt_fake_by_endpoint(cluster_t *c, const char *endpoint)
 {
     for (int i = 0; i < c->n; i++)
         if (strcmp(c->fakes[i].endpoint, endpoint) == 0) return &c->fakes[i];
     return NULL;
 }
 
-/* The "network": a send to another fake's device lands in its table. */
-static inline zf_status_t s_remote_send(void *arg, int64_t step_id, const char *key,
-                                        const char *dst_device, zf_tensor_t *tensor, bool is_dead,
-                                        bool *sent)
+zf_status_t mt_remote_send(void *arg, int64_t step_id, const char *key, const char *dst_device,
+                           zf_tensor_t *tensor, bool is_dead, bool *sent)
 {
     fake_t *self = arg;
-    fake_t *peer = s_fake_by_device(self->c, dst_device, strlen(dst_device));
+    fake_t *peer = mt_fake_by_device(self->c, dst_device, strlen(dst_device));
     *sent = peer != NULL;
     if (!peer || atomic_load(&peer->dead)) return ZF_STATUS_OK;
     zf_rendezvous_t *r = NULL;
@@ -113,12 +46,10 @@ static inline zf_status_t s_remote_send(void *arg, int64_t step_id, const char *
     return st;
 }
 
-/* The master's transport: queue a copy for the worker thread. */
-static inline zf_status_t s_send(void *arg, const char *device, const char *endpoint,
-                                 const Zflow__Envelope *env)
+zf_status_t mt_send(void *arg, const char *device, const char *endpoint, const Zflow__Envelope *env)
 {
     cluster_t *c = arg;
-    fake_t *f = s_fake_by_endpoint(c, endpoint);
+    fake_t *f = mt_fake_by_endpoint(c, endpoint);
     if (!f || strcmp(f->device->name_str, device) != 0)
         return zf_status_new(ZF_UNAVAILABLE, "no fake at %s", endpoint);
     size_t len = zflow__envelope__get_packed_size(env);
@@ -143,7 +74,7 @@ static inline zf_status_t s_send(void *arg, const char *device, const char *endp
     return ZF_STATUS_OK;
 }
 
-static inline Zflow__Envelope *s_reply(uint64_t id, Zflow__Envelope__BodyCase body)
+Zflow__Envelope *mt_reply(uint64_t id, Zflow__Envelope__BodyCase body)
 {
     Zflow__Envelope *e = malloc(sizeof *e);
     zflow__envelope__init(e);
@@ -153,16 +84,16 @@ static inline Zflow__Envelope *s_reply(uint64_t id, Zflow__Envelope__BodyCase bo
     return e;
 }
 
-static inline Zflow__Status *s_status(const zf_status_t *st)
+Zflow__Status *mt_status(const zf_status_t *st)
 {
     Zflow__Status *p = NULL;
     ASSERT_OK(zf_status_to_proto(st, &p));
     return p;
 }
 
-static inline void s_handle_register(fake_t *f, const Zflow__Envelope *req)
+void mt_handle_register(fake_t *f, const Zflow__Envelope *req)
 {
-    Zflow__Envelope *rep = s_reply(req->request_id, ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH_REPLY);
+    Zflow__Envelope *rep = mt_reply(req->request_id, ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH_REPLY);
     Zflow__RegisterGraphReply *r = malloc(sizeof *r);
     zflow__register_graph_reply__init(r);
     rep->register_graph_reply = r;
@@ -184,24 +115,15 @@ static inline void s_handle_register(fake_t *f, const Zflow__Envelope *req)
     } else {
         tensorflow__graph_def__free_unpacked(mine, NULL);
     }
-    r->status = s_status(&st);
+    r->status = mt_status(&st);
     zf_status_clear(&st);
     zf_master_deliver(f->c->m, &rep);
 }
 
-/* A step in flight on a fake. */
-typedef struct {
-    fake_t *f;
-    uint64_t request_id;
-    zf_rendezvous_t *r;
-    char **fetch_keys;
-    size_t n_fetch_keys;
-} run_t;
-
-static inline void s_run_done(zf_status_t status, void *arg)
+void mt_run_done(zf_status_t status, void *arg)
 {
     run_t *run = arg;
-    Zflow__Envelope *rep = s_reply(run->request_id, ZFLOW__ENVELOPE__BODY_RUN_GRAPH_REPLY);
+    Zflow__Envelope *rep = mt_reply(run->request_id, ZFLOW__ENVELOPE__BODY_RUN_GRAPH_REPLY);
     Zflow__RunGraphReply *r = malloc(sizeof *r);
     zflow__run_graph_reply__init(r);
     rep->run_graph_reply = r;
@@ -218,7 +140,7 @@ static inline void s_run_done(zf_status_t status, void *arg)
         zf_tensor_unref(&t);
         r->fetches[r->n_fetches++] = nt;
     }
-    r->status = s_status(&status);
+    r->status = mt_status(&status);
     zf_status_clear(&status);
     for (size_t k = 0; k < run->n_fetch_keys; k++) free(run->fetch_keys[k]);
     free(run->fetch_keys);
@@ -232,7 +154,7 @@ static inline void s_run_done(zf_status_t status, void *arg)
     pthread_mutex_unlock(&c->mu);
 }
 
-static inline void s_handle_run(fake_t *f, const Zflow__Envelope *req)
+void mt_handle_run(fake_t *f, const Zflow__Envelope *req)
 {
     const Zflow__RunGraph *rg = req->run_graph;
     fake_graph_t *g = NULL;
@@ -257,14 +179,14 @@ static inline void s_handle_run(fake_t *f, const Zflow__Envelope *req)
         zf_tensor_unref(&t);
     }
     if (!zf_ok(st)) {
-        s_run_done(st, run);
+        mt_run_done(st, run);
         return;
     }
     zf_engine_args_t args = {rg->step_id, run->r};
-    zf_engine_run_async(g->ex, &args, s_run_done, run);
+    zf_engine_run_async(g->ex, &args, mt_run_done, run);
 }
 
-static inline void s_handle(fake_t *f, const Zflow__Envelope *req)
+void mt_handle(fake_t *f, const Zflow__Envelope *req)
 {
     pthread_mutex_lock(&f->c->mu);
     switch (req->body_case) {
@@ -278,9 +200,9 @@ static inline void s_handle(fake_t *f, const Zflow__Envelope *req)
     pthread_mutex_unlock(&f->c->mu);
     if (atomic_load(&f->dead)) return;
     if (req->body_case == ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH) {
-        s_handle_register(f, req);
+        mt_handle_register(f, req);
     } else if (req->body_case == ZFLOW__ENVELOPE__BODY_RUN_GRAPH) {
-        if (!atomic_load(&f->hang)) s_handle_run(f, req);
+        if (!atomic_load(&f->hang)) mt_handle_run(f, req);
     } else if (req->body_case == ZFLOW__ENVELOPE__BODY_ABORT_STEP) {
         zf_rendezvous_t *r = NULL;
         ASSERT_OK(zf_rendezvous_mgr_find(f->rmgr, req->abort_step->step_id, &r));
@@ -299,7 +221,7 @@ static inline void s_handle(fake_t *f, const Zflow__Envelope *req)
     }
 }
 
-static inline void *s_worker(void *arg)
+void *mt_worker(void *arg)
 {
     cluster_t *c = arg;
     pthread_mutex_lock(&c->mu);
@@ -310,7 +232,7 @@ static inline void *s_worker(void *arg)
         c->head = j->next;
         if (!c->head) c->tail = NULL;
         pthread_mutex_unlock(&c->mu);
-        s_handle(j->f, j->env);
+        mt_handle(j->f, j->env);
         zflow__envelope__free_unpacked(j->env, NULL);
         free(j);
         pthread_mutex_lock(&c->mu);
@@ -321,7 +243,7 @@ static inline void *s_worker(void *arg)
     return NULL;
 }
 
-static inline Zflow__ExecutorInfo *s_info(const fake_t *f, Tensorflow__DeviceAttributes *attrs)
+Zflow__ExecutorInfo *mt_info(const fake_t *f, Tensorflow__DeviceAttributes *attrs)
 {
     static Zflow__ExecutorInfo info;
     tensorflow__device_attributes__init(attrs);
@@ -334,7 +256,7 @@ static inline Zflow__ExecutorInfo *s_info(const fake_t *f, Tensorflow__DeviceAtt
     return &info;
 }
 
-static inline cluster_t *s_cluster(int n, int64_t abort_grace_ms)
+cluster_t *mt_cluster(int n, int64_t abort_grace_ms)
 {
     cluster_t *c = calloc(1, sizeof *c);
     assert_non_null(c);
@@ -342,7 +264,7 @@ static inline cluster_t *s_cluster(int n, int64_t abort_grace_ms)
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     ASSERT_OK(zf_resource_mgr_new(&c->resources));
-    zf_master_transport_t t = {s_send, c};
+    zf_master_transport_t t = {mt_send, c};
     zf_master_options_t opts = {.register_timeout_ms = 5000, .abort_grace_ms = abort_grace_ms};
     ASSERT_OK(zf_master_new(&t, &opts, &c->m));
     for (int i = 0; i < n; i++) {
@@ -353,27 +275,26 @@ static inline cluster_t *s_cluster(int n, int64_t abort_grace_ms)
         snprintf(f->endpoint, sizeof f->endpoint, "fake://%d", i);
         f->c = c;
         ASSERT_OK(zf_rendezvous_mgr_new(&f->rmgr));
-        ASSERT_OK(zf_rendezvous_mgr_set_remote(f->rmgr, name, s_remote_send, f));
+        ASSERT_OK(zf_rendezvous_mgr_set_remote(f->rmgr, name, mt_remote_send, f));
         c->n++;
     }
     for (int i = 0; i < n; i++) {
         Tensorflow__DeviceAttributes attrs;
-        ASSERT_OK(zf_master_device_joined(c->m, s_info(&c->fakes[i], &attrs)));
+        ASSERT_OK(zf_master_device_joined(c->m, mt_info(&c->fakes[i], &attrs)));
     }
     assert_int_equal(zf_master_num_devices(c->m), n);
-    assert_int_equal(pthread_create(&c->worker, NULL, s_worker, c), 0);
+    assert_int_equal(pthread_create(&c->worker, NULL, mt_worker, c), 0);
     return c;
 }
 
-/* Waits until no message is queued and no step runs on any fake. */
-static inline void s_quiesce(cluster_t *c)
+void mt_quiesce(cluster_t *c)
 {
     pthread_mutex_lock(&c->mu);
     while (c->busy > 0) pthread_cond_wait(&c->cv, &c->mu);
     pthread_mutex_unlock(&c->mu);
 }
 
-static inline int s_count(cluster_t *c, const int *field)
+int mt_count(cluster_t *c, const int *field)
 {
     pthread_mutex_lock(&c->mu);
     int v = *field;
@@ -381,9 +302,9 @@ static inline int s_count(cluster_t *c, const int *field)
     return v;
 }
 
-static inline void s_cluster_destroy(cluster_t *c)
+void mt_cluster_destroy(cluster_t *c)
 {
-    s_quiesce(c);
+    mt_quiesce(c);
     zf_master_destroy(&c->m);
     pthread_mutex_lock(&c->mu);
     c->stop = true;
@@ -402,20 +323,7 @@ static inline void s_cluster_destroy(cluster_t *c)
     free(c);
 }
 
-/* ---- one-shot jobs of the counter graph ------------------------------------ */
-
-#define ZF_TEST_COUNTER_GRAPH ZF_TEST_DATA_DIR "/counter.pbtxt"
-
-/* A counter job: init (unless NULL) once, then `count` fetched steps times. */
-typedef struct {
-    Tensorflow__GraphDef *gd;
-    Zflow__CreateSession cs;
-    Zflow__RunStep step;
-    Zflow__SubmitJob job;
-    char *fetches[1], *inits[1];
-} zf_test_counter_job_t;
-
-static inline void zf_test_counter_job(zf_test_counter_job_t *cj, int64_t steps, const char *init)
+void zf_test_counter_job(zf_test_counter_job_t *cj, int64_t steps, const char *init)
 {
     memset(cj, 0, sizeof *cj);
     ASSERT_OK(zf_graphdef_read_file(ZF_TEST_COUNTER_GRAPH, ZF_FORMAT_AUTO, &cj->gd));
@@ -436,18 +344,10 @@ static inline void zf_test_counter_job(zf_test_counter_job_t *cj, int64_t steps,
     }
 }
 
-/* What a job's wait callback got: how often, and the last reply (owned). */
-typedef struct {
-    int calls;
-    Zflow__RunStepReply *reply;
-} zf_test_job_result_t;
-
-static inline void zf_test_on_job_result(void *arg, Zflow__RunStepReply *reply)
+void zf_test_on_job_result(void *arg, Zflow__RunStepReply *reply)
 {
     zf_test_job_result_t *r = arg;
     r->calls++;
     if (r->reply) zflow__run_step_reply__free_unpacked(r->reply, NULL);
     r->reply = reply;
 }
-
-#endif

@@ -1,20 +1,14 @@
-/* Test helpers for catching a process in the middle of a step: its CPU time
- * from /proc, and a graph that keeps a device busy for a while. Header-only;
- * include after <cmocka.h> and "broker_test_util.h". */
-#ifndef ZF_BUSY_TEST_UTIL_H
-#define ZF_BUSY_TEST_UTIL_H
+/* Definitions of busy_test_util.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
+#include "busy_test_util.h"
+#include "process_test_util.h"
 
-#include "common/graphdef_io.h"
-#include "test_util.h"
-
-/* CPU time (user + system, in clock ticks) process pid has used so far;
- * -1 when /proc does not say. */
-static inline long zf_test_cpu_ticks(pid_t pid)
+long zf_test_cpu_ticks(pid_t pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -31,9 +25,7 @@ static inline long zf_test_cpu_ticks(pid_t pid)
     return (long)(user + sys);
 }
 
-/* Waits up to wait_ms until process pid has used `ticks` more CPU ticks
- * than `since`; fails the test otherwise. */
-static inline void zf_test_wait_cpu(pid_t pid, long since, long ticks, int wait_ms)
+void zf_test_wait_cpu(pid_t pid, long since, long ticks, int wait_ms)
 {
     for (int64_t end = zf_test_now_ms() + wait_ms; zf_test_now_ms() < end; usleep(2000)) {
         long now = zf_test_cpu_ticks(pid);
@@ -43,11 +35,7 @@ static inline void zf_test_wait_cpu(pid_t pid, long since, long ticks, int wait_
     fail_msg("process %d did not start computing within %d ms", (int)pid, wait_ms);
 }
 
-/* x on cpu0, y = x * x on cpu1, z = -y on cpu0, and y waits for a chain of 20
- * products of 1024x1024 matrices on cpu1 (a few tenths of a second of CPU
- * time; the values stay 1/1024), so a step is busy on cpu1 long enough to
- * be caught there. z equals -(x * x). */
-static inline Tensorflow__GraphDef *zf_test_slow_chain_graph(const char *cpu0, const char *cpu1)
+Tensorflow__GraphDef *zf_test_slow_chain_graph(const char *cpu0, const char *cpu1)
 {
     enum { N = 1024, K = 20 };
     size_t cap = 4096 + (size_t)K * 200, len = 0;
@@ -79,5 +67,3 @@ static inline Tensorflow__GraphDef *zf_test_slow_chain_graph(const char *cpu0, c
     free(text);
     return gd;
 }
-
-#endif

@@ -1,49 +1,14 @@
-/* A scripted stand-in for the broker, for the executor's membership tests:
- * a ROUTER on a 127.0.0.1 ephemeral port served by its own thread. It
- * answers RegisterExecutor (with a fixed name or a refusal), Heartbeat
- * (NOT_FOUND once after a set number, as a restarted broker would) and
- * ListExecutors (the executors that registered, and one made-up peer), and
- * records what it saw. Include after
- * <cmocka.h>. */
-#ifndef ZF_FAKE_BROKER_UTIL_H
-#define ZF_FAKE_BROKER_UTIL_H
+/* Definitions of fake_broker_util.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
 
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <string.h>
+#include "fake_broker_util.h"
 
-#include "common/transport.h"
-#include "test_util.h"
-
-#define FAKE_PEER_DEVICE   "/job:worker/replica:0/task:7/device:CPU:0"
-#define FAKE_PEER_ENDPOINT "tcp://127.0.0.1:9"
-
-typedef struct {
-    zf_zctx_t *ctx;
-    zf_socket_t *router;
-    char endpoint[128];
-    pthread_t thread;
-    atomic_bool stop;
-    /* script */
-    const char *assign_name; /* the name RegisterExecutor gets; NULL: the requested one */
-    int refuse_code;         /* non-zero: refuse registrations with this code */
-    int forget_after;        /* answer heartbeat number N with NOT_FOUND; 0: never */
-    /* what it saw (read after fake_broker_stop or through the atomics) */
-    atomic_int registrations, heartbeats, listings;
-    char requested_name[192], device_type[16], host_id[320], control[128], rendezvous[128];
-    uint64_t incarnation;
-    int64_t last_load;
-    /* every executor that registered, listed with the made-up peer */
-    int n_known;
-    char known_name[4][192], known_rendezvous[4][128];
-    uint64_t known_incarnation[4];
-    pthread_mutex_t mu; /* guards the strings above */
-} fake_broker_t;
-
-/* Remembers (or updates) a registered executor. Caller holds b->mu. */
-static inline void fake_broker_remember(fake_broker_t *b, const char *name, uint64_t incarnation,
-                                        const char *rendezvous)
+void fake_broker_remember(fake_broker_t *b, const char *name, uint64_t incarnation,
+                          const char *rendezvous)
 {
     int i = 0;
     while (i < b->n_known && strcmp(b->known_name[i], name) != 0) i++;
@@ -54,8 +19,7 @@ static inline void fake_broker_remember(fake_broker_t *b, const char *name, uint
     b->known_incarnation[i] = incarnation;
 }
 
-/* The incarnation name registered with (0 when it did not). */
-static inline uint64_t fake_broker_incarnation_of(fake_broker_t *b, const char *name)
+uint64_t fake_broker_incarnation_of(fake_broker_t *b, const char *name)
 {
     uint64_t inc = 0;
     pthread_mutex_lock(&b->mu);
@@ -65,14 +29,13 @@ static inline uint64_t fake_broker_incarnation_of(fake_broker_t *b, const char *
     return inc;
 }
 
-static inline void fake_broker_reply(fake_broker_t *b, const zf_route_t *route,
-                                     Zflow__Envelope *env)
+void fake_broker_reply(fake_broker_t *b, const zf_route_t *route, Zflow__Envelope *env)
 {
     ASSERT_OK(zf_envelope_send(b->router, route, env));
 }
 
-static inline void fake_broker_on_register(fake_broker_t *b, const zf_route_t *route, uint64_t id,
-                                           const Zflow__RegisterExecutor *req)
+void fake_broker_on_register(fake_broker_t *b, const zf_route_t *route, uint64_t id,
+                             const Zflow__RegisterExecutor *req)
 {
     const Tensorflow__DeviceAttributes *d = req->info->device;
     pthread_mutex_lock(&b->mu);
@@ -105,8 +68,8 @@ static inline void fake_broker_on_register(fake_broker_t *b, const zf_route_t *r
     fake_broker_reply(b, route, &env);
 }
 
-static inline void fake_broker_on_heartbeat(fake_broker_t *b, const zf_route_t *route, uint64_t id,
-                                            const Zflow__Heartbeat *hb)
+void fake_broker_on_heartbeat(fake_broker_t *b, const zf_route_t *route, uint64_t id,
+                              const Zflow__Heartbeat *hb)
 {
     int n = atomic_fetch_add(&b->heartbeats, 1) + 1;
     pthread_mutex_lock(&b->mu);
@@ -129,7 +92,7 @@ static inline void fake_broker_on_heartbeat(fake_broker_t *b, const zf_route_t *
     fake_broker_reply(b, route, &env);
 }
 
-static inline void fake_broker_on_list(fake_broker_t *b, const zf_route_t *route, uint64_t id)
+void fake_broker_on_list(fake_broker_t *b, const zf_route_t *route, uint64_t id)
 {
     Tensorflow__DeviceAttributes d[5];
     Zflow__ExecutorInfo info[5], *infos[5];
@@ -159,7 +122,7 @@ static inline void fake_broker_on_list(fake_broker_t *b, const zf_route_t *route
     pthread_mutex_unlock(&b->mu);
 }
 
-static inline void *fake_broker_main(void *arg)
+void *fake_broker_main(void *arg)
 {
     fake_broker_t *b = arg;
     while (!atomic_load(&b->stop)) {
@@ -181,8 +144,7 @@ static inline void *fake_broker_main(void *arg)
     return NULL;
 }
 
-/* Binds and starts b, whose script fields the caller has set. */
-static inline void fake_broker_start(fake_broker_t *b)
+void fake_broker_start(fake_broker_t *b)
 {
     pthread_mutex_init(&b->mu, NULL);
     ASSERT_OK(zf_zctx_new(&b->ctx));
@@ -193,7 +155,7 @@ static inline void fake_broker_start(fake_broker_t *b)
     assert_int_equal(pthread_create(&b->thread, NULL, fake_broker_main, b), 0);
 }
 
-static inline void fake_broker_stop(fake_broker_t *b)
+void fake_broker_stop(fake_broker_t *b)
 {
     atomic_store(&b->stop, true);
     pthread_join(b->thread, NULL);
@@ -201,5 +163,3 @@ static inline void fake_broker_stop(fake_broker_t *b)
     zf_zctx_destroy(&b->ctx);
     pthread_mutex_destroy(&b->mu);
 }
-
-#endif

@@ -1,39 +1,20 @@
-/* Kernel test helpers (header-only, for tests/unit/test_kernels_*.c): build
- * NodeDefs with attrs and tensors from literals, run one kernel through the
- * registry (find, create, compute, destroy), and check results.
- *
- * Include after <cmocka.h>. Helpers fail the test on setup errors; kt_run()
- * returns the kernel's own status so tests can check errors. */
-#ifndef ZF_KERNEL_TEST_UTIL_H
-#define ZF_KERNEL_TEST_UTIL_H
-
-#include <math.h>
-#include <stdbool.h>
+/* Definitions of kernel_test_util.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include <cmocka.h>
 
-#include "common/tensor.h"
-#include "common/tensor_proto.h"
-#include "executor/devices/device.h"
-#include "executor/kernels/kernel.h"
-#include "executor/kernels/resource.h"
-#include "proto/node_def.pb-c.h"
-#include "tests/unit/test_util.h"
+#include "kernel_test_util.h"
 
-static inline char *kt_strdup(const char *s)
+char *kt_strdup(const char *s)
 {
     char *d = strdup(s);
     assert_non_null(d);
     return d;
 }
 
-/* ---- NodeDefs -------------------------------------------------------------- */
-
-/* A node named name running op, with inputs named "in0", "in1", ... (only
- * their count matters to kernels). Free with kt_node_free(). */
-static inline Tensorflow__NodeDef *kt_node_new(const char *name, const char *op, int num_inputs)
+Tensorflow__NodeDef *kt_node_new(const char *name, const char *op, int num_inputs)
 {
     Tensorflow__NodeDef *n = malloc(sizeof *n);
     assert_non_null(n);
@@ -53,14 +34,13 @@ static inline Tensorflow__NodeDef *kt_node_new(const char *name, const char *op,
     return n;
 }
 
-static inline void kt_node_free(Tensorflow__NodeDef **node_p)
+void kt_node_free(Tensorflow__NodeDef **node_p)
 {
     if (*node_p) protobuf_c_message_free_unpacked(&(*node_p)->base, NULL);
     *node_p = NULL;
 }
 
-/* Appends an attr entry and returns its (empty) value to fill in. */
-static inline Tensorflow__AttrValue *kt_attr_add(Tensorflow__NodeDef *n, const char *key)
+Tensorflow__AttrValue *kt_attr_add(Tensorflow__NodeDef *n, const char *key)
 {
     Tensorflow__NodeDef__AttrEntry **attrs = realloc(n->attr, (n->n_attr + 1) * sizeof *attrs);
     assert_non_null(attrs);
@@ -77,28 +57,28 @@ static inline Tensorflow__AttrValue *kt_attr_add(Tensorflow__NodeDef *n, const c
     return v;
 }
 
-static inline void kt_attr_type(Tensorflow__NodeDef *n, const char *key, zf_dtype_t t)
+void kt_attr_type(Tensorflow__NodeDef *n, const char *key, zf_dtype_t t)
 {
     Tensorflow__AttrValue *v = kt_attr_add(n, key);
     v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_TYPE;
     v->type = (Tensorflow__DataType)t;
 }
 
-static inline void kt_attr_int(Tensorflow__NodeDef *n, const char *key, int64_t i)
+void kt_attr_int(Tensorflow__NodeDef *n, const char *key, int64_t i)
 {
     Tensorflow__AttrValue *v = kt_attr_add(n, key);
     v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_I;
     v->i = i;
 }
 
-static inline void kt_attr_bool(Tensorflow__NodeDef *n, const char *key, bool b)
+void kt_attr_bool(Tensorflow__NodeDef *n, const char *key, bool b)
 {
     Tensorflow__AttrValue *v = kt_attr_add(n, key);
     v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_B;
     v->b = b;
 }
 
-static inline void kt_attr_string(Tensorflow__NodeDef *n, const char *key, const char *s)
+void kt_attr_string(Tensorflow__NodeDef *n, const char *key, const char *s)
 {
     Tensorflow__AttrValue *v = kt_attr_add(n, key);
     v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_S;
@@ -106,8 +86,7 @@ static inline void kt_attr_string(Tensorflow__NodeDef *n, const char *key, const
     v->s.data = (uint8_t *)kt_strdup(s);
 }
 
-static inline void kt_attr_list_int(Tensorflow__NodeDef *n, const char *key, const int64_t *vals,
-                                    size_t count)
+void kt_attr_list_int(Tensorflow__NodeDef *n, const char *key, const int64_t *vals, size_t count)
 {
     Tensorflow__AttrValue *v = kt_attr_add(n, key);
     Tensorflow__AttrValue__ListValue *l = malloc(sizeof *l);
@@ -122,30 +101,22 @@ static inline void kt_attr_list_int(Tensorflow__NodeDef *n, const char *key, con
     v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_LIST;
     v->list = l;
 }
-#define KT_ATTR_INTS(n, key, ...)                                                                  \
-    kt_attr_list_int((n), (key), (const int64_t[]){__VA_ARGS__},                                   \
-                     sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
 
-static inline void kt_attr_shape(Tensorflow__NodeDef *n, const char *key, const zf_shape_t *s)
+void kt_attr_shape(Tensorflow__NodeDef *n, const char *key, const zf_shape_t *s)
 {
     Tensorflow__AttrValue *v = kt_attr_add(n, key);
     v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_SHAPE;
     ASSERT_OK(zf_shape_to_proto(s, &v->shape));
 }
 
-static inline void kt_attr_tensor(Tensorflow__NodeDef *n, const char *key, const zf_tensor_t *t)
+void kt_attr_tensor(Tensorflow__NodeDef *n, const char *key, const zf_tensor_t *t)
 {
     Tensorflow__AttrValue *v = kt_attr_add(n, key);
     v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_TENSOR;
     ASSERT_OK(zf_tensor_to_proto(t, &v->tensor, true));
 }
 
-/* ---- tensors ------------------------------------------------------------------ */
-
-/* A tensor of dtype and shape holding count elements copied from vals
- * (count must match the shape). */
-static inline zf_tensor_t *kt_tensor(zf_dtype_t dtype, zf_shape_t shape, const void *vals,
-                                     size_t count)
+zf_tensor_t *kt_tensor(zf_dtype_t dtype, zf_shape_t shape, const void *vals, size_t count)
 {
     zf_tensor_t *t = NULL;
     ASSERT_OK(zf_tensor_new(dtype, &shape, &t));
@@ -154,28 +125,14 @@ static inline zf_tensor_t *kt_tensor(zf_dtype_t dtype, zf_shape_t shape, const v
     return t;
 }
 
-#define KT_COUNT(T, ...) (sizeof((const T[]){__VA_ARGS__}) / sizeof(T))
-#define KT_F32(shape, ...)                                                                         \
-    kt_tensor(ZF_FLOAT, (shape), (const float[]){__VA_ARGS__}, KT_COUNT(float, __VA_ARGS__))
-#define KT_F64(shape, ...)                                                                         \
-    kt_tensor(ZF_DOUBLE, (shape), (const double[]){__VA_ARGS__}, KT_COUNT(double, __VA_ARGS__))
-#define KT_I32(shape, ...)                                                                         \
-    kt_tensor(ZF_INT32, (shape), (const int32_t[]){__VA_ARGS__}, KT_COUNT(int32_t, __VA_ARGS__))
-#define KT_I64(shape, ...)                                                                         \
-    kt_tensor(ZF_INT64, (shape), (const int64_t[]){__VA_ARGS__}, KT_COUNT(int64_t, __VA_ARGS__))
-#define KT_BOOL(shape, ...)                                                                        \
-    kt_tensor(ZF_BOOL, (shape), (const bool[]){__VA_ARGS__}, KT_COUNT(bool, __VA_ARGS__))
-
-/* An empty tensor (some dim 0) or one filled from a generator. */
-static inline zf_tensor_t *kt_zeros(zf_dtype_t dtype, zf_shape_t shape)
+zf_tensor_t *kt_zeros(zf_dtype_t dtype, zf_shape_t shape)
 {
     zf_tensor_t *t = NULL;
     ASSERT_OK(zf_tensor_new(dtype, &shape, &t));
     return t;
 }
 
-/* Deterministic pseudo-random floats in [-1, 1). */
-static inline zf_tensor_t *kt_random_f32(zf_shape_t shape, uint32_t seed)
+zf_tensor_t *kt_random_f32(zf_shape_t shape, uint32_t seed)
 {
     zf_tensor_t *t = kt_zeros(ZF_FLOAT, shape);
     float *p = zf_tensor_data(t);
@@ -187,19 +144,14 @@ static inline zf_tensor_t *kt_random_f32(zf_shape_t shape, uint32_t seed)
     return t;
 }
 
-static inline void kt_unref_all(zf_tensor_t **ts, int n)
+void kt_unref_all(zf_tensor_t **ts, int n)
 {
     for (int i = 0; i < n; i++) zf_tensor_unref(&ts[i]);
 }
 
-/* ---- running a kernel ---------------------------------------------------------- */
-
-/* Runs node's CPU kernel once on inputs: find, create, compute, destroy.
- * outputs[0..num_outputs) start NULL and receive owned references (left
- * NULL on error). resources and device may be NULL. */
-static inline zf_status_t kt_run_on(const Tensorflow__NodeDef *node, zf_tensor_t *const *inputs,
-                                    int num_inputs, zf_tensor_t **outputs, int num_outputs,
-                                    zf_resource_mgr_t *resources, zf_device_t *device)
+zf_status_t kt_run_on(const Tensorflow__NodeDef *node, zf_tensor_t *const *inputs, int num_inputs,
+                      zf_tensor_t **outputs, int num_outputs, zf_resource_mgr_t *resources,
+                      zf_device_t *device)
 {
     zf_kernels_register_builtin(false);
     for (int i = 0; i < num_outputs; i++) outputs[i] = NULL;
@@ -221,15 +173,13 @@ static inline zf_status_t kt_run_on(const Tensorflow__NodeDef *node, zf_tensor_t
     return s;
 }
 
-static inline zf_status_t kt_run(const Tensorflow__NodeDef *node, zf_tensor_t *const *inputs,
-                                 int num_inputs, zf_tensor_t **outputs, int num_outputs)
+zf_status_t kt_run(const Tensorflow__NodeDef *node, zf_tensor_t *const *inputs, int num_inputs,
+                   zf_tensor_t **outputs, int num_outputs)
 {
     return kt_run_on(node, inputs, num_inputs, outputs, num_outputs, NULL, NULL);
 }
 
-/* ---- checks ---------------------------------------------------------------------- */
-
-static inline void kt_expect_shape(const zf_tensor_t *t, zf_shape_t want)
+void kt_expect_shape(const zf_tensor_t *t, zf_shape_t want)
 {
     assert_non_null(t);
     if (!zf_shape_equal(zf_tensor_shape(t), &want)) {
@@ -239,9 +189,7 @@ static inline void kt_expect_shape(const zf_tensor_t *t, zf_shape_t want)
     }
 }
 
-/* Elements within tol (relative for large values) of want, as doubles. */
-static inline void kt_expect_near(const zf_tensor_t *t, zf_shape_t shape, const double *want,
-                                  double tol)
+void kt_expect_near(const zf_tensor_t *t, zf_shape_t shape, const double *want, double tol)
 {
     kt_expect_shape(t, shape);
     for (int64_t i = 0; i < zf_tensor_num_elements(t); i++) {
@@ -254,11 +202,8 @@ static inline void kt_expect_near(const zf_tensor_t *t, zf_shape_t shape, const 
             fail_msg("element %lld: got %.9g, expected %.9g", (long long)i, got, want[i]);
     }
 }
-#define KT_EXPECT_NEAR(t, shape, tol, ...)                                                         \
-    kt_expect_near((t), (shape), (const double[]){__VA_ARGS__}, (tol))
 
-/* Exact integer values (INT32, INT64 or BOOL tensors). */
-static inline void kt_expect_ints(const zf_tensor_t *t, zf_shape_t shape, const int64_t *want)
+void kt_expect_ints(const zf_tensor_t *t, zf_shape_t shape, const int64_t *want)
 {
     kt_expect_shape(t, shape);
     for (int64_t i = 0; i < zf_tensor_num_elements(t); i++) {
@@ -274,20 +219,11 @@ static inline void kt_expect_ints(const zf_tensor_t *t, zf_shape_t shape, const 
                      (long long)want[i]);
     }
 }
-#define KT_EXPECT_INTS(t, shape, ...) kt_expect_ints((t), (shape), (const int64_t[]){__VA_ARGS__})
 
-/* What an asynchronous kernel's done callback reported (kt_on_done). */
-typedef struct {
-    bool fired;
-    zf_status_t status;
-} kt_done_t;
-
-static inline void kt_on_done(zf_kernel_ctx_t *ctx, zf_status_t status, void *arg)
+void kt_on_done(zf_kernel_ctx_t *ctx, zf_status_t status, void *arg)
 {
     (void)ctx;
     kt_done_t *d = arg;
     d->fired = true;
     d->status = status;
 }
-
-#endif

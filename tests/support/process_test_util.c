@@ -1,30 +1,20 @@
-/* Test helpers for tests that run programs as child processes: a monotonic
- * clock, starting a program with its output on pipes, reading a line or a
- * pipe up to a deadline, reaping with a deadline, and running a program to
- * its end for its output and exit code. Include after cmocka.h. */
-#ifndef ZF_PROCESS_TEST_UTIL_H
-#define ZF_PROCESS_TEST_UTIL_H
-
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdbool.h>
+/* Definitions of process_test_util.h. */
+#include <setjmp.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
+#include <cmocka.h>
 
-static inline int64_t zf_test_now_ms(void)
+#include "process_test_util.h"
+
+int64_t zf_test_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Reads one line from fd within timeout_ms; false on timeout or EOF. */
-static inline bool zf_test_read_line(int fd, char *buf, size_t size, int timeout_ms)
+bool zf_test_read_line(int fd, char *buf, size_t size, int timeout_ms)
 {
     size_t n = 0;
     int64_t deadline = zf_test_now_ms() + timeout_ms;
@@ -41,10 +31,7 @@ static inline bool zf_test_read_line(int fd, char *buf, size_t size, int timeout
     return true;
 }
 
-/* Starts argv (NULL-terminated) with stdin from /dev/null, stdout on a
- * pipe (*out_fd) and stderr on another (*err_fd), or to /dev/null when
- * err_fd is NULL. The caller closes the fds and reaps the child. */
-static inline pid_t zf_test_spawn_piped(const char *const *argv, int *out_fd, int *err_fd)
+pid_t zf_test_spawn_piped(const char *const *argv, int *out_fd, int *err_fd)
 {
     int o[2], e[2];
     assert_int_equal(pipe(o), 0);
@@ -69,9 +56,7 @@ static inline pid_t zf_test_spawn_piped(const char *const *argv, int *out_fd, in
     return pid;
 }
 
-/* Reads fd until EOF, the deadline (zf_test_now_ms) or a full buf into buf
- * (NUL-terminated). */
-static inline void zf_test_drain(int fd, char *buf, size_t size, int64_t deadline)
+void zf_test_drain(int fd, char *buf, size_t size, int64_t deadline)
 {
     size_t n = 0;
     for (;;) {
@@ -86,9 +71,7 @@ static inline void zf_test_drain(int fd, char *buf, size_t size, int64_t deadlin
     buf[n] = '\0';
 }
 
-/* Waits for pid, SIGKILLing it at the deadline. Returns its exit code, 128
- * + the signal when a signal ended it, -1 when it had to be killed. */
-static inline int zf_test_reap(pid_t pid, int64_t deadline)
+int zf_test_reap(pid_t pid, int64_t deadline)
 {
     int status = 0;
     while (waitpid(pid, &status, WNOHANG) == 0) {
@@ -102,10 +85,7 @@ static inline int zf_test_reap(pid_t pid, int64_t deadline)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* Runs "program args" through the shell, stderr folded into stdout, which
- * goes to out (NUL-terminated, cut at size - 1); returns the exit code, -1
- * when a signal ended it. */
-static inline int zf_test_run_program(const char *program, const char *args, char *out, size_t size)
+int zf_test_run_program(const char *program, const char *args, char *out, size_t size)
 {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "%s %s 2>&1", program, args);
@@ -116,5 +96,3 @@ static inline int zf_test_run_program(const char *program, const char *args, cha
     int status = pclose(p);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
-
-#endif

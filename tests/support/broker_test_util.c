@@ -1,32 +1,13 @@
-/* Test helpers for the broker: start build/bin/zflow-broker as a child on an
- * ephemeral loopback port, read the endpoint it prints, stop it (SIGKILL if
- * it does not stop), and talk to it with DEALER sockets. Include after
- * cmocka.h. */
-#ifndef ZF_BROKER_TEST_UTIL_H
-#define ZF_BROKER_TEST_UTIL_H
+/* Definitions of broker_test_util.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
+#include "broker_test_util.h"
 
-#include "common/transport.h"
-#include "process_test_util.h"
-
-typedef struct zf_test_broker {
-    pid_t pid;
-    char endpoint[256];
-    char log_path[64]; /* the broker's stderr */
-} zf_test_broker_t;
-
-/* Sends sig, waits up to 5 s, then SIGKILLs. Returns the exit code, 128 +
- * the signal for a killed broker, -1 when it was not running. */
-static inline int zf_test_broker_stop(zf_test_broker_t *tb, int sig)
+int zf_test_broker_stop(zf_test_broker_t *tb, int sig)
 {
     if (tb->pid <= 0) return -1;
     kill(tb->pid, sig);
@@ -50,9 +31,7 @@ static inline int zf_test_broker_stop(zf_test_broker_t *tb, int sig)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* Starts the broker with the given extra arguments (NULL-terminated) after
- * --listen tcp://127.0.0.1:0 and fills in its endpoint. */
-static inline void zf_test_broker_start(zf_test_broker_t *tb, const char *const *args)
+void zf_test_broker_start(zf_test_broker_t *tb, const char *const *args)
 {
     memset(tb, 0, sizeof *tb);
     snprintf(tb->log_path, sizeof tb->log_path, "/tmp/zflow-broker-test-XXXXXX");
@@ -84,8 +63,7 @@ static inline void zf_test_broker_start(zf_test_broker_t *tb, const char *const 
     snprintf(tb->endpoint, sizeof tb->endpoint, "%s", line + strlen(prefix));
 }
 
-/* True when the broker's stderr so far contains text. */
-static inline bool zf_test_broker_log_contains(const zf_test_broker_t *tb, const char *text)
+bool zf_test_broker_log_contains(const zf_test_broker_t *tb, const char *text)
 {
     FILE *f = fopen(tb->log_path, "r");
     if (!f) return false;
@@ -96,8 +74,7 @@ static inline bool zf_test_broker_log_contains(const zf_test_broker_t *tb, const
     return strstr(buf, text) != NULL;
 }
 
-/* A DEALER connected to endpoint. */
-static inline zf_socket_t *zf_test_dealer(zf_zctx_t *ctx, const char *endpoint)
+zf_socket_t *zf_test_dealer(zf_zctx_t *ctx, const char *endpoint)
 {
     zf_socket_t *s = NULL;
     assert_int_equal(zf_socket_new(ctx, ZF_SOCKET_DEALER, &s).code, ZF_OK);
@@ -106,8 +83,7 @@ static inline zf_socket_t *zf_test_dealer(zf_zctx_t *ctx, const char *endpoint)
     return s;
 }
 
-/* Sends env (optionally after one routing frame). */
-static inline void zf_test_send(zf_socket_t *s, const void *frame, size_t len, Zflow__Envelope *env)
+void zf_test_send(zf_socket_t *s, const void *frame, size_t len, Zflow__Envelope *env)
 {
     zf_route_t r;
     zf_route_clear(&r);
@@ -117,9 +93,7 @@ static inline void zf_test_send(zf_socket_t *s, const void *frame, size_t len, Z
     assert_int_equal(st.code, ZF_OK);
 }
 
-/* The next envelope within timeout_ms, or NULL; *route (may be NULL)
- * receives its routing frames. Caller frees the envelope. */
-static inline Zflow__Envelope *zf_test_recv(zf_socket_t *s, int timeout_ms, zf_route_t *route)
+Zflow__Envelope *zf_test_recv(zf_socket_t *s, int timeout_ms, zf_route_t *route)
 {
     zf_route_t r;
     Zflow__Envelope *env = NULL;
@@ -132,10 +106,8 @@ static inline Zflow__Envelope *zf_test_recv(zf_socket_t *s, int timeout_ms, zf_r
     return env;
 }
 
-/* Sends msg, a message of body's type, as the body of an envelope with
- * request_id. */
-static inline void zf_test_send_body(zf_socket_t *s, uint64_t request_id,
-                                     Zflow__Envelope__BodyCase body, void *msg)
+void zf_test_send_body(zf_socket_t *s, uint64_t request_id, Zflow__Envelope__BodyCase body,
+                       void *msg)
 {
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.request_id = request_id;
@@ -144,11 +116,7 @@ static inline void zf_test_send_body(zf_socket_t *s, uint64_t request_id,
     zf_test_send(s, NULL, 0, &env);
 }
 
-/* Expects the next envelope on s within 5 s to be the StatusReply to
- * request_id with code (a missing status is OK) and, when text is not
- * NULL, a message containing text. */
-static inline void zf_test_expect_status(zf_socket_t *s, uint64_t request_id, int code,
-                                         const char *text)
+void zf_test_expect_status(zf_socket_t *s, uint64_t request_id, int code, const char *text)
 {
     Zflow__Envelope *rep = zf_test_recv(s, 5000, NULL);
     assert_non_null(rep);
@@ -161,11 +129,7 @@ static inline void zf_test_expect_status(zf_socket_t *s, uint64_t request_id, in
     zflow__envelope__free_unpacked(rep, NULL);
 }
 
-/* Sends env on s with request_id id and returns the reply to it, failing
- * the test when none comes within timeout_ms or it does not echo the id.
- * Caller frees the reply. */
-static inline Zflow__Envelope *zf_test_call(zf_socket_t *s, Zflow__Envelope *env, uint64_t id,
-                                            int timeout_ms)
+Zflow__Envelope *zf_test_call(zf_socket_t *s, Zflow__Envelope *env, uint64_t id, int timeout_ms)
 {
     env->request_id = id;
     zf_test_send(s, NULL, 0, env);
@@ -175,11 +139,9 @@ static inline Zflow__Envelope *zf_test_call(zf_socket_t *s, Zflow__Envelope *env
     return rep;
 }
 
-/* Registers an executor (name may be "") and returns the reply. */
-static inline Zflow__Envelope *zf_test_register_executor(zf_socket_t *s, uint64_t request_id,
-                                                         const char *name, const char *type,
-                                                         uint64_t incarnation, const char *control,
-                                                         const char *rendezvous)
+Zflow__Envelope *zf_test_register_executor(zf_socket_t *s, uint64_t request_id, const char *name,
+                                           const char *type, uint64_t incarnation,
+                                           const char *control, const char *rendezvous)
 {
     Tensorflow__DeviceAttributes dev = TENSORFLOW__DEVICE_ATTRIBUTES__INIT;
     dev.name = (char *)name;
@@ -204,9 +166,8 @@ static inline Zflow__Envelope *zf_test_register_executor(zf_socket_t *s, uint64_
     return reply;
 }
 
-/* Sends a heartbeat and returns the reply's status code. */
-static inline int zf_test_heartbeat(zf_socket_t *s, uint64_t request_id, const char *name,
-                                    uint64_t incarnation, int64_t load)
+int zf_test_heartbeat(zf_socket_t *s, uint64_t request_id, const char *name, uint64_t incarnation,
+                      int64_t load)
 {
     Zflow__Heartbeat hb = ZFLOW__HEARTBEAT__INIT;
     hb.device_name = (char *)name;
@@ -226,17 +187,7 @@ static inline int zf_test_heartbeat(zf_socket_t *s, uint64_t request_id, const c
     return code;
 }
 
-/* ---- child processes (zflow-scheduler, zflow-executor) ---------------- */
-
-typedef struct zf_test_child {
-    pid_t pid; /* 0 when not running */
-    char line[512];
-} zf_test_child_t;
-
-/* Starts argv (NULL-terminated) with stderr to /dev/null and reads its first
- * stdout line; fails the test (leaving nothing running) when none comes
- * within wait_ms. */
-static inline void zf_test_spawn(zf_test_child_t *c, const char *const *argv, int wait_ms)
+void zf_test_spawn(zf_test_child_t *c, const char *const *argv, int wait_ms)
 {
     if (access(argv[0], X_OK) != 0) fail_msg("%s is not built", argv[0]);
     int fds[2];
@@ -262,10 +213,7 @@ static inline void zf_test_spawn(zf_test_child_t *c, const char *const *argv, in
     }
 }
 
-/* Sends SIGCONT (so a stopped child can act on sig) and sig, waits up to
- * wait_ms, then SIGKILLs; reaps. Returns the exit code, 128 + the signal
- * when killed by one, -1 when it was not running. */
-static inline int zf_test_child_stop(zf_test_child_t *c, int sig, int wait_ms)
+int zf_test_child_stop(zf_test_child_t *c, int sig, int wait_ms)
 {
     if (c->pid <= 0) return -1;
     /* SIGCONT first: sent after sig, it could reach a child already exiting
@@ -288,5 +236,3 @@ static inline int zf_test_child_stop(zf_test_child_t *c, int sig, int wait_ms)
     c->pid = 0;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
-
-#endif

@@ -1,0 +1,42 @@
+/* Test helpers for tests that run programs as child processes: a monotonic
+ * clock, starting a program with its output on pipes, reading a line or a
+ * pipe up to a deadline, reaping with a deadline, and running a program to
+ * its end for its output and exit code. Include after cmocka.h. */
+#ifndef ZF_PROCESS_TEST_UTIL_H
+#define ZF_PROCESS_TEST_UTIL_H
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t zf_test_now_ms(void);
+
+/* Reads one line from fd within timeout_ms; false on timeout or EOF. */
+bool zf_test_read_line(int fd, char *buf, size_t size, int timeout_ms);
+
+/* Starts argv (NULL-terminated) with stdin from /dev/null, stdout on a
+ * pipe (*out_fd) and stderr on another (*err_fd), or to /dev/null when
+ * err_fd is NULL. The caller closes the fds and reaps the child. */
+pid_t zf_test_spawn_piped(const char *const *argv, int *out_fd, int *err_fd);
+
+/* Reads fd until EOF, the deadline (zf_test_now_ms) or a full buf into buf
+ * (NUL-terminated). */
+void zf_test_drain(int fd, char *buf, size_t size, int64_t deadline);
+
+/* Waits for pid, SIGKILLing it at the deadline. Returns its exit code, 128
+ * + the signal when a signal ended it, -1 when it had to be killed. */
+int zf_test_reap(pid_t pid, int64_t deadline);
+
+/* Runs "program args" through the shell, stderr folded into stdout, which
+ * goes to out (NUL-terminated, cut at size - 1); returns the exit code, -1
+ * when a signal ended it. */
+int zf_test_run_program(const char *program, const char *args, char *out, size_t size);
+
+#endif
