@@ -103,15 +103,17 @@ static int64_t s_physical_memory(void)
 
 zf_status_t zf_device_cpu_new(const char *name, int num_threads, zf_device_t **out)
 {
-    zf_device_t *dev = NULL;
-    ZF_TRY(zf_device_new(&s_cpu_ops, name, num_threads, &dev));
-    if (strcmp(dev->type, ZF_DEVICE_TYPE_CPU) != 0) {
-        zf_status_t s =
-            zf_invalid_argument("a CPU device needs a CPU device name, not '%s'", dev->name_str);
-        zf_device_destroy(&dev);
-        return s;
-    }
-    dev->memory_limit = s_physical_memory();
-    *out = dev;
+    *out = NULL;
+    /* the type first, from the name alone: zf_device_new checks the rest */
+    zf_device_name_t parsed;
+    char full[ZF_DEVICE_NAME_MAX];
+    zf_status_t st = zf_device_name_parse(name ? name : "", &parsed);
+    bool other = zf_ok(st) && parsed.has_type && strcmp(parsed.type, ZF_DEVICE_TYPE_CPU) != 0;
+    zf_status_clear(&st);
+    if (other)
+        return zf_invalid_argument("a CPU device needs a CPU device name, not '%s'",
+                                   zf_device_name_format(&parsed, full, sizeof full));
+    ZF_TRY(zf_device_new(&s_cpu_ops, name, num_threads, out));
+    (*out)->memory_limit = s_physical_memory();
     return ZF_STATUS_OK;
 }
