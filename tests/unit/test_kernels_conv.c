@@ -4,6 +4,7 @@
  * NCHW, channel multipliers), MaxPool/AvgPool against direct window scans;
  * primitives and reordered filters reused across steps and refreshed when
  * the filter changes; attrs and shape errors. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -432,6 +433,79 @@ static void test_conv2d_rejects_unsupported_attrs(void **state)
     kt_unref_all(in, 2);
 }
 
+/* Steps of one node at once, alternating two filters: they share its
+ * primitives and replace its cached filter under each other. */
+typedef struct {
+    const zf_kernel_t *def;
+    const Tensorflow__NodeDef *node;
+    void *state;
+    zf_device_t *dev;
+    zf_tensor_t *x, *f[2], *want[2];
+    int seed;
+    bool ok;
+} s_concurrent_t;
+
+static void *s_concurrent_steps(void *arg)
+{
+    s_concurrent_t *c = arg;
+    c->ok = true;
+    for (int step = 0; step < 8; step++) {
+        int which = (step + c->seed) % 2;
+        zf_tensor_t *in[2] = {c->x, c->f[which]}, *y = NULL;
+        zf_kernel_ctx_t ctx = {.node = c->node,
+                               .state = c->state,
+                               .device = c->dev,
+                               .inputs = in,
+                               .num_inputs = 2,
+                               .outputs = &y,
+                               .num_outputs = 1};
+        zf_status_t s = c->def->compute(&ctx);
+        if (!zf_ok(s)) {
+            zf_status_clear(&s);
+            c->ok = false;
+            continue;
+        }
+        const float *got = zf_tensor_data(y), *want = zf_tensor_data(c->want[which]);
+        for (int64_t i = 0; i < zf_tensor_num_elements(y); i++)
+            if (fabsf(got[i] - want[i]) > 1e-4f * (1 + fabsf(want[i]))) c->ok = false;
+        zf_tensor_unref(&y);
+    }
+    return NULL;
+}
+
+static void test_conv2d_steps_of_one_node_run_concurrently(void **state)
+{
+    (void)state;
+    zf_device_t *dev = NULL;
+    ASSERT_OK(zf_device_cpu_new("/job:localhost/replica:0/task:0/device:CPU:0", 2, &dev));
+    s_case_t k = {"Conv2D", ZF_FLOAT, false, 2, 12, 11, 8, 3, 3, 16, 1, 1, 1, 1, "SAME", {0}};
+    Tensorflow__NodeDef *n = s_case_node(&k);
+    s_concurrent_t c = {.node = n, .dev = dev, .x = kt_random_f32(ZF_SHAPE(2, 12, 11, 8), 41)};
+    ASSERT_OK(zf_kernel_find("CPU", n, &c.def));
+    ASSERT_OK(c.def->create(n, &c.state));
+    for (int i = 0; i < 2; i++) {
+        c.f[i] = kt_random_f32(ZF_SHAPE(3, 3, 8, 16), 42 + (uint32_t)i);
+        zf_tensor_t *in[2] = {c.x, c.f[i]};
+        ASSERT_OK(kt_run_on(n, in, 2, &c.want[i], 1, NULL, dev));
+        s_expect_conv(&k, c.x, c.f[i], c.want[i]);
+    }
+    s_concurrent_t runs[4];
+    pthread_t threads[4];
+    for (int i = 0; i < 4; i++) {
+        runs[i] = c;
+        runs[i].seed = i;
+        assert_int_equal(pthread_create(&threads[i], NULL, s_concurrent_steps, &runs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(threads[i], NULL);
+        assert_true(runs[i].ok);
+    }
+    c.def->destroy(c.state);
+    kt_unref_all((zf_tensor_t *[]){c.x, c.f[0], c.f[1], c.want[0], c.want[1]}, 5);
+    kt_node_free(&n);
+    zf_device_destroy(&dev);
+}
+
 static void test_conv_reports_bad_depthwise_and_dtype_inputs(void **state)
 {
     (void)state;
@@ -600,6 +674,7 @@ int main(void)
         cmocka_unit_test(test_conv2d_paddings_dilations_and_layouts),
         cmocka_unit_test(test_depthwise_matches_a_naive_loop),
         cmocka_unit_test(test_conv2d_reuses_primitives_and_filters_across_steps),
+        cmocka_unit_test(test_conv2d_steps_of_one_node_run_concurrently),
         cmocka_unit_test(test_conv_reports_bad_depthwise_and_dtype_inputs),
         cmocka_unit_test(test_conv2d_builds_large_patch_matrices_in_tiles),
         cmocka_unit_test(test_conv2d_of_a_hand_checked_image),
