@@ -205,6 +205,7 @@ static void test_conv2d_paddings_dilations_and_layouts(void **state)
         {"Conv2D", ZF_FLOAT, false, 1, 12, 12, 16, 3, 3, 32, 1, 1, 1, 1, "SAME", {0}},
         {"Conv2D", ZF_FLOAT, true, 1, 12, 12, 16, 1, 1, 8, 1, 1, 1, 1, "VALID", {0}},
         {"Conv2D", ZF_DOUBLE, false, 1, 9, 8, 3, 3, 2, 4, 2, 1, 2, 3, "SAME", {0}},
+        {"Conv2D", ZF_FLOAT, false, 1, 4, 4, 2, 3, 3, 2, 1, 1, 1 << 30, 1 << 30, "SAME", {0}},
         {"Conv2D", ZF_DOUBLE, false, 2, 6, 7, 2, 3, 3, 4, 1, 2, 1, 1, "EXPLICIT", {1, 2, 0, 3}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -406,6 +407,12 @@ static void test_conv2d_rejects_unsupported_attrs(void **state)
          "not EXPLICIT"},
         {"FULL", 0, {0}, "conv (Conv2D): padding must be SAME, VALID or EXPLICIT, got 'FULL'"},
     };
+    n = s_node("Conv2D", ZF_FLOAT, 1, 1, "EXPLICIT"); /* valid, but an output too large */
+    KT_ATTR_INTS(n, "explicit_paddings", 0, 0, 2000000000, 2000000000, 0, 2000000000, 0, 0);
+    zf_test_expect_error(kt_run(n, in, 2, &y, 1), ZF_INVALID_ARGUMENT,
+                         "conv (Conv2D): float32 tensor of shape [1,4000000004,2000000004,1] is "
+                         "too large to address");
+    kt_node_free(&n);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         n = s_node("Conv2D", ZF_FLOAT, 1, 1, bad[i].padding);
         if (bad[i].n) kt_attr_list_int(n, "explicit_paddings", bad[i].pads, bad[i].n);
