@@ -1,6 +1,8 @@
 /* bench/conv2d: zflow's CPU Conv2D kernel (float, on oneDNN) in GFLOP/s,
- * best of N runs, on two layers: a first layer (1x224x224x3 input, 64 3x3
- * filters) and a deeper one (1x56x56x64, 64 3x3), SAME, stride 1, NHWC.
+ * best of N runs, on three layers: a first layer (1x224x224x3 input, 64
+ * 3x3 filters), a deeper one (1x56x56x64, 64 3x3) and a 1x1 expansion
+ * (1x56x56x64, 256 1x1, where im2col is a plain GEMM), SAME, stride 1,
+ * NHWC.
  *
  * The baseline, measured in the same run: oneDNN's convolution primitive
  * called directly, on the same NHWC input and output, with its filter
@@ -310,7 +312,7 @@ int main(void)
     zf_bench_check("conv2d", "device", s);
     printf("conv2d: float, best of %d runs; ratio = throughput / the direct oneDNN primitive's\n",
            reps);
-    const s_layer_t layers[] = {{224, 224, 3, 3, 64}, {56, 56, 64, 3, 64}};
+    const s_layer_t layers[] = {{224, 224, 3, 3, 64}, {56, 56, 64, 3, 64}, {56, 56, 64, 1, 256}};
     double diff = 0;
     for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
         diff = fmax(diff, s_layer(dev, &layers[i], reps));
