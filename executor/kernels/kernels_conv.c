@@ -413,7 +413,7 @@ static zf_status_t s_conv(zf_kernel_ctx_t *ctx, bool im2col)
     zf_tensor_t *out = NULL;
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, &shape, &out));
     if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
-    if (g.kh * g.kw * g.c == 0) { /* empty windows sum to zero */
+    if (g.kh * g.kw * g.c == 0 || g.h * g.w == 0) { /* empty or all-padding windows: zero */
         memset(zf_tensor_data(out), 0, zf_tensor_nbytes(out));
         return ZF_STATUS_OK;
     }
