@@ -107,6 +107,8 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF_HOST("_HostSend", "CPU", "T", 0, 1u, 0),
     ZF_KDEF_HOST("_Recv", "CPU", "tensor_type", 0, 0, 1u),
     ZF_KDEF_HOST("_HostRecv", "CPU", "tensor_type", 0, 0, 1u),
+    /* CPU: oneDNN (float; double on portable loops) */
+    ZF_KDEF("DepthwiseConv2dNative", "CPU", "T", ZF_TYPES_FLOAT),
     /* GPU */
     ZF_KDEF("Neg", "GPU", "T", ZF_TYPES_GPU_FLOAT),
     ZF_KDEF("Abs", "GPU", "T", ZF_TYPES_GPU_FLOAT),

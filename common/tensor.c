@@ -181,6 +181,7 @@ struct zf_buffer {
     zf_memory_kind_t kind;
     int device_id;
     bool holds_strings; /* data is an array of zf_tstring_t whose bytes we own */
+    atomic_uint_fast64_t version;
 };
 
 static atomic_size_t s_alloc_limit;   /* 0: the default */
@@ -257,6 +258,7 @@ zf_status_t zf_buffer_wrap_memory(void *data, size_t size, zf_memory_kind_t kind
     zf_buffer_t *b = malloc(sizeof *b);
     if (!b) return zf_out_of_memory("a buffer");
     atomic_init(&b->refs, 1);
+    atomic_init(&b->version, 0);
     b->data = data;
     b->size = size;
     b->free_fn = free_fn;
@@ -317,6 +319,16 @@ int zf_buffer_device_id(const zf_buffer_t *buf)
 int zf_buffer_refcount(const zf_buffer_t *buf)
 {
     return atomic_load(&buf->refs);
+}
+
+uint64_t zf_buffer_version(const zf_buffer_t *buf)
+{
+    return atomic_load(&buf->version);
+}
+
+void zf_buffer_bump_version(zf_buffer_t *buf)
+{
+    atomic_fetch_add(&buf->version, 1);
 }
 
 /* ---- tensors ------------------------------------------------------------ */

@@ -128,6 +128,13 @@ int zf_buffer_device_id(const zf_buffer_t *buf);
 /* The current count; for tests and debugging only (racy by nature). */
 int zf_buffer_refcount(const zf_buffer_t *buf);
 
+/* A write counter: code that changes a buffer's bytes in place after others
+ * may have read them (variable updates) advances it, so that something
+ * derived from the bytes and keyed on the buffer (a kernel's reordered
+ * weights) can tell it is stale. Starts at 0; thread-safe. */
+uint64_t zf_buffer_version(const zf_buffer_t *buf);
+void zf_buffer_bump_version(zf_buffer_t *buf);
+
 /* The process-wide limit on one host allocation by zf_buffer_new and the
  * tensor constructors. The default is the physical memory size (at most
  * 1 TiB); set 0 to restore it. Thread-safe. */

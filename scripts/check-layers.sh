@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The layering check: every source file may include only headers of its own
 # layer or the layers below it (docs/design.md, "Layers"), and the
-# scheduler program links no BLAS and no CUDA.
+# scheduler program links no BLAS, no oneDNN and no CUDA.
 #
 #   scripts/check-layers.sh [SOURCE_ROOT] [BUILD_DIR]
 #
@@ -68,7 +68,7 @@ if [[ -n "$build" ]]; then
     needed=$(readelf -d "$prog" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
     for lib in $needed; do
       case "$lib" in
-        *openblas* | *blas.so* | *cudart* | *cublas* | libcuda.so*)
+        *openblas* | *blas.so* | *cudart* | *cublas* | libcuda.so* | libdnnl* | libmkldnn* | libgomp*)
           echo "layering: zflow-scheduler links $lib (the scheduler runs no kernel)"
           bad=1
           ;;

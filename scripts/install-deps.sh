@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(cmake make gcc pkg-config
           libzmq3-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler
-          libcmocka-dev libopenblas-dev)
+          libcmocka-dev libopenblas-dev libdnnl-dev)
 for arg in "$@"; do
   case "$arg" in
     --fuzz) packages+=(clang libclang-rt-dev) ;;

@@ -1,17 +1,16 @@
-/* CPU Conv2D (NHWC input, HWIO filter, SAME/VALID padding, strides,
- * dilations of 1) by im2col + GEMM through OpenBLAS, and MaxPool and
- * AvgPool (NHWC), for FLOAT and DOUBLE.
- *
- * Conv2D builds the patch matrix in tiles of output rows (bounded scratch)
- * with the device pool, then multiplies each tile by the filter viewed as a
- * [KH*KW*C, OC] matrix; OpenBLAS threads the GEMM itself. A 1x1 filter with
- * stride 1 skips the patch matrix. */
+/* CPU Conv2D, DepthwiseConv2dNative, MaxPool and AvgPool with TensorFlow's
+ * attrs (strides, dilations, SAME/VALID/EXPLICIT padding, NHWC or NCHW).
+ * Float runs on oneDNN (kernels_dnnl.c); double, which oneDNN lacks, on the
+ * loops here, NHWC only: Conv2D by im2col + GEMM through OpenBLAS (patch
+ * matrix built in tiles of output rows with the device pool; a 1x1 filter
+ * with stride 1 skips it), depthwise and pools by direct window scans. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/graph.h"
+#include "executor/kernels/kernels_conv.h"
 #include "executor/kernels/kernels_util.h"
 
 /* Bytes of patch matrix built at a time: small enough to stay in cache
@@ -20,16 +19,24 @@
 
 /* ---- windows --------------------------------------------------------------------- */
 
+enum { S_SAME, S_VALID, S_EXPLICIT };
+
 typedef struct {
-    int64_t kh, kw; /* window (pools only; Conv2D reads the filter) */
-    int64_t sh, sw; /* strides */
-    bool same;      /* SAME padding, else VALID */
+    zf__win_kind_t kind;
+    bool nchw;
+    int64_t kh, kw;  /* window (pools only; convolutions read the filter) */
+    int64_t sh, sw;  /* strides */
+    int64_t dh, dw;  /* dilations */
+    int padding;     /* S_SAME, S_VALID, S_EXPLICIT */
+    int64_t pads[4]; /* EXPLICIT: top, bottom, left, right */
+    zf__dnnl_cache_t *dnnl;
 } s_window_t;
 
-/* Reads a 4-entry NHWC list attr (strides, ksize) whose batch and depth
- * entries must be 1; stores the H and W entries. */
-static zf_status_t s_attr_hw(const Tensorflow__NodeDef *node, const char *key, int64_t *h,
-                             int64_t *w)
+/* Reads a 4-entry list attr (strides, ksize, dilations) in the node's
+ * layout, whose batch and depth entries must be 1; stores the H and W
+ * entries. */
+static zf_status_t s_attr_hw(const Tensorflow__NodeDef *node, const char *key, bool nchw,
+                             int64_t *h, int64_t *w)
 {
     const int64_t *v = NULL;
     size_t n = 0;
@@ -37,81 +44,153 @@ static zf_status_t s_attr_hw(const Tensorflow__NodeDef *node, const char *key, i
     if (n != 4)
         return zf_invalid_argument("%s (%s): %s must specify 4 dimensions, got %zu", node->name,
                                    node->op, key, n);
-    if (v[0] != 1 || v[3] != 1)
+    int ih = nchw ? 2 : 1, iw = nchw ? 3 : 2, ic = nchw ? 1 : 3;
+    if (v[0] != 1 || v[ic] != 1)
         return zf_unimplemented("%s (%s): %s in the batch and depth dimensions must be 1, got "
                                 "[%lld,%lld,%lld,%lld]",
                                 node->name, node->op, key, (long long)v[0], (long long)v[1],
                                 (long long)v[2], (long long)v[3]);
-    if (v[1] < 1 || v[2] < 1 || v[1] > INT32_MAX || v[2] > INT32_MAX)
-        return zf_invalid_argument("%s (%s): %s must be in [1, 2^31), got [1,%lld,%lld,1]",
-                                   node->name, node->op, key, (long long)v[1], (long long)v[2]);
-    *h = v[1];
-    *w = v[2];
+    if (v[ih] < 1 || v[iw] < 1 || v[ih] > INT32_MAX || v[iw] > INT32_MAX)
+        return zf_invalid_argument("%s (%s): %s must be in [1, 2^31), got [%lld,%lld,%lld,%lld]",
+                                   node->name, node->op, key, (long long)v[0], (long long)v[1],
+                                   (long long)v[2], (long long)v[3]);
+    *h = v[ih];
+    *w = v[iw];
     return ZF_STATUS_OK;
 }
 
-static zf_status_t s_check_nhwc(const Tensorflow__NodeDef *node)
+static zf_status_t s_attr_format(const Tensorflow__NodeDef *node, bool *nchw)
 {
     const uint8_t *fmt = NULL;
     size_t len = 0;
     ZF_TRY(zf_node_attr_string_or(node, "data_format", "NHWC", &fmt, &len));
-    if (len == 4 && memcmp(fmt, "NHWC", 4) == 0) return ZF_STATUS_OK;
-    return zf_unimplemented("%s (%s): only data_format NHWC is supported on CPU, got '%.*s'",
-                            node->name, node->op, (int)(len > 16 ? 16 : len), (const char *)fmt);
+    *nchw = len == 4 && memcmp(fmt, "NCHW", 4) == 0;
+    if (*nchw || (len == 4 && memcmp(fmt, "NHWC", 4) == 0)) return ZF_STATUS_OK;
+    return zf_invalid_argument("%s (%s): Invalid data format '%.*s'", node->name, node->op,
+                               (int)(len > 16 ? 16 : len), (const char *)fmt);
 }
 
-static zf_status_t s_window_create(const Tensorflow__NodeDef *node, bool pool, void **state)
+/* padding and explicit_paddings, checked as TensorFlow's CheckValidPadding. */
+static zf_status_t s_attr_conv_padding(const Tensorflow__NodeDef *node, s_window_t *w)
 {
-    s_window_t w = {1, 1, 1, 1, false};
-    ZF_TRY(s_check_nhwc(node));
-    ZF_TRY(s_attr_hw(node, "strides", &w.sh, &w.sw));
-    ZF_TRY(zf_kernels_attr_padding(node, &w.same));
-    if (pool) ZF_TRY(s_attr_hw(node, "ksize", &w.kh, &w.kw));
-    if (!pool && zf_node_attr(node, "dilations")) {
-        int64_t dh = 1, dw = 1;
-        ZF_TRY(s_attr_hw(node, "dilations", &dh, &dw));
-        if (dh != 1 || dw != 1)
-            return zf_unimplemented("%s (%s): dilations other than 1 are not supported, got "
-                                    "[1,%lld,%lld,1]",
-                                    node->name, node->op, (long long)dh, (long long)dw);
+    const uint8_t *p = NULL;
+    size_t len = 0;
+    ZF_TRY(zf_node_attr_string(node, "padding", &p, &len));
+    if (len == 4 && memcmp(p, "SAME", 4) == 0)
+        w->padding = S_SAME;
+    else if (len == 5 && memcmp(p, "VALID", 5) == 0)
+        w->padding = S_VALID;
+    else if (len == 8 && memcmp(p, "EXPLICIT", 8) == 0)
+        w->padding = S_EXPLICIT;
+    else
+        return zf_invalid_argument("%s (%s): padding must be SAME, VALID or EXPLICIT, got '%.*s'",
+                                   node->name, node->op, (int)(len > 32 ? 32 : len),
+                                   (const char *)p);
+    const int64_t *v = NULL;
+    size_t n = 0;
+    if (zf_node_attr(node, "explicit_paddings"))
+        ZF_TRY(zf_node_attr_list_int(node, "explicit_paddings", &v, &n));
+    if (w->padding != S_EXPLICIT) {
+        if (n == 0) return ZF_STATUS_OK;
+        return zf_invalid_argument("%s (%s): explicit_paddings attribute must be empty if the "
+                                   "padding attribute is not EXPLICIT",
+                                   node->name, node->op);
+    }
+    if (n != 8)
+        return zf_invalid_argument(
+            "%s (%s): explicit_paddings attribute must contain 8 values, but got: %zu", node->name,
+            node->op, n);
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < 0)
+            return zf_invalid_argument(
+                "%s (%s): All elements of explicit_paddings must be nonnegative", node->name,
+                node->op);
+        if (v[i] > INT32_MAX)
+            return zf_invalid_argument("%s (%s): explicit_paddings must be below 2^31, got %lld",
+                                       node->name, node->op, (long long)v[i]);
+    }
+    int b = 0, c = w->nchw ? 1 : 3, h = w->nchw ? 2 : 1, x = w->nchw ? 3 : 2;
+    if (v[2 * b] || v[2 * b + 1] || v[2 * c] || v[2 * c + 1])
+        return zf_invalid_argument("%s (%s): Nonzero explicit padding in the batch or depth "
+                                   "dimensions is not supported",
+                                   node->name, node->op);
+    w->pads[0] = v[2 * h];
+    w->pads[1] = v[2 * h + 1];
+    w->pads[2] = v[2 * x];
+    w->pads[3] = v[2 * x + 1];
+    return ZF_STATUS_OK;
+}
+
+static void s_window_destroy(void *state)
+{
+    s_window_t *w = state;
+    if (!w) return;
+    zf__dnnl_cache_destroy(&w->dnnl);
+    free(w);
+}
+
+static zf_status_t s_window_create(const Tensorflow__NodeDef *node, zf__win_kind_t kind,
+                                   void **state)
+{
+    s_window_t w = {.kind = kind, .kh = 1, .kw = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1};
+    bool pool = kind == ZF__WIN_MAXPOOL || kind == ZF__WIN_AVGPOOL;
+    ZF_TRY(s_attr_format(node, &w.nchw));
+    ZF_TRY(s_attr_hw(node, "strides", w.nchw, &w.sh, &w.sw));
+    if (pool) {
+        bool same = false;
+        ZF_TRY(zf_kernels_attr_padding(node, &same));
+        w.padding = same ? S_SAME : S_VALID;
+        ZF_TRY(s_attr_hw(node, "ksize", w.nchw, &w.kh, &w.kw));
+    } else {
+        ZF_TRY(s_attr_conv_padding(node, &w));
+        if (zf_node_attr(node, "dilations"))
+            ZF_TRY(s_attr_hw(node, "dilations", w.nchw, &w.dh, &w.dw));
     }
     s_window_t *p = malloc(sizeof *p);
     if (!p) return zf_out_of_memory("window kernel");
     *p = w;
+    zf_status_t s = zf__dnnl_cache_new(&p->dnnl);
+    if (!zf_ok(s)) {
+        free(p);
+        return s;
+    }
     *state = p;
     return ZF_STATUS_OK;
 }
 
-/* TensorFlow's windowed output size and leading padding along one dim. */
-static zf_status_t s_out_size(const zf_kernel_ctx_t *ctx, bool same, int64_t in, int64_t k,
-                              int64_t s, int64_t *out, int64_t *pad)
+/* TensorFlow's windowed output size and padding along one dim
+ * (GetWindowedOutputSizeVerbose), the window dilated to (k - 1) * d + 1. */
+static zf_status_t s_out_size(const zf_kernel_ctx_t *ctx, const s_window_t *win, int64_t in,
+                              int64_t k, int64_t s, int64_t d, const int64_t *pads, int64_t *out,
+                              int64_t *before, int64_t *after)
 {
-    *pad = 0;
-    if (same) {
+    int64_t eff = (k - 1) * d + 1;
+    *before = *after = 0;
+    if (win->padding == S_SAME) {
         *out = (in + s - 1) / s;
-        int64_t total = (*out - 1) * s + k - in;
-        *pad = total > 0 ? total / 2 : 0;
-        return ZF_STATUS_OK;
+        int64_t total = (*out - 1) * s + eff - in;
+        if (total > 0) {
+            *before = total / 2;
+            *after = total - *before;
+        }
+    } else if (win->padding == S_VALID) {
+        *out = (in - eff + s) / s;
+    } else {
+        *before = pads[0];
+        *after = pads[1];
+        *out = (in + *before + *after - eff + s) / s;
     }
-    *out = (in - k + s) / s;
-    if (in - k + s < 0)
+    if (*out < 0)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
                                "Computed output size would be negative: %lld [input_size: %lld, "
                                "effective_filter_size: %lld, stride: %lld]",
-                               (long long)*out, (long long)in, (long long)k, (long long)s);
+                               (long long)*out, (long long)in, (long long)eff, (long long)s);
     return ZF_STATUS_OK;
 }
 
-/* Input, window and output geometry of one NHWC window op. */
-typedef struct {
-    int64_t n, h, w, c;     /* input */
-    int64_t kh, kw;         /* window */
-    int64_t sh, sw, pt, pl; /* strides, top and left padding */
-    int64_t oh, ow, oc;     /* output (oc = channels out) */
-} s_geom_t;
-
+/* The geometry of one window op on input 0, with a kh x kw window. */
 static zf_status_t s_geometry(const zf_kernel_ctx_t *ctx, const s_window_t *win, int64_t kh,
-                              int64_t kw, s_geom_t *g)
+                              int64_t kw, zf__win_geom_t *g)
 {
     const zf_tensor_t *x = ctx->inputs[0];
     const zf_shape_t *s = zf_tensor_shape(x);
@@ -119,45 +198,66 @@ static zf_status_t s_geometry(const zf_kernel_ctx_t *ctx, const s_window_t *win,
     if (s->rank != 4)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "input must be 4-dimensional%s",
                                zf_kernels_shape_str(x, sbuf));
-    *g = (s_geom_t){.n = s->dims[0],
-                    .h = s->dims[1],
-                    .w = s->dims[2],
-                    .c = s->dims[3],
-                    .kh = kh,
-                    .kw = kw,
-                    .sh = win->sh,
-                    .sw = win->sw,
-                    .oc = s->dims[3]};
-    ZF_TRY(s_out_size(ctx, win->same, g->h, kh, g->sh, &g->oh, &g->pt));
-    return s_out_size(ctx, win->same, g->w, kw, g->sw, &g->ow, &g->pl);
+    *g = (zf__win_geom_t){.kind = win->kind,
+                          .nchw = win->nchw,
+                          .n = s->dims[0],
+                          .h = s->dims[win->nchw ? 2 : 1],
+                          .w = s->dims[win->nchw ? 3 : 2],
+                          .c = s->dims[win->nchw ? 1 : 3],
+                          .kh = kh,
+                          .kw = kw,
+                          .sh = win->sh,
+                          .sw = win->sw,
+                          .dh = win->dh,
+                          .dw = win->dw};
+    g->oc = g->c;
+    ZF_TRY(s_out_size(ctx, win, g->h, kh, g->sh, g->dh, &win->pads[0], &g->oh, &g->pt, &g->pb));
+    return s_out_size(ctx, win, g->w, kw, g->sw, g->dw, &win->pads[2], &g->ow, &g->pl, &g->pr);
 }
 
-/* ---- Conv2D ----------------------------------------------------------------------------- */
+static zf_shape_t s_out_shape(const zf__win_geom_t *g)
+{
+    if (g->nchw) return (zf_shape_t){.rank = 4, .dims = {g->n, g->oc, g->oh, g->ow}};
+    return (zf_shape_t){.rank = 4, .dims = {g->n, g->oh, g->ow, g->oc}};
+}
+
+/* The portable loops cover NHWC only. */
+static zf_status_t s_check_portable(const zf_kernel_ctx_t *ctx, const zf__win_geom_t *g)
+{
+    if (!g->nchw) return ZF_STATUS_OK;
+    return zf_kernel_error(ctx, ZF_UNIMPLEMENTED,
+                           "data_format NCHW is only supported for float on CPU, got %s",
+                           zf_kernels_dtype_name((int)zf_tensor_dtype(ctx->inputs[0])));
+}
+
+/* ---- Conv2D by im2col (double, and the benchmarks' reference) ------------------------- */
 
 typedef struct {
-    const s_geom_t *g;
+    const zf__win_geom_t *g;
     const char *in; /* batch b's input */
     char *patches;  /* [rows, kh*kw*c] */
     int64_t row0;   /* first output pixel (oy*ow + ox) of the tile */
     size_t elem;
 } s_im2col_t;
 
-/* One window row of a patch: kw pixels of c channels from input row y
- * starting at column x0; in-bounds rows are one contiguous copy. */
+/* One window row of a patch: kw pixels (dw apart) of c channels from input
+ * row y starting at column x0; padding is zero. An undilated in-bounds row
+ * is one contiguous copy. */
 static void s_window_row(const s_im2col_t *j, int64_t y, int64_t x0, char *dst)
 {
-    const s_geom_t *g = j->g;
+    const zf__win_geom_t *g = j->g;
     size_t run = (size_t)g->c * j->elem;
     if (y < 0 || y >= g->h) {
         memset(dst, 0, run * (size_t)g->kw);
         return;
     }
     const char *src = j->in + (size_t)(y * g->w * g->c) * j->elem;
-    if (x0 >= 0 && x0 + g->kw <= g->w) {
+    if (g->dw == 1 && x0 >= 0 && x0 + g->kw <= g->w) {
         memcpy(dst, src + (size_t)(x0 * g->c) * j->elem, run * (size_t)g->kw);
         return;
     }
-    for (int64_t x = x0; x < x0 + g->kw; x++, dst += run) {
+    for (int64_t kx = 0; kx < g->kw; kx++, dst += run) {
+        int64_t x = x0 + kx * g->dw;
         if (x < 0 || x >= g->w)
             memset(dst, 0, run);
         else
@@ -166,17 +266,17 @@ static void s_window_row(const s_im2col_t *j, int64_t y, int64_t x0, char *dst)
 }
 
 /* Fills patch rows [begin, end) of the tile: each is one output pixel's
- * window, padding zero. */
+ * window. */
 static void s_im2col_rows(void *arg, int64_t begin, int64_t end)
 {
     const s_im2col_t *j = arg;
-    const s_geom_t *g = j->g;
+    const zf__win_geom_t *g = j->g;
     size_t wrow = (size_t)(g->kw * g->c) * j->elem;
     for (int64_t r = begin; r < end; r++) {
         int64_t p = j->row0 + r, oy = p / g->ow, ox = p % g->ow;
         char *dst = j->patches + (size_t)r * wrow * (size_t)g->kh;
         for (int64_t ky = 0; ky < g->kh; ky++, dst += wrow)
-            s_window_row(j, oy * g->sh - g->pt + ky, ox * g->sw - g->pl, dst);
+            s_window_row(j, oy * g->sh - g->pt + ky * g->dh, ox * g->sw - g->pl, dst);
     }
 }
 
@@ -192,43 +292,19 @@ static void s_gemm(zf_dtype_t t, int64_t m, int64_t k, int64_t oc, const void *a
                     1.0, a, (blasint)k, f, (blasint)oc, 0.0, out, (blasint)oc);
 }
 
-static zf_status_t s_conv_check(const zf_kernel_ctx_t *ctx, const s_window_t *win, s_geom_t *g)
-{
-    const zf_tensor_t *x = ctx->inputs[0], *f = ctx->inputs[1];
-    const zf_shape_t *fs = zf_tensor_shape(f);
-    char s1[ZF_SHAPE_STRING_MAX], s2[ZF_SHAPE_STRING_MAX];
-    zf_dtype_t t = zf_tensor_dtype(x);
-    if (t != ZF_FLOAT && t != ZF_DOUBLE)
-        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
-                               zf_kernels_dtype_name((int)t));
-    ZF_TRY(zf_kernels_check_dtype(ctx, 1, t));
-    if (fs->rank != 4)
-        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "filter must be 4-dimensional: %s",
-                               zf_kernels_shape_str(f, s1));
-    ZF_TRY(s_geometry(ctx, win, fs->dims[0], fs->dims[1], g));
-    if (fs->dims[2] != g->c)
-        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
-                               "input and filter must have the same depth: %lld vs %lld (input "
-                               "%s, filter %s)",
-                               (long long)g->c, (long long)fs->dims[2], zf_kernels_shape_str(x, s1),
-                               zf_kernels_shape_str(f, s2));
-    g->oc = fs->dims[3];
-    int64_t k = g->kh * g->kw * g->c;
-    if (k > INT32_MAX || g->oc > INT32_MAX || g->oh * g->ow > INT32_MAX)
-        return zf_kernel_error(ctx, ZF_UNIMPLEMENTED, "convolution too large for one BLAS call");
-    return ZF_STATUS_OK;
-}
-
 /* Runs the convolution of every batch, tile by tile. */
-static zf_status_t s_conv_run(zf_kernel_ctx_t *ctx, const s_geom_t *g, zf_tensor_t *out)
+static zf_status_t s_im2col_run(zf_kernel_ctx_t *ctx, const zf__win_geom_t *g, zf_tensor_t *out)
 {
     zf_dtype_t t = zf_tensor_dtype(ctx->inputs[0]);
     size_t elem = zf_dtype_size(t);
     int64_t k = g->kh * g->kw * g->c, pixels = g->oh * g->ow;
+    if (k > INT32_MAX || g->oc > INT32_MAX || pixels > INT32_MAX)
+        return zf_kernel_error(ctx, ZF_UNIMPLEMENTED, "convolution too large for one BLAS call");
     const char *in = zf_tensor_data(ctx->inputs[0]);
     const void *filter = zf_tensor_data(ctx->inputs[1]);
     char *o = zf_tensor_data(out);
-    bool direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1;
+    bool direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 &&
+                  g->pl == 0 && g->oh == g->h && g->ow == g->w;
     if (direct) { /* the input already is the patch matrix */
         for (int64_t b = 0; b < g->n; b++)
             s_gemm(t, pixels, k, g->oc, in + (size_t)(b * pixels * k) * elem, filter,
@@ -255,84 +331,175 @@ static zf_status_t s_conv_run(zf_kernel_ctx_t *ctx, const s_geom_t *g, zf_tensor
     return ZF_STATUS_OK;
 }
 
+/* ---- DepthwiseConv2dNative (double) ------------------------------------------------------ */
+
+typedef struct {
+    const zf__win_geom_t *g;
+    const double *in, *filter;
+    double *out;
+} s_depthwise_job_t;
+
+/* Output rows r = (b, oy) in [begin, end): out[b,oy,ox,c*M+m] sums
+ * in[b, iy, ix, c] * filter[ky, kx, c, m] over the in-bounds window. */
+static void s_depthwise_rows(void *arg, int64_t begin, int64_t end)
+{
+    const s_depthwise_job_t *j = arg;
+    const zf__win_geom_t *g = j->g;
+    int64_t m_count = g->oc / g->c;
+    for (int64_t r = begin; r < end; r++) {
+        int64_t b = r / g->oh, oy = r % g->oh;
+        double *o = j->out + (b * g->oh + oy) * g->ow * g->oc;
+        for (int64_t ox = 0; ox < g->ow; ox++, o += g->oc) {
+            for (int64_t i = 0; i < g->oc; i++) o[i] = 0;
+            for (int64_t ky = 0; ky < g->kh; ky++) {
+                int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+                if (iy < 0 || iy >= g->h) continue;
+                for (int64_t kx = 0; kx < g->kw; kx++) {
+                    int64_t ix = ox * g->sw - g->pl + kx * g->dw;
+                    if (ix < 0 || ix >= g->w) continue;
+                    const double *p = j->in + ((b * g->h + iy) * g->w + ix) * g->c;
+                    const double *f = j->filter + (ky * g->kw + kx) * g->oc;
+                    for (int64_t c = 0; c < g->c; c++)
+                        for (int64_t m = 0; m < m_count; m++)
+                            o[c * m_count + m] += p[c] * f[c * m_count + m];
+                }
+            }
+        }
+    }
+}
+
+/* ---- Conv2D, DepthwiseConv2dNative ----------------------------------------------------- */
+
+/* Checks a convolution's inputs and fills its geometry. */
+static zf_status_t s_conv_check(const zf_kernel_ctx_t *ctx, const s_window_t *win,
+                                zf__win_geom_t *g)
+{
+    ZF_TRY(zf_kernels_check_inputs(ctx, 2));
+    const zf_tensor_t *x = ctx->inputs[0], *f = ctx->inputs[1];
+    const zf_shape_t *fs = zf_tensor_shape(f);
+    char s1[ZF_SHAPE_STRING_MAX], s2[ZF_SHAPE_STRING_MAX];
+    zf_dtype_t t = zf_tensor_dtype(x);
+    if (t != ZF_FLOAT && t != ZF_DOUBLE)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
+                               zf_kernels_dtype_name((int)t));
+    ZF_TRY(zf_kernels_check_dtype(ctx, 1, t));
+    if (fs->rank != 4)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "filter must be 4-dimensional: %s",
+                               zf_kernels_shape_str(f, s1));
+    for (int i = 0; i < 4; i++)
+        if (fs->dims[i] > INT32_MAX)
+            return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "filter too large");
+    ZF_TRY(s_geometry(ctx, win, fs->dims[0], fs->dims[1], g));
+    if (fs->dims[2] != g->c)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
+                               "input and filter must have the same depth: %lld vs %lld (input "
+                               "%s, filter %s)",
+                               (long long)g->c, (long long)fs->dims[2], zf_kernels_shape_str(x, s1),
+                               zf_kernels_shape_str(f, s2));
+    g->oc = win->kind == ZF__WIN_DEPTHWISE ? g->c * fs->dims[3] : fs->dims[3];
+    return ZF_STATUS_OK;
+}
+
+/* Computes a convolution node; im2col forces the portable Conv2D. */
+static zf_status_t s_conv(zf_kernel_ctx_t *ctx, bool im2col)
+{
+    const s_window_t *win = ctx->state;
+    zf__win_geom_t g;
+    ZF_TRY(s_conv_check(ctx, win, &g));
+    zf_dtype_t t = zf_tensor_dtype(ctx->inputs[0]);
+    bool portable = im2col || t != ZF_FLOAT;
+    if (portable) ZF_TRY(s_check_portable(ctx, &g));
+    zf_shape_t shape = s_out_shape(&g);
+    zf_tensor_t *out = NULL;
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, &shape, &out));
+    if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
+    if (g.kh * g.kw * g.c == 0 || g.h * g.w == 0) { /* empty or all-padding windows: zero */
+        memset(zf_tensor_data(out), 0, zf_tensor_nbytes(out));
+        return ZF_STATUS_OK;
+    }
+    if (!portable) return zf__dnnl_run(ctx, win->dnnl, &g, ctx->inputs[0], ctx->inputs[1], out);
+    if (win->kind == ZF__WIN_CONV) return s_im2col_run(ctx, &g, out);
+    s_depthwise_job_t job = {&g, zf_tensor_data(ctx->inputs[0]), zf_tensor_data(ctx->inputs[1]),
+                             zf_tensor_data(out)};
+    int64_t per_row = g.ow * g.oc * g.kh * g.kw;
+    zf_kernels_parallel_for(ctx, g.n * g.oh, ZF_KERNELS_PARALLEL_MIN / per_row + 1,
+                            s_depthwise_rows, &job);
+    return ZF_STATUS_OK;
+}
+
 static zf_status_t s_conv_create(const Tensorflow__NodeDef *node, void **state)
 {
-    return s_window_create(node, false, state);
+    return s_window_create(node, ZF__WIN_CONV, state);
+}
+
+static zf_status_t s_depthwise_create(const Tensorflow__NodeDef *node, void **state)
+{
+    return s_window_create(node, ZF__WIN_DEPTHWISE, state);
 }
 
 static zf_status_t s_conv_compute(zf_kernel_ctx_t *ctx)
 {
-    ZF_TRY(zf_kernels_check_inputs(ctx, 2));
-    s_geom_t g;
-    ZF_TRY(s_conv_check(ctx, ctx->state, &g));
-    zf_shape_t shape = {.rank = 4, .dims = {g.n, g.oh, g.ow, g.oc}};
-    zf_tensor_t *out = NULL;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, zf_tensor_dtype(ctx->inputs[0]), &shape, &out));
-    if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
-    if (g.kh * g.kw * g.c == 0) { /* empty windows sum to zero */
-        memset(zf_tensor_data(out), 0, zf_tensor_nbytes(out));
-        return ZF_STATUS_OK;
-    }
-    return s_conv_run(ctx, &g, out);
+    return s_conv(ctx, false);
+}
+
+zf_status_t zf__kernels_conv2d_im2col(zf_kernel_ctx_t *ctx)
+{
+    return s_conv(ctx, true);
 }
 
 /* ---- MaxPool, AvgPool ------------------------------------------------------------------------ */
 
 typedef struct {
-    const s_geom_t *g;
+    const zf__win_geom_t *g;
     bool max;
-    zf_dtype_t dtype;
-    const void *in;
-    void *out;
+    const double *in;
+    double *out;
 } s_pool_job_t;
 
-/* One output row (b, oy) of pooled pixels; the window is clipped to the
+/* Output rows r = (b, oy) in [begin, end); the window is clipped to the
  * input, so padding never contributes (AvgPool divides by what is left). */
-#define S_POOL_ROW(T)                                                                              \
-    do {                                                                                           \
-        const T *in = (const T *)j->in + b * g->h * g->w * g->c;                                   \
-        T *o = (T *)j->out + ((b * g->oh + oy) * g->ow) * g->c;                                    \
-        for (int64_t ox = 0; ox < g->ow; ox++, o += g->c) {                                        \
-            int64_t x0 = ox * g->sw - g->pl, x1 = x0 + g->kw;                                      \
-            x0 = x0 < 0 ? 0 : x0;                                                                  \
-            x1 = x1 > g->w ? g->w : x1;                                                            \
-            int64_t count = (y1 - y0) * (x1 - x0);                                                 \
-            for (int64_t c = 0; c < g->c; c++) o[c] = j->max ? -(T)INFINITY : 0;                   \
-            for (int64_t y = y0; y < y1; y++)                                                      \
-                for (int64_t x = x0; x < x1; x++) {                                                \
-                    const T *p = in + (y * g->w + x) * g->c;                                       \
-                    if (j->max)                                                                    \
-                        for (int64_t c = 0; c < g->c; c++) o[c] = p[c] > o[c] ? p[c] : o[c];       \
-                    else                                                                           \
-                        for (int64_t c = 0; c < g->c; c++) o[c] += p[c];                           \
-                }                                                                                  \
-            if (!j->max && count > 0)                                                              \
-                for (int64_t c = 0; c < g->c; c++) o[c] /= (T)count;                               \
-        }                                                                                          \
-    } while (0)
-
 static void s_pool_rows(void *arg, int64_t begin, int64_t end)
 {
     const s_pool_job_t *j = arg;
-    const s_geom_t *g = j->g;
+    const zf__win_geom_t *g = j->g;
     for (int64_t r = begin; r < end; r++) {
         int64_t b = r / g->oh, oy = r % g->oh;
         int64_t y0 = oy * g->sh - g->pt, y1 = y0 + g->kh;
         y0 = y0 < 0 ? 0 : y0;
         y1 = y1 > g->h ? g->h : y1;
-        if (j->dtype == ZF_FLOAT)
-            S_POOL_ROW(float);
-        else
-            S_POOL_ROW(double);
+        const double *in = j->in + b * g->h * g->w * g->c;
+        double *o = j->out + ((b * g->oh + oy) * g->ow) * g->c;
+        for (int64_t ox = 0; ox < g->ow; ox++, o += g->c) {
+            int64_t x0 = ox * g->sw - g->pl, x1 = x0 + g->kw;
+            x0 = x0 < 0 ? 0 : x0;
+            x1 = x1 > g->w ? g->w : x1;
+            int64_t count = (y1 - y0) * (x1 - x0);
+            for (int64_t c = 0; c < g->c; c++) o[c] = j->max ? -INFINITY : 0;
+            for (int64_t y = y0; y < y1; y++)
+                for (int64_t x = x0; x < x1; x++) {
+                    const double *p = in + (y * g->w + x) * g->c;
+                    if (j->max)
+                        for (int64_t c = 0; c < g->c; c++) o[c] = p[c] > o[c] ? p[c] : o[c];
+                    else
+                        for (int64_t c = 0; c < g->c; c++) o[c] += p[c];
+                }
+            if (!j->max && count > 0)
+                for (int64_t c = 0; c < g->c; c++) o[c] /= (double)count;
+        }
     }
 }
 
-static zf_status_t s_pool_create(const Tensorflow__NodeDef *node, void **state)
+static zf_status_t s_max_pool_create(const Tensorflow__NodeDef *node, void **state)
 {
-    return s_window_create(node, true, state);
+    return s_window_create(node, ZF__WIN_MAXPOOL, state);
 }
 
-static zf_status_t s_pool(zf_kernel_ctx_t *ctx, bool max)
+static zf_status_t s_avg_pool_create(const Tensorflow__NodeDef *node, void **state)
+{
+    return s_window_create(node, ZF__WIN_AVGPOOL, state);
+}
+
+static zf_status_t s_pool_compute(zf_kernel_ctx_t *ctx)
 {
     ZF_TRY(zf_kernels_check_inputs(ctx, 1));
     const s_window_t *win = ctx->state;
@@ -340,42 +507,36 @@ static zf_status_t s_pool(zf_kernel_ctx_t *ctx, bool max)
     if (t != ZF_FLOAT && t != ZF_DOUBLE)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
                                zf_kernels_dtype_name((int)t));
-    s_geom_t g;
+    zf__win_geom_t g;
     ZF_TRY(s_geometry(ctx, win, win->kh, win->kw, &g));
-    zf_shape_t shape = {.rank = 4, .dims = {g.n, g.oh, g.ow, g.c}};
+    if (t != ZF_FLOAT) ZF_TRY(s_check_portable(ctx, &g));
+    zf_shape_t shape = s_out_shape(&g);
     zf_tensor_t *out = NULL;
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, &shape, &out));
     if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
-    s_pool_job_t job = {&g, max, t, zf_tensor_data(ctx->inputs[0]), zf_tensor_data(out)};
+    if (t == ZF_FLOAT) return zf__dnnl_run(ctx, win->dnnl, &g, ctx->inputs[0], NULL, out);
+    s_pool_job_t job = {&g, win->kind == ZF__WIN_MAXPOOL, zf_tensor_data(ctx->inputs[0]),
+                        zf_tensor_data(out)};
     int64_t per_row = g.ow * g.c * win->kh * win->kw;
     zf_kernels_parallel_for(ctx, g.n * g.oh, ZF_KERNELS_PARALLEL_MIN / per_row + 1, s_pool_rows,
                             &job);
     return ZF_STATUS_OK;
 }
 
-static zf_status_t s_max_pool_compute(zf_kernel_ctx_t *ctx)
-{
-    return s_pool(ctx, true);
-}
-
-static zf_status_t s_avg_pool_compute(zf_kernel_ctx_t *ctx)
-{
-    return s_pool(ctx, false);
-}
-
-/* ---- registration
- * -------------------------------------------------------------------------------- */
+/* ---- registration ------------------------------------------------------------------------ */
 
 #define S_KERNEL(op_, create_, compute_)                                                           \
     {                                                                                              \
         .op = (op_), .device_type = "CPU", .allowed_types = ZF_TYPES_FLOAT,                        \
-        .flags = ZF_KERNEL_EXPENSIVE, .create = (create_), .destroy = free, .compute = (compute_)  \
+        .flags = ZF_KERNEL_EXPENSIVE, .create = (create_), .destroy = s_window_destroy,            \
+        .compute = (compute_)                                                                      \
     }
 
 static const zf_kernel_t s_defs[] = {
     S_KERNEL("Conv2D", s_conv_create, s_conv_compute),
-    S_KERNEL("MaxPool", s_pool_create, s_max_pool_compute),
-    S_KERNEL("AvgPool", s_pool_create, s_avg_pool_compute),
+    S_KERNEL("MaxPool", s_max_pool_create, s_pool_compute),
+    S_KERNEL("AvgPool", s_avg_pool_create, s_pool_compute),
+    S_KERNEL("DepthwiseConv2dNative", s_depthwise_create, s_conv_compute),
 };
 
 zf_status_t zf__kernels_register_conv(void)

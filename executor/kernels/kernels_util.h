@@ -16,7 +16,8 @@
  *   arithmetic goes through the unsigned type so overflow wraps (as in
  *   TensorFlow) instead of being undefined.
  * - Large loops split over ctx->device->pool (zf_kernels_parallel_for) and
- *   run inline without a device; GEMMs are left to OpenBLAS's own threads.
+ *   run inline without a device; GEMMs are left to OpenBLAS's own threads,
+ *   oneDNN primitives to OpenMP teams sized from the pool (kernels_dnnl.c).
  *
  * Everything here is stateless and thread-safe. */
 #ifndef ZF_KERNELS_UTIL_H

@@ -204,6 +204,7 @@ zf_status_t zf_resource_update_var(zf_resource_mgr_t *mgr, const char *name,
     if (!var) return s_uninitialized(name);
     pthread_mutex_lock(&var->mu);
     zf_status_t s = var->value ? fn(var->value, arg) : s_uninitialized(name);
+    if (var->value) zf_buffer_bump_version(zf_tensor_buffer(var->value));
     pthread_mutex_unlock(&var->mu);
     return s;
 }
@@ -225,9 +226,10 @@ zf_status_t zf_resource_update_var_cow(zf_resource_mgr_t *mgr, const char *name,
     zf_tensor_t *copy = NULL;
     if (!var->value)
         s = s_uninitialized(name);
-    else if (s_exclusive(var->value))
+    else if (s_exclusive(var->value)) {
         s = fn(var->value, arg);
-    else if (zf_ok(s = zf_tensor_copy(var->value, &copy)) && zf_ok(s = fn(copy, arg)))
+        zf_buffer_bump_version(zf_tensor_buffer(var->value));
+    } else if (zf_ok(s = zf_tensor_copy(var->value, &copy)) && zf_ok(s = fn(copy, arg)))
         s = s_replace_locked(mgr, var, copy, var->value_indexed);
     else
         zf_tensor_unref(&copy);
@@ -327,6 +329,7 @@ static zf_status_t s_assign_locked(zf_resource_mgr_t *mgr, s_var_t *var, const z
     if (same && var->value_indexed && zf_tensor_dtype(cur) != ZF_STRING) {
         if (zf_tensor_nbytes(cur))
             memcpy(zf_tensor_data(cur), zf_tensor_data(value), zf_tensor_nbytes(cur));
+        zf_buffer_bump_version(zf_tensor_buffer(cur));
         return ZF_STATUS_OK;
     }
     zf_tensor_t *copy = NULL;

@@ -65,8 +65,10 @@ static void test_update_runs_in_place_and_passes_errors_through(void **state)
     ASSERT_OK(zf_resource_mgr_new(&mgr));
     zf_tensor_t *v = KT_F32(ZF_SHAPE(2), 1, 2), *got = NULL;
     ASSERT_OK(zf_resource_set_var(mgr, "w", v));
+    assert_int_equal(zf_buffer_version(zf_tensor_buffer(v)), 0);
     ASSERT_OK(zf_resource_update_var(mgr, "w", s_add_one, NULL));
-    KT_EXPECT_NEAR(v, ZF_SHAPE(2), 0, 2, 3); /* the very same tensor changed */
+    KT_EXPECT_NEAR(v, ZF_SHAPE(2), 0, 2, 3);                     /* the very same tensor changed */
+    assert_int_equal(zf_buffer_version(zf_tensor_buffer(v)), 1); /* and says so */
     zf_test_expect_error(zf_resource_update_var(mgr, "w", s_fail, NULL), ZF_INVALID_ARGUMENT,
                          "update refused");
     ASSERT_OK(zf_resource_get_var(mgr, "w", &got));
@@ -93,9 +95,11 @@ static void test_copy_on_write_update_leaves_earlier_readers_alone(void **state)
     zf_tensor_unref(&reader);
     zf_tensor_t *before = after; /* now only the variable and we hold it */
     zf_tensor_unref(&after);
+    uint64_t version = zf_buffer_version(zf_tensor_buffer(before));
     ASSERT_OK(zf_resource_update_var_cow(mgr, "w", s_add_one, NULL)); /* exclusive: in place */
     ASSERT_OK(zf_resource_get_var(mgr, "w", &after));
     assert_ptr_equal(after, before);
+    assert_int_equal(zf_buffer_version(zf_tensor_buffer(after)), version + 1);
     KT_EXPECT_NEAR(after, ZF_SHAPE(2), 0, 3, 4);
     zf_tensor_unref(&after);
     zf_test_expect_error(zf_resource_update_var_cow(mgr, "nope", s_add_one, NULL),
@@ -140,8 +144,10 @@ static void test_assign_copies_then_updates_in_place(void **state)
     assert_ptr_not_equal(first, init); /* a private copy */
     KT_EXPECT_NEAR(first, ZF_SHAPE(3), 0, 1, 2, 3);
     zf_tensor_t *next = KT_F32(ZF_SHAPE(3), 7, 8, 9);
+    uint64_t version = zf_buffer_version(zf_tensor_buffer(first));
     ASSERT_OK(zf_resource_assign_var(mgr, "v", next, true, &second));
-    assert_ptr_equal(second, first); /* same storage, new contents */
+    assert_ptr_equal(second, first); /* same storage, new contents, new version */
+    assert_int_equal(zf_buffer_version(zf_tensor_buffer(first)), version + 1);
     KT_EXPECT_NEAR(first, ZF_SHAPE(3), 0, 7, 8, 9);
     KT_EXPECT_NEAR(init, ZF_SHAPE(3), 0, 1, 2, 3);
     ASSERT_OK(zf_resource_var_ref(mgr, "v", ZF_FLOAT, &ref));

@@ -164,6 +164,22 @@ static void test_buffer_free_callback_fires_once_after_last_unref(void **state)
     assert_int_equal(rec.calls, 1);
 }
 
+static void test_buffer_version_counts_in_place_writes(void **state)
+{
+    (void)state;
+    zf_buffer_t *b = NULL;
+    ASSERT_OK(zf_buffer_new(16, &b));
+    assert_int_equal(zf_buffer_version(b), 0);
+    zf_buffer_bump_version(b);
+    zf_buffer_bump_version(b);
+    assert_int_equal(zf_buffer_version(b), 2);
+    zf_buffer_t *other = zf_buffer_ref(b); /* one buffer, one counter */
+    zf_buffer_bump_version(other);
+    assert_int_equal(zf_buffer_version(b), 3);
+    zf_buffer_unref(&other);
+    zf_buffer_unref(&b);
+}
+
 static void test_buffer_wrap_error_never_calls_free(void **state)
 {
     (void)state;
@@ -559,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_shape_round_trips_through_proto),
         cmocka_unit_test(test_shape_from_proto_rejects_rank_17_and_bad_dims),
         cmocka_unit_test(test_buffer_free_callback_fires_once_after_last_unref),
+        cmocka_unit_test(test_buffer_version_counts_in_place_writes),
         cmocka_unit_test(test_buffer_wrap_error_never_calls_free),
         cmocka_unit_test(test_buffer_new_is_aligned_and_zeroed),
         cmocka_unit_test(test_buffer_respects_the_allocation_limit),
