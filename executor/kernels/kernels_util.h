@@ -48,6 +48,7 @@ zf_status_t zf__kernels_register_shape(void);
 zf_status_t zf__kernels_register_cast(void);
 zf_status_t zf__kernels_register_reduce(void);
 zf_status_t zf__kernels_register_state(void);
+zf_status_t zf__kernels_register_compare(void);
 
 /* ---- dtypes and attrs --------------------------------------------------- */
 
