@@ -6,9 +6,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "kernel_test_util.h"
+#include "process_test_util.h"
 
 static zf_tensor_t *s_run_n(const char *op, const char *type_attr, zf_dtype_t t, zf_tensor_t **in,
                             int n)
@@ -618,6 +621,65 @@ static void test_scalar_counter_arithmetic_in_int32_and_int64(void **state)
     zf_tensor_unref(&z);
 }
 
+/* ---- end to end --------------------------------------------------------------------- */
+
+/* A loop body's worth of these ops: r = range(n); keep the even r < 3 and
+ * negate the rest. */
+static const char s_graph[] =
+    "node { name: 'n' op: 'Placeholder' attr { key: 'dtype' value { type: DT_INT32 } } }\n"
+    "node { name: 'zero' op: 'Const' attr { key: 'dtype' value { type: DT_INT32 } }"
+    " attr { key: 'value' value { tensor { dtype: DT_INT32 int_val: 0 } } } }\n"
+    "node { name: 'one' op: 'Const' attr { key: 'dtype' value { type: DT_INT32 } }"
+    " attr { key: 'value' value { tensor { dtype: DT_INT32 int_val: 1 } } } }\n"
+    "node { name: 'two' op: 'Const' attr { key: 'dtype' value { type: DT_INT32 } }"
+    " attr { key: 'value' value { tensor { dtype: DT_INT32 int_val: 2 } } } }\n"
+    "node { name: 'three' op: 'Const' attr { key: 'dtype' value { type: DT_INT32 } }"
+    " attr { key: 'value' value { tensor { dtype: DT_INT32 int_val: 3 } } } }\n"
+    "node { name: 'r' op: 'Range' input: 'zero' input: 'n' input: 'one'"
+    " attr { key: 'Tidx' value { type: DT_INT32 } } }\n"
+    "node { name: 'small' op: 'Less' input: 'r' input: 'three'"
+    " attr { key: 'T' value { type: DT_INT32 } } }\n"
+    "node { name: 'm' op: 'FloorMod' input: 'r' input: 'two'"
+    " attr { key: 'T' value { type: DT_INT32 } } }\n"
+    "node { name: 'even' op: 'Equal' input: 'm' input: 'zero'"
+    " attr { key: 'T' value { type: DT_INT32 } } }\n"
+    "node { name: 'both' op: 'LogicalAnd' input: 'small' input: 'even' }\n"
+    "node { name: 'neither' op: 'LogicalNot' input: 'both' }\n"
+    "node { name: 'neg' op: 'Neg' input: 'r' attr { key: 'T' value { type: DT_INT32 } } }\n"
+    "node { name: 'pick' op: 'SelectV2' input: 'both' input: 'r' input: 'neg'"
+    " attr { key: 'T' value { type: DT_INT32 } } }\n";
+
+/* Runs "zflow run <graph> --inprocess <args>". */
+static int s_zflow_run(const char *graph, const char *args, char *out, size_t cap)
+{
+    char program[512], all[512];
+    snprintf(program, sizeof program, "%s/zflow", ZF_BIN_DIR);
+    snprintf(all, sizeof all, "run %s --inprocess %s", graph, args);
+    return zf_test_run_program(program, all, out, cap);
+}
+
+static void test_zflow_run_evaluates_a_graph_of_these_ops(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/zf_compare_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, s_graph, sizeof s_graph - 1), (ssize_t)(sizeof s_graph - 1));
+    close(fd);
+    char out[4096];
+    int rc = s_zflow_run(path, "--feed n=6 --fetch both pick neither", out, sizeof out);
+    /* r = [0..5]: r < 3 = [T T T F F F], r % 2 == 0 = [T F T F T F] */
+    if (rc != 0) fail_msg("exit code %d: %s", rc, out);
+    assert_string_equal(out, "both =\n[ True False  True False False False]\n"
+                             "pick =\n[ 0 -1  2 -3 -4 -5]\n"
+                             "neither =\n[False  True False  True  True  True]\n");
+    rc = s_zflow_run(path, "--feed n=-1 --fetch pick", out, sizeof out);
+    assert_int_equal(rc, 1);
+    if (!strstr(out, "r (Range): Requires start <= limit when delta > 0: 0/-1"))
+        fail_msg("output: %s", out);
+    assert_int_equal(unlink(path), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -637,6 +699,7 @@ int main(void)
         cmocka_unit_test(test_float_floor_division_and_modulo),
         cmocka_unit_test(test_integer_division_by_zero_is_an_error),
         cmocka_unit_test(test_scalar_counter_arithmetic_in_int32_and_int64),
+        cmocka_unit_test(test_zflow_run_evaluates_a_graph_of_these_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
