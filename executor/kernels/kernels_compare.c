@@ -508,35 +508,6 @@ static zf_status_t s_select_strings(const zf_tensor_t *const *ins, zf_tensor_t *
     return ZF_STATUS_OK;
 }
 
-/* Inputs (condition, then, else) as three tensors of the broadcast shape's
- * ranks; checks dtypes. */
-static zf_status_t s_select_inputs(const zf_kernel_ctx_t *ctx, const zf_tensor_t **ins)
-{
-    ZF_TRY(zf_kernels_check_inputs(ctx, 3));
-    ZF_TRY(zf_kernels_check_dtype(ctx, 0, ZF_BOOL));
-    for (int i = 0; i < 3; i++) ins[i] = ctx->inputs[i];
-    zf_dtype_t t = zf_tensor_dtype(ins[1]), e = zf_tensor_dtype(ins[2]);
-    if (t != e)
-        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
-                               "'then' and 'else' must have the same dtype, got %s and %s",
-                               zf_kernels_dtype_name((int)t), zf_kernels_dtype_name((int)e));
-    if (t != ZF_STRING && !s_select_fn(zf_dtype_size(t)))
-        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
-                               zf_kernels_dtype_name((int)t));
-    return ZF_STATUS_OK;
-}
-
-static zf_status_t s_select_into(zf_kernel_ctx_t *ctx, const zf_tensor_t *const *ins,
-                                 const zf_shape_t *shape)
-{
-    zf_dtype_t t = zf_tensor_dtype(ins[1]);
-    zf_tensor_t *out = NULL;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, shape, &out));
-    if (t == ZF_STRING) return s_select_strings(ins, out);
-    s_run(ctx, s_select_fn(zf_dtype_size(t)), ins, 3, out);
-    return ZF_STATUS_OK;
-}
-
 static zf_status_t s_same_then_else(const zf_kernel_ctx_t *ctx, const zf_tensor_t *const *ins)
 {
     if (zf_shape_equal(zf_tensor_shape(ins[1]), zf_tensor_shape(ins[2]))) return ZF_STATUS_OK;
@@ -546,20 +517,17 @@ static zf_status_t s_same_then_else(const zf_kernel_ctx_t *ctx, const zf_tensor_
                            zf_kernels_shape_str(ins[1], st), zf_kernels_shape_str(ins[2], se));
 }
 
-static zf_status_t s_select_compute(zf_kernel_ctx_t *ctx)
+/* Select's three cases: a scalar condition, one of the same shape, or a
+ * vector picking rows (which broadcasts as [n, 1, ..., 1]). */
+static zf_status_t s_select_legacy_shapes(const zf_kernel_ctx_t *ctx, const zf_tensor_t *const *ins,
+                                          zf_shape_t *cond, zf_shape_t *out)
 {
-    const zf_tensor_t *ins[3];
-    ZF_TRY(s_select_inputs(ctx, ins));
     const zf_shape_t *c = zf_tensor_shape(ins[0]), *t = zf_tensor_shape(ins[1]);
     char sc[ZF_SHAPE_STRING_MAX], st[ZF_SHAPE_STRING_MAX];
-    if (c->rank == 0) {
-        ZF_TRY(s_same_then_else(ctx, ins));
-        bool pick = *(const bool *)zf_tensor_data(ins[0]);
-        zf_kernel_set_output(ctx, 0, ctx->inputs[pick ? 1 : 2]);
-        return ZF_STATUS_OK;
-    }
+    *cond = *c;
+    *out = *t;
+    if (c->rank == 0) return s_same_then_else(ctx, ins);
     if (c->rank == 1 && t->rank != 1) {
-        /* a vector condition picks rows of then and else */
         if (t->rank == 0)
             return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
                                    "'then' must be at least a vector, but saw shape: %s",
@@ -570,15 +538,9 @@ static zf_status_t s_select_compute(zf_kernel_ctx_t *ctx)
                                    "saw: %lld vs. %lld",
                                    (long long)t->dims[0], (long long)c->dims[0]);
         ZF_TRY(s_same_then_else(ctx, ins));
-        /* the condition as [n, 1, ..., 1] broadcasts over each row */
-        zf_shape_t cs = *t;
-        for (int k = 1; k < cs.rank; k++) cs.dims[k] = 1;
-        zf_tensor_t *cond = NULL;
-        ZF_TRY(zf_tensor_reshape(ins[0], &cs, &cond));
-        const zf_tensor_t *rows[3] = {cond, ins[1], ins[2]};
-        zf_status_t s = s_select_into(ctx, rows, t);
-        zf_tensor_unref(&cond);
-        return s;
+        *cond = *t;
+        for (int k = 1; k < cond->rank; k++) cond->dims[k] = 1;
+        return ZF_STATUS_OK;
     }
     for (int i = 1; i < 3; i++)
         if (!zf_shape_equal(c, zf_tensor_shape(ins[i])))
@@ -587,23 +549,72 @@ static zf_status_t s_select_compute(zf_kernel_ctx_t *ctx)
                                    "shape.  Input 0: %s != input %d: %s",
                                    ctx->node->name, ctx->node->op, zf_kernels_shape_str(ins[0], sc),
                                    i, zf_kernels_shape_str(ins[i], st));
-    return s_select_into(ctx, ins, c);
+    return ZF_STATUS_OK;
 }
 
-static zf_status_t s_select_v2_compute(zf_kernel_ctx_t *ctx)
+zf_status_t zf_kernels_select_shapes(const zf_kernel_ctx_t *ctx, bool broadcast, zf_shape_t *cond,
+                                     zf_shape_t *out)
 {
-    const zf_tensor_t *ins[3];
-    ZF_TRY(s_select_inputs(ctx, ins));
-    zf_shape_t te, shape;
+    ZF_TRY(zf_kernels_check_inputs(ctx, 3));
+    ZF_TRY(zf_kernels_check_dtype(ctx, 0, ZF_BOOL));
+    const zf_tensor_t *const ins[3] = {ctx->inputs[0], ctx->inputs[1], ctx->inputs[2]};
+    zf_dtype_t t = zf_tensor_dtype(ins[1]), e = zf_tensor_dtype(ins[2]);
+    if (t != e)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
+                               "'then' and 'else' must have the same dtype, got %s and %s",
+                               zf_kernels_dtype_name((int)t), zf_kernels_dtype_name((int)e));
+    if (!broadcast) return s_select_legacy_shapes(ctx, ins, cond, out);
+    zf_shape_t te;
+    *cond = *zf_tensor_shape(ins[0]);
     if (!zf_kernels_broadcast_shape(zf_tensor_shape(ins[1]), zf_tensor_shape(ins[2]), &te) ||
-        !zf_kernels_broadcast_shape(zf_tensor_shape(ins[0]), &te, &shape)) {
+        !zf_kernels_broadcast_shape(cond, &te, out)) {
         char sc[ZF_SHAPE_STRING_MAX], st[ZF_SHAPE_STRING_MAX], se[ZF_SHAPE_STRING_MAX];
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
                                "condition %s, then %s, and else %s must be broadcastable",
                                zf_kernels_shape_str(ins[0], sc), zf_kernels_shape_str(ins[1], st),
                                zf_kernels_shape_str(ins[2], se));
     }
-    return s_select_into(ctx, ins, &shape);
+    return ZF_STATUS_OK;
+}
+
+static zf_status_t s_select(zf_kernel_ctx_t *ctx, bool broadcast)
+{
+    zf_shape_t cs, shape;
+    ZF_TRY(zf_kernels_select_shapes(ctx, broadcast, &cs, &shape));
+    zf_dtype_t t = zf_tensor_dtype(ctx->inputs[1]);
+    if (t != ZF_STRING && !s_select_fn(zf_dtype_size(t)))
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
+                               zf_kernels_dtype_name((int)t));
+    const zf_tensor_t *cond = ctx->inputs[0];
+    if (!broadcast && cs.rank == 0) {
+        /* a scalar condition picks a whole input */
+        zf_kernel_set_output(ctx, 0, ctx->inputs[*(const bool *)zf_tensor_data(cond) ? 1 : 2]);
+        return ZF_STATUS_OK;
+    }
+    zf_tensor_t *reshaped = NULL;
+    if (!zf_shape_equal(&cs, zf_tensor_shape(cond))) {
+        ZF_TRY(zf_tensor_reshape(cond, &cs, &reshaped));
+        cond = reshaped;
+    }
+    const zf_tensor_t *ins[3] = {cond, ctx->inputs[1], ctx->inputs[2]};
+    zf_tensor_t *out = NULL;
+    zf_status_t s = zf_kernel_alloc_output(ctx, 0, t, &shape, &out);
+    if (zf_ok(s) && t == ZF_STRING)
+        s = s_select_strings(ins, out);
+    else if (zf_ok(s))
+        s_run(ctx, s_select_fn(zf_dtype_size(t)), ins, 3, out);
+    zf_tensor_unref(&reshaped);
+    return s;
+}
+
+static zf_status_t s_select_compute(zf_kernel_ctx_t *ctx)
+{
+    return s_select(ctx, false);
+}
+
+static zf_status_t s_select_v2_compute(zf_kernel_ctx_t *ctx)
+{
+    return s_select(ctx, true);
 }
 
 /* ---- Range --------------------------------------------------------------------- */

@@ -90,6 +90,13 @@ zf_status_t zf_kernels_input_int(const zf_kernel_ctx_t *ctx, int i, const char *
  * right and must be equal or 1. False when they are incompatible. */
 bool zf_kernels_broadcast_shape(const zf_shape_t *a, const zf_shape_t *b, zf_shape_t *out);
 
+/* Select (broadcast false) and SelectV2 (true): checks the inputs
+ * (condition, then, else) as TensorFlow does, with its messages, and gives
+ * the shape the condition broadcasts as (Select's vector condition becomes
+ * [n, 1, ..., 1]) and the output's. */
+zf_status_t zf_kernels_select_shapes(const zf_kernel_ctx_t *ctx, bool broadcast, zf_shape_t *cond,
+                                     zf_shape_t *out);
+
 /* Maps axis in [-rank, rank) to [0, rank); false when out of range. */
 bool zf_kernels_axis(int64_t axis, int rank, int *out);
 
