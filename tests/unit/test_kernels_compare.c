@@ -621,6 +621,44 @@ static void test_scalar_counter_arithmetic_in_int32_and_int64(void **state)
     zf_tensor_unref(&z);
 }
 
+/* The GPU definitions hold in every build (the placer reads them): INT32
+ * and Range in host memory, the rest in GPU memory. */
+static void test_gpu_definitions_keep_int32_and_range_in_host_memory(void **state)
+{
+    (void)state;
+    zf_kernels_register_builtin(false);
+    static const struct {
+        const char *op, *attr;
+        zf_dtype_t t;
+        bool host;
+    } cases[] = {
+        {"Less", "T", ZF_INT32, true},           {"Less", "T", ZF_FLOAT, false},
+        {"GreaterEqual", "T", ZF_INT64, false},  {"Equal", "T", ZF_BOOL, false},
+        {"NotEqual", "T", ZF_INT32, true},       {"FloorMod", "T", ZF_INT32, true},
+        {"FloorDiv", "T", ZF_INT32, true},       {"Select", "T", ZF_HALF, false},
+        {"SelectV2", "T", ZF_INT32, true},       {"Range", "Tidx", ZF_FLOAT, true},
+        {"Range", "Tidx", ZF_INT64, true},       {"LogicalAnd", NULL, ZF_INVALID, false},
+        {"LogicalNot", NULL, ZF_INVALID, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Tensorflow__NodeDef *n = kt_node_new("n", cases[i].op, 2);
+        if (cases[i].attr) kt_attr_type(n, cases[i].attr, cases[i].t);
+        const zf_kernel_def_t *def = NULL;
+        ASSERT_OK(zf_kernel_def_find("GPU", n, &def, NULL));
+        uint32_t want = cases[i].host ? ZF_KERNEL_ALL_HOST : 0;
+        if (def->host_memory_inputs != want || def->host_memory_outputs != want)
+            fail_msg("%s: host-memory masks %#x/%#x, want %#x", cases[i].op,
+                     def->host_memory_inputs, def->host_memory_outputs, want);
+        kt_node_free(&n);
+    }
+    /* and no GPU kernel for a type TensorFlow has none for there */
+    Tensorflow__NodeDef *n = kt_node_new("n", "Less", 2);
+    kt_attr_type(n, "T", ZF_UINT64);
+    const zf_kernel_def_t *def = NULL;
+    zf_test_expect_error(zf_kernel_def_find("GPU", n, &def, NULL), ZF_NOT_FOUND, "T=DT_UINT64");
+    kt_node_free(&n);
+}
+
 /* ---- end to end --------------------------------------------------------------------- */
 
 /* A loop body's worth of these ops: r = range(n); keep the even r < 3 and
@@ -699,6 +737,7 @@ int main(void)
         cmocka_unit_test(test_float_floor_division_and_modulo),
         cmocka_unit_test(test_integer_division_by_zero_is_an_error),
         cmocka_unit_test(test_scalar_counter_arithmetic_in_int32_and_int64),
+        cmocka_unit_test(test_gpu_definitions_keep_int32_and_range_in_host_memory),
         cmocka_unit_test(test_zflow_run_evaluates_a_graph_of_these_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
