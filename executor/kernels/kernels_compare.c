@@ -298,36 +298,45 @@ static zf_status_t s_equality_create(const Tensorflow__NodeDef *node, void **sta
     return ZF_STATUS_OK;
 }
 
-static zf_status_t s_compare(zf_kernel_ctx_t *ctx, const s_cmp_t *op, zf_dtype_t out_dtype)
+zf_status_t zf_kernels_binary_shape(const zf_kernel_ctx_t *ctx, bool allow_incompatible,
+                                    zf_shape_t *out, bool *incompatible)
 {
+    *incompatible = false;
     ZF_TRY(zf_kernels_check_inputs(ctx, 2));
-    const zf_tensor_t *ins[2] = {ctx->inputs[0], ctx->inputs[1]};
-    zf_dtype_t da = zf_tensor_dtype(ins[0]), db = zf_tensor_dtype(ins[1]);
+    const zf_tensor_t *a = ctx->inputs[0], *b = ctx->inputs[1];
+    zf_dtype_t da = zf_tensor_dtype(a), db = zf_tensor_dtype(b);
     if (da != db)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
                                "both inputs must have the same dtype, got %s and %s",
                                zf_kernels_dtype_name((int)da), zf_kernels_dtype_name((int)db));
-    s_row_fn fn = s_pick(op->fns, da);
+    if (zf_kernels_broadcast_shape(zf_tensor_shape(a), zf_tensor_shape(b), out))
+        return ZF_STATUS_OK;
+    char sa[ZF_SHAPE_STRING_MAX], sb[ZF_SHAPE_STRING_MAX];
+    if (!allow_incompatible)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "Incompatible shapes: %s vs. %s",
+                               zf_kernels_shape_str(a, sa), zf_kernels_shape_str(b, sb));
+    *incompatible = true;
+    *out = zf_shape_scalar();
+    return ZF_STATUS_OK;
+}
+
+static zf_status_t s_compare(zf_kernel_ctx_t *ctx, const s_cmp_t *op, zf_dtype_t out_dtype)
+{
+    zf_shape_t shape;
+    bool allow = op->is_equality && ctx->state && !*(const bool *)ctx->state, incompatible;
+    ZF_TRY(zf_kernels_binary_shape(ctx, allow, &shape, &incompatible));
+    const zf_tensor_t *ins[2] = {ctx->inputs[0], ctx->inputs[1]};
+    zf_dtype_t t = zf_tensor_dtype(ins[0]);
+    s_row_fn fn = s_pick(op->fns, t);
     if (!fn)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
-                               zf_kernels_dtype_name((int)da));
-    zf_shape_t shape;
+                               zf_kernels_dtype_name((int)t));
     zf_tensor_t *out = NULL;
-    if (!zf_kernels_broadcast_shape(zf_tensor_shape(ins[0]), zf_tensor_shape(ins[1]), &shape)) {
-        bool error = !op->is_equality || !ctx->state || *(const bool *)ctx->state;
-        char sa[ZF_SHAPE_STRING_MAX], sb[ZF_SHAPE_STRING_MAX];
-        if (error)
-            return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "Incompatible shapes: %s vs. %s",
-                                   zf_kernels_shape_str(ins[0], sa),
-                                   zf_kernels_shape_str(ins[1], sb));
-        /* TensorFlow: shapes that cannot be equal give one answer. */
-        zf_shape_t scalar = zf_shape_scalar();
-        ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_BOOL, &scalar, &out));
-        *(bool *)zf_tensor_data(out) = op->not_equal;
-        return ZF_STATUS_OK;
-    }
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, out_dtype, &shape, &out));
-    s_run(ctx, fn, ins, 2, out);
+    if (incompatible) /* TensorFlow: shapes that cannot be equal give one answer */
+        *(bool *)zf_tensor_data(out) = op->not_equal;
+    else
+        s_run(ctx, fn, ins, 2, out);
     return ZF_STATUS_OK;
 }
 

@@ -21,41 +21,29 @@
 static zf_status_t s_compare(zf_kernel_ctx_t *ctx, zf__gpu_compare_t op, uint64_t types)
 {
     zf__gpu_t *g = NULL;
-    ZF_TRY(zf_kernels_check_inputs(ctx, 2));
     ZF_TRY(zf__gpu_kernel_gpu(ctx, &g));
-    const zf_tensor_t *a = ctx->inputs[0], *b = ctx->inputs[1];
-    zf_dtype_t da = zf_tensor_dtype(a), db = zf_tensor_dtype(b);
-    if (da != db)
-        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
-                               "both inputs must have the same dtype, got %s and %s",
-                               zf_kernels_dtype_name((int)da), zf_kernels_dtype_name((int)db));
-    if (!(types & ZF_TYPE_BIT(da)))
-        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no GPU kernel for %s inputs",
-                               zf_kernels_dtype_name((int)da));
+    bool shape_error = true, incompatible;
+    if (op == ZF__GPU_EQUAL || op == ZF__GPU_NOT_EQUAL)
+        ZF_TRY(zf_node_attr_bool_or(ctx->node, "incompatible_shape_error", true, &shape_error));
     zf_shape_t shape;
+    ZF_TRY(zf_kernels_binary_shape(ctx, !shape_error, &shape, &incompatible));
+    const zf_tensor_t *a = ctx->inputs[0], *b = ctx->inputs[1];
+    zf_dtype_t t = zf_tensor_dtype(a);
+    if (!(types & ZF_TYPE_BIT(t)))
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no GPU kernel for %s inputs",
+                               zf_kernels_dtype_name((int)t));
     zf_tensor_t *out = NULL;
-    if (!zf_kernels_broadcast_shape(zf_tensor_shape(a), zf_tensor_shape(b), &shape)) {
-        bool error = true;
-        if (op == ZF__GPU_EQUAL || op == ZF__GPU_NOT_EQUAL)
-            ZF_TRY(zf_node_attr_bool_or(ctx->node, "incompatible_shape_error", true, &error));
-        char sa[ZF_SHAPE_STRING_MAX], sb[ZF_SHAPE_STRING_MAX];
-        if (error)
-            return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "Incompatible shapes: %s vs. %s",
-                                   zf_kernels_shape_str(a, sa), zf_kernels_shape_str(b, sb));
-        /* as TensorFlow: shapes that cannot be equal give one answer */
-        zf_shape_t scalar = zf_shape_scalar();
-        ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_BOOL, &scalar, &out));
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_BOOL, &shape, &out));
+    if (incompatible) /* as TensorFlow: shapes that cannot be equal give one answer */
         return zf__gpu_kernel_launched(
             ctx, cudaMemsetAsync(zf_tensor_data(out), op == ZF__GPU_NOT_EQUAL, 1, g->stream));
-    }
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_BOOL, &shape, &out));
     int64_t n = zf_tensor_num_elements(out);
     if (n == 0) return ZF_STATUS_OK;
     ZF_TRY(zf__gpu_check_device_input(ctx, 0));
     ZF_TRY(zf__gpu_check_device_input(ctx, 1));
     zf__gpu_bcast_t bc;
     zf__gpu_bcast_plan(zf_tensor_shape(a), zf_tensor_shape(b), &shape, &bc);
-    return zf__gpu_kernel_launched(ctx, zf__gpu_launch_compare(g->stream, op, da, zf_tensor_data(a),
+    return zf__gpu_kernel_launched(ctx, zf__gpu_launch_compare(g->stream, op, t, zf_tensor_data(a),
                                                                zf_tensor_data(b),
                                                                zf_tensor_data(out), n, &bc));
 }
