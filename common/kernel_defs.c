@@ -103,7 +103,9 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("Conv2D", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("MaxPool", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("AvgPool", "CPU", "T", ZF_TYPES_FLOAT),
-    /* comparisons, logic, selection, ranges */
+    /* comparisons, logic, selection, ranges: TensorFlow's CPU types, less
+     * complex and quantized ones for comparisons; Div here is the integer
+     * (truncating) one */
     ZF_KDEF("Less", "CPU", "T", ZF_TYPES_ORDERED),
     ZF_KDEF("LessEqual", "CPU", "T", ZF_TYPES_ORDERED),
     ZF_KDEF("Greater", "CPU", "T", ZF_TYPES_ORDERED),
@@ -223,24 +225,12 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF_HOST("FloorMod", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST,
                  ZF_KERNEL_ALL_HOST),
     ZF_KDEF_HOST("Range", "GPU", "Tidx", ZF_TYPES_REAL, ZF_KERNEL_ALL_HOST, ZF_KERNEL_ALL_HOST),
-    ZF_KDEF("Less", "GPU", "T",
-            ZF_TYPES_GPU_FLOAT | ZF_TYPE_BIT(ZF_INT8) | ZF_TYPE_BIT(ZF_INT16) |
-                ZF_TYPE_BIT(ZF_INT64) | ZF_TYPE_BIT(ZF_UINT8)),
-    ZF_KDEF("LessEqual", "GPU", "T",
-            ZF_TYPES_GPU_FLOAT | ZF_TYPE_BIT(ZF_INT8) | ZF_TYPE_BIT(ZF_INT16) |
-                ZF_TYPE_BIT(ZF_INT64) | ZF_TYPE_BIT(ZF_UINT8)),
-    ZF_KDEF("Greater", "GPU", "T",
-            ZF_TYPES_GPU_FLOAT | ZF_TYPE_BIT(ZF_INT8) | ZF_TYPE_BIT(ZF_INT16) |
-                ZF_TYPE_BIT(ZF_INT64) | ZF_TYPE_BIT(ZF_UINT8)),
-    ZF_KDEF("GreaterEqual", "GPU", "T",
-            ZF_TYPES_GPU_FLOAT | ZF_TYPE_BIT(ZF_INT8) | ZF_TYPE_BIT(ZF_INT16) |
-                ZF_TYPE_BIT(ZF_INT64) | ZF_TYPE_BIT(ZF_UINT8)),
-    ZF_KDEF("Equal", "GPU", "T",
-            ZF_TYPES_GPU_FLOAT | ZF_TYPE_BIT(ZF_INT8) | ZF_TYPE_BIT(ZF_INT16) |
-                ZF_TYPE_BIT(ZF_INT64) | ZF_TYPE_BIT(ZF_UINT8) | ZF_TYPE_BIT(ZF_BOOL)),
-    ZF_KDEF("NotEqual", "GPU", "T",
-            ZF_TYPES_GPU_FLOAT | ZF_TYPE_BIT(ZF_INT8) | ZF_TYPE_BIT(ZF_INT16) |
-                ZF_TYPE_BIT(ZF_INT64) | ZF_TYPE_BIT(ZF_UINT8) | ZF_TYPE_BIT(ZF_BOOL)),
+    ZF_KDEF("Less", "GPU", "T", ZF_TYPES_GPU_ORDERED),
+    ZF_KDEF("LessEqual", "GPU", "T", ZF_TYPES_GPU_ORDERED),
+    ZF_KDEF("Greater", "GPU", "T", ZF_TYPES_GPU_ORDERED),
+    ZF_KDEF("GreaterEqual", "GPU", "T", ZF_TYPES_GPU_ORDERED),
+    ZF_KDEF("Equal", "GPU", "T", ZF_TYPES_GPU_ORDERED | ZF_TYPE_BIT(ZF_BOOL)),
+    ZF_KDEF("NotEqual", "GPU", "T", ZF_TYPES_GPU_ORDERED | ZF_TYPE_BIT(ZF_BOOL)),
     ZF_KDEF("LogicalAnd", "GPU", NULL, 0),
     ZF_KDEF("LogicalOr", "GPU", NULL, 0),
     ZF_KDEF("LogicalNot", "GPU", NULL, 0),

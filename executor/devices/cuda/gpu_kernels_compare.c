@@ -11,10 +11,7 @@
 #include "executor/devices/cuda/gpu_internal.h"
 #include "executor/kernels/kernels_util.h"
 
-#define S_TYPES_ORDERED                                                                            \
-    (ZF_TYPES_GPU_FLOAT | ZF_TYPE_BIT(ZF_INT8) | ZF_TYPE_BIT(ZF_INT16) | ZF_TYPE_BIT(ZF_INT64) |   \
-     ZF_TYPE_BIT(ZF_UINT8))
-#define S_TYPES_EQUALITY (S_TYPES_ORDERED | ZF_TYPE_BIT(ZF_BOOL))
+#define S_TYPES_EQUALITY (ZF_TYPES_GPU_ORDERED | ZF_TYPE_BIT(ZF_BOOL))
 
 /* ---- comparisons and logic ------------------------------------------------------ */
 
@@ -54,10 +51,10 @@ static zf_status_t s_compare(zf_kernel_ctx_t *ctx, zf__gpu_compare_t op, uint64_
         return s_compare(ctx, op, types);                                                          \
     }
 
-S_COMPARE(s_less, ZF__GPU_LESS, S_TYPES_ORDERED)
-S_COMPARE(s_less_equal, ZF__GPU_LESS_EQUAL, S_TYPES_ORDERED)
-S_COMPARE(s_greater, ZF__GPU_GREATER, S_TYPES_ORDERED)
-S_COMPARE(s_greater_equal, ZF__GPU_GREATER_EQUAL, S_TYPES_ORDERED)
+S_COMPARE(s_less, ZF__GPU_LESS, ZF_TYPES_GPU_ORDERED)
+S_COMPARE(s_less_equal, ZF__GPU_LESS_EQUAL, ZF_TYPES_GPU_ORDERED)
+S_COMPARE(s_greater, ZF__GPU_GREATER, ZF_TYPES_GPU_ORDERED)
+S_COMPARE(s_greater_equal, ZF__GPU_GREATER_EQUAL, ZF_TYPES_GPU_ORDERED)
 S_COMPARE(s_equal, ZF__GPU_EQUAL, S_TYPES_EQUALITY)
 S_COMPARE(s_not_equal, ZF__GPU_NOT_EQUAL, S_TYPES_EQUALITY)
 S_COMPARE(s_logical_and, ZF__GPU_LOGICAL_AND, ZF_TYPE_BIT(ZF_BOOL))
@@ -144,10 +141,10 @@ static zf_status_t s_select_v2(zf_kernel_ctx_t *ctx)
 /* ---- registration ------------------------------------------------------------------ */
 
 static const zf_kernel_t s_defs[] = {
-    ZF__GPU_KERNEL("Less", S_TYPES_ORDERED, s_less),
-    ZF__GPU_KERNEL("LessEqual", S_TYPES_ORDERED, s_less_equal),
-    ZF__GPU_KERNEL("Greater", S_TYPES_ORDERED, s_greater),
-    ZF__GPU_KERNEL("GreaterEqual", S_TYPES_ORDERED, s_greater_equal),
+    ZF__GPU_KERNEL("Less", ZF_TYPES_GPU_ORDERED, s_less),
+    ZF__GPU_KERNEL("LessEqual", ZF_TYPES_GPU_ORDERED, s_less_equal),
+    ZF__GPU_KERNEL("Greater", ZF_TYPES_GPU_ORDERED, s_greater),
+    ZF__GPU_KERNEL("GreaterEqual", ZF_TYPES_GPU_ORDERED, s_greater_equal),
     ZF__GPU_KERNEL("Equal", S_TYPES_EQUALITY, s_equal),
     ZF__GPU_KERNEL("NotEqual", S_TYPES_EQUALITY, s_not_equal),
     ZF__GPU_KERNEL("LogicalAnd", 0, s_logical_and),
