@@ -37,6 +37,13 @@ typedef struct zf_kernel_def {
 #define ZF_TYPES_FLOAT (ZF_TYPE_BIT(ZF_FLOAT) | ZF_TYPE_BIT(ZF_DOUBLE))
 #define ZF_TYPES_INDEX (ZF_TYPE_BIT(ZF_INT32) | ZF_TYPE_BIT(ZF_INT64))
 #define ZF_TYPES_REAL  (ZF_TYPES_FLOAT | ZF_TYPES_INDEX)
+/* Every integer type, and every type with an order (comparisons). */
+#define ZF_TYPES_INTEGER                                                                           \
+    (ZF_TYPE_BIT(ZF_INT8) | ZF_TYPE_BIT(ZF_INT16) | ZF_TYPE_BIT(ZF_INT32) |                        \
+     ZF_TYPE_BIT(ZF_INT64) | ZF_TYPE_BIT(ZF_UINT8) | ZF_TYPE_BIT(ZF_UINT16) |                      \
+     ZF_TYPE_BIT(ZF_UINT32) | ZF_TYPE_BIT(ZF_UINT64))
+#define ZF_TYPES_ORDERED                                                                           \
+    (ZF_TYPES_INTEGER | ZF_TYPES_FLOAT | ZF_TYPE_BIT(ZF_HALF) | ZF_TYPE_BIT(ZF_BFLOAT16))
 /* Every fixed-size type: what kernels that only move bytes accept. */
 #define ZF_TYPES_POD                                                                               \
     (ZF_TYPES_REAL | ZF_TYPE_BIT(ZF_BOOL) | ZF_TYPE_BIT(ZF_UINT8) | ZF_TYPE_BIT(ZF_INT8) |         \
@@ -51,6 +58,10 @@ typedef struct zf_kernel_def {
      ZF_TYPE_BIT(ZF_BOOL) | ZF_TYPE_BIT(ZF_UINT8) | ZF_TYPE_BIT(ZF_INT8) | ZF_TYPE_BIT(ZF_INT16) | \
      ZF_TYPE_BIT(ZF_UINT16) | ZF_TYPE_BIT(ZF_UINT32) | ZF_TYPE_BIT(ZF_UINT64) |                    \
      ZF_TYPE_BIT(ZF_COMPLEX64) | ZF_TYPE_BIT(ZF_COMPLEX128))
+/* What the GPU comparisons order (TensorFlow's GPU types for Less, ...). */
+#define ZF_TYPES_GPU_ORDERED                                                                       \
+    (ZF_TYPES_GPU_FLOAT | ZF_TYPE_BIT(ZF_INT8) | ZF_TYPE_BIT(ZF_INT16) | ZF_TYPE_BIT(ZF_INT64) |   \
+     ZF_TYPE_BIT(ZF_UINT8))
 /* Types whose tensors stay in host memory even on a GPU. */
 #define ZF_TYPES_GPU_HOST (ZF_TYPE_BIT(ZF_INT32) | ZF_TYPE_BIT(ZF_STRING))
 

@@ -49,6 +49,7 @@ zf_status_t zf__kernels_register_shape(void);
 zf_status_t zf__kernels_register_cast(void);
 zf_status_t zf__kernels_register_reduce(void);
 zf_status_t zf__kernels_register_state(void);
+zf_status_t zf__kernels_register_compare(void);
 
 /* ---- dtypes and attrs --------------------------------------------------- */
 
@@ -89,6 +90,21 @@ zf_status_t zf_kernels_input_int(const zf_kernel_ctx_t *ctx, int i, const char *
 /* NumPy broadcasting of two fully defined shapes: dims are aligned from the
  * right and must be equal or 1. False when they are incompatible. */
 bool zf_kernels_broadcast_shape(const zf_shape_t *a, const zf_shape_t *b, zf_shape_t *out);
+
+/* The output shape of a binary op with NumPy broadcasting; INVALID_ARGUMENT
+ * "both inputs must have the same dtype, got float and double" or
+ * "Incompatible shapes: [2,3] vs. [4]". With allow_incompatible (Equal and
+ * NotEqual whose incompatible_shape_error is false) shapes that do not
+ * broadcast are no error: *incompatible is set and *out is a scalar. */
+zf_status_t zf_kernels_binary_shape(const zf_kernel_ctx_t *ctx, bool allow_incompatible,
+                                    zf_shape_t *out, bool *incompatible);
+
+/* Select (broadcast false) and SelectV2 (true): checks the inputs
+ * (condition, then, else) as TensorFlow does, with its messages, and gives
+ * the shape the condition broadcasts as (Select's vector condition becomes
+ * [n, 1, ..., 1]) and the output's. */
+zf_status_t zf_kernels_select_shapes(const zf_kernel_ctx_t *ctx, bool broadcast, zf_shape_t *cond,
+                                     zf_shape_t *out);
 
 /* Maps axis in [-rank, rank) to [0, rank); false when out of range. */
 bool zf_kernels_axis(int64_t axis, int rank, int *out);

@@ -116,5 +116,6 @@ zf_status_t zf__gpu_register_nn(void);       /* gpu_kernels_nn.c */
 zf_status_t zf__gpu_register_data(void);     /* gpu_kernels_data.c */
 zf_status_t zf__gpu_register_host(void);     /* gpu_kernels_host.c */
 zf_status_t zf__gpu_register_sendrecv(void); /* gpu_kernels_sendrecv.c */
+zf_status_t zf__gpu_register_compare(void);  /* gpu_kernels_compare.c */
 
 #endif

@@ -65,6 +65,11 @@ static zf_status_t s_host_compute(zf_kernel_ctx_t *ctx)
         .compute = s_host_compute                                                                  \
     }
 #define S_HOST(op_) S_HOST_FLAGS(op_, 0)
+#define S_HOST_TYPES(op_, types_, flags_)                                                          \
+    {                                                                                              \
+        .op = (op_), .device_type = "GPU", .allowed_types = (types_), .flags = (flags_),           \
+        .create = s_host_create, .destroy = s_host_destroy, .compute = s_host_compute              \
+    }
 
 static const zf_kernel_t s_defs[] = {
     S_HOST("Add"),       S_HOST("AddV2"),
@@ -78,18 +83,43 @@ static const zf_kernel_t s_defs[] = {
     S_HOST("Pack"),      S_HOST("ConcatV2"),
 };
 
+/* Comparisons, integer division, selection and Range (every type:
+ * TensorFlow keeps Range's inputs and output in host memory on GPUs). */
+static const zf_kernel_t s_compare_defs[] = {
+    S_HOST("Less"),
+    S_HOST("LessEqual"),
+    S_HOST("Greater"),
+    S_HOST("GreaterEqual"),
+    S_HOST("Equal"),
+    S_HOST("NotEqual"),
+    S_HOST("FloorDiv"),
+    S_HOST("FloorMod"),
+    S_HOST("Select"),
+    S_HOST("SelectV2"),
+    S_HOST_TYPES("Range", ZF_TYPES_REAL, ZF_KERNEL_SIZED_BY_VALUE),
+};
+
 /* Only ops whose CPU kernel exists (kernels_builtin.c registers the CPU
  * families first), so no GPU kernel is advertised that cannot run. */
-zf_status_t zf__gpu_register_host(void)
+static zf_status_t s_register(const zf_kernel_t *defs, size_t n)
 {
     zf_status_t first = ZF_STATUS_OK;
-    for (size_t i = 0; i < sizeof s_defs / sizeof s_defs[0]; i++) {
-        if (!zf_kernel_exists(s_defs[i].op, "CPU")) continue;
-        zf_status_t s = zf_kernel_register(&s_defs[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (!zf_kernel_exists(defs[i].op, "CPU")) continue;
+        zf_status_t s = zf_kernel_register(&defs[i]);
         if (zf_ok(first))
             first = s;
         else
             zf_status_clear(&s);
     }
+    return first;
+}
+
+zf_status_t zf__gpu_register_host(void)
+{
+    zf_status_t first = s_register(s_defs, sizeof s_defs / sizeof s_defs[0]);
+    zf_status_t s = s_register(s_compare_defs, sizeof s_compare_defs / sizeof s_compare_defs[0]);
+    if (zf_ok(first)) return s;
+    zf_status_clear(&s);
     return first;
 }
