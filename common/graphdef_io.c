@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "common/pbtxt.h"
+#include "common/proto_map.h"
 
 static int s_ends_with(const char *s, const char *suffix)
 {
@@ -193,7 +194,9 @@ static zf_status_t s_read_pb(const void *data, size_t len, Tensorflow__GraphDef 
     if (!*out)
         return zf_invalid_argument("malformed binary GraphDef: protobuf unpack failed "
                                    "(a field has the wrong wire type or invalid contents)");
-    return ZF_STATUS_OK;
+    s = zf_proto_collapse_map_keys(&(*out)->base);
+    if (!zf_ok(s)) zf_graphdef_free(out);
+    return s;
 }
 
 static zf_status_t s_read_pbtxt(const void *data, size_t len, Tensorflow__GraphDef **out)

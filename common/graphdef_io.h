@@ -33,8 +33,10 @@ zf_status_t zf_graph_format_parse(const char *name, zf_graph_format_t *out);
 zf_graph_format_t zf_graph_format_sniff(const void *data, size_t len);
 
 /* Parses a GraphDef. *out is owned by the caller: free with
- * zf_graphdef_free(). Errors: INVALID_ARGUMENT describing what is wrong and
- * where (byte offset for binary, line:column for text). */
+ * zf_graphdef_free(). In both formats a map key given twice (an attr
+ * repeated on one node) keeps its last value, once (proto_map.h). Errors:
+ * INVALID_ARGUMENT describing what is wrong and where (byte offset for
+ * binary, line:column for text); RESOURCE_EXHAUSTED. */
 zf_status_t zf_graphdef_read_mem(const void *data, size_t len, zf_graph_format_t format,
                                  Tensorflow__GraphDef **out);
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/proto_map.h"
 #include "common/proto_util.h"
 
 /* Field names and type names in error messages are cut to this length, so a
@@ -904,6 +905,7 @@ zf_status_t zf_pbtxt_parse(const ProtobufCMessageDescriptor *desc, const char *t
     s_reader_t r = {.text = base, .p = base, .end = base + len};
     zf_status_t s = s_parse_body(&r, desc, m, 0, NULL, 0);
     free(r.scratch);
+    if (zf_ok(s)) s = zf_proto_collapse_map_keys(m);
     if (!zf_ok(s)) {
         protobuf_c_message_free_unpacked(m, NULL);
         return s;

@@ -5,7 +5,8 @@
  * message itself. Accepts what protobuf's own text parser accepts for our
  * schemas: `name: value`, `name { ... }`, `name: { ... }`, `name < ... >`,
  * repeated fields as repeated entries or `[a, b]` lists, map entries as
- * `key`/`value` messages, enums by name or number, decimal/hex/octal ints,
+ * `key`/`value` messages (a key given twice keeps its last value, once, as
+ * protobuf's maps do: see proto_map.h), enums by name or number, decimal/hex/octal ints,
  * floats with `inf`/`nan` and an `f` suffix, single- or double-quoted strings
  * with C escapes and adjacent-literal concatenation, `#` comments and
  * optional `;`/`,` separators. Like protobuf's parser it rejects a

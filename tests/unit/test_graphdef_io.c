@@ -63,6 +63,59 @@ static void test_graphdef_reads_text_and_binary_forms_of_one_graph(void **state)
     assert_null(gd);
 }
 
+/* A binary GraphDef whose node repeats an attr key, written out by hand:
+ * node { name: "n" attr { T: type 1 } attr { x: i 5 } attr { T: type 3 } }.
+ * Read, the node has T once with the last value (DT_INT32); written back
+ * to either format, it says T once. */
+static void test_graphdef_binary_keeps_the_last_value_of_a_repeated_attr(void **state)
+{
+    (void)state;
+    static const uint8_t wire[] = {
+        0x0a, 0x1e,                                           /* node, 30 bytes */
+        0x0a, 0x01, 'n',                                      /* name */
+        0x2a, 0x07, 0x0a, 0x01, 'T', 0x12, 0x02, 0x30, 0x01,  /* attr T: type 1 */
+        0x2a, 0x07, 0x0a, 0x01, 'x', 0x12, 0x02, 0x18, 0x05,  /* attr x: i 5 */
+        0x2a, 0x07, 0x0a, 0x01, 'T', 0x12, 0x02, 0x30, 0x03}; /* attr T: type 3 */
+    Tensorflow__GraphDef *gd = NULL;
+    zf_status_t s = zf_graphdef_read_mem(wire, sizeof wire, ZF_FORMAT_PB, &gd);
+    assert_true(zf_ok(s));
+    const Tensorflow__NodeDef *n = gd->node[0];
+    assert_int_equal(n->n_attr, 2);
+    assert_string_equal(n->attr[0]->key, "x");
+    assert_int_equal(n->attr[0]->value->i, 5);
+    assert_string_equal(n->attr[1]->key, "T");
+    assert_int_equal(n->attr[1]->value->type, TENSORFLOW__DATA_TYPE__DT_INT32);
+
+    void *text;
+    size_t len;
+    assert_true(zf_ok(zf_graphdef_write_mem(gd, ZF_FORMAT_PBTXT, &text, &len)));
+    assert_string_equal(text, "node {\n"
+                              "  name: \"n\"\n"
+                              "  attr {\n"
+                              "    key: \"x\"\n"
+                              "    value {\n"
+                              "      i: 5\n"
+                              "    }\n"
+                              "  }\n"
+                              "  attr {\n"
+                              "    key: \"T\"\n"
+                              "    value {\n"
+                              "      type: DT_INT32\n"
+                              "    }\n"
+                              "  }\n"
+                              "}\n");
+    free(text);
+    void *bin;
+    assert_true(zf_ok(zf_graphdef_write_mem(gd, ZF_FORMAT_PB, &bin, &len)));
+    static const uint8_t once[] = {0x0a, 0x15, 0x0a, 0x01, 'n',  0x2a, 0x07, 0x0a,
+                                   0x01, 'x',  0x12, 0x02, 0x18, 0x05, 0x2a, 0x07,
+                                   0x0a, 0x01, 'T',  0x12, 0x02, 0x30, 0x03};
+    assert_int_equal(len, sizeof once);
+    assert_memory_equal(bin, once, sizeof once);
+    free(bin);
+    zf_graphdef_free(&gd);
+}
+
 static void test_graphdef_format_follows_extension(void **state)
 {
     (void)state;
@@ -329,6 +382,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_graphdef_reads_text_and_binary_forms_of_one_graph),
+        cmocka_unit_test(test_graphdef_binary_keeps_the_last_value_of_a_repeated_attr),
         cmocka_unit_test(test_graphdef_format_follows_extension),
         cmocka_unit_test(test_graphdef_missing_file_is_not_found),
         cmocka_unit_test(test_graphdef_rejects_truncated_binary_at_every_length),

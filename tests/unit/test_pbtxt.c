@@ -237,6 +237,122 @@ static void test_pbtxt_reads_map_entries(void **state)
     s_free(g);
 }
 
+/* A map key given twice keeps its last value, once, wherever the map is:
+ * node attrs, a function's string- and integer-keyed maps, and the attrs of
+ * a function value nested in an attr. The kept entries keep their order. */
+static void test_pbtxt_keeps_the_last_value_of_a_repeated_map_key(void **state)
+{
+    (void)state;
+    Tensorflow__GraphDef *g =
+        s_graph("node {\n"
+                "  name: 'n' op: 'Identity'\n"
+                "  attr { key: 'T' value { type: DT_FLOAT } }\n"
+                "  attr { key: 'x' value { i: 1 } }\n"
+                "  attr { key: 'T' value { type: DT_INT32 } }\n"
+                "  attr { key: 'f' value { func { name: 'g' attr { key: 'a' value { i: 1 } }\n"
+                "                                         attr { key: 'a' value { i: 2 } } } } }\n"
+                "}\n"
+                "library { function {\n"
+                "  signature { name: 'fn' }\n"
+                "  ret { key: 'd' value: 'first' }\n"
+                "  ret { key: 'e' value: 'e' }\n"
+                "  ret { key: 'd' value: 'second' }\n"
+                "  resource_arg_unique_id { key: 1 value: 10 }\n"
+                "  resource_arg_unique_id { key: 2 value: 20 }\n"
+                "  resource_arg_unique_id { key: 1 value: 11 }\n"
+                "} }\n");
+    const Tensorflow__NodeDef *n = g->node[0];
+    assert_int_equal(n->n_attr, 3);
+    assert_string_equal(n->attr[0]->key, "x");
+    assert_string_equal(n->attr[1]->key, "T");
+    assert_int_equal(n->attr[1]->value->type, TENSORFLOW__DATA_TYPE__DT_INT32);
+    assert_string_equal(n->attr[2]->key, "f");
+    const Tensorflow__NameAttrList *func = n->attr[2]->value->func;
+    assert_int_equal(func->n_attr, 1);
+    assert_int_equal(func->attr[0]->value->i, 2);
+    const Tensorflow__FunctionDef *fn = g->library->function[0];
+    assert_int_equal(fn->n_ret, 2);
+    assert_string_equal(fn->ret[0]->key, "e");
+    assert_string_equal(fn->ret[1]->key, "d");
+    assert_string_equal(fn->ret[1]->value, "second");
+    assert_int_equal(fn->n_resource_arg_unique_id, 2);
+    assert_int_equal(fn->resource_arg_unique_id[0]->key, 2);
+    assert_int_equal(fn->resource_arg_unique_id[1]->key, 1);
+    assert_int_equal(fn->resource_arg_unique_id[1]->value, 11);
+
+    /* Written back, the node carries T once, with the last value. */
+    char *text = s_format(&g->node[0]->base);
+    assert_string_equal(text, "name: \"n\"\n"
+                              "op: \"Identity\"\n"
+                              "attr {\n"
+                              "  key: \"x\"\n"
+                              "  value {\n"
+                              "    i: 1\n"
+                              "  }\n"
+                              "}\n"
+                              "attr {\n"
+                              "  key: \"T\"\n"
+                              "  value {\n"
+                              "    type: DT_INT32\n"
+                              "  }\n"
+                              "}\n"
+                              "attr {\n"
+                              "  key: \"f\"\n"
+                              "  value {\n"
+                              "    func {\n"
+                              "      name: \"g\"\n"
+                              "      attr {\n"
+                              "        key: \"a\"\n"
+                              "        value {\n"
+                              "          i: 2\n"
+                              "        }\n"
+                              "      }\n"
+                              "    }\n"
+                              "  }\n"
+                              "}\n");
+    free(text);
+    s_free(g);
+}
+
+/* A long map (sorted by key rather than checked pairwise) follows the same
+ * rule: 20 keys given twice, then once more for every third key. */
+static void test_pbtxt_collapses_repeated_keys_of_a_long_map(void **state)
+{
+    (void)state;
+    char text[8192];
+    size_t len = (size_t)snprintf(text, sizeof text, "node {\n");
+    for (int round = 0; round < 3; round++)
+        for (int k = 0; k < 20; k++)
+            if (round < 2 || k % 3 == 0)
+                len +=
+                    (size_t)snprintf(text + len, sizeof text - len,
+                                     "attr { key: 'k%d' value { i: %d } }\n", k, 100 * round + k);
+    snprintf(text + len, sizeof text - len, "}\n");
+    Tensorflow__GraphDef *g = s_graph(text);
+    const Tensorflow__NodeDef *n = g->node[0];
+    assert_int_equal(n->n_attr, 20);
+    /* Kept: the second round's entries for keys not given a third time, in
+     * their order, then the third round's. */
+    int at = 0;
+    for (int k = 0; k < 20; k++) {
+        if (k % 3 == 0) continue;
+        char key[8];
+        snprintf(key, sizeof key, "k%d", k);
+        assert_string_equal(n->attr[at]->key, key);
+        assert_int_equal(n->attr[at]->value->i, 100 + k);
+        at++;
+    }
+    for (int k = 0; k < 20; k += 3) {
+        char key[8];
+        snprintf(key, sizeof key, "k%d", k);
+        assert_string_equal(n->attr[at]->key, key);
+        assert_int_equal(n->attr[at]->value->i, 200 + k);
+        at++;
+    }
+    assert_int_equal(at, 20);
+    s_free(g);
+}
+
 static void test_pbtxt_reads_every_attr_value_kind(void **state)
 {
     (void)state;
@@ -1294,6 +1410,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pbtxt_reads_names_ops_and_inputs),
         cmocka_unit_test(test_pbtxt_reads_map_entries),
+        cmocka_unit_test(test_pbtxt_keeps_the_last_value_of_a_repeated_map_key),
+        cmocka_unit_test(test_pbtxt_collapses_repeated_keys_of_a_long_map),
         cmocka_unit_test(test_pbtxt_reads_every_attr_value_kind),
         cmocka_unit_test(test_pbtxt_reads_shape_dims),
         cmocka_unit_test(test_pbtxt_reads_tensor_values_and_escaped_content),
