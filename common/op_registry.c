@@ -14,7 +14,7 @@
 
 #define S_OP_NAME_MAX      63
 #define S_ARGS_MAX         12
-#define S_ATTRS_MAX        12
+#define S_ATTRS_MAX        24
 #define S_DEVICE_TYPES_MAX 16
 #define S_DEVICE_TYPE_LEN  31
 #define S_COUNT_MAX        (1 << 20)
@@ -25,14 +25,36 @@ typedef struct {
     int len;
 } s_span_t;
 
-typedef enum { S_ATTR_TYPE, S_ATTR_TYPE_LIST, S_ATTR_INT } s_attr_kind_t;
+/* Attr kinds: arguments use the first three; the others are declared only
+ * for their defaults. */
+typedef enum {
+    S_ATTR_TYPE,
+    S_ATTR_TYPE_LIST,
+    S_ATTR_INT,
+    S_ATTR_BOOL,
+    S_ATTR_FLOAT,
+    S_ATTR_STRING,
+    S_ATTR_SHAPE,
+    S_ATTR_INT_LIST,
+    S_ATTR_FLOAT_LIST,
+    S_ATTR_STRING_LIST,
+    S_ATTR_SHAPE_LIST,
+} s_attr_kind_t;
+
+/* The kinds as the table spells them, by s_attr_kind_t. */
+static const char *const s_kind_names[] = {
+    "type",  "list(type)", "int",         "bool",         "float",       "string",
+    "shape", "list(int)",  "list(float)", "list(string)", "list(shape)",
+};
 
 typedef struct {
     s_span_t name;
     s_attr_kind_t kind;
     bool has_default;
     bool used;
-    int64_t default_value; /* a zf_dtype_t for S_ATTR_TYPE */
+    int64_t default_value; /* a zf_dtype_t for S_ATTR_TYPE; for S_ATTR_INT */
+    uint8_t *default_pb;   /* the default as a packed AttrValue */
+    size_t default_pb_len;
 } s_attr_t;
 
 typedef enum { S_ARG_FIXED, S_ARG_TYPE_ATTR, S_ARG_TYPE_LIST } s_arg_kind_t;
@@ -54,6 +76,7 @@ struct zf_op_def {
     int n_inputs;
     int n_outputs;
     int n_attrs;
+    int n_defaults;
     s_arg_t inputs[S_ARGS_MAX];
     s_arg_t outputs[S_ARGS_MAX];
     s_attr_t attrs[S_ATTRS_MAX];
@@ -204,22 +227,202 @@ static int s_add_attr(zf_op_def_t *def, s_cursor_t *c, s_span_t name, s_attr_kin
     return def->n_attrs++;
 }
 
-static void s_parse_default(s_cursor_t *c, s_attr_t *attr)
+/* ---- attr defaults ----------------------------------------------------- */
+
+/* Defaults are built once, at start-up, where running out of memory is as
+ * fatal as a table error. */
+static void *s_alloc(size_t size)
 {
-    attr->has_default = true;
-    if (attr->kind == S_ATTR_TYPE) {
-        zf_dtype_t dtype;
-        if (!s_fixed_type(s_ident(c), &dtype)) s_table_error(c, "unknown default type");
-        attr->default_value = dtype;
-    } else if (attr->kind == S_ATTR_INT) {
-        s_skip_blanks(c);
-        char *end;
-        attr->default_value = strtoll(c->p, &end, 10);
-        if (end == c->p) s_table_error(c, "expected an int default");
-        c->p = end;
-    } else {
-        s_table_error(c, "list(type) attrs take no default here");
+    void *p = calloc(1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "op table: out of memory\n");
+        abort();
     }
+    return p;
+}
+
+/* Appends one element of size bytes to a protobuf-c repeated field. */
+static void s_push(void *arr_p, size_t *n, size_t size, const void *elem)
+{
+    void **arr = arr_p;
+    void *grown = realloc(*arr, (*n + 1) * size);
+    if (!grown) {
+        fprintf(stderr, "op table: out of memory\n");
+        abort();
+    }
+    memcpy((char *)grown + *n * size, elem, size);
+    *arr = grown;
+    (*n)++;
+}
+
+static zf_dtype_t s_read_type(s_cursor_t *c)
+{
+    zf_dtype_t dtype;
+    if (!s_fixed_type(s_ident(c), &dtype)) s_table_error(c, "unknown default type");
+    return dtype;
+}
+
+static int64_t s_read_int(s_cursor_t *c)
+{
+    s_skip_blanks(c);
+    char *end;
+    long long v = strtoll(c->p, &end, 10);
+    if (end == c->p) s_table_error(c, "expected an int default");
+    c->p = end;
+    return v;
+}
+
+static float s_read_float(s_cursor_t *c)
+{
+    s_skip_blanks(c);
+    char *end;
+    double v = strtod(c->p, &end);
+    if (end == c->p) s_table_error(c, "expected a float default");
+    c->p = end;
+    return (float)v;
+}
+
+static bool s_read_bool(s_cursor_t *c)
+{
+    if (s_accept(c, "true")) return true;
+    if (!s_accept(c, "false")) s_table_error(c, "expected true or false");
+    return false;
+}
+
+/* 'text': the bytes between single quotes, as they are. */
+static ProtobufCBinaryData s_read_string(s_cursor_t *c)
+{
+    s_expect(c, "'");
+    const char *close = strchr(c->p, '\'');
+    if (!close) s_table_error(c, "unterminated string default");
+    ProtobufCBinaryData b = {(size_t)(close - c->p), s_alloc((size_t)(close - c->p))};
+    memcpy(b.data, c->p, b.len);
+    c->p = close + 1;
+    return b;
+}
+
+/* unknown (rank unknown), or [d, ...] with -1 for a dim of unknown size. */
+static Tensorflow__TensorShapeProto *s_read_shape(s_cursor_t *c)
+{
+    Tensorflow__TensorShapeProto *shape = s_alloc(sizeof *shape);
+    tensorflow__tensor_shape_proto__init(shape);
+    if (s_accept(c, "unknown")) {
+        shape->unknown_rank = true;
+        return shape;
+    }
+    s_expect(c, "[");
+    if (s_accept(c, "]")) return shape;
+    do {
+        Tensorflow__TensorShapeProto__Dim *dim = s_alloc(sizeof *dim);
+        tensorflow__tensor_shape_proto__dim__init(dim);
+        dim->size = s_read_int(c);
+        s_push(&shape->dim, &shape->n_dim, sizeof dim, &dim);
+    } while (s_accept(c, ","));
+    s_expect(c, "]");
+    return shape;
+}
+
+/* One element of a list default, appended to l. */
+static void s_read_list_item(s_cursor_t *c, s_attr_kind_t kind, Tensorflow__AttrValue__ListValue *l)
+{
+    switch (kind) {
+    case S_ATTR_TYPE_LIST: {
+        Tensorflow__DataType t = (Tensorflow__DataType)s_read_type(c);
+        s_push(&l->type, &l->n_type, sizeof t, &t);
+        break;
+    }
+    case S_ATTR_INT_LIST: {
+        int64_t i = s_read_int(c);
+        s_push(&l->i, &l->n_i, sizeof i, &i);
+        break;
+    }
+    case S_ATTR_FLOAT_LIST: {
+        float f = s_read_float(c);
+        s_push(&l->f, &l->n_f, sizeof f, &f);
+        break;
+    }
+    case S_ATTR_STRING_LIST: {
+        ProtobufCBinaryData b = s_read_string(c);
+        s_push(&l->s, &l->n_s, sizeof b, &b);
+        break;
+    }
+    default: {
+        Tensorflow__TensorShapeProto *shape = s_read_shape(c);
+        s_push(&l->shape, &l->n_shape, sizeof shape, &shape);
+        break;
+    }
+    }
+}
+
+/* The default of attr, read into v (whose parts are heap-allocated, as
+ * protobuf-c's unpack allocates them). */
+static void s_read_default(s_cursor_t *c, s_attr_t *attr, Tensorflow__AttrValue *v)
+{
+    switch (attr->kind) {
+    case S_ATTR_TYPE:
+        v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_TYPE;
+        v->type = (Tensorflow__DataType)s_read_type(c);
+        attr->default_value = v->type;
+        return;
+    case S_ATTR_INT:
+        v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_I;
+        attr->default_value = v->i = s_read_int(c);
+        return;
+    case S_ATTR_BOOL:
+        v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_B;
+        v->b = s_read_bool(c);
+        return;
+    case S_ATTR_FLOAT:
+        v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_F;
+        v->f = s_read_float(c);
+        return;
+    case S_ATTR_STRING:
+        v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_S;
+        v->s = s_read_string(c);
+        return;
+    case S_ATTR_SHAPE:
+        v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_SHAPE;
+        v->shape = s_read_shape(c);
+        return;
+    default: break;
+    }
+    Tensorflow__AttrValue__ListValue *l = s_alloc(sizeof *l);
+    tensorflow__attr_value__list_value__init(l);
+    v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_LIST;
+    v->list = l;
+    s_expect(c, "[");
+    if (s_accept(c, "]")) return;
+    do s_read_list_item(c, attr->kind, l);
+    while (s_accept(c, ","));
+    s_expect(c, "]");
+}
+
+/* Reads attr's default and keeps it packed, ready to be unpacked into a
+ * node that leaves the attr out. */
+static void s_parse_default(s_cursor_t *c, zf_op_def_t *def, s_attr_t *attr)
+{
+    Tensorflow__AttrValue *v = s_alloc(sizeof *v);
+    tensorflow__attr_value__init(v);
+    s_read_default(c, attr, v);
+    attr->default_pb_len = tensorflow__attr_value__get_packed_size(v);
+    attr->default_pb = s_alloc(attr->default_pb_len);
+    tensorflow__attr_value__pack(v, attr->default_pb);
+    protobuf_c_message_free_unpacked(&v->base, NULL);
+    attr->has_default = true;
+    def->n_defaults++;
+}
+
+static s_attr_kind_t s_parse_kind(s_cursor_t *c)
+{
+    /* Longest names first, so "list(int)" is not read as an "int". */
+    static const s_attr_kind_t order[] = {
+        S_ATTR_TYPE_LIST,  S_ATTR_INT_LIST, S_ATTR_FLOAT_LIST, S_ATTR_STRING_LIST,
+        S_ATTR_SHAPE_LIST, S_ATTR_TYPE,     S_ATTR_INT,        S_ATTR_BOOL,
+        S_ATTR_FLOAT,      S_ATTR_STRING,   S_ATTR_SHAPE,
+    };
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (s_accept(c, s_kind_names[order[i]])) return order[i];
+    s_table_error(c, "unknown attr kind");
 }
 
 /* '{' name ':' kind ['=' default] {',' ...} '}' */
@@ -230,15 +433,8 @@ static void s_parse_attrs(s_cursor_t *c, zf_op_def_t *def)
         s_span_t name = s_ident(c);
         if (s_find_attr(def, name) >= 0) s_table_error(c, "attr declared twice");
         s_expect(c, ":");
-        s_attr_kind_t kind = S_ATTR_TYPE;
-        if (s_accept(c, "list(type)"))
-            kind = S_ATTR_TYPE_LIST;
-        else if (s_accept(c, "int"))
-            kind = S_ATTR_INT;
-        else
-            s_expect(c, "type");
-        int i = s_add_attr(def, c, name, kind);
-        if (s_accept(c, "=")) s_parse_default(c, &def->attrs[i]);
+        int i = s_add_attr(def, c, name, s_parse_kind(c));
+        if (s_accept(c, "=")) s_parse_default(c, def, &def->attrs[i]);
     } while (s_accept(c, ","));
     s_expect(c, "}");
 }
@@ -261,7 +457,8 @@ static void s_resolve_arg(s_cursor_t *c, zf_op_def_t *def, s_arg_t *arg)
     int t = s_find_attr(def, arg->type);
     if (t < 0) t = s_add_attr(def, c, arg->type, S_ATTR_TYPE);
     s_attr_t *attr = &def->attrs[t];
-    if (attr->kind == S_ATTR_INT) s_table_error(c, "an int attr used as a type");
+    if (attr->kind != S_ATTR_TYPE && attr->kind != S_ATTR_TYPE_LIST)
+        s_table_error(c, "an attr of another kind used as a type");
     if (attr->kind == S_ATTR_TYPE_LIST && arg->number_attr >= 0)
         s_table_error(c, "N*list(type) is not a thing");
     attr->used = true;
@@ -295,7 +492,8 @@ static void s_parse_op(const char *spec, zf_op_def_t *def)
     for (int i = 0; i < def->n_inputs; i++) s_resolve_arg(&c, def, &def->inputs[i]);
     for (int i = 0; i < def->n_outputs; i++) s_resolve_arg(&c, def, &def->outputs[i]);
     for (int i = 0; i < def->n_attrs; i++)
-        if (!def->attrs[i].used) s_table_error(&c, "attr declared but not used by any argument");
+        if (!def->attrs[i].used && !def->attrs[i].has_default)
+            s_table_error(&c, "attr declared without a default and not used by any argument");
     if (def->n_inputs == 0) def->flags |= ZF_OP_SOURCE;
 }
 
@@ -576,6 +774,55 @@ zf_status_t zf_op_output_range(const zf_op_def_t *def, const Tensorflow__NodeDef
                                const char *arg, int *start, int *stop)
 {
     return s_arg_range(def, node, def->outputs, def->n_outputs, arg, start, stop);
+}
+
+/* ---- default attrs ----------------------------------------------------- */
+
+/* Appends attr's default to node as a new entry. */
+static zf_status_t s_add_default(Tensorflow__NodeDef *node, const s_attr_t *attr)
+{
+    Tensorflow__NodeDef__AttrEntry **grown =
+        realloc(node->attr, (node->n_attr + 1) * sizeof *node->attr);
+    if (!grown) return zf_out_of_memory("a default attr");
+    node->attr = grown;
+    Tensorflow__NodeDef__AttrEntry *e = malloc(sizeof *e);
+    char *key = malloc((size_t)attr->name.len + 1);
+    Tensorflow__AttrValue *v =
+        tensorflow__attr_value__unpack(NULL, attr->default_pb_len, attr->default_pb);
+    if (!e || !key || !v) {
+        free(e);
+        free(key);
+        if (v) tensorflow__attr_value__free_unpacked(v, NULL);
+        return zf_out_of_memory("a default attr");
+    }
+    memcpy(key, attr->name.s, (size_t)attr->name.len);
+    key[attr->name.len] = '\0';
+    tensorflow__node_def__attr_entry__init(e);
+    e->key = key;
+    e->value = v;
+    node->attr[node->n_attr++] = e;
+    return ZF_STATUS_OK;
+}
+
+int zf_op_num_default_attrs(const zf_op_def_t *def)
+{
+    return def ? def->n_defaults : 0;
+}
+
+zf_status_t zf_op_add_default_attrs(const zf_op_def_t *def, Tensorflow__NodeDef *node, int *added)
+{
+    if (added) *added = 0;
+    if (!def || def->n_defaults == 0) return ZF_STATUS_OK;
+    for (int i = 0; i < def->n_attrs; i++) {
+        const s_attr_t *attr = &def->attrs[i];
+        bool present;
+        if (!attr->has_default) continue;
+        s_node_attr(node, attr, &present);
+        if (present) continue;
+        ZF_TRY(s_add_default(node, attr));
+        if (added) (*added)++;
+    }
+    return ZF_STATUS_OK;
 }
 
 /* ---- kernels ----------------------------------------------------------- */

@@ -57,6 +57,19 @@ zf_status_t zf_op_input_types(const zf_op_def_t *def, const Tensorflow__NodeDef 
 zf_status_t zf_op_output_types(const zf_op_def_t *def, const Tensorflow__NodeDef *node,
                                zf_dtype_t *types, int max, int *n);
 
+/* Attr defaults (TensorFlow's AddDefaultsToNodeDef). The op's definition
+ * gives defaults for some of its attrs; a node written with the attrs that
+ * hold their defaults left out (as SavedModel's strip_default_attrs writes
+ * it) means the same as one that spells them. zf_op_add_default_attrs()
+ * appends to node, after its own attrs and in the op's declaration order,
+ * an entry for every defaulted attr the node does not have (an entry with
+ * the key but no value counts as having it). node must be allocated as
+ * protobuf-c's unpack allocates it: the new entries are freed with it.
+ * *added (may be NULL) gets the number of entries added. Errors:
+ * RESOURCE_EXHAUSTED (node then holds the entries added so far). */
+int zf_op_num_default_attrs(const zf_op_def_t *def);
+zf_status_t zf_op_add_default_attrs(const zf_op_def_t *def, Tensorflow__NodeDef *node, int *added);
+
 /* Kernel availability by device type ("CPU", "GPU", ...). Registration is
  * for start-up (not thread-safe against concurrent lookups); returns
  * NOT_FOUND for an unknown op and RESOURCE_EXHAUSTED past 16 device types. */

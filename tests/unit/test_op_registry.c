@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "common/op_registry.h"
+#include "common/pbtxt.h"
 
 /* ---- building NodeDefs in place ------------------------------------------ */
 
@@ -349,6 +350,232 @@ static void test_op_registry_applies_attr_defaults(void **state)
     t_attr_type(&t, "T", ZF_FLOAT);
     T_INPUTS(&t, ZF_FLOAT, ZF_INT64);
     T_OUTPUTS(&t, ZF_FLOAT, ZF_FLOAT);
+}
+
+/* ---- default attrs ------------------------------------------------------- */
+
+/* A NodeDef parsed from text, allocated as protobuf-c's unpack allocates. */
+static Tensorflow__NodeDef *t_parse_node(const char *text)
+{
+    ProtobufCMessage *m = NULL;
+    zf_status_t s = zf_pbtxt_parse(&tensorflow__node_def__descriptor, text, strlen(text), &m);
+    if (!zf_ok(s)) fail_msg("%s\n%s", zf_status_msg(&s), text);
+    return (Tensorflow__NodeDef *)m;
+}
+
+static void t_free_node(Tensorflow__NodeDef *node)
+{
+    protobuf_c_message_free_unpacked(&node->base, NULL);
+}
+
+/* Adds node's defaults, expecting `want` new entries. */
+static void t_add_defaults(Tensorflow__NodeDef *node, int want)
+{
+    int added = -1;
+    zf_status_t s = zf_op_add_default_attrs(zf_op_lookup(node->op), node, &added);
+    if (!zf_ok(s)) fail_msg("%s", zf_status_msg(&s));
+    assert_int_equal(added, want);
+}
+
+static void t_assert_text(const Tensorflow__NodeDef *node, const char *want)
+{
+    char *text = NULL;
+    zf_status_t s = zf_pbtxt_format(&node->base, &text, NULL);
+    assert_true(zf_ok(s));
+    assert_string_equal(text, want);
+    free(text);
+}
+
+static const Tensorflow__AttrValue *t_value(const Tensorflow__NodeDef *node, const char *key)
+{
+    for (size_t i = 0; i < node->n_attr; i++)
+        if (strcmp(node->attr[i]->key, key) == 0) return node->attr[i]->value;
+    fail_msg("node %s has no attr %s", node->name, key);
+    return NULL;
+}
+
+/* A node of op with no attrs, given its defaults (want of them). */
+static Tensorflow__NodeDef *t_defaults_of(const char *op, int want)
+{
+    char text[128];
+    snprintf(text, sizeof text, "name: 'n' op: '%s'", op);
+    Tensorflow__NodeDef *n = t_parse_node(text);
+    t_add_defaults(n, want);
+    return n;
+}
+
+static void t_assert_string(const Tensorflow__AttrValue *v, const char *want)
+{
+    assert_int_equal(v->value_case, TENSORFLOW__ATTR_VALUE__VALUE_S);
+    assert_int_equal(v->s.len, strlen(want));
+    if (v->s.len) assert_memory_equal(v->s.data, want, v->s.len);
+}
+
+/* The attrs a node leaves out are appended with TensorFlow's defaults, in
+ * the op's order; the ones it has stay as they are, and adding again adds
+ * nothing. */
+static void test_op_registry_adds_the_defaults_a_node_leaves_out(void **state)
+{
+    (void)state;
+    Tensorflow__NodeDef *mm = t_parse_node("name: 'mm' op: 'MatMul'"
+                                           " attr { key: 'T' value { type: DT_FLOAT } }"
+                                           " attr { key: 'transpose_b' value { b: true } }");
+    t_add_defaults(mm, 3);
+    t_assert_text(mm, "name: \"mm\"\n"
+                      "op: \"MatMul\"\n"
+                      "attr {\n  key: \"T\"\n  value {\n    type: DT_FLOAT\n  }\n}\n"
+                      "attr {\n  key: \"transpose_b\"\n  value {\n    b: true\n  }\n}\n"
+                      "attr {\n  key: \"transpose_a\"\n  value {\n    b: false\n  }\n}\n"
+                      "attr {\n  key: \"grad_a\"\n  value {\n    b: false\n  }\n}\n"
+                      "attr {\n  key: \"grad_b\"\n  value {\n    b: false\n  }\n}\n");
+    t_add_defaults(mm, 0);
+    assert_int_equal(mm->n_attr, 5);
+    t_free_node(mm);
+
+    Tensorflow__NodeDef *conv = t_parse_node("name: 'c' op: 'Conv2D'"
+                                             " attr { key: 'data_format' value { s: 'NCHW' } }");
+    t_add_defaults(conv, 3);
+    t_assert_text(conv, "name: \"c\"\n"
+                        "op: \"Conv2D\"\n"
+                        "attr {\n  key: \"data_format\"\n  value {\n    s: \"NCHW\"\n  }\n}\n"
+                        "attr {\n  key: \"use_cudnn_on_gpu\"\n  value {\n    b: true\n  }\n}\n"
+                        "attr {\n  key: \"explicit_paddings\"\n  value {\n    list {\n    }\n"
+                        "  }\n}\n"
+                        "attr {\n  key: \"dilations\"\n  value {\n    list {\n"
+                        "      i: 1\n      i: 1\n      i: 1\n      i: 1\n    }\n  }\n}\n");
+    t_free_node(conv);
+}
+
+/* Defaults of every kind the table uses, checked field by field. */
+static void test_op_registry_gives_defaults_of_every_kind(void **state)
+{
+    (void)state;
+    Tensorflow__NodeDef *n = t_defaults_of("Placeholder", 1);
+    const Tensorflow__AttrValue *v = t_value(n, "shape");
+    assert_int_equal(v->value_case, TENSORFLOW__ATTR_VALUE__VALUE_SHAPE);
+    assert_true(v->shape->unknown_rank);
+    assert_int_equal(v->shape->n_dim, 0);
+    t_free_node(n);
+
+    n = t_defaults_of("MaxPool", 3);
+    v = t_value(n, "T");
+    assert_int_equal(v->value_case, TENSORFLOW__ATTR_VALUE__VALUE_TYPE);
+    assert_int_equal(v->type, TENSORFLOW__DATA_TYPE__DT_FLOAT);
+    t_assert_string(t_value(n, "data_format"), "NHWC");
+    t_free_node(n);
+
+    n = t_defaults_of("LeakyRelu", 2);
+    v = t_value(n, "alpha");
+    assert_int_equal(v->value_case, TENSORFLOW__ATTR_VALUE__VALUE_F);
+    assert_true(v->f == 0.2f);
+    t_free_node(n);
+
+    n = t_defaults_of("FusedBatchNormV3", 4);
+    assert_true(t_value(n, "epsilon")->f == 0.0001f);
+    assert_true(t_value(n, "exponential_avg_factor")->f == 1.0f);
+    assert_true(t_value(n, "is_training")->b);
+    t_free_node(n);
+
+    n = t_defaults_of("Print", 3);
+    t_assert_string(t_value(n, "message"), "");
+    v = t_value(n, "first_n");
+    assert_int_equal(v->value_case, TENSORFLOW__ATTR_VALUE__VALUE_I);
+    assert_int_equal(v->i, -1);
+    assert_int_equal(t_value(n, "summarize")->i, 3);
+    t_free_node(n);
+
+    n = t_defaults_of("PrintV2", 2);
+    t_assert_string(t_value(n, "output_stream"), "stderr");
+    t_assert_string(t_value(n, "end"), "\n");
+    t_free_node(n);
+
+    n = t_defaults_of("VarHandleOp", 4);
+    v = t_value(n, "allowed_devices");
+    assert_int_equal(v->value_case, TENSORFLOW__ATTR_VALUE__VALUE_LIST);
+    assert_int_equal(v->list->n_s, 0);
+    t_assert_string(t_value(n, "debug_name"), "");
+    t_free_node(n);
+
+    n = t_defaults_of("While", 2);
+    v = t_value(n, "output_shapes");
+    assert_int_equal(v->value_case, TENSORFLOW__ATTR_VALUE__VALUE_LIST);
+    assert_int_equal(v->list->n_shape, 0);
+    assert_int_equal(t_value(n, "parallel_iterations")->i, 10);
+    t_free_node(n);
+
+    n = t_defaults_of("StridedSlice", 5);
+    for (size_t i = 0; i < n->n_attr; i++) {
+        assert_int_equal(n->attr[i]->value->value_case, TENSORFLOW__ATTR_VALUE__VALUE_I);
+        assert_int_equal(n->attr[i]->value->i, 0);
+    }
+    t_free_node(n);
+}
+
+/* A key given without a value counts as given; ops without defaults and
+ * unknown ops get nothing. */
+static void test_op_registry_adds_no_defaults_where_none_are_missing(void **state)
+{
+    (void)state;
+    Tensorflow__NodeDef *n = t_parse_node("name: 'mp' op: 'MaxPool' attr { key: 'T' value { } }"
+                                          " attr { key: 'data_format' }");
+    t_add_defaults(n, 1);
+    assert_int_equal(n->n_attr, 3);
+    assert_string_equal(n->attr[2]->key, "explicit_paddings");
+    assert_int_equal(n->attr[0]->value->value_case, TENSORFLOW__ATTR_VALUE__VALUE__NOT_SET);
+    t_free_node(n);
+
+    n = t_parse_node("name: 'c' op: 'Const'");
+    assert_int_equal(zf_op_num_default_attrs(zf_op_lookup("Const")), 0);
+    t_add_defaults(n, 0);
+    assert_int_equal(n->n_attr, 0);
+    int added = -1;
+    assert_true(zf_ok(zf_op_add_default_attrs(NULL, n, &added)));
+    assert_int_equal(added, 0);
+    assert_int_equal(n->n_attr, 0);
+    t_free_node(n);
+}
+
+static void test_op_registry_counts_each_ops_defaults(void **state)
+{
+    (void)state;
+    assert_int_equal(zf_op_num_default_attrs(t_def("MatMul")), 4);
+    assert_int_equal(zf_op_num_default_attrs(t_def("Conv2D")), 4);
+    assert_int_equal(zf_op_num_default_attrs(t_def("Conv2DBackpropInput")), 4);
+    assert_int_equal(zf_op_num_default_attrs(t_def("MaxPool")), 3);
+    assert_int_equal(zf_op_num_default_attrs(t_def("BiasAdd")), 1);
+    assert_int_equal(zf_op_num_default_attrs(t_def("Sum")), 2); /* keep_dims, Tidx */
+    assert_int_equal(zf_op_num_default_attrs(t_def("BatchFunction")), 12);
+    assert_int_equal(zf_op_num_default_attrs(t_def("Where")), 1);
+    assert_int_equal(zf_op_num_default_attrs(t_def("Relu")), 0);
+    assert_int_equal(zf_op_num_default_attrs(NULL), 0);
+}
+
+/* Every op's defaults make well-formed entries, once. */
+static void t_check_op_defaults(const zf_op_def_t *def, void *arg)
+{
+    int *ops_with_defaults = arg;
+    int want = zf_op_num_default_attrs(def);
+    Tensorflow__NodeDef *n = t_defaults_of(zf_op_name(def), want);
+    assert_int_equal(n->n_attr, want);
+    for (size_t i = 0; i < n->n_attr; i++) {
+        assert_true(n->attr[i]->key[0] != '\0');
+        if (n->attr[i]->value->value_case == TENSORFLOW__ATTR_VALUE__VALUE__NOT_SET)
+            fail_msg("%s: default of %s has no value", zf_op_name(def), n->attr[i]->key);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(n->attr[i]->key, n->attr[j]->key) == 0)
+                fail_msg("%s: %s added twice", zf_op_name(def), n->attr[i]->key);
+    }
+    t_add_defaults(n, 0);
+    *ops_with_defaults += want > 0;
+    t_free_node(n);
+}
+
+static void test_op_registry_gives_every_op_well_formed_defaults(void **state)
+{
+    (void)state;
+    int ops_with_defaults = 0;
+    zf_op_foreach(t_check_op_defaults, &ops_with_defaults);
+    assert_true(ops_with_defaults >= 90);
 }
 
 static void test_op_registry_reports_missing_attrs_naming_node_and_attr(void **state)
@@ -746,6 +973,11 @@ int main(void)
         cmocka_unit_test(test_op_registry_expands_list_type_attrs),
         cmocka_unit_test(test_op_registry_gives_ref_types_for_ref_args),
         cmocka_unit_test(test_op_registry_applies_attr_defaults),
+        cmocka_unit_test(test_op_registry_adds_the_defaults_a_node_leaves_out),
+        cmocka_unit_test(test_op_registry_gives_defaults_of_every_kind),
+        cmocka_unit_test(test_op_registry_adds_no_defaults_where_none_are_missing),
+        cmocka_unit_test(test_op_registry_counts_each_ops_defaults),
+        cmocka_unit_test(test_op_registry_gives_every_op_well_formed_defaults),
         cmocka_unit_test(test_op_registry_reports_missing_attrs_naming_node_and_attr),
         cmocka_unit_test(test_op_registry_reports_attrs_of_the_wrong_kind),
         cmocka_unit_test(test_op_registry_rejects_negative_and_absurd_counts),
