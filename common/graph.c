@@ -345,6 +345,8 @@ static zf_status_t s_load_node(s_loader_t *L, int i, s_name_t *p)
     if (k < 0) return zf_out_of_memory("the op table");
     g->op_of[i] = k;
     g->ops[k].count++;
+    if (zf_op_num_default_attrs(g->ops[k].def) > 0)
+        ZF_TRY(zf_op_add_default_attrs(g->ops[k].def, (Tensorflow__NodeDef *)node, NULL));
     *p = (s_name_t){name, (uint32_t)len, (uint32_t)zf_strmap_hash(name, len)};
     L->recent[p->hash & (S_RECENT - 1)] = (s_recent_t){*p, i};
     return s_parse_inputs(L, i, node);

@@ -8,6 +8,18 @@
  * was handed over with zf_graph_adopt_graphdef(). Strings are read up to
  * their first NUL byte.
  *
+ * Loading completes the GraphDef in place, as TensorFlow's graph
+ * constructor completes the nodes it makes: a node of a registered op gets
+ * every attr the op declares with a default and the node leaves out
+ * (zf_op_add_default_attrs(); SavedModel's strip_default_attrs writes
+ * graphs without them). So everything built from the graph, partitions
+ * sent to executors included, carries them, while a GraphDef that is only
+ * read and written (zflow convert) keeps the form it was read in. A
+ * GraphDef that lacks defaults must therefore be allocated as protobuf-c's
+ * unpack allocates it (zf_graphdef_read_*() do), and must not be loaded by
+ * two threads at once; once complete, loading it again changes nothing.
+ * Nodes of unknown ops and of library functions are left as they are.
+ *
  * Cost: one pass over the NodeDefs plus passes over flat arrays, one hash
  * insert per node and one lookup per input, no allocation per node; loading
  * 1M nodes costs well under protobuf-c's own unpack of them.
@@ -61,8 +73,11 @@ static inline bool zf_edge_is_control(const zf_edge_t *e)
 
 /* --- construction ------------------------------------------------------ */
 
-/* Builds and validates the graph of gd. The graph BORROWS gd: gd must stay
- * alive and unchanged until zf_graph_destroy() (or be handed over with
+/* Builds and validates the graph of gd, adding to its nodes the default
+ * attrs they leave out (see the top of this file: the one change made to
+ * gd, which may have happened to some nodes also when loading fails). The
+ * graph BORROWS gd: gd must stay alive and otherwise
+ * unchanged until zf_graph_destroy() (or be handed over with
  * zf_graph_adopt_graphdef()). On success *out is owned by the caller; on
  * error *out is NULL. Errors: INVALID_ARGUMENT (see the top of this file),
  * RESOURCE_EXHAUSTED when out of memory. Cost is linear in nodes + inputs. */

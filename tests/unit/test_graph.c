@@ -635,6 +635,71 @@ static void test_graph_reports_library_functions_and_functional_ops(void **state
     s_gd_free(&gd);
 }
 
+static Tensorflow__GraphDef *s_gd_parse(const char *text)
+{
+    Tensorflow__GraphDef *gd = NULL;
+    zf_status_t s = zf_graphdef_read_mem(text, strlen(text), ZF_FORMAT_PBTXT, &gd);
+    if (!zf_ok(s)) fail_msg("%s\n%s", zf_status_msg(&s), text);
+    return gd;
+}
+
+/* The keys of node i's attrs, joined by spaces. */
+static const char *s_attr_keys(const Tensorflow__GraphDef *gd, int i)
+{
+    static char buf[512];
+    size_t used = 0;
+    buf[0] = '\0';
+    const Tensorflow__NodeDef *n = gd->node[i];
+    for (size_t k = 0; k < n->n_attr; k++)
+        used +=
+            (size_t)snprintf(buf + used, sizeof buf - used, "%s%s", k ? " " : "", n->attr[k]->key);
+    return buf;
+}
+
+/* Loading adds the defaults a registered op's node leaves out to the
+ * GraphDef itself; nodes of unknown ops and library functions stay as they
+ * are, and loading the completed GraphDef again adds nothing. */
+static void test_graph_fills_default_attrs_into_its_graphdef(void **state)
+{
+    (void)state;
+    Tensorflow__GraphDef *gd = s_gd_parse(
+        "node { name: 'x' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } }"
+        "       attr { key: 'shape' value { shape { dim { size: 2 } } } } }\n"
+        "node { name: 'mm' op: 'MatMul' input: 'x' input: 'x'"
+        "       attr { key: 'T' value { type: DT_FLOAT } } }\n"
+        "node { name: 'mp' op: 'MaxPool' input: 'mm' }\n"
+        "node { name: 'u' op: 'MyOp' input: 'mp' }\n"
+        "node { name: 'call' op: 'my_fn' input: 'mp' }\n"
+        "library { function { signature { name: 'my_fn' } } }\n");
+    zf_graph_t *g = s_build_ok(gd);
+    assert_ptr_equal(zf_graph_graphdef(g), gd);
+    assert_string_equal(s_attr_keys(gd, 0), "dtype shape");
+    assert_string_equal(s_attr_keys(gd, 1), "T transpose_a transpose_b grad_a grad_b");
+    assert_string_equal(s_attr_keys(gd, 2), "T explicit_paddings data_format");
+    assert_string_equal(s_attr_keys(gd, 3), "");
+    assert_string_equal(s_attr_keys(gd, 4), "");
+    bool b = true;
+    assert_true(zf_ok(zf_node_attr_bool(zf_graph_node_def(g, 1), "transpose_a", &b)));
+    assert_false(b);
+    zf_dtype_t t = ZF_INVALID;
+    assert_true(zf_ok(zf_node_attr_type(zf_graph_node_def(g, 2), "T", &t)));
+    assert_int_equal(t, ZF_FLOAT);
+    const uint8_t *fmt;
+    size_t len;
+    assert_true(zf_ok(zf_node_attr_string(zf_graph_node_def(g, 2), "data_format", &fmt, &len)));
+    assert_int_equal(len, 4);
+    assert_memory_equal(fmt, "NHWC", 4);
+    assert_true(zf_ok(zf_graph_output_type(g, 2, 0, &t)));
+    assert_int_equal(t, ZF_FLOAT);
+
+    zf_graph_t *again = s_build_ok(gd);
+    assert_string_equal(s_attr_keys(gd, 1), "T transpose_a transpose_b grad_a grad_b");
+    assert_string_equal(s_attr_keys(gd, 2), "T explicit_paddings data_format");
+    zf_graph_destroy(&again);
+    zf_graph_destroy(&g);
+    s_gd_free(&gd);
+}
+
 static void test_graph_resolves_output_types_through_the_op_registry(void **state)
 {
     (void)state;
@@ -1133,6 +1198,7 @@ int main(void)
         cmocka_unit_test(test_graph_accepts_any_output_index_of_an_unknown_op),
         cmocka_unit_test(test_graph_keeps_unknown_ops_and_lists_them),
         cmocka_unit_test(test_graph_reports_library_functions_and_functional_ops),
+        cmocka_unit_test(test_graph_fills_default_attrs_into_its_graphdef),
         cmocka_unit_test(test_graph_resolves_output_types_through_the_op_registry),
         cmocka_unit_test(test_graph_builds_a_large_graph),
         cmocka_unit_test(test_tensor_names_parse_names_ports_and_controls),
