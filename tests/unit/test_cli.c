@@ -11,6 +11,8 @@
 #include <cmocka.h>
 
 #include "common/graphdef_io.h"
+#include "common/op_registry.h"
+#include "common/kernel_def.h"
 
 typedef struct {
     int rc;
@@ -91,6 +93,45 @@ static void test_cli_inspect_reports_library_functions_as_unsupported(void **sta
     s_assert_contains(&r, "library function");
 }
 
+/* A node zflow cannot run is one of an op it does not support, or of an op
+ * with no kernel on the run's device types: no_kernel.pbtxt has two Cumsum
+ * nodes (no kernel), a While (functional) and a MyOp (unknown). */
+static void test_cli_inspect_counts_nodes_without_a_kernel(void **state)
+{
+    (void)state;
+    /* The premise: Cumsum is a known op without a kernel. */
+    zf_kernel_defs_register_builtin();
+    const zf_op_def_t *cumsum = zf_op_lookup("Cumsum");
+    assert_non_null(cumsum);
+    assert_false(zf_op_has_flag(cumsum, ZF_OP_UNSUPPORTED));
+    assert_false(zf_op_has_kernel(cumsum, "CPU"));
+    assert_false(zf_op_has_kernel(cumsum, "GPU"));
+    assert_true(zf_op_has_kernel(zf_op_lookup("Relu"), "CPU"));
+
+    s_run_t r;
+    s_zflow(&r, "inspect " ZF_TEST_DATA_DIR "/no_kernel.pbtxt --devices cpu:2");
+    assert_int_equal(r.rc, 0);
+    s_assert_contains(&r, "  Cumsum                                  2  no kernel on CPU\n");
+    s_assert_contains(&r, "  While                                   1  functional op\n");
+    s_assert_contains(&r, "  MyOp                                    1  unknown op\n");
+    s_assert_contains(&r, "  Relu                                    1\n");
+    s_assert_contains(&r, "nodes zflow cannot run yet: 4\n");
+    s_zflow(&r, "inspect " ZF_TEST_DATA_DIR "/no_kernel.pbtxt");
+    assert_int_equal(r.rc, 0);
+    s_assert_contains(&r, "nodes zflow cannot run yet: 4\n");
+    s_zflow(&r, "inspect " ZF_TEST_DATA_DIR "/no_kernel.pbtxt --devices cpu:1,gpu:1");
+    assert_int_equal(r.rc, 0);
+    s_assert_contains(&r, "  Cumsum                                  2  no kernel on CPU, GPU\n");
+    s_assert_contains(&r, "nodes zflow cannot run yet: 4\n");
+    s_zflow(&r, "inspect " ZF_TEST_DATA_DIR "/../../examples/mlp.pbtxt --devices cpu:1");
+    assert_int_equal(r.rc, 0);
+    s_assert_contains(&r, "nodes zflow cannot run yet: 0\n");
+    s_zflow(&r, "inspect " ZF_TEST_DATA_DIR "/no_kernel.pbtxt --devices cpu");
+    assert_int_equal(r.rc, 2);
+    s_assert_contains(&r, "zflow inspect: INVALID_ARGUMENT: --devices: device list entry 'cpu' "
+                          "is neither a full device name nor <type>:<count>\n");
+}
+
 static void test_cli_convert_round_trips_text_and_binary(void **state)
 {
     (void)state;
@@ -165,6 +206,7 @@ int main(void)
         cmocka_unit_test(test_cli_inspect_lists_requested_devices_and_control_edges),
         cmocka_unit_test(test_cli_inspect_fails_on_an_invalid_graph),
         cmocka_unit_test(test_cli_inspect_reports_library_functions_as_unsupported),
+        cmocka_unit_test(test_cli_inspect_counts_nodes_without_a_kernel),
         cmocka_unit_test(test_cli_convert_round_trips_text_and_binary),
         cmocka_unit_test(test_cli_every_command_has_help),
     };
