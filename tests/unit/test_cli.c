@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "common/graphdef_io.h"
+#include "common/npy.h"
 #include "common/op_registry.h"
 #include "common/kernel_def.h"
 
@@ -93,6 +94,19 @@ static void test_cli_inspect_reports_library_functions_as_unsupported(void **sta
     s_assert_contains(&r, "library function");
 }
 
+/* Both GraphDefs pack to the same bytes. */
+static void s_assert_same_graph(const Tensorflow__GraphDef *a, const Tensorflow__GraphDef *b)
+{
+    void *pa, *pb;
+    size_t la, lb;
+    assert_true(zf_ok(zf_graphdef_write_mem(a, ZF_FORMAT_PB, &pa, &la)));
+    assert_true(zf_ok(zf_graphdef_write_mem(b, ZF_FORMAT_PB, &pb, &lb)));
+    assert_int_equal(la, lb);
+    assert_memory_equal(pa, pb, la);
+    free(pa);
+    free(pb);
+}
+
 /* A node zflow cannot run is one of an op it does not support, or of an op
  * with no kernel on the run's device types: no_kernel.pbtxt has two Cumsum
  * nodes (no kernel), a While (functional) and a MyOp (unknown). */
@@ -132,6 +146,84 @@ static void test_cli_inspect_counts_nodes_without_a_kernel(void **state)
                           "is neither a full device name nor <type>:<count>\n");
 }
 
+/* convert writes what it read: a graph exported without its default attrs
+ * stays without them (loading it to run is what fills them in). */
+static void test_cli_convert_keeps_a_graph_without_default_attrs_as_it_is(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/zflow-cli-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char args[1024], pb[256];
+    snprintf(pb, sizeof pb, "%s/g.pb", dir);
+    snprintf(args, sizeof args, "convert %s/graph-default-attr.pbtxt %s", ZF_TF_DATA_DIR, pb);
+    s_run_t r;
+    s_zflow(&r, args);
+    assert_int_equal(r.rc, 0);
+    Tensorflow__GraphDef *a = NULL, *b = NULL;
+    assert_true(zf_ok(zf_graphdef_read_file(ZF_TF_DATA_DIR "/graph-default-attr.pbtxt", 0, &a)));
+    assert_true(zf_ok(zf_graphdef_read_file(pb, 0, &b)));
+    const Tensorflow__NodeDef *pool = b->node[4];
+    assert_string_equal(pool->op, "MaxPool");
+    assert_int_equal(pool->n_attr, 3);       /* strides, ksize, padding: no T, no data_format */
+    assert_int_equal(b->node[3]->n_attr, 3); /* Conv2D: T, padding, strides */
+    s_assert_same_graph(a, b);
+    zf_graphdef_free(&a);
+    zf_graphdef_free(&b);
+    unlink(pb);
+    rmdir(dir);
+}
+
+/* zflow run on TensorFlow's graph-default-attr.pbtxt, whose Conv2D and
+ * MaxPool leave their defaults out. The input is 1 at pixel (0,0), channel
+ * 0, and 0 elsewhere: the convolution's output (0,0) is then the filter's
+ * first 32 values w[0][0][0][k], every other output is 0, and the pool's
+ * output (0,0) is max(w[0][0][0][k], 0). The filter's first values, from
+ * the bytes of its tensor_content (d1 4b 0e 38, 92 06 c1 be, 98 4a 1a 3e,
+ * 4c e4 41 37 as little-endian floats), are 3.39260478e-05, -0.377003253,
+ * 0.150675178 and 1.1556851e-05. */
+static void test_cli_run_runs_a_graph_without_its_default_attrs(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/zflow-cli-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char in[256], out[256], args[1024];
+    snprintf(in, sizeof in, "%s/in.npy", dir);
+    snprintf(out, sizeof out, "%s/MaxPool.npy", dir);
+    zf_tensor_t *x = NULL;
+    zf_shape_t shape = ZF_SHAPE(1, 224, 224, 3);
+    assert_true(zf_ok(zf_tensor_new(ZF_FLOAT, &shape, &x)));
+    ((float *)zf_tensor_data(x))[0] = 1;
+    assert_true(zf_ok(zf_npy_write_file(in, x)));
+    zf_tensor_unref(&x);
+    snprintf(args, sizeof args,
+             "run %s/graph-default-attr.pbtxt --inprocess --feed input=@%s --fetch MaxPool "
+             "--out-dir %s --quiet",
+             ZF_TF_DATA_DIR, in, dir);
+    s_run_t r;
+    s_zflow(&r, args);
+    if (r.rc != 0) fail_msg("%s", r.out);
+    zf_tensor_t *pool = NULL;
+    assert_true(zf_ok(zf_npy_read_file(out, &pool)));
+    const zf_shape_t *ps = zf_tensor_shape(pool);
+    assert_int_equal(ps->rank, 4);
+    assert_int_equal(ps->dims[0], 1);
+    assert_int_equal(ps->dims[1], 56);
+    assert_int_equal(ps->dims[2], 56);
+    assert_int_equal(ps->dims[3], 32);
+    const float *v = zf_tensor_data(pool);
+    assert_true(v[0] == 3.39260478e-05f);
+    assert_true(v[1] == 0.0f);
+    assert_true(v[2] == 0.150675178f);
+    assert_true(v[3] == 1.1556851e-05f);
+    for (int i = 0; i < 32; i++) assert_true(v[i] >= 0);
+    for (int i = 32; i < 56 * 56 * 32; i++)
+        if (v[i] != 0) fail_msg("element %d is %g, not 0", i, (double)v[i]);
+    zf_tensor_unref(&pool);
+    unlink(in);
+    unlink(out);
+    rmdir(dir);
+}
+
 static void test_cli_convert_round_trips_text_and_binary(void **state)
 {
     (void)state;
@@ -151,20 +243,13 @@ static void test_cli_convert_round_trips_text_and_binary(void **state)
     Tensorflow__GraphDef *a = NULL, *b = NULL;
     assert_true(zf_ok(zf_graphdef_read_file(ZF_TEST_DATA_DIR "/two_devices.pbtxt", 0, &a)));
     assert_true(zf_ok(zf_graphdef_read_file(txt, 0, &b)));
-    void *pa, *pb_bytes;
-    size_t la, lb;
-    assert_true(zf_ok(zf_graphdef_write_mem(a, ZF_FORMAT_PB, &pa, &la)));
-    assert_true(zf_ok(zf_graphdef_write_mem(b, ZF_FORMAT_PB, &pb_bytes, &lb)));
-    assert_int_equal(la, lb);
-    assert_memory_equal(pa, pb_bytes, la);
+    s_assert_same_graph(a, b);
     /* The octal-escaped tensor_content survived both conversions. */
     const ProtobufCBinaryData *content = &b->node[1]->attr[1]->value->tensor->tensor_content;
     const float want[4] = {1.0f, 2.0f, 3.0f, 4.0f};
     assert_string_equal(b->node[1]->attr[1]->key, "value");
     assert_int_equal(content->len, sizeof want);
     assert_memory_equal(content->data, want, sizeof want);
-    free(pa);
-    free(pb_bytes);
     zf_graphdef_free(&a);
     zf_graphdef_free(&b);
 
@@ -207,6 +292,8 @@ int main(void)
         cmocka_unit_test(test_cli_inspect_fails_on_an_invalid_graph),
         cmocka_unit_test(test_cli_inspect_reports_library_functions_as_unsupported),
         cmocka_unit_test(test_cli_inspect_counts_nodes_without_a_kernel),
+        cmocka_unit_test(test_cli_convert_keeps_a_graph_without_default_attrs_as_it_is),
+        cmocka_unit_test(test_cli_run_runs_a_graph_without_its_default_attrs),
         cmocka_unit_test(test_cli_convert_round_trips_text_and_binary),
         cmocka_unit_test(test_cli_every_command_has_help),
     };
