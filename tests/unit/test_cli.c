@@ -196,8 +196,8 @@ static void test_cli_run_runs_a_graph_without_its_default_attrs(void **state)
     assert_true(zf_ok(zf_npy_write_file(in, x)));
     zf_tensor_unref(&x);
     snprintf(args, sizeof args,
-             "run %s/graph-default-attr.pbtxt --inprocess --feed input=@%s --fetch MaxPool "
-             "--out-dir %s --quiet",
+             "run %s/graph-default-attr.pbtxt --inprocess --devices cpu:1 --feed input=@%s "
+             "--fetch MaxPool --out-dir %s --quiet",
              ZF_TF_DATA_DIR, in, dir);
     s_run_t r;
     s_zflow(&r, args);

@@ -36,16 +36,25 @@ static zf_tensor_t *s_floats(const float *v, zf_shape_t shape)
     return t;
 }
 
+/* A session of gd on one CPU, where the expected values below are exact. */
+static zf_local_session_t *s_session(Tensorflow__GraphDef *gd)
+{
+    zf_local_session_options_t opts = ZF_LOCAL_SESSION_OPTIONS_DEFAULT;
+    opts.devices = "cpu:1";
+    zf_local_session_t *session = NULL;
+    zf_status_t s = zf_local_session_new(gd, &opts, &session);
+    if (!zf_ok(s)) fail_msg("%s", zf_status_msg(&s));
+    return session;
+}
+
 /* Runs gd in a new session, feeding x to "x" (when x is not NULL), and
  * returns the fetch. */
 static zf_tensor_t *s_run(Tensorflow__GraphDef *gd, zf_tensor_t *x, const char *fetch)
 {
-    zf_local_session_t *session = NULL;
-    zf_status_t s = zf_local_session_new(gd, NULL, &session);
-    if (!zf_ok(s)) fail_msg("%s", zf_status_msg(&s));
+    zf_local_session_t *session = s_session(gd);
     const char *feed = "x";
     zf_tensor_t *out = NULL;
-    s = zf_local_session_run(session, &feed, &x, x ? 1 : 0, &fetch, 1, NULL, 0, &out);
+    zf_status_t s = zf_local_session_run(session, &feed, &x, x ? 1 : 0, &fetch, 1, NULL, 0, &out);
     if (!zf_ok(s)) fail_msg("%s", zf_status_msg(&s));
     zf_local_session_destroy(&session);
     return out;
@@ -254,9 +263,7 @@ static void test_default_attrs_run_tensorflows_graph_default_attr(void **state)
     in[(3 * S_IN + 5) * 3 + 1] = 2;
     in[(4 * S_IN + 4) * 3 + 0] = 1;
     in[((S_IN - 1) * S_IN + S_IN - 1) * 3 + 2] = -1;
-    zf_local_session_t *session = NULL;
-    s = zf_local_session_new(gd, NULL, &session);
-    if (!zf_ok(s)) fail_msg("%s", zf_status_msg(&s));
+    zf_local_session_t *session = s_session(gd);
     const char *feed = "input", *fetch = "MaxPool";
     zf_tensor_t *out = NULL;
     s = zf_local_session_run(session, &feed, &x, 1, &fetch, 1, NULL, 0, &out);
