@@ -58,9 +58,28 @@ zf_graph_format_t zf_graph_format_sniff(const void *data, size_t len)
 
 /* ---- wire-format check ------------------------------------------------ */
 
+/* A map entry's key as it stands on the wire: the bytes of a string key,
+ * or the value of an integer key ("" and 0 when the entry leaves it out). */
+typedef struct {
+    uint32_t field; /* the map field of the message holding the entry */
+    const uint8_t *bytes;
+    size_t len;
+    uint64_t value;
+} s_map_key_t;
+
+/* Keys tracked per message; a longer map is left to the collapse. */
+#define S_KEYS_PER_MESSAGE 64
+
 typedef struct {
     const uint8_t *base;
     size_t len;
+    /* Map keys, when tracked: those of the messages being checked, each
+     * message's after its parent's. */
+    bool track_keys;
+    bool repeated_keys;                      /* a key came twice in one map, or tracking gave up */
+    const ProtobufCMessageDescriptor *entry; /* the map entry type met last */
+    s_map_key_t *keys;
+    size_t n_keys, cap_keys;
 } s_wire_t;
 
 static int s_read_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
@@ -116,13 +135,64 @@ static zf_status_t s_check_wire_type(const ProtobufCMessageDescriptor *desc,
                                s_wire_names[want]);
 }
 
-static zf_status_t s_check(const s_wire_t *w, const ProtobufCMessageDescriptor *desc, size_t start,
-                           size_t end, int depth)
+static bool s_is_map_entry(s_wire_t *w, const ProtobufCMessageDescriptor *desc)
+{
+    if (desc == w->entry) return true;
+    if (!zf_proto_is_map_entry(desc)) return false;
+    w->entry = desc;
+    return true;
+}
+
+static bool s_same_key(const s_map_key_t *a, const s_map_key_t *b)
+{
+    return a->field == b->field && a->value == b->value && a->len == b->len &&
+           (a->len == 0 || memcmp(a->bytes, b->bytes, a->len) == 0);
+}
+
+/* Notes the key of an entry of the message whose keys start at first. */
+static void s_note_key(s_wire_t *w, size_t first, const s_map_key_t *key)
+{
+    for (size_t i = first; i < w->n_keys && !w->repeated_keys; i++)
+        w->repeated_keys = s_same_key(&w->keys[i], key);
+    if (w->repeated_keys) return;
+    if (w->n_keys - first >= S_KEYS_PER_MESSAGE) {
+        w->repeated_keys = true;
+        return;
+    }
+    if (w->n_keys == w->cap_keys) {
+        size_t cap = w->cap_keys ? 2 * w->cap_keys : S_KEYS_PER_MESSAGE;
+        s_map_key_t *grown = realloc(w->keys, cap * sizeof *grown);
+        if (!grown) {
+            w->repeated_keys = true;
+            return;
+        }
+        w->keys = grown;
+        w->cap_keys = cap;
+    }
+    w->keys[w->n_keys++] = *key;
+}
+
+/* A non-repeated message field given twice is merged into one message on
+ * unpack, maps included, where keys from both could meet: the collapse
+ * then walks the message rather than trust the keys tracked apart. */
+static void s_note_singular(s_wire_t *w, uint64_t *seen, size_t index)
+{
+    uint64_t bit = index < 64 ? UINT64_C(1) << index : 0;
+    if (!bit || (*seen & bit)) w->repeated_keys = true;
+    *seen |= bit;
+}
+
+/* Checks the message of desc in bytes [start, end). When entry_key is not
+ * NULL the message is a map entry, and *entry_key gets its key. */
+static zf_status_t s_check(s_wire_t *w, const ProtobufCMessageDescriptor *desc, size_t start,
+                           size_t end, int depth, s_map_key_t *entry_key)
 {
     if (depth > ZF_GRAPHDEF_MAX_DEPTH)
         return zf_invalid_argument("message nesting deeper than %d at byte %zu",
                                    ZF_GRAPHDEF_MAX_DEPTH, start);
     const uint8_t *p = w->base + start, *e = w->base + end;
+    size_t first_key = w->n_keys;
+    uint64_t singular_seen = 0; /* non-repeated message fields met, by index */
     while (p < e) {
         size_t at = (size_t)(p - w->base);
         uint64_t key;
@@ -136,6 +206,7 @@ static zf_status_t s_check(const s_wire_t *w, const ProtobufCMessageDescriptor *
                                        (unsigned long long)(key >> 3), at);
         const ProtobufCFieldDescriptor *f = s_field(desc, number);
         if (f && wt <= 5 && wt != 3 && wt != 4) ZF_TRY(s_check_wire_type(desc, f, wt, at));
+        s_map_key_t *mk = entry_key && number == 1 ? entry_key : NULL;
         uint64_t v;
         switch (wt) {
         case 0:
@@ -143,6 +214,7 @@ static zf_status_t s_check(const s_wire_t *w, const ProtobufCMessageDescriptor *
             if (n < 0)
                 return zf_invalid_argument("truncated varint (field %u) at byte %zu", number, at);
             p += n;
+            if (mk) *mk = (s_map_key_t){mk->field, NULL, 0, v};
             break;
         case 1:
         case 5: {
@@ -150,6 +222,10 @@ static zf_status_t s_check(const s_wire_t *w, const ProtobufCMessageDescriptor *
             if ((size_t)(e - p) < width)
                 return zf_invalid_argument("truncated %zu-byte field %u at byte %zu", width, number,
                                            at);
+            if (mk) {
+                *mk = (s_map_key_t){mk->field, NULL, 0, 0};
+                for (size_t b = width; b-- > 0;) mk->value = mk->value << 8 | p[b];
+            }
             p += width;
             break;
         }
@@ -162,9 +238,18 @@ static zf_status_t s_check(const s_wire_t *w, const ProtobufCMessageDescriptor *
                 return zf_invalid_argument(
                     "field %u at byte %zu declares %llu bytes but only %zu remain", number, at,
                     (unsigned long long)v, (size_t)(e - p));
+            if (mk) *mk = (s_map_key_t){mk->field, p, (size_t)v, 0};
             if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
                 size_t sub = (size_t)(p - w->base);
-                ZF_TRY(s_check(w, f->descriptor, sub, sub + (size_t)v, depth + 1));
+                bool entry = w->track_keys && !w->repeated_keys &&
+                             f->label == PROTOBUF_C_LABEL_REPEATED &&
+                             s_is_map_entry(w, f->descriptor);
+                if (w->track_keys && f->label != PROTOBUF_C_LABEL_REPEATED)
+                    s_note_singular(w, &singular_seen, (size_t)(f - desc->fields));
+                s_map_key_t k = {number, NULL, 0, 0};
+                ZF_TRY(
+                    s_check(w, f->descriptor, sub, sub + (size_t)v, depth + 1, entry ? &k : NULL));
+                if (entry) s_note_key(w, first_key, &k);
             }
             p += v;
             break;
@@ -174,27 +259,32 @@ static zf_status_t s_check(const s_wire_t *w, const ProtobufCMessageDescriptor *
                                        at);
         }
     }
+    w->n_keys = first_key;
     return ZF_STATUS_OK;
 }
 
 zf_status_t zf_proto_check_wire(const ProtobufCMessageDescriptor *desc, const void *data,
                                 size_t len)
 {
-    s_wire_t w = {data, len};
-    return s_check(&w, desc, 0, len, 0);
+    s_wire_t w = {.base = data, .len = len};
+    return s_check(&w, desc, 0, len, 0, NULL);
 }
 
 /* ---- reading ---------------------------------------------------------- */
 
+/* The wire check notes whether a map key comes twice, so the unpacked
+ * message is walked to collapse them only when one does. */
 static zf_status_t s_read_pb(const void *data, size_t len, Tensorflow__GraphDef **out)
 {
-    zf_status_t s = zf_proto_check_wire(&tensorflow__graph_def__descriptor, data, len);
+    s_wire_t w = {.base = data, .len = len, .track_keys = true};
+    zf_status_t s = s_check(&w, &tensorflow__graph_def__descriptor, 0, len, 0, NULL);
+    free(w.keys);
     if (!zf_ok(s)) return zf_status_prefix(s, "malformed binary GraphDef");
     *out = tensorflow__graph_def__unpack(NULL, len, data);
     if (!*out)
         return zf_invalid_argument("malformed binary GraphDef: protobuf unpack failed "
                                    "(a field has the wrong wire type or invalid contents)");
-    s = zf_proto_collapse_map_keys(&(*out)->base);
+    if (w.repeated_keys) s = zf_proto_collapse_map_keys(&(*out)->base);
     if (!zf_ok(s)) zf_graphdef_free(out);
     return s;
 }

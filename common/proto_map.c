@@ -32,11 +32,12 @@ static bool s_key_type(ProtobufCType t)
 
 bool zf_proto_is_map_entry(const ProtobufCMessageDescriptor *desc)
 {
-    if (!desc || desc->n_fields != 2 || !s_ends_with(desc->name, "Entry")) return false;
+    if (!desc || desc->n_fields != 2) return false;
     const ProtobufCFieldDescriptor *k = &desc->fields[0], *v = &desc->fields[1];
-    return k->id == 1 && v->id == 2 && strcmp(k->name, "key") == 0 &&
-           strcmp(v->name, "value") == 0 && k->label != PROTOBUF_C_LABEL_REPEATED &&
-           v->label != PROTOBUF_C_LABEL_REPEATED && s_key_type(k->type);
+    return k->id == 1 && v->id == 2 && k->label != PROTOBUF_C_LABEL_REPEATED &&
+           v->label != PROTOBUF_C_LABEL_REPEATED && s_key_type(k->type) &&
+           strcmp(k->name, "key") == 0 && strcmp(v->name, "value") == 0 &&
+           s_ends_with(desc->short_name, "Entry");
 }
 
 /* A map key: a string, or an integer's bits. */
@@ -156,7 +157,21 @@ static zf_status_t s_collapse_map(const ProtobufCFieldDescriptor *f, ProtobufCMe
     return s_collapse_sorted(kf, entries, n);
 }
 
-zf_status_t zf_proto_collapse_map_keys(ProtobufCMessage *msg)
+/* The map entry type met last, so the strings of a descriptor are compared
+ * once per run of entries rather than once per message. */
+typedef struct s_walk {
+    const ProtobufCMessageDescriptor *entry;
+} s_walk_t;
+
+static bool s_is_map_entry(s_walk_t *w, const ProtobufCMessageDescriptor *desc)
+{
+    if (desc == w->entry) return true;
+    if (!zf_proto_is_map_entry(desc)) return false;
+    w->entry = desc;
+    return true;
+}
+
+static zf_status_t s_walk(s_walk_t *w, ProtobufCMessage *msg)
 {
     if (!msg) return ZF_STATUS_OK;
     const ProtobufCMessageDescriptor *d = msg->descriptor;
@@ -164,16 +179,22 @@ zf_status_t zf_proto_collapse_map_keys(ProtobufCMessage *msg)
         const ProtobufCFieldDescriptor *f = &d->fields[i];
         if (f->type != PROTOBUF_C_TYPE_MESSAGE) continue;
         if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-            if (zf_proto_is_map_entry(f->descriptor)) ZF_TRY(s_collapse_map(f, msg));
+            if (s_is_map_entry(w, f->descriptor)) ZF_TRY(s_collapse_map(f, msg));
             size_t n = *(const size_t *)S_AT(msg, f->quantifier_offset);
             ProtobufCMessage **sub = *(ProtobufCMessage ***)S_AT(msg, f->offset);
-            for (size_t k = 0; k < n && sub; k++) ZF_TRY(zf_proto_collapse_map_keys(sub[k]));
+            for (size_t k = 0; k < n && sub; k++) ZF_TRY(s_walk(w, sub[k]));
             continue;
         }
         if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
             *(const uint32_t *)S_AT(msg, f->quantifier_offset) != f->id)
             continue;
-        ZF_TRY(zf_proto_collapse_map_keys(*(ProtobufCMessage **)S_AT(msg, f->offset)));
+        ZF_TRY(s_walk(w, *(ProtobufCMessage **)S_AT(msg, f->offset)));
     }
     return ZF_STATUS_OK;
+}
+
+zf_status_t zf_proto_collapse_map_keys(ProtobufCMessage *msg)
+{
+    s_walk_t w = {NULL};
+    return s_walk(&w, msg);
 }

@@ -116,6 +116,118 @@ static void test_graphdef_binary_keeps_the_last_value_of_a_repeated_attr(void **
     zf_graphdef_free(&gd);
 }
 
+/* An integer map key left out of one entry and written as 0 in a later one
+ * is the same key: library { function { resource_arg_unique_id {
+ * value: 5 } resource_arg_unique_id { key: 0 value: 7 } } }. */
+static void test_graphdef_binary_integer_keys_left_out_equal_zero(void **state)
+{
+    (void)state;
+    static const uint8_t wire[] = {
+        0x12, 0x0c,                        /* library, 12 bytes */
+        0x0a, 0x0a,                        /* function, 10 bytes */
+        0x42, 0x02, 0x10, 0x05,            /* resource_arg_unique_id { value: 5 } */
+        0x42, 0x04, 0x08, 0x00, 0x10, 0x07 /* resource_arg_unique_id { key: 0 value: 7 } */
+    };
+    Tensorflow__GraphDef *gd = NULL;
+    assert_true(zf_ok(zf_graphdef_read_mem(wire, sizeof wire, ZF_FORMAT_PB, &gd)));
+    const Tensorflow__FunctionDef *fn = gd->library->function[0];
+    assert_int_equal(fn->n_resource_arg_unique_id, 1);
+    assert_int_equal(fn->resource_arg_unique_id[0]->key, 0);
+    assert_int_equal(fn->resource_arg_unique_id[0]->value, 7);
+    zf_graphdef_free(&gd);
+}
+
+/* A non-repeated message given twice is merged, maps and all: here the
+ * value of a function's arg_attr entry comes twice, each time with attr a
+ * (1, then 2), and the merged value has a once, as 2. */
+static void test_graphdef_binary_merges_a_message_given_twice_and_collapses_its_map(void **state)
+{
+    (void)state;
+    static const uint8_t wire[] = {
+        0x12, 0x1a, /* library, 26 bytes */
+        0x0a, 0x18, /* function, 24 bytes */
+        0x3a, 0x16, /* arg_attr (key 0), 22 bytes */
+        0x12, 0x09, 0x0a, 0x07, 0x0a, 0x01, 'a', 0x12, 0x02, 0x18, 0x01, /* value { a: 1 } */
+        0x12, 0x09, 0x0a, 0x07, 0x0a, 0x01, 'a', 0x12, 0x02, 0x18, 0x02, /* value { a: 2 } */
+    };
+    Tensorflow__GraphDef *gd = NULL;
+    assert_true(zf_ok(zf_graphdef_read_mem(wire, sizeof wire, ZF_FORMAT_PB, &gd)));
+    const Tensorflow__FunctionDef *fn = gd->library->function[0];
+    assert_int_equal(fn->n_arg_attr, 1);
+    const Tensorflow__FunctionDef__ArgAttrs *args = fn->arg_attr[0]->value;
+    assert_int_equal(args->n_attr, 1);
+    assert_string_equal(args->attr[0]->key, "a");
+    assert_int_equal(args->attr[0]->value->i, 2);
+    zf_graphdef_free(&gd);
+}
+
+/* Builds a node with n attrs k0, k1, ... (attr i holds i), then the attr
+ * named again (when again >= 0) with value 1000, packs the graph and reads
+ * it back. */
+static Tensorflow__GraphDef *s_read_node_with_attrs(int n, int again)
+{
+    Tensorflow__NodeDef node = TENSORFLOW__NODE_DEF__INIT;
+    Tensorflow__NodeDef *nodes[1] = {&node};
+    Tensorflow__GraphDef gd = TENSORFLOW__GRAPH_DEF__INIT;
+    gd.n_node = 1;
+    gd.node = nodes;
+    int total = n + (again >= 0);
+    Tensorflow__NodeDef__AttrEntry *entries = calloc((size_t)total, sizeof *entries);
+    Tensorflow__NodeDef__AttrEntry **ptrs = calloc((size_t)total, sizeof *ptrs);
+    Tensorflow__AttrValue *values = calloc((size_t)total, sizeof *values);
+    char(*keys)[16] = calloc((size_t)total, sizeof *keys);
+    assert_true(entries && ptrs && values && keys);
+    for (int i = 0; i < total; i++) {
+        int k = i < n ? i : again;
+        snprintf(keys[i], sizeof keys[i], "k%d", k);
+        tensorflow__node_def__attr_entry__init(&entries[i]);
+        tensorflow__attr_value__init(&values[i]);
+        values[i].value_case = TENSORFLOW__ATTR_VALUE__VALUE_I;
+        values[i].i = i < n ? i : 1000;
+        entries[i].key = keys[i];
+        entries[i].value = &values[i];
+        ptrs[i] = &entries[i];
+    }
+    node.n_attr = (size_t)total;
+    node.attr = ptrs;
+    size_t len;
+    uint8_t *wire = s_pack(&gd, &len);
+    Tensorflow__GraphDef *out = NULL;
+    assert_true(zf_ok(zf_graphdef_read_mem(wire, len, ZF_FORMAT_PB, &out)));
+    free(wire);
+    free(entries);
+    free(ptrs);
+    free(values);
+    free(keys);
+    return out;
+}
+
+/* Maps of every length keep each key once, the last value winning; a map
+ * longer than the reader tracks key by key is collapsed all the same. */
+static void test_graphdef_binary_collapses_maps_of_every_length(void **state)
+{
+    (void)state;
+    static const int lengths[] = {1, 2, 17, 63, 64, 65, 200};
+    for (size_t t = 0; t < sizeof lengths / sizeof lengths[0]; t++) {
+        int n = lengths[t];
+        Tensorflow__GraphDef *gd = s_read_node_with_attrs(n, -1);
+        assert_int_equal(gd->node[0]->n_attr, n);
+        for (int i = 0; i < n; i++) assert_int_equal(gd->node[0]->attr[i]->value->i, i);
+        zf_graphdef_free(&gd);
+
+        gd = s_read_node_with_attrs(n, n / 2);
+        const Tensorflow__NodeDef *node = gd->node[0];
+        assert_int_equal(node->n_attr, n);
+        char want[16];
+        snprintf(want, sizeof want, "k%d", n / 2);
+        assert_string_equal(node->attr[n - 1]->key, want);
+        assert_int_equal(node->attr[n - 1]->value->i, 1000);
+        for (int i = 0; i < n - 1; i++)
+            assert_int_equal(node->attr[i]->value->i, i < n / 2 ? i : i + 1);
+        zf_graphdef_free(&gd);
+    }
+}
+
 static void test_graphdef_format_follows_extension(void **state)
 {
     (void)state;
@@ -383,6 +495,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_graphdef_reads_text_and_binary_forms_of_one_graph),
         cmocka_unit_test(test_graphdef_binary_keeps_the_last_value_of_a_repeated_attr),
+        cmocka_unit_test(test_graphdef_binary_integer_keys_left_out_equal_zero),
+        cmocka_unit_test(test_graphdef_binary_collapses_maps_of_every_length),
+        cmocka_unit_test(test_graphdef_binary_merges_a_message_given_twice_and_collapses_its_map),
         cmocka_unit_test(test_graphdef_format_follows_extension),
         cmocka_unit_test(test_graphdef_missing_file_is_not_found),
         cmocka_unit_test(test_graphdef_rejects_truncated_binary_at_every_length),
