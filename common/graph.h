@@ -21,8 +21,9 @@
  * Nodes of unknown ops and of library functions are left as they are.
  *
  * Cost: one pass over the NodeDefs plus passes over flat arrays, one hash
- * insert per node and one lookup per input, no allocation per node; loading
- * 1M nodes costs well under protobuf-c's own unpack of them.
+ * insert per node and one lookup per input, no allocation per node (but
+ * for the default attrs a node leaves out); loading 1M nodes costs well
+ * under protobuf-c's own unpack of them.
  *
  * Loading validates what TensorFlow's graph constructor rejects and answers
  * INVALID_ARGUMENT naming the node: empty names or ops, duplicate names,
@@ -76,11 +77,11 @@ static inline bool zf_edge_is_control(const zf_edge_t *e)
 /* Builds and validates the graph of gd, adding to its nodes the default
  * attrs they leave out (see the top of this file: the one change made to
  * gd, which may have happened to some nodes also when loading fails). The
- * graph BORROWS gd: gd must stay alive and otherwise
- * unchanged until zf_graph_destroy() (or be handed over with
- * zf_graph_adopt_graphdef()). On success *out is owned by the caller; on
- * error *out is NULL. Errors: INVALID_ARGUMENT (see the top of this file),
- * RESOURCE_EXHAUSTED when out of memory. Cost is linear in nodes + inputs. */
+ * graph BORROWS gd: gd must stay alive and otherwise unchanged until
+ * zf_graph_destroy() (or be handed over with zf_graph_adopt_graphdef()).
+ * On success *out is owned by the caller; on error *out is NULL. Errors:
+ * INVALID_ARGUMENT (see the top of this file), RESOURCE_EXHAUSTED when out
+ * of memory. Cost is linear in nodes + inputs. */
 zf_status_t zf_graph_new_from_graphdef(const Tensorflow__GraphDef *gd, zf_graph_t **out);
 
 /* Hands the GraphDef the graph was built from over to the graph, which then

@@ -52,7 +52,7 @@ typedef struct {
     s_attr_kind_t kind;
     bool has_default;
     bool used;
-    int64_t default_value; /* a zf_dtype_t for S_ATTR_TYPE; for S_ATTR_INT */
+    int64_t default_value; /* of an S_ATTR_TYPE (a zf_dtype_t) or S_ATTR_INT attr */
     uint8_t *default_pb;   /* the default as a packed AttrValue */
     size_t default_pb_len;
 } s_attr_t;
@@ -392,8 +392,9 @@ static void s_read_default(s_cursor_t *c, s_attr_t *attr, Tensorflow__AttrValue 
     v->list = l;
     s_expect(c, "[");
     if (s_accept(c, "]")) return;
-    do s_read_list_item(c, attr->kind, l);
-    while (s_accept(c, ","));
+    do {
+        s_read_list_item(c, attr->kind, l);
+    } while (s_accept(c, ","));
     s_expect(c, "]");
 }
 
@@ -491,9 +492,14 @@ static void s_parse_op(const char *spec, zf_op_def_t *def)
     s_parse_flags(&c, def);
     for (int i = 0; i < def->n_inputs; i++) s_resolve_arg(&c, def, &def->inputs[i]);
     for (int i = 0; i < def->n_outputs; i++) s_resolve_arg(&c, def, &def->outputs[i]);
-    for (int i = 0; i < def->n_attrs; i++)
-        if (!def->attrs[i].used && !def->attrs[i].has_default)
+    for (int i = 0; i < def->n_attrs; i++) {
+        const s_attr_t *attr = &def->attrs[i];
+        if (!attr->used && !attr->has_default)
             s_table_error(&c, "attr declared without a default and not used by any argument");
+        /* Resolving types reads only type and int defaults. */
+        if (attr->used && attr->has_default && attr->kind == S_ATTR_TYPE_LIST)
+            s_table_error(&c, "a list(type) attr an argument uses takes no default");
+    }
     if (def->n_inputs == 0) def->flags |= ZF_OP_SOURCE;
 }
 

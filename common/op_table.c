@@ -16,10 +16,11 @@
  * integer, true or false, a decimal number, 'text' (taken as it is between
  * the single quotes), a shape (unknown for an unknown rank, or [d, ...]
  * with -1 for a dimension of unknown size), or a list [x, ...] of those.
- * An attr declared without a default must be used by an argument. Any
- * other name in an argument is a type attr without a default (or an int
- * attr before a '*'). Flags: stateful metadata control_flow functional
- * send_recv unsupported. An op with no inputs is a source.
+ * An attr declared without a default must be used by an argument (and a
+ * list(type) attr an argument uses takes none). Any other name in an
+ * argument is a type attr without a default (or an int attr before a '*').
+ * Flags: stateful metadata control_flow functional send_recv unsupported.
+ * An op with no inputs is a source.
  *
  * "stateful" follows TensorFlow's is_stateful, and is also set on ops that
  * read or write variables through Ref or resource inputs (Assign*, Apply*,

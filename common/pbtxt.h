@@ -6,16 +6,17 @@
  * schemas: `name: value`, `name { ... }`, `name: { ... }`, `name < ... >`,
  * repeated fields as repeated entries or `[a, b]` lists, map entries as
  * `key`/`value` messages (a key given twice keeps its last value, once, as
- * protobuf's maps do: see proto_map.h), enums by name or number, decimal/hex/octal ints,
- * floats with `inf`/`nan` and an `f` suffix, single- or double-quoted strings
- * with C escapes and adjacent-literal concatenation, `#` comments and
- * optional `;`/`,` separators. Like protobuf's parser it rejects a
- * non-repeated field given twice, two members of one oneof, and hex or octal
- * integers for float fields. Not supported: extensions and `Any` expansions
- * (`[type.googleapis.com/...]`), and a NUL byte in a `string` field (protobuf-c
- * strings are NUL-terminated; `bytes` fields take any byte). Values above
- * FLT_MAX for a float field round correctly (protobuf's parser makes every
- * such value infinity, even FLT_MAX's own shortest spelling 3.4028235e38).
+ * protobuf's maps do: see proto_map.h), enums by name or number,
+ * decimal/hex/octal ints, floats with `inf`/`nan` and an `f` suffix,
+ * single- or double-quoted strings with C escapes and adjacent-literal
+ * concatenation, `#` comments and optional `;`/`,` separators. Like
+ * protobuf's parser it rejects a non-repeated field given twice, two members
+ * of one oneof, and hex or octal integers for float fields. Not supported:
+ * extensions and `Any` expansions (`[type.googleapis.com/...]`), and a NUL
+ * byte in a `string` field (protobuf-c strings are NUL-terminated; `bytes`
+ * fields take any byte). Values above FLT_MAX for a float field round
+ * correctly (protobuf's parser makes every such value infinity, even
+ * FLT_MAX's own shortest spelling 3.4028235e38).
  *
  * Writer: TensorFlow-style output (two-space indent, fields in field-number
  * order, proto3 zero scalars and empty repeated fields left out, a set oneof
