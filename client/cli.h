@@ -146,7 +146,7 @@ zf_client_job_options_t zf_cli_job_options(const zf_cli_step_args_t *a);
 
 /* The graph of gd for feed dtypes only, or NULL when it does not build
  * (the service reports bad graphs). */
-zf_graph_t *zf_cli_graph_for_dtypes(const Tensorflow__GraphDef *gd);
+zf_graph_t *zf_cli_graph_for_dtypes(Tensorflow__GraphDef *gd);
 
 /* Prints each fetch as "NAME =\n<NumPy text>\n" on stdout (unless quiet)
  * and writes out_dir/<name>.npy when out_dir is set (created if missing;

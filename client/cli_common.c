@@ -534,7 +534,7 @@ zf_client_job_options_t zf_cli_job_options(const zf_cli_step_args_t *a)
     return (zf_client_job_options_t){a->steps, a->inits, a->n_inits};
 }
 
-zf_graph_t *zf_cli_graph_for_dtypes(const Tensorflow__GraphDef *gd)
+zf_graph_t *zf_cli_graph_for_dtypes(Tensorflow__GraphDef *gd)
 {
     zf_graph_t *graph = NULL;
     zf_status_t s = zf_graph_new_from_graphdef(gd, &graph);

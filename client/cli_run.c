@@ -212,7 +212,7 @@ static int s_parse_args(int argc, char **argv, s_args_t *a)
     return zf_cli_step_args_check("run", s_usage, &a->step);
 }
 
-static int s_run_inprocess(const s_args_t *a, const Tensorflow__GraphDef *gd)
+static int s_run_inprocess(const s_args_t *a, Tensorflow__GraphDef *gd)
 {
     s_runner_t r = {0};
     zf_local_session_options_t opts = ZF_LOCAL_SESSION_OPTIONS_DEFAULT;
@@ -227,7 +227,7 @@ static int s_run_inprocess(const s_args_t *a, const Tensorflow__GraphDef *gd)
 
 /* Runs as a job on the service at --broker, or on a local cluster started
  * for this run and stopped after it. */
-static int s_run_service(const s_args_t *a, const Tensorflow__GraphDef *gd)
+static int s_run_service(const s_args_t *a, Tensorflow__GraphDef *gd)
 {
     s_runner_t r = {.gd = gd, .graph = zf_cli_graph_for_dtypes(gd)};
     zf_status_t s = ZF_STATUS_OK;

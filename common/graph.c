@@ -655,7 +655,7 @@ static zf_status_t s_build(zf_graph_t *g)
     return s_list_unsupported(g);
 }
 
-zf_status_t zf_graph_new_from_graphdef(const Tensorflow__GraphDef *gd, zf_graph_t **out)
+zf_status_t zf_graph_new_from_graphdef(Tensorflow__GraphDef *gd, zf_graph_t **out)
 {
     assert(gd && out);
     *out = NULL;

@@ -82,7 +82,7 @@ static inline bool zf_edge_is_control(const zf_edge_t *e)
  * On success *out is owned by the caller; on error *out is NULL. Errors:
  * INVALID_ARGUMENT (see the top of this file), RESOURCE_EXHAUSTED when out
  * of memory. Cost is linear in nodes + inputs. */
-zf_status_t zf_graph_new_from_graphdef(const Tensorflow__GraphDef *gd, zf_graph_t **out);
+zf_status_t zf_graph_new_from_graphdef(Tensorflow__GraphDef *gd, zf_graph_t **out);
 
 /* Hands the GraphDef the graph was built from over to the graph, which then
  * frees it with protobuf_c_message_free_unpacked(.., NULL) when destroyed.

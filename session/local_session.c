@@ -547,8 +547,8 @@ static zf_status_t s_place(zf_local_session_t *s, const zf_local_session_options
     return st;
 }
 
-zf_status_t zf_local_session_new(const Tensorflow__GraphDef *gd,
-                                 const zf_local_session_options_t *opts, zf_local_session_t **out)
+zf_status_t zf_local_session_new(Tensorflow__GraphDef *gd, const zf_local_session_options_t *opts,
+                                 zf_local_session_t **out)
 {
     *out = NULL;
     zf_local_session_options_t o = opts ? *opts : ZF_LOCAL_SESSION_OPTIONS_DEFAULT;

@@ -53,8 +53,8 @@ typedef struct zf_local_session_options {
  * (naming the node, e.g. "No OpKernel was registered to support Op
  * '<op>' used by node <name>"), UNIMPLEMENTED for device types this build
  * cannot create, RESOURCE_EXHAUSTED. Caller owns *out. */
-zf_status_t zf_local_session_new(const Tensorflow__GraphDef *gd,
-                                 const zf_local_session_options_t *opts, zf_local_session_t **out);
+zf_status_t zf_local_session_new(Tensorflow__GraphDef *gd, const zf_local_session_options_t *opts,
+                                 zf_local_session_t **out);
 
 /* Waits for nothing: no run may be in progress. NULL-safe, sets *s_p NULL. */
 void zf_local_session_destroy(zf_local_session_t **s_p);

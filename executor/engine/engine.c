@@ -190,7 +190,7 @@ static zf_status_t s_create_kernels(zf_engine_t *ex)
     return ZF_STATUS_OK;
 }
 
-zf_status_t zf_engine_new(const Tensorflow__GraphDef *gd, const zf_engine_params_t *params,
+zf_status_t zf_engine_new(Tensorflow__GraphDef *gd, const zf_engine_params_t *params,
                           zf_engine_t **out)
 {
     *out = NULL;

@@ -54,7 +54,7 @@ typedef struct zf_engine_params {
  * NOT_FOUND "No OpKernel was registered to support Op '<op>' used by node
  * <name> ..." for a node without a kernel on the device's type; whatever a
  * kernel's create() returns; RESOURCE_EXHAUSTED. Caller owns *out. */
-zf_status_t zf_engine_new(const Tensorflow__GraphDef *gd, const zf_engine_params_t *params,
+zf_status_t zf_engine_new(Tensorflow__GraphDef *gd, const zf_engine_params_t *params,
                           zf_engine_t **out);
 
 /* Hands gd (the engine's own, allocated as protobuf-c's unpack does) over

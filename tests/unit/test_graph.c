@@ -100,7 +100,7 @@ static Tensorflow__NodeDef *s_add_const(Tensorflow__GraphDef *gd, const char *na
     return n;
 }
 
-static zf_graph_t *s_build_ok(const Tensorflow__GraphDef *gd)
+static zf_graph_t *s_build_ok(Tensorflow__GraphDef *gd)
 {
     zf_graph_t *g = NULL;
     zf_status_t s = zf_graph_new_from_graphdef(gd, &g);

@@ -38,7 +38,7 @@ static Tensorflow__GraphDef *s_parse(const char *text)
     return gd;
 }
 
-static zf_local_session_t *s_session(const Tensorflow__GraphDef *gd, const char *devices)
+static zf_local_session_t *s_session(Tensorflow__GraphDef *gd, const char *devices)
 {
     zf_local_session_options_t opts = ZF_LOCAL_SESSION_OPTIONS_DEFAULT;
     opts.devices = devices;
