@@ -52,15 +52,17 @@ class ExtraExecutor:
     """A zflow-executor of our own joined to a cluster's broker, so that a
     test can kill it without stopping the cluster."""
 
-    def __init__(self, bin_dir, target, name):
+    def __init__(self, bin_dir, target, name, threads=1):
         self.name = name
         self.proc = subprocess.Popen(
             [os.path.join(bin_dir, "zflow-executor"), "--broker", target, "--device", "CPU:0",
-             "--name", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+             "--name", name, "--threads", str(threads)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         line = self.proc.stdout.readline().decode()
         assert line.startswith("zflow-executor " + name), line
 
     def kill(self):
-        self.proc.kill()
-        self.proc.wait()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
         self.proc.stdout.close()

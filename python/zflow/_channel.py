@@ -45,8 +45,7 @@ class _Peer:
             self.sock.connect(endpoint)
         except zmq.ZMQError as e:
             self.sock.close(0)
-            raise errors.InvalidArgumentError(
-                "cannot connect to the %s at %s: %s" % (kind, endpoint, e)) from None
+            raise ValueError("cannot connect to the %s at %r: %s" % (kind, endpoint, e)) from None
         self.endpoint = endpoint
         self.kind = kind
         self.heard = 0.0
@@ -89,7 +88,7 @@ class Channel:
         if p is None:
             try:
                 p = _Peer(endpoint, "scheduler")
-            except errors.OpError:
+            except ValueError:
                 return self.broker
             self._schedulers[endpoint] = p
             self._poller.register(p.sock, zmq.POLLIN)
