@@ -10,7 +10,7 @@ import time
 
 import zmq
 
-from . import errors
+from . import _wire, errors
 from ._proto import service_pb2
 
 PROTOCOL_VERSION = service_pb2.PROTOCOL_VERSION_1
@@ -27,6 +27,11 @@ _BODY_NAMES = {
 }
 
 
+_RUN_STEP_REPLY = service_pb2.Envelope.DESCRIPTOR.fields_by_name["run_step_reply"].number
+_PING_BODY = _wire.varint(service_pb2.Envelope.DESCRIPTOR.fields_by_name["ping"].number << 3 | 2) \
+    + b"\x00"
+
+
 def _now_ms():
     return time.monotonic() * 1000.0
 
@@ -36,7 +41,7 @@ def _context():
 
 
 class _Peer:
-    __slots__ = ("sock", "endpoint", "kind", "heard", "pinged", "unreachable")
+    __slots__ = ("sock", "endpoint", "kind", "heard", "pinged", "unreachable", "rcvtimeo")
 
     def __init__(self, endpoint, kind):
         self.sock = _context().socket(zmq.DEALER)
@@ -51,6 +56,7 @@ class _Peer:
         self.heard = 0.0
         self.pinged = 0.0
         self.unreachable = False
+        self.rcvtimeo = -1
 
     def close(self):
         self.sock.close(0)
@@ -66,8 +72,6 @@ class Channel:
         self.broker = _Peer(broker_endpoint, "broker")
         self._schedulers = {}
         self._next_id = 1
-        self._poller = zmq.Poller()
-        self._poller.register(self.broker.sock, zmq.POLLIN)
         self._by_sock = {self.broker.sock: self.broker}
 
     def close(self):
@@ -91,7 +95,6 @@ class Channel:
             except ValueError:
                 return self.broker
             self._schedulers[endpoint] = p
-            self._poller.register(p.sock, zmq.POLLIN)
             self._by_sock[p.sock] = p
             t0 = _now_ms()
             self._ping(p, t0)
@@ -99,7 +102,7 @@ class Channel:
                 left = t0 + _REACH_MS - _now_ms()
                 if left <= 0:
                     break
-                self._receive(None, left)
+                self._receive(p, None, left)
             p.unreachable = p.heard == 0.0
         return self.broker if p.unreachable else p
 
@@ -109,18 +112,31 @@ class Channel:
         """A new request envelope; fill its body, then call()."""
         return service_pb2.Envelope(version=PROTOCOL_VERSION)
 
-    def send(self, peer, env):
-        """Sends env to peer with a fresh request id; returns the id."""
+    def _new_id(self):
         rid = self._next_id
         self._next_id += 1
-        env.version = PROTOCOL_VERSION
-        env.request_id = rid
-        data = env.SerializeToString()
+        return rid
+
+    def _send_frame(self, peer, data):
         try:
             peer.sock.send(data, copy=len(data) < 65536)
         except zmq.ZMQError as e:
             raise errors.UnavailableError(
                 "sending to the %s at %s: %s" % (peer.kind, peer.endpoint, e)) from None
+
+    def send(self, peer, env):
+        """Sends env to peer with a fresh request id; returns the id."""
+        rid = self._new_id()
+        env.version = PROTOCOL_VERSION
+        env.request_id = rid
+        self._send_frame(peer, env.SerializeToString())
+        return rid
+
+    def send_parts(self, peer, body_parts):
+        """Sends an envelope whose body is already encoded (_wire); returns
+        its request id."""
+        rid = self._new_id()
+        self._send_frame(peer, _wire.envelope(rid, body_parts))
         return rid
 
     def call(self, peer, env, want, timeout_ms=DEFAULT_TIMEOUT_MS):
@@ -129,61 +145,85 @@ class Channel:
         timeout_ms None waits as long as the peer answers pings."""
         body = env.WhichOneof("body")
         rid = self.send(peer, env)
-        return self.finish(peer, rid, body, want, timeout_ms)
+        return self.finish(peer, rid, _BODY_NAMES.get(body, "the request"), want, timeout_ms)
 
-    def finish(self, peer, rid, body, want, timeout_ms):
-        reply = self._await(peer, rid, body, timeout_ms)
+    def finish(self, peer, rid, name, want, timeout_ms):
+        buf, _, _ = self._await(peer, rid, name, timeout_ms)
+        reply = service_pb2.Envelope.FromString(bytes(buf))
         kind = reply.WhichOneof("body")
         if kind == "status_reply":
-            st = reply.status_reply.status
-            if st.code != 0:
-                raise errors.from_status(st.code, st.message)
-            if want != "status_reply":
-                raise errors.InternalError("the service answered with an OK status but no result")
+            self._raise_status(reply.status_reply.status.code,
+                               reply.status_reply.status.message, want)
             return reply.status_reply
         if kind != want:
             raise errors.InternalError(
                 "the service answered with a message of the wrong kind (%s)" % kind)
         return getattr(reply, kind)
 
+    def finish_run_step(self, peer, rid, timeout_ms, name="RunStep"):
+        """The RunStepReply to rid, read by _wire: (buf, status code,
+        message, [(name, tensor span)], step_id, unfinished)."""
+        buf, body, span = self._await(peer, rid, name, timeout_ms)
+        if body == _RUN_STEP_REPLY:
+            return (buf,) + _wire.run_step_reply(buf, span)
+        reply = service_pb2.Envelope.FromString(bytes(buf))
+        kind = reply.WhichOneof("body")
+        if kind == "status_reply":
+            self._raise_status(reply.status_reply.status.code,
+                               reply.status_reply.status.message, "run_step_reply")
+        raise errors.InternalError(
+            "the service answered with a message of the wrong kind (%s)" % kind)
+
+    @staticmethod
+    def _raise_status(code, message, want):
+        if code != 0:
+            raise errors.from_status(code, message)
+        if want != "status_reply":
+            raise errors.InternalError("the service answered with an OK status but no result")
+
     def _ping(self, peer, now):
         peer.pinged = now
-        env = service_pb2.Envelope(version=PROTOCOL_VERSION,
-                                   request_id=_PING_BIT | self._next_id)
-        self._next_id += 1
-        env.ping.SetInParent()
+        rid = _PING_BIT | self._new_id()
         try:
-            peer.sock.send(env.SerializeToString(), zmq.NOBLOCK)
+            peer.sock.send(_wire.envelope(rid, [_PING_BODY]), zmq.NOBLOCK)
         except zmq.ZMQError:
             pass  # a full queue means no answer: silence decides
 
-    def _receive(self, rid, wait_ms):
-        """Reads what is ready on every peer; returns the reply to rid, if
-        it came. Anything else counts as life of its sender and is
-        dropped (a late reply to a request given up on, a ping's answer)."""
+    def _receive(self, peer, rid, wait_ms):
+        """Reads what peer sent, waiting up to wait_ms for the first
+        message; returns (frame, body field, body span) of the reply to rid
+        if it came. Anything else counts as life of the peer and is dropped
+        (a late reply to a request given up on, a ping's answer, a
+        malformed frame)."""
+        sock = peer.sock
+        timeout = max(0, int(wait_ms + 0.999))
+        if peer.rcvtimeo != timeout:  # one blocking recv instead of poll + recv
+            sock.setsockopt(zmq.RCVTIMEO, timeout)
+            peer.rcvtimeo = timeout
         found = None
-        events = self._poller.poll(max(0, int(wait_ms + 0.999)))
-        for sock, _ in events:
-            peer = self._by_sock[sock]
-            while True:
-                try:
-                    frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
-                except zmq.Again:
-                    break
-                peer.heard = _now_ms()
-                env = service_pb2.Envelope()
-                try:
-                    env.ParseFromString(frames[-1].buffer)
-                except Exception:  # a malformed reply proves life; it answers nothing
-                    continue
-                if env.version != PROTOCOL_VERSION:
-                    continue
-                if rid is not None and env.request_id == rid and found is None:
-                    found = env
+        flags = 0
+        while True:
+            try:
+                frame = sock.recv(flags, copy=False)
+            except zmq.Again:
+                break
+            flags = zmq.NOBLOCK
+            peer.heard = _now_ms()
+            while frame.more:  # the envelope is the last frame
+                frame = sock.recv(copy=False)
+            buf = frame.bytes if len(frame) < 65536 else frame.buffer
+            try:
+                version, got, body, span = _wire.envelope_header(buf)
+            except ValueError:
+                continue
+            if version != PROTOCOL_VERSION or body is None:
+                continue
+            if got == rid and rid is not None and found is None:
+                found = (buf, body, span)
+                break
         return found
 
-    def _await(self, peer, rid, body, timeout_ms):
-        name = _BODY_NAMES.get(body, "the request")
+    def _await(self, peer, rid, name, timeout_ms):
         start = _now_ms()
         deadline = None if timeout_ms is None else start + timeout_ms
         ping_ms = _PING_MS if timeout_ms is None else min(timeout_ms / 2, _PING_MS)
@@ -209,6 +249,6 @@ class Channel:
             wait = nxt if nxt > 0 else ping_ms
             if deadline is not None:
                 wait = min(wait, deadline - now)
-            reply = self._receive(rid, max(wait, 1))
+            reply = self._receive(peer, rid, max(wait, 1))
             if reply is not None:
                 return reply

@@ -56,6 +56,8 @@ class FetchPlan:
     def build(self, values):
         """The fetch structure with each tensor name replaced by its value
         (values in the order of self.tensors) and each target by None."""
+        if isinstance(self._fetches, str):
+            return values[0] if self.tensors else None
         return self._build(self._fetches, values)
 
     def _build(self, f, values):
@@ -77,3 +79,18 @@ class FetchPlan:
         if name.startswith("^") or ":" not in name:
             return None
         return values[self._tensor_index[name]]
+
+
+_plans = {}
+
+
+def plan_for(fetches):
+    """The FetchPlan of fetches; those of single names are kept."""
+    if isinstance(fetches, str):
+        plan = _plans.get(fetches)
+        if plan is None:
+            plan = FetchPlan(fetches)
+            if len(_plans) < 1024:
+                _plans[fetches] = plan
+        return plan
+    return FetchPlan(fetches)

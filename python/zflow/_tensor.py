@@ -58,6 +58,7 @@ def fill_proto(proto, arr):
     dt = dtypes.from_numpy(arr.dtype)
     proto.dtype = dt
     shape = proto.tensor_shape
+    shape.SetInParent()
     for d in arr.shape:
         shape.dim.add().size = d
     if dt == dtypes.DT_STRING:

@@ -102,8 +102,20 @@ def as_numpy_dtype(dtype):
     return np_dtype
 
 
+_from_numpy_cache = {}
+
+
 def from_numpy(np_dtype):
     """The DataType for a NumPy dtype; TypeError when there is none."""
+    dt = _from_numpy_cache.get(np_dtype)
+    if dt is None:
+        dt = _from_numpy(np_dtype)
+        if isinstance(np_dtype, np.dtype):
+            _from_numpy_cache[np_dtype] = dt
+    return dt
+
+
+def _from_numpy(np_dtype):
     np_dtype = np.dtype(np_dtype)
     if BFLOAT16 is not None and np_dtype == BFLOAT16:
         return DT_BFLOAT16

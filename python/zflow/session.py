@@ -1,7 +1,7 @@
 """zflow.Session: TensorFlow's Session API over a zflow service."""
 import threading
 
-from . import _fetch, _graph, _tensor, errors
+from . import _fetch, _graph, _tensor, _wire, dtypes, errors
 from ._channel import DEFAULT_TIMEOUT_MS, Channel
 from ._proto import service_pb2
 
@@ -53,20 +53,29 @@ def _run_timeout_ms(options):
     return t
 
 
-def feeds_to_proto(feed_dict, dtype_table, named_tensors):
-    """Appends feed_dict's values, as NamedTensors, to named_tensors."""
+def feed_arrays(feed_dict, dtype_table):
+    """feed_dict as (tensor name, array, DataType) triples."""
     if not feed_dict:
-        return
+        return []
     if not hasattr(feed_dict, "items"):
         raise TypeError("feed_dict must be a dict of tensor names to values, not %s"
                         % type(feed_dict).__name__)
+    out = []
     for key, value in feed_dict.items():
-        name = _fetch._name_of(key)
+        name = key if isinstance(key, str) else _fetch._name_of(key)
         try:
             arr = _tensor.to_numpy(value, _graph.dtype_of(dtype_table, name))
+            dt = dtypes.from_numpy(arr.dtype)
         except (TypeError, ValueError) as e:
             raise TypeError("cannot feed %r as '%s': %s" % (type(value).__name__, name, e)) \
                 from None
+        out.append((name, arr, dt))
+    return out
+
+
+def feeds_to_proto(feed_dict, dtype_table, named_tensors):
+    """Appends feed_dict's values, as NamedTensors, to named_tensors."""
+    for name, arr, _ in feed_arrays(feed_dict, dtype_table):
         nt = named_tensors.add()
         nt.name = name
         _tensor.fill_proto(nt.tensor, arr)
@@ -81,7 +90,7 @@ def fetches_from_proto(named_tensors, names):
     for nt, name in zip(named_tensors, names):
         try:
             out.append(_tensor.from_proto(nt.tensor))
-        except (TypeError, ValueError) as e:
+        except ValueError as e:
             raise errors.InternalError("fetch '%s': %s" % (name, e)) from None
     return out
 
@@ -180,35 +189,40 @@ class Session:
         them) and returns the same structure of NumPy arrays (None for
         operations). options: timeout_in_ms (dict or RunOptions-like).
         run_metadata, when a dict or an object, gets step_id."""
-        plan = _fetch.FetchPlan(fetches)
-        timeout = _run_timeout_ms(options)
+        plan = _fetch.plan_for(fetches)
+        timeout = _run_timeout_ms(options) if options is not None else 0
         if not plan.tensors and not plan.targets:
             return plan.build([])
-        env = service_pb2.Envelope()
-        rs = env.run_step
-        rs.session = self._id
-        feeds_to_proto(feed_dict, self._dtypes, rs.feeds)
-        rs.fetches.extend(plan.tensors)
-        rs.targets.extend(plan.targets)
-        rs.timeout_ms = timeout
+        body = _wire.run_step_body(self._id, feed_arrays(feed_dict, self._dtypes),
+                                   plan.tensors, plan.targets, timeout)
         ch = self._acquire()
         broken = True
         try:
             peer = ch.scheduler(self._scheduler)
+            rid = ch.send_parts(peer, body)
+            del body  # a large feed's frame is sent; let it go
             wait = timeout + _STEP_MARGIN_MS if timeout > 0 else None
-            reply = ch.call(peer, env, "run_step_reply", wait)
+            buf, code, message, fetched, step_id, _ = ch.finish_run_step(peer, rid, wait)
             broken = False
         finally:
             self._release(ch, broken)
-        if reply.status.code != 0:
-            raise errors.from_status(reply.status.code, reply.status.message)
-        values = fetches_from_proto(reply.fetches, plan.tensors)
+        if code != 0:
+            raise errors.from_status(code, message)
+        if len(fetched) != len(plan.tensors):
+            raise errors.InternalError("the service returned %d tensors for %d fetches"
+                                       % (len(fetched), len(plan.tensors)))
+        values = []
+        for name, span in fetched:
+            try:
+                values.append(_wire.tensor(buf, span))
+            except ValueError as e:
+                raise errors.InternalError("fetch '%s': %s" % (name, e)) from None
         if run_metadata is not None:
             if isinstance(run_metadata, dict):
-                run_metadata["step_id"] = reply.step_id
+                run_metadata["step_id"] = step_id
             else:
                 try:
-                    run_metadata.step_id = reply.step_id
+                    run_metadata.step_id = step_id
                 except (AttributeError, TypeError):
                     pass
         return plan.build(values)
