@@ -19,11 +19,11 @@ node { name: 'y' op: 'Identity' input: 'x' attr { key: 'T' value { type: DT_FLOA
 
 
 def slow_graph(device):
-    """Four chained 2000x2000 MatMuls pinned to device: seconds of work on
-    an executor with one thread."""
+    """Ten chained 2000x2000 MatMuls pinned to device: seconds of work on
+    an executor with one thread, even on a fast core."""
     text = "node { name: 'a' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } } }\n"
     prev = "a"
-    for i in range(4):
+    for i in range(10):
         text += ("node { name: 'm%d' op: 'MatMul' input: '%s' input: 'a' device: '%s' "
                  "attr { key: 'T' value { type: DT_FLOAT } } }\n" % (i, prev, device))
         prev = "m%d" % i
@@ -127,7 +127,7 @@ def test_a_killed_executor_is_unavailable(cluster):
     a = np.full((2000, 2000), 1e-3, np.float32)
     try:
         with zflow.Session(cluster.target, graph=slow_graph(name)) as sess:
-            timer = threading.Timer(0.5, ex.kill)
+            timer = threading.Timer(0.3, ex.kill)
             timer.start()
             with pytest.raises(errors.UnavailableError) as e:
                 sess.run("out:0", {"a:0": a})
