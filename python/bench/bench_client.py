@@ -94,13 +94,17 @@ def main():
                 print("round %d: latency C %.0f us, Python %.0f us; 64 MiB step C %.1f ms, "
                       "Python %.1f ms" % (r + 1, lat_c[-1] * 1e6, lat_py[-1] * 1e6,
                                           bw_c[-1] * 1e3, bw_py[-1] * 1e3), flush=True)
-    lc, lp = min(lat_c), min(lat_py)
-    bc, bp = min(bw_c), min(bw_py)
     mib = 2 * BIG * 4 / 2**20  # fed and fetched
-    print("step latency (median, best round): C client %.0f us, Python client %.0f us: "
-          "ratio %.2fx (target <= 1.3x)" % (lc * 1e6, lp * 1e6, lp / lc))
-    print("64 MiB feed + fetch: C client %.0f MiB/s, Python client %.0f MiB/s: ratio %.2fx "
-          "(target >= 0.7x)" % (mib / bc, mib / bp, bc / bp))
+    lat_ratios = sorted(p / c for p, c in zip(lat_py, lat_c))
+    bw_ratios = sorted(c / p for p, c in zip(bw_py, bw_c))
+    print("step latency: C client %.0f us, Python client %.0f us (best rounds); Python/C per "
+          "round %s, median %.2fx (target <= 1.3x)"
+          % (min(lat_c) * 1e6, min(lat_py) * 1e6, " ".join("%.2f" % r for r in lat_ratios),
+             statistics.median(lat_ratios)))
+    print("64 MiB feed + fetch: C client %.0f MiB/s, Python client %.0f MiB/s (best rounds); "
+          "Python/C per round %s, median %.2fx (target >= 0.7x)"
+          % (mib / min(bw_c), mib / min(bw_py), " ".join("%.2f" % r for r in bw_ratios),
+             statistics.median(bw_ratios)))
 
 
 if __name__ == "__main__":
