@@ -221,3 +221,29 @@ def test_executors_lists_the_clusters_devices(cluster):
         assert e.device_type == "CPU" and e.incarnation != 0
         assert e.control_endpoint.startswith("tcp://127.0.0.1:")
         assert e.rendezvous_endpoint.startswith("tcp://127.0.0.1:")
+
+
+def test_large_strided_and_big_endian_feeds(cluster):
+    rng = np.random.default_rng(9)
+    big = rng.normal(size=(1024, 2048)).astype(np.float32)  # 8 MiB
+    strided = np.arange(24, dtype=np.int32).reshape(4, 6)[:, ::2].T  # not contiguous
+    swapped = np.array([1.5, -2.25, 1e300], dtype=">f8")
+    with zflow.Session(cluster.target, graph=identity_graph()) as sess:
+        got_big, got_strided, got_swapped = sess.run(
+            ["out10:0", "out3:0", "out11:0"],
+            {"in10:0": big, "in3:0": strided, "in11:0": swapped})
+    np.testing.assert_array_equal(got_big, big)
+    np.testing.assert_array_equal(got_strided, strided)
+    assert got_strided.shape == (3, 4)
+    np.testing.assert_array_equal(got_swapped, swapped.astype("<f8"))
+
+
+def test_values_that_cannot_be_tensors_fail_cleanly(cluster):
+    with zflow.Session(cluster.target, graph=identity_graph()) as sess:
+        with pytest.raises(TypeError, match="cannot feed 'dict' as 'in10:0'"):
+            sess.run("out10:0", {"in10:0": {"a": 1}})
+        with pytest.raises(TypeError, match="cannot feed 'ndarray' as 'in14:0'"):
+            sess.run("out14:0", {"in14:0": np.array([1, object()], dtype=object)})
+        with pytest.raises(TypeError, match="cannot feed 'ndarray' as 'in10:0'"):
+            sess.run("out10:0", {"in10:0": np.zeros(2, dtype=[("a", "i4"), ("b", "f4")])})
+        np.testing.assert_array_equal(sess.run("out10:0", {"in10:0": [1.5]}), [1.5])
