@@ -110,3 +110,20 @@ def test_submit_in_one_process_and_collect_in_another(cluster):
     # collected over there: gone here
     with pytest.raises(errors.NotFoundError):
         zflow.Job(job_id, target=cluster.target).poll()
+
+
+def test_jobs_pass_between_the_c_cli_and_python(cluster, zflow_bin):
+    """The same wire protocol: a job the C client submits is collected here,
+    and one submitted here is collected by `zflow wait`."""
+    sub = subprocess.run([zflow_bin, "submit", str(COUNTER), "--broker", cluster.target,
+                          "--init", "init", "--fetch", "count", "--steps", "7"],
+                         capture_output=True, text=True, timeout=60)
+    assert sub.returncode == 0, sub.stderr
+    out = zflow.Job(sub.stdout.strip(), target=cluster.target).result(timeout=60)
+    assert list(out) == ["count"] and out["count"].dtype == np.float32
+    assert float(out["count"]) == 7.0
+    job = zflow.submit(COUNTER, ["count:0"], init="init", steps=5, target=cluster.target)
+    wait = subprocess.run([zflow_bin, "wait", job.id, "--broker", cluster.target],
+                          capture_output=True, text=True, timeout=60)
+    assert wait.returncode == 0, wait.stderr
+    assert wait.stdout == "count:0 =\n5.0\n"
