@@ -247,3 +247,12 @@ def test_values_that_cannot_be_tensors_fail_cleanly(cluster):
         with pytest.raises(TypeError, match="cannot feed 'ndarray' as 'in10:0'"):
             sess.run("out10:0", {"in10:0": np.zeros(2, dtype=[("a", "i4"), ("b", "f4")])})
         np.testing.assert_array_equal(sess.run("out10:0", {"in10:0": [1.5]}), [1.5])
+
+
+def test_steps_through_the_broker_give_the_same_values(cluster):
+    from test_examples import mlp_numpy
+    x = np.random.default_rng(11).normal(size=(3, 4)).astype(np.float32)
+    with zflow.Session(cluster.target, graph=MLP, direct=False) as sess:
+        got = sess.run("probs:0", {"x:0": x})
+        assert sess._all and all(not ch._schedulers for ch in sess._all)  # the broker only
+    np.testing.assert_allclose(got, mlp_numpy(x.astype(np.float64))[1], rtol=1e-5, atol=1e-6)

@@ -100,13 +100,17 @@ class Session:
 
     target: the broker's endpoint ("tcp://HOST:PORT"). graph: a GraphDef,
     its serialized bytes, a .pb/.pbtxt path or an object with
-    as_graph_def(). config: see session_options().
+    as_graph_def(). config: see session_options(). timeout_ms: how long
+    CreateSession and CloseSession wait (default 30 s). direct (default):
+    steps go straight to the scheduler holding the session; False: through
+    the broker, as every request without it.
 
     run() may be called from several threads at once: each call takes a
     connection of its own from a pool (ZeroMQ sockets are not thread-safe),
     so steps of one session run concurrently."""
 
-    def __init__(self, target=DEFAULT_TARGET, graph=None, config=None, timeout_ms=None):
+    def __init__(self, target=DEFAULT_TARGET, graph=None, config=None, timeout_ms=None,
+                 direct=True):
         if graph is None:
             raise ValueError("a zflow Session needs a graph")
         self._target = target
@@ -129,7 +133,7 @@ class Session:
             if reply.status.code != 0:
                 raise errors.from_status(reply.status.code, reply.status.message)
             self._id = reply.session
-            self._scheduler = reply.scheduler_endpoint
+            self._scheduler = reply.scheduler_endpoint if direct else ""
         except BaseException:
             self._release(ch)
             self._close_channels()
