@@ -7,8 +7,9 @@
   Identity, (64 MiB in + 64 MiB out) / median step time.
 
 Prints each figure and the ratios (targets: Python latency <= 1.3x the C
-client's, Python bandwidth >= 0.7x). Rounds alternate between the clients
-so both see the same machine load.
+client's, Python bandwidth >= 0.7x), and each client's own CPU time per
+small step, which a loaded machine does not blur. Rounds alternate between
+the clients so both see the same machine load.
 
     python3 python/bench/bench_client.py [--zflow BUILD/bin/zflow]
         [--client-step BUILD/python-bench/client_step] [--reps 2000] [--rounds 3]
@@ -16,6 +17,7 @@ so both see the same machine load.
 import argparse
 import os
 import pathlib
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,8 +43,9 @@ def fill(n, seed=7):
     return np.random.default_rng(seed).uniform(-0.5, 0.5, n).astype(np.float32)
 
 
-def python_steps(target, graph, feed, fetch, reps, warmup):
+def python_steps(target, graph, feed, fetch, reps, warmup, cpu=None):
     times = []
+    c0 = time.process_time()
     with zflow.Session(target, graph=graph) as sess:
         for i in range(warmup + reps):
             t0 = time.perf_counter()
@@ -51,12 +54,18 @@ def python_steps(target, graph, feed, fetch, reps, warmup):
             if i >= warmup:
                 times.append(dt)
         assert out.shape == feed.shape or fetch == "probs:0"
+    if cpu is not None:
+        cpu.append((time.process_time() - c0) / (reps + warmup))
     return statistics.median(times)
 
 
-def c_steps(client_step, target, graph, dims, fetch, reps, warmup):
+def c_steps(client_step, target, graph, dims, fetch, reps, warmup, cpu=None):
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run([client_step, target, str(graph), "x:0", dims, fetch, str(reps),
                           str(warmup)], capture_output=True, text=True, check=True)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if cpu is not None:
+        cpu.append((r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / (reps + warmup))
     fields = dict(kv.split("=") for kv in out.stdout.split())
     return float(fields["median_us"]) * 1e-6
 
@@ -84,17 +93,22 @@ def main():
         small = fill(8).reshape(2, 4)
         big = fill(BIG)
         lat_py, lat_c, bw_py, bw_c = [], [], [], []
+        cpu_py, cpu_c = [], []
         with zflow.LocalCluster(cpu=args.cpu, zflow_bin=zbin) as cluster:
             t = cluster.target
             for r in range(args.rounds):
-                lat_c.append(c_steps(client_step, t, MLP, "2,4", "probs:0", args.reps, 200))
-                lat_py.append(python_steps(t, MLP, small, "probs:0", args.reps, 200))
+                lat_c.append(c_steps(client_step, t, MLP, "2,4", "probs:0", args.reps, 200,
+                                     cpu_c))
+                lat_py.append(python_steps(t, MLP, small, "probs:0", args.reps, 200, cpu_py))
                 bw_c.append(c_steps(client_step, t, copy_pb, str(BIG), "y:0", args.big_reps, 2))
                 bw_py.append(python_steps(t, str(copy_pb), big, "y:0", args.big_reps, 2))
                 print("round %d: latency C %.0f us, Python %.0f us; 64 MiB step C %.1f ms, "
                       "Python %.1f ms" % (r + 1, lat_c[-1] * 1e6, lat_py[-1] * 1e6,
                                           bw_c[-1] * 1e3, bw_py[-1] * 1e3), flush=True)
     mib = 2 * BIG * 4 / 2**20  # fed and fetched
+    print("client CPU per small step (user + system, the load-independent part): C client "
+          "%.0f us, Python client %.0f us (medians over rounds)"
+          % (statistics.median(cpu_c) * 1e6, statistics.median(cpu_py) * 1e6))
     lat_ratios = sorted(p / c for p, c in zip(lat_py, lat_c))
     bw_ratios = sorted(c / p for p, c in zip(bw_py, bw_c))
     print("step latency: C client %.0f us, Python client %.0f us (best rounds); Python/C per "

@@ -31,6 +31,7 @@ class FetchPlan:
         self._tensor_index = {}
         self._target_set = set()
         self._fetches = fetches
+        self.tails = {}  # timeout -> encoded fetches and targets (zflow._wire)
         self._walk(fetches)
 
     def _walk(self, f):

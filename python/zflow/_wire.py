@@ -11,23 +11,21 @@ import numpy as np
 from . import dtypes
 
 
+_SMALL = [bytes((i,)) for i in range(0x80)]
+
+
 def varint(n):
     """Protobuf's base-128 varint; negative int64 as 10 bytes."""
+    if 0 <= n < 0x80:
+        return _SMALL[n]
     if n < 0:
         n += 1 << 64
-    if n < 0x80:
-        return bytes((n,))
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
     return bytes(out)
-
-
-def _len_field(tag, parts, size):
-    """tag, then the length of parts (totalling size bytes); parts follow."""
-    return [tag, varint(size)] + parts, len(tag) + len(varint(size)) + size
 
 
 def _string(tag, s):
@@ -38,51 +36,63 @@ def _string(tag, s):
 _T_ENV_RUN_STEP = varint(32 << 3 | 2)
 
 
+def _shape_field(shape):
+    if not shape:
+        return b"\x12\x00"
+    dims = b"".join((b"\x12\x02\x08" + _SMALL[n]) if 0 < n < 0x80 else
+                    (b"\x12\x00" if n == 0 else
+                     b"\x12" + varint(len(varint(n)) + 1) + b"\x08" + varint(n))
+                    for n in shape)
+    return b"\x12" + varint(len(dims)) + dims
+
+
 def tensor_parts(arr, dt):
-    """The TensorProto of arr (from _tensor.to_numpy) as byte parts and
-    their total size: dtype, shape, then tensor_content (a view of arr's
-    memory, copied only when the frame is joined) or string_val."""
-    parts = []
-    if dt:
-        parts.append(b"\x08" + varint(dt))
-    if arr.ndim:
-        shape = b"".join(b"\x12" + varint(len(d)) + d
-                         for d in (b"\x08" + varint(n) if n else b"" for n in arr.shape))
-        parts.append(b"\x12" + varint(len(shape)) + shape)
-    else:
-        parts.append(b"\x12\x00")
+    """The TensorProto of arr (from _tensor.to_numpy): its fields before
+    the content as bytes, and the content (tensor_content, a view of arr's
+    memory that is copied only when the frame is joined; or None)."""
+    head = b"\x08" + varint(dt) + _shape_field(arr.shape)
     if dt == dtypes.DT_STRING:
-        for v in arr.reshape(-1):
-            parts.append(b"\x42" + varint(len(v)) + v)
-    elif arr.size:
-        if dt == dtypes.DT_BOOL:
-            arr = arr.astype(np.uint8, copy=False)
-        if arr.dtype.byteorder == ">":
-            arr = arr.astype(arr.dtype.newbyteorder("<"))
-        data = memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
-        parts.append(b"\x22" + varint(len(data)))
-        parts.append(data)
-    return parts, sum(len(p) for p in parts)
+        return head + b"".join(b"\x42" + varint(len(v)) + v for v in arr.reshape(-1)), None
+    if not arr.size:
+        return head, None
+    if dt == dtypes.DT_BOOL:
+        arr = arr.astype(np.uint8, copy=False)
+    if arr.dtype.byteorder == ">":
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    data = memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
+    return head + b"\x22" + varint(len(data)), data
 
 
-def run_step_body(session, feeds, fetches, targets, timeout_ms):
+def run_step_body(session, feeds, fetches, targets, timeout_ms, tail=None):
     """The Envelope's run_step field (tag included) as byte parts.
-    feeds: (name, array, DataType) triples."""
+    feeds: (name, array, DataType) triples. tail: the encoded fetches,
+    targets and timeout (run_step_tail), when the caller keeps them."""
+    if tail is None:
+        tail = run_step_tail(fetches, targets, timeout_ms)
     parts = [_string(b"\x0a", session)]
+    size = len(parts[0]) + len(tail)
     for name, arr, dt in feeds:
-        tparts, tsize = tensor_parts(arr, dt)
-        nm = _string(b"\x0a", name)
-        inner = [nm, b"\x12", varint(tsize)] + tparts
-        isize = len(nm) + 1 + len(varint(tsize)) + tsize
-        parts += [b"\x12", varint(isize)] + inner
-    for f in fetches:
-        parts.append(_string(b"\x1a", f))
-    for t in targets:
-        parts.append(_string(b"\x22", t))
+        head, data = tensor_parts(arr, dt)
+        tsize = len(head) + (len(data) if data is not None else 0)
+        nt = _string(b"\x0a", name) + b"\x12" + varint(tsize) + head
+        isize = len(nt) + (len(data) if data is not None else 0)
+        nt = b"\x12" + varint(isize) + nt
+        parts.append(nt)
+        size += len(nt)
+        if data is not None:
+            parts.append(data)
+            size += len(data)
+    parts.append(tail)
+    return [_T_ENV_RUN_STEP + varint(size)] + parts
+
+
+def run_step_tail(fetches, targets, timeout_ms):
+    """RunStep's fetches, targets and timeout fields, encoded."""
+    out = b"".join(_string(b"\x1a", f) for f in fetches) + \
+        b"".join(_string(b"\x22", t) for t in targets)
     if timeout_ms:
-        parts.append(b"\x28" + varint(timeout_ms))
-    size = sum(len(p) for p in parts)
-    return [_T_ENV_RUN_STEP, varint(size)] + parts
+        out += b"\x28" + varint(timeout_ms)
+    return out
 
 
 def envelope(request_id, body_parts):
@@ -206,8 +216,12 @@ def tensor(buf, span):
                 if n2 == 3 and w2 == 0 and v2:
                     raise ValueError("a fetched tensor has an unknown rank")
                 if n2 == 2 and w2 == 2:
+                    a, b = v2
+                    if b - a == 2 and buf[a] == 0x08 and buf[a + 1] < 0x80:
+                        dims.append(buf[a + 1])  # the usual small dim
+                        continue
                     size = 0
-                    for n3, w3, v3 in fields(buf, *v2):
+                    for n3, w3, v3 in fields(buf, a, b):
                         if n3 == 1 and w3 == 0:
                             size = v3 - (1 << 64) if v3 >= 1 << 63 else v3
                     dims.append(size)

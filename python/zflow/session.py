@@ -197,8 +197,13 @@ class Session:
         timeout = _run_timeout_ms(options) if options is not None else 0
         if not plan.tensors and not plan.targets:
             return plan.build([])
+        tail = plan.tails.get(timeout)
+        if tail is None:
+            tail = _wire.run_step_tail(plan.tensors, plan.targets, timeout)
+            if len(plan.tails) < 8:
+                plan.tails[timeout] = tail
         body = _wire.run_step_body(self._id, feed_arrays(feed_dict, self._dtypes),
-                                   plan.tensors, plan.targets, timeout)
+                                   plan.tensors, plan.targets, timeout, tail)
         ch = self._acquire()
         broken = True
         try:
