@@ -21,6 +21,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -28,8 +29,6 @@ import numpy as np
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 import zflow  # noqa: E402
-from zflow._proto import graph_pb2  # noqa: E402
-from google.protobuf import text_format  # noqa: E402
 
 MLP = HERE.parent.parent / "examples" / "mlp.pbtxt"
 BIG = 16 * 1024 * 1024  # float32 elements: 64 MiB
@@ -86,7 +85,6 @@ def main():
     if not os.access(client_step, os.X_OK):
         sys.exit("bench_client: cannot run %s (build the project first, or pass --client-step)"
                  % client_step)
-    import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         copy_pb = pathlib.Path(tmp) / "copy.pbtxt"
         copy_pb.write_text(COPY)

@@ -9,7 +9,7 @@ import pytest
 
 import zflow
 from zflow import errors
-from conftest import EXAMPLES, ExtraExecutor, parse_graph
+from conftest import ExtraExecutor, parse_graph
 
 SHAPED = parse_graph("""
 node { name: 'x' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } }
