@@ -182,3 +182,21 @@ def test_bad_arguments_fail_on_the_client(cluster, tmp_path):
         zflow.Session(cluster.target, graph=SHAPED, config={"bogus": 1})
     with pytest.raises(FileNotFoundError, match="not an executable zflow program"):
         zflow.LocalCluster(zflow_bin=str(tmp_path))
+
+
+def test_another_protocol_version_is_failed_precondition(cluster):
+    """A request in a version the service does not speak is refused, and the
+    refusal arrives as FailedPreconditionError with the service's message."""
+    from zflow import _channel
+    from zflow._proto import service_pb2
+    ch = _channel.Channel(cluster.target)
+    try:
+        env = service_pb2.Envelope(version=2, request_id=77)
+        env.list_executors.SetInParent()
+        ch._send_frame(ch.broker, env.SerializeToString())
+        with pytest.raises(errors.FailedPreconditionError) as e:
+            ch.finish(ch.broker, 77, "ListExecutors", "list_executors_reply", 5000)
+        assert e.value.message == "protocol version 2 is not supported (this side speaks 1)"
+        assert e.value.code == errors.FAILED_PRECONDITION
+    finally:
+        ch.close()
