@@ -130,6 +130,21 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF_HOST("_HostRecv", "CPU", "tensor_type", 0, 0, 1u),
     /* CPU: oneDNN (float; double on portable loops) */
     ZF_KDEF("DepthwiseConv2dNative", "CPU", "T", ZF_TYPES_FLOAT),
+    /* CPU: control flow (frames, iterations and deadness live in the engine) */
+    ZF_KDEF("Enter", "CPU", "T", 0),
+    ZF_KDEF("RefEnter", "CPU", "T", 0),
+    ZF_KDEF("Exit", "CPU", "T", 0),
+    ZF_KDEF("RefExit", "CPU", "T", 0),
+    ZF_KDEF("NextIteration", "CPU", "T", 0),
+    ZF_KDEF("RefNextIteration", "CPU", "T", 0),
+    ZF_KDEF("LoopCond", "CPU", NULL, 0),
+    ZF_KDEF("Switch", "CPU", "T", 0),
+    ZF_KDEF("RefSwitch", "CPU", "T", 0),
+    ZF_KDEF("_SwitchN", "CPU", "T", 0),
+    ZF_KDEF("Merge", "CPU", "T", 0),
+    ZF_KDEF("RefMerge", "CPU", "T", 0),
+    ZF_KDEF("ControlTrigger", "CPU", NULL, 0),
+    /* end of control flow */
     /* GPU */
     ZF_KDEF("Neg", "GPU", "T", ZF_TYPES_GPU_FLOAT),
     ZF_KDEF("Abs", "GPU", "T", ZF_TYPES_GPU_FLOAT),

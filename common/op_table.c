@@ -319,7 +319,7 @@ static const char *const s_table[] = {
     "T, beta2_power: T,"
     " lr: T, beta1: T, beta2: T, epsilon: T, grad: T) -> () " S_NESTEROV_DEFAULTS " stateful",
 
-    /* Dataflow control flow: Switch/Merge run; loop frames do not (yet) */
+    /* Dataflow control flow: frames, iterations and deadness (the engine) */
     "Switch(data: T, pred: bool) -> (output_false: T, output_true: T) "
     "control_flow",
     "RefSwitch(data: Ref(T), pred: bool) -> (output_false: Ref(T), "
@@ -330,14 +330,13 @@ static const char *const s_table[] = {
     "Merge(inputs: N*T) -> (output: T, value_index: int32) control_flow",
     "RefMerge(inputs: Ref(N*T)) -> (output: Ref(T), value_index: int32) "
     "control_flow",
-    "Enter(data: T) -> (output: T) " S_ENTER_DEFAULTS " control_flow unsupported",
-    "RefEnter(data: Ref(T)) -> (output: Ref(T)) " S_ENTER_DEFAULTS " control_flow unsupported",
-    "Exit(data: T) -> (output: T) control_flow unsupported",
-    "RefExit(data: Ref(T)) -> (output: Ref(T)) control_flow unsupported",
-    "NextIteration(data: T) -> (output: T) control_flow unsupported",
-    "RefNextIteration(data: Ref(T)) -> (output: Ref(T)) control_flow "
-    "unsupported",
-    "LoopCond(input: bool) -> (output: bool) control_flow unsupported",
+    "Enter(data: T) -> (output: T) " S_ENTER_DEFAULTS " control_flow",
+    "RefEnter(data: Ref(T)) -> (output: Ref(T)) " S_ENTER_DEFAULTS " control_flow",
+    "Exit(data: T) -> (output: T) control_flow",
+    "RefExit(data: Ref(T)) -> (output: Ref(T)) control_flow",
+    "NextIteration(data: T) -> (output: T) control_flow",
+    "RefNextIteration(data: Ref(T)) -> (output: Ref(T)) control_flow",
+    "LoopCond(input: bool) -> (output: bool) control_flow",
 
     /* Function calls */
     "While(input: T) -> (output: T) {T: list(type), " S_WHILE_DEFAULTS "}"

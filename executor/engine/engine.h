@@ -21,6 +21,14 @@
  * and the partition is light: zf_engine_set_inline_thread()). Dead inputs (control flow) make a
  * node dead without running it, except Send/Recv nodes, which forward deadness.
  *
+ * Control flow (docs/design.md, "Control flow"): a partition with
+ * control-flow ops has its nodes split into while-loop frames when built
+ * (engine_frames.h); its steps keep per frame and iteration their own
+ * counts and slots, start at most parallel_iterations iterations of a frame
+ * at once and free each as it finishes. Merge fires on its first live input,
+ * ControlTrigger is never dead, a dead Exit gives its dead value when its
+ * frame finishes.
+ *
  * Errors: the first kernel that fails sets the step's status — prefixed
  * with the device name — and aborts the step's rendezvous with it; nodes
  * not yet started are skipped. A kernel failing after the rendezvous was
@@ -52,8 +60,10 @@ typedef struct zf_engine_params {
  * zf_engine_adopt_graphdef()). Errors, naming the node: INVALID_ARGUMENT
  * for an invalid graph or a node whose outputs its attrs do not determine;
  * NOT_FOUND "No OpKernel was registered to support Op '<op>' used by node
- * <name> ..." for a node without a kernel on the device's type; whatever a
- * kernel's create() returns; RESOURCE_EXHAUSTED. Caller owns *out. */
+ * <name> ..." for a node without a kernel on the device's type;
+ * INVALID_ARGUMENT naming the node for malformed loops (engine_frames.h);
+ * whatever a kernel's create() returns; RESOURCE_EXHAUSTED. Caller owns
+ * *out. */
 zf_status_t zf_engine_new(Tensorflow__GraphDef *gd, const zf_engine_params_t *params,
                           zf_engine_t **out);
 
@@ -109,5 +119,16 @@ void zf_engine_run_async(zf_engine_t *ex, const zf_engine_args_t *args, zf_engin
 
 /* Runs a step and waits for it to end; returns its status. */
 zf_status_t zf_engine_run(zf_engine_t *ex, const zf_engine_args_t *args);
+
+/* The control-flow state every engine of the process holds now: loop
+ * iterations alive (at most parallel_iterations per running frame) and the
+ * most alive at once since zf_engine_cf_stats_reset_peak(), and frames
+ * alive. For tests and benchmarks. */
+typedef struct zf_engine_cf_stats {
+    long long live_iterations, peak_iterations, live_frames;
+} zf_engine_cf_stats_t;
+
+void zf_engine_cf_stats(zf_engine_cf_stats_t *out);
+void zf_engine_cf_stats_reset_peak(void);
 
 #endif

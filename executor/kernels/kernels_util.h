@@ -50,6 +50,7 @@ zf_status_t zf__kernels_register_cast(void);
 zf_status_t zf__kernels_register_reduce(void);
 zf_status_t zf__kernels_register_state(void);
 zf_status_t zf__kernels_register_compare(void);
+zf_status_t zf__kernels_register_control(void);
 
 /* ---- dtypes and attrs --------------------------------------------------- */
 
