@@ -311,6 +311,52 @@ static void s_write_graph(const s_tmp_t *t, const char *name, const char *text, 
     assert_int_equal(fclose(f), 0);
 }
 
+/* A while loop counting n down to 0 and summing n..1 (its condition a Cast
+ * to bool), run in one process. */
+#define I64 " attr { key: 'T' value { type: DT_INT64 } }"
+static const char s_loop_graph[] =
+    "node { name: 'n' op: 'Placeholder' attr { key: 'dtype' value { type: DT_INT64 } } }\n"
+    "node { name: 'zero' op: 'Const' attr { key: 'dtype' value { type: DT_INT64 } }"
+    " attr { key: 'value' value { tensor { dtype: DT_INT64 tensor_shape {} int64_val: 0 } } } }\n"
+    "node { name: 'one' op: 'Const' attr { key: 'dtype' value { type: DT_INT64 } }"
+    " attr { key: 'value' value { tensor { dtype: DT_INT64 tensor_shape {} int64_val: 1 } } } }\n"
+    "node { name: 'enter_i' op: 'Enter' input: 'n'" I64
+    " attr { key: 'frame_name' value { s: 'w' } } }\n"
+    "node { name: 'enter_acc' op: 'Enter' input: 'zero'" I64
+    " attr { key: 'frame_name' value { s: 'w' } } }\n"
+    "node { name: 'enter_one' op: 'Enter' input: 'one'" I64
+    " attr { key: 'frame_name' value { s: 'w' } } attr { key: 'is_constant' value { b: true } } "
+    "}\n"
+    "node { name: 'merge_i' op: 'Merge' input: 'enter_i' input: 'next_i'" I64
+    " attr { key: 'N' value { i: 2 } } }\n"
+    "node { name: 'merge_acc' op: 'Merge' input: 'enter_acc' input: 'next_acc'" I64
+    " attr { key: 'N' value { i: 2 } } }\n"
+    "node { name: 'nonzero' op: 'Cast' input: 'merge_i' attr { key: 'SrcT' value { type: "
+    "DT_INT64 } } attr { key: 'DstT' value { type: DT_BOOL } } }\n"
+    "node { name: 'cond' op: 'LoopCond' input: 'nonzero' }\n"
+    "node { name: 'sw_i' op: 'Switch' input: 'merge_i' input: 'cond'" I64 " }\n"
+    "node { name: 'sw_acc' op: 'Switch' input: 'merge_acc' input: 'cond'" I64 " }\n"
+    "node { name: 'exit_i' op: 'Exit' input: 'sw_i'" I64 " }\n"
+    "node { name: 'exit_acc' op: 'Exit' input: 'sw_acc'" I64 " }\n"
+    "node { name: 'i' op: 'Identity' input: 'sw_i:1'" I64 " }\n"
+    "node { name: 'acc' op: 'Identity' input: 'sw_acc:1'" I64 " }\n"
+    "node { name: 'acc1' op: 'AddV2' input: 'acc' input: 'i'" I64 " }\n"
+    "node { name: 'i1' op: 'Sub' input: 'i' input: 'enter_one'" I64 " }\n"
+    "node { name: 'next_i' op: 'NextIteration' input: 'i1'" I64 " }\n"
+    "node { name: 'next_acc' op: 'NextIteration' input: 'acc1'" I64 " }\n";
+
+static void test_cli_run_runs_a_while_loop_in_process(void **state)
+{
+    s_tmp_t *t = *state;
+    char path[128];
+    s_write_graph(t, "loop.pbtxt", s_loop_graph, path, sizeof path);
+    s_run_t r;
+    s_zflow(&r, "run %s --inprocess --feed n:int64=100 --fetch exit_acc exit_i", path);
+    s_expect(&r, 0, "exit_acc =\n5050\nexit_i =\n0\n");
+    s_zflow(&r, "run %s --inprocess --feed n:int64=0 --fetch exit_acc", path);
+    s_expect(&r, 0, "exit_acc =\n0\n");
+}
+
 static void test_cli_run_places_softly_and_by_mode_when_asked(void **state)
 {
     char path[128];
@@ -361,6 +407,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_run_checks_a_placeholders_shape_on_both_paths,
                                         s_setup, s_teardown),
         cmocka_unit_test(test_cli_run_answers_bad_usage_with_exit_code_2),
+        cmocka_unit_test_setup_teardown(test_cli_run_runs_a_while_loop_in_process, s_setup,
+                                        s_teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_places_softly_and_by_mode_when_asked, s_setup,
                                         s_teardown),
     };
