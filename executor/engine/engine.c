@@ -65,6 +65,7 @@ typedef struct {
     int32_t parent; /* -1: the root */
     int32_t parallel;
     int32_t num_nodes, total_inputs, total_outputs;
+    int32_t merge_slots; /* num_nodes with control flow, else 0 (no Merge) */
     int32_t num_enters;
     int32_t *counters; /* nodes whose count each iteration sets: two or more inputs, or Merge */
     int32_t num_counters;
@@ -89,6 +90,10 @@ struct zf_engine {
     int32_t total_inputs, total_outputs;
     bool light; /* see zf_engine_is_light() */
 };
+
+/* For the few helpers of the per-node path that several callers share:
+ * inlined, so that the plain path costs what it did before it had them. */
+#define S_HOT static inline __attribute__((always_inline))
 
 /* Set on event-loop threads (zf_engine_set_inline_thread()). */
 static _Thread_local bool s_inline_thread;
@@ -148,6 +153,7 @@ static zf_status_t s_layout_frame_lists(zf_engine_t *ex)
 {
     for (int32_t f = 0; f < ex->num_frames; f++) {
         s_finfo_t *fi = &ex->frames[f];
+        fi->merge_slots = ex->has_cf ? fi->num_nodes : 0;
         fi->counters = calloc((size_t)fi->num_nodes + 1, sizeof *fi->counters);
         fi->exits = calloc((size_t)fi->num_nodes + 1, sizeof *fi->exits);
         if (!fi->counters || !fi->exits) return zf_out_of_memory("engine layout");
@@ -559,7 +565,7 @@ static size_t s_iter_layout(const s_finfo_t *fi, s_iter_t *it, char *block)
     size_t off_out = s_align(off_in + ni * sizeof(zf_tensor_t *));
     size_t off_pending = s_align(off_out + no * sizeof(zf_tensor_t *));
     size_t off_merge = s_align(off_pending + nn * sizeof(atomic_int));
-    size_t off_node_dead = s_align(off_merge + nn * sizeof(int32_t));
+    size_t off_node_dead = s_align(off_merge + (size_t)fi->merge_slots * sizeof(int32_t));
     size_t off_out_dead = s_align(off_node_dead + nn * sizeof(atomic_uchar));
     size_t end = off_out_dead + no * sizeof(bool);
     if (it) {
@@ -819,7 +825,7 @@ static void s_move_output(s_iter_t *it, const s_node_t *n, const s_edge_t *e, bo
 /* Dispatches t, just made ready (see s_node_done): the first cheap one
  * inherits the finished node's count; every other one is counted first,
  * then queued here (cheap) or held back for the pool (expensive). */
-static void s_dispatch(s_step_t *st, s_tagged_t t, s_worklist_t *wl, s_ready_t *r)
+S_HOT void s_dispatch(s_step_t *st, s_tagged_t t, s_worklist_t *wl, s_ready_t *r)
 {
     bool expensive = (st->ex->nodes[t.id].flags & S_EXPENSIVE) != 0;
     if (!expensive && !r->inherited && s_wl_push(wl, t)) {
@@ -843,7 +849,7 @@ static void s_dispatch(s_step_t *st, s_tagged_t t, s_worklist_t *wl, s_ready_t *
 /* Runs the held expensive node here when nothing else does, and settles
  * the finished node's count: when nothing inherited it and the count
  * reaches zero, the step ends here. */
-static void s_settle(s_step_t *st, s_worklist_t *wl, s_ready_t *r)
+S_HOT void s_settle(s_step_t *st, s_worklist_t *wl, s_ready_t *r)
 {
     if (r->has_held && (wl->n > 0 || !s_wl_push(wl, r->held))) s_schedule(st, r->held);
     if (!r->inherited && atomic_fetch_sub_explicit(&st->outstanding, 1, memory_order_acq_rel) == 1)
