@@ -21,6 +21,7 @@ enum {
     S_TRANSFER = 1u << 2,       /* Send/Recv: runs even when dead, to forward deadness */
     S_SIZED_BY_VALUE = 1u << 3, /* never on an event loop (ZF_KERNEL_SIZED_BY_VALUE) */
     S_NEVER_DEAD = 1u << 4,     /* ControlTrigger: runs live even with dead inputs */
+    S_MERGE = 1u << 5,          /* Merge: ready on its first live data input */
 };
 
 /* How a node's outputs travel (control-flow graphs only). */
@@ -40,15 +41,19 @@ typedef struct {
     int32_t out_start, num_outputs; /* output slots */
     int32_t edge_start, edge_end;   /* out edges */
     int32_t pending;                /* data + control inputs */
-    int32_t local;                  /* index among its frame's nodes */
-    int32_t types_start;            /* its outputs' dtypes in out_types */
-    int32_t aux;   /* Enter: its child frame; Exit: its index in its frame's exits */
-    int32_t frame; /* the frame it runs in */
     uint8_t flags;
-    uint8_t cf;    /* CF_* */
-    bool is_merge; /* ready on its first live data input */
+    uint8_t cf; /* CF_* */
     bool created;
 } s_node_t;
+
+/* A node's place in its frame (control-flow graphs only). In-frame slot and
+ * node indices count from 0 in every frame. */
+typedef struct {
+    int32_t local;       /* index among its frame's nodes */
+    int32_t frame;       /* the frame it runs in */
+    int32_t aux;         /* Enter: its child frame; Exit: its index in its frame's exits */
+    int32_t types_start; /* its outputs' dtypes in out_types */
+} s_cfnode_t;
 
 typedef struct {
     int32_t dst;
@@ -57,8 +62,7 @@ typedef struct {
     bool last;        /* the output's last consumer: move, do not ref */
 } s_edge_t;
 
-/* A while-loop frame's static part. In-frame slot and node indices
- * (s_node_t's in_start, out_start, local) count from 0 in every frame. */
+/* A while-loop frame's static part. */
 typedef struct {
     const uint8_t *name;
     int32_t name_len;
@@ -84,6 +88,7 @@ struct zf_engine {
     int32_t *roots; /* nodes with no inputs, in node order */
     int32_t num_roots;
     s_finfo_t *frames; /* frame 0: the root, the whole graph when it has no control flow */
+    s_cfnode_t *cfn;   /* per node, with control flow only */
     int32_t num_frames;
     bool has_cf;           /* control-flow ops: frames, iterations and Merge's rule apply */
     zf_dtype_t *out_types; /* expected base dtype per output slot; ZF_INVALID: unchecked */
@@ -118,7 +123,7 @@ static zf_status_t s_layout_node(zf_engine_t *ex, int32_t i)
         (int64_t)ex->total_outputs + num_outputs > INT32_MAX)
         return s_too_big();
     n->in_start = ex->total_inputs;
-    n->out_start = n->types_start = ex->total_outputs;
+    n->out_start = ex->total_outputs;
     ex->total_inputs += n->num_inputs;
     ex->total_outputs += num_outputs;
     bool is_async =
@@ -129,9 +134,8 @@ static zf_status_t s_layout_node(zf_engine_t *ex, int32_t i)
                   ((n->kernel->flags & ZF_KERNEL_SIZED_BY_VALUE) ? S_SIZED_BY_VALUE : 0) |
                   (zf_op_has_flag(zf_graph_op_def(ex->graph, i), ZF_OP_SEND_RECV) ? S_TRANSFER
                                                                                   : 0) |
-                  (strcmp(n->def->op, "ControlTrigger") == 0 ? S_NEVER_DEAD : 0));
-    n->local = i;
-    n->is_merge = zf__eframes_is(n->def->op, "Merge");
+                  (strcmp(n->def->op, "ControlTrigger") == 0 ? S_NEVER_DEAD : 0) |
+                  (zf__eframes_is(n->def->op, "Merge") ? S_MERGE : 0));
     if (zf_op_has_flag(zf_graph_op_def(ex->graph, i), ZF_OP_CONTROL_FLOW)) ex->has_cf = true;
     return ZF_STATUS_OK;
 }
@@ -140,12 +144,12 @@ static zf_status_t s_layout_node(zf_engine_t *ex, int32_t i)
  * twice its control inputs plus one while no live data input came. */
 static int32_t s_initial_count(const s_node_t *n)
 {
-    return n->is_merge ? 1 + 2 * (n->pending - n->num_inputs) : n->pending;
+    return (n->flags & S_MERGE) ? 1 + 2 * (n->pending - n->num_inputs) : n->pending;
 }
 
 static bool s_is_counter(const s_node_t *n)
 {
-    return n->pending >= 2 || n->is_merge;
+    return n->pending >= 2 || (n->flags & S_MERGE);
 }
 
 /* Fills frame f's lists (counters, exits) from the nodes' frames. */
@@ -160,10 +164,10 @@ static zf_status_t s_layout_frame_lists(zf_engine_t *ex)
     }
     for (int32_t i = 0; i < ex->num_nodes; i++) {
         s_node_t *n = &ex->nodes[i];
-        s_finfo_t *fi = &ex->frames[n->frame];
+        s_finfo_t *fi = &ex->frames[ex->cfn ? ex->cfn[i].frame : 0];
         if (s_is_counter(n)) fi->counters[fi->num_counters++] = i;
         if (n->cf == CF_EXIT) {
-            n->aux = fi->num_exits;
+            ex->cfn[i].aux = fi->num_exits;
             fi->exits[fi->num_exits++] = i;
         }
     }
@@ -175,9 +179,11 @@ static zf_status_t s_layout_frame_lists(zf_engine_t *ex)
 static zf_status_t s_layout_cf_node(zf_engine_t *ex, const zf__eframes_t *fr, int32_t i)
 {
     s_node_t *n = &ex->nodes[i];
+    s_cfnode_t *c = &ex->cfn[i];
     s_finfo_t *fi = &ex->frames[fr->node_frame[i]];
-    n->frame = fr->node_frame[i];
-    n->local = fi->num_nodes++;
+    c->frame = fr->node_frame[i];
+    c->local = fi->num_nodes++;
+    c->types_start = n->out_start;
     n->in_start = fi->total_inputs;
     n->out_start = fi->total_outputs;
     fi->total_inputs += n->num_inputs;
@@ -187,8 +193,8 @@ static zf_status_t s_layout_cf_node(zf_engine_t *ex, const zf__eframes_t *fr, in
         bool constant = false;
         ZF_TRY(zf_node_attr_bool_or(n->def, "is_constant", false, &constant));
         n->cf = constant ? CF_ENTER_CONST : CF_ENTER;
-        n->aux = fr->out_frame[i];
-        ex->frames[n->aux].num_enters++;
+        c->aux = fr->out_frame[i];
+        ex->frames[c->aux].num_enters++;
     } else if (zf__eframes_is(op, "Exit")) {
         n->cf = CF_EXIT;
     } else if (zf__eframes_is(op, "NextIteration")) {
@@ -207,7 +213,9 @@ static zf_status_t s_layout_frames(zf_engine_t *ex)
     if (ex->has_cf) s = zf__eframes_build(ex->graph, &fr);
     int32_t count = ex->has_cf ? fr.num_frames : 1;
     ex->frames = zf_ok(s) ? calloc((size_t)count, sizeof *ex->frames) : NULL;
-    if (zf_ok(s) && !ex->frames) s = zf_out_of_memory("engine layout");
+    if (zf_ok(s) && ex->has_cf) ex->cfn = calloc((size_t)ex->num_nodes + 1, sizeof *ex->cfn);
+    if (zf_ok(s) && (!ex->frames || (ex->has_cf && !ex->cfn)))
+        s = zf_out_of_memory("engine layout");
     if (!zf_ok(s)) {
         zf__eframes_free(&fr);
         return s;
@@ -231,11 +239,23 @@ static zf_status_t s_layout_frames(zf_engine_t *ex)
     return zf_ok(s) ? s_layout_frame_lists(ex) : s;
 }
 
+/* Node i's index among its frame's nodes (in its iterations' arrays). */
+static inline int32_t s_local(const zf_engine_t *ex, int32_t i)
+{
+    return ex->cfn ? ex->cfn[i].local : i;
+}
+
+/* Where node i's output dtypes start in out_types. */
+static inline int32_t s_types_start(const zf_engine_t *ex, int32_t i)
+{
+    return ex->cfn ? ex->cfn[i].types_start : ex->nodes[i].out_start;
+}
+
 /* Fills node i's expected output dtypes (base types; refs hold values). */
 static void s_layout_out_types(zf_engine_t *ex, int32_t i)
 {
     const s_node_t *n = &ex->nodes[i];
-    zf_dtype_t *types = &ex->out_types[n->types_start];
+    zf_dtype_t *types = &ex->out_types[s_types_start(ex, i)];
     for (int k = 0; k < n->num_outputs; k++) types[k] = ZF_INVALID;
     int count = 0;
     zf_status_t s =
@@ -369,6 +389,7 @@ void zf_engine_destroy(zf_engine_t **ex_p)
         free(ex->frames[f].exits);
     }
     free(ex->frames);
+    free(ex->cfn);
     free(ex->out_types);
     zf_graph_destroy(&ex->graph);
     free(ex);
@@ -486,38 +507,54 @@ typedef struct {
 } s_tagged_t;
 
 /* Nodes made ready and waiting to run on this thread: a stack that starts
- * in place and spills to the heap. */
+ * in place and spills to the heap. Nodes and their iterations are kept
+ * apart, each written and read whole (a value written in two halves and
+ * read in one stalls the read). */
+enum { S_WL_LOCAL = 32 };
+
 typedef struct {
-    s_tagged_t *items;
+    int32_t *ids;
+    s_iter_t **its;
     int32_t n, cap;
-    s_tagged_t local[32];
+    int32_t local_ids[S_WL_LOCAL];
+    s_iter_t *local_its[S_WL_LOCAL];
 } s_worklist_t;
 
 static void s_wl_init(s_worklist_t *wl)
 {
-    wl->items = wl->local;
+    wl->ids = wl->local_ids;
+    wl->its = wl->local_its;
     wl->n = 0;
-    wl->cap = (int32_t)(sizeof wl->local / sizeof wl->local[0]);
+    wl->cap = S_WL_LOCAL;
+}
+
+static void s_wl_free(s_worklist_t *wl)
+{
+    if (wl->ids != wl->local_ids) free(wl->ids);
+    if (wl->its != wl->local_its) free(wl->its);
 }
 
 static bool s_wl_push(s_worklist_t *wl, s_tagged_t t)
 {
     if (wl->n == wl->cap) {
         int32_t cap = wl->cap * 2;
-        s_tagged_t *items = malloc((size_t)cap * sizeof *items);
-        if (!items) return false;
-        memcpy(items, wl->items, (size_t)wl->n * sizeof *items);
-        if (wl->items != wl->local) free(wl->items);
-        wl->items = items;
+        int32_t *ids = malloc((size_t)cap * sizeof *ids);
+        s_iter_t **its = malloc((size_t)cap * sizeof *its);
+        if (!ids || !its) {
+            free(ids);
+            free(its);
+            return false;
+        }
+        memcpy(ids, wl->ids, (size_t)wl->n * sizeof *ids);
+        memcpy(its, wl->its, (size_t)wl->n * sizeof *its);
+        s_wl_free(wl);
+        wl->ids = ids;
+        wl->its = its;
         wl->cap = cap;
     }
-    wl->items[wl->n++] = t;
+    wl->ids[wl->n] = t.id;
+    wl->its[wl->n++] = t.it;
     return true;
-}
-
-static void s_wl_free(s_worklist_t *wl)
-{
-    if (wl->items != wl->local) free(wl->items);
 }
 
 /* What a finished node's propagation made ready: whether one node took
@@ -585,7 +622,7 @@ static void s_iter_init_counts(const zf_engine_t *ex, const s_finfo_t *fi, s_ite
 {
     for (int32_t k = 0; k < fi->num_counters; k++) {
         const s_node_t *n = &ex->nodes[fi->counters[k]];
-        atomic_init(&it->pending[n->local], s_initial_count(n));
+        atomic_init(&it->pending[s_local(ex, fi->counters[k])], s_initial_count(n));
     }
 }
 
@@ -742,9 +779,10 @@ static void s_record_error(s_step_t *st, zf_status_t s)
 }
 
 /* A kernel must fill every live output, with the dtype its op declares. */
-static zf_status_t s_check_outputs(const s_step_t *st, const s_iter_t *it, const s_node_t *n)
+static zf_status_t s_check_outputs(const s_step_t *st, const s_iter_t *it, int32_t id)
 {
     const zf_engine_t *ex = st->ex;
+    const s_node_t *n = &ex->nodes[id];
     for (int32_t k = 0; k < n->num_outputs; k++) {
         const zf_tensor_t *t = it->outputs[n->out_start + k];
         if (!t) {
@@ -752,7 +790,7 @@ static zf_status_t s_check_outputs(const s_step_t *st, const s_iter_t *it, const
             return zf_internal("%s (%s): kernel produced no value for output %d", n->def->name,
                                n->def->op, k);
         }
-        zf_dtype_t want = ex->out_types[n->types_start + k];
+        zf_dtype_t want = ex->out_types[s_types_start(ex, id) + k];
         if (want != ZF_INVALID && zf_tensor_dtype(t) != want)
             return zf_internal("%s (%s): kernel produced %s for output %d, expected %s",
                                n->def->name, n->def->op, zf_dtype_name(zf_tensor_dtype(t)), k,
@@ -901,6 +939,7 @@ static bool s_deliver(const zf_engine_t *ex, const s_node_t *n, const s_edge_t *
                       const s_source_t *src, s_iter_t *to)
 {
     const s_node_t *d = &ex->nodes[e->dst];
+    int32_t local = ex->cfn[e->dst].local;
     zf_tensor_t *t = NULL;
     bool dead = src->node_dead;
     if (e->src_port >= 0) {
@@ -912,20 +951,20 @@ static bool s_deliver(const zf_engine_t *ex, const s_node_t *n, const s_edge_t *
             t = zf_tensor_ref(t);
         dead = src->outs_dead[e->src_port];
     }
-    atomic_int *pending = &to->pending[d->local];
-    if (!d->is_merge) {
+    atomic_int *pending = &to->pending[local];
+    if (!(d->flags & S_MERGE)) {
         if (e->dst_slot >= 0) {
             zf_tensor_unref(&to->inputs[e->dst_slot]); /* only a malformed graph delivers twice */
             to->inputs[e->dst_slot] = t;
         }
-        if (dead) atomic_store_explicit(&to->node_dead[d->local], 1, memory_order_relaxed);
+        if (dead) atomic_store_explicit(&to->node_dead[local], 1, memory_order_relaxed);
         return d->pending == 1 || atomic_fetch_sub_explicit(pending, 1, memory_order_relaxed) == 1;
     }
     int p = atomic_load_explicit(pending, memory_order_relaxed);
     bool ready = false;
     if (e->src_port < 0) {
         p -= 2;
-        ready = p == 0 || (p == 1 && to->merge_dead[d->local] == d->num_inputs);
+        ready = p == 0 || (p == 1 && to->merge_dead[local] == d->num_inputs);
     } else if (!dead) {
         if (p & 1) {
             to->inputs[e->dst_slot] = t;
@@ -934,13 +973,13 @@ static bool s_deliver(const zf_engine_t *ex, const s_node_t *n, const s_edge_t *
             ready = p == 0;
         }
     } else {
-        to->merge_dead[d->local]++;
-        ready = p == 1 && (to->merge_dead[d->local] == d->num_inputs || n->cf == CF_ENTER ||
+        to->merge_dead[local]++;
+        ready = p == 1 && (to->merge_dead[local] == d->num_inputs || n->cf == CF_ENTER ||
                            n->cf == CF_ENTER_CONST);
     }
     zf_tensor_unref(&t);
     if (ready && (p & 1)) { /* no live input: dead */
-        atomic_store_explicit(&to->node_dead[d->local], 1, memory_order_relaxed);
+        atomic_store_explicit(&to->node_dead[local], 1, memory_order_relaxed);
         p = 0;
     }
     atomic_store_explicit(pending, p, memory_order_relaxed);
@@ -961,10 +1000,11 @@ static void s_activate(s_step_t *st, const s_node_t *n, const s_source_t *src, s
     }
 }
 
-static s_source_t s_outputs_of(s_iter_t *it, const s_node_t *n)
+static s_source_t s_outputs_of(const zf_engine_t *ex, s_iter_t *it, const s_node_t *n)
 {
+    int32_t local = ex->cfn[n - ex->nodes].local;
     return (s_source_t){&it->outputs[n->out_start], &it->out_dead[n->out_start],
-                        atomic_load_explicit(&it->node_dead[n->local], memory_order_relaxed), true};
+                        atomic_load_explicit(&it->node_dead[local], memory_order_relaxed), true};
 }
 
 static s_source_t s_kept(s_value_t *v)
@@ -1076,13 +1116,13 @@ static void s_enter(s_step_t *st, s_iter_t *it, const s_node_t *n, s_worklist_t 
 {
     s_frame_t *parent = it->frame;
     pthread_mutex_lock(&parent->mu);
-    s_frame_t *f = s_child_frame(st, parent, it, n->aux);
+    s_frame_t *f = s_child_frame(st, parent, it, st->ex->cfn[n - st->ex->nodes].aux);
     pthread_mutex_unlock(&parent->mu);
     if (!f) {
         s_fail_oom(st, "loop frame");
         return;
     }
-    s_source_t src = s_outputs_of(it, n);
+    s_source_t src = s_outputs_of(st->ex, it, n);
     pthread_mutex_lock(&f->mu);
     if (n->cf == CF_ENTER) {
         s_activate(st, n, &src, *s_ring(f, 0), wl, r);
@@ -1107,11 +1147,12 @@ static void s_exit(s_step_t *st, s_iter_t *it, const s_node_t *n, s_worklist_t *
 {
     s_frame_t *f = it->frame;
     pthread_mutex_lock(&f->mu);
-    bool first = !f->exit_fired[n->aux];
-    f->exit_fired[n->aux] = true;
+    int32_t k = st->ex->cfn[n - st->ex->nodes].aux;
+    bool first = !f->exit_fired[k];
+    f->exit_fired[k] = true;
     pthread_mutex_unlock(&f->mu);
     if (!first) return;
-    s_source_t src = s_outputs_of(it, n);
+    s_source_t src = s_outputs_of(st->ex, it, n);
     pthread_mutex_lock(&f->parent->mu);
     s_activate(st, n, &src, f->parent_iter, wl, r);
     pthread_mutex_unlock(&f->parent->mu);
@@ -1122,7 +1163,7 @@ static void s_exit(s_step_t *st, s_iter_t *it, const s_node_t *n, s_worklist_t *
 static void s_next(s_step_t *st, s_iter_t *it, const s_node_t *n, s_worklist_t *wl, s_ready_t *r)
 {
     s_frame_t *f = it->frame;
-    s_source_t src = s_outputs_of(it, n);
+    s_source_t src = s_outputs_of(st->ex, it, n);
     pthread_mutex_lock(&f->mu);
     s_iter_t *to = NULL;
     if (it->num < f->last) {
@@ -1148,10 +1189,10 @@ static void s_cf_node_done(s_step_t *st, s_iter_t *it, int32_t id, bool propagat
 {
     const s_node_t *n = &st->ex->nodes[id];
     s_ready_t r = {0};
-    bool dead = atomic_load_explicit(&it->node_dead[n->local], memory_order_relaxed);
+    bool dead = atomic_load_explicit(&it->node_dead[st->ex->cfn[id].local], memory_order_relaxed);
     if (propagate && n->cf == CF_PLAIN) { /* one critical section for both */
         s_frame_t *f = it->frame;
-        s_source_t src = s_outputs_of(it, n);
+        s_source_t src = s_outputs_of(st->ex, it, n);
         pthread_mutex_lock(&f->mu);
         s_activate(st, n, &src, it, wl, &r);
         for (int32_t k = 0; k < n->num_outputs; k++)
@@ -1191,7 +1232,7 @@ static void s_after_compute(s_step_t *st, s_tagged_t t, zf_status_t s, s_worklis
 {
     const s_node_t *n = &st->ex->nodes[t.id];
     s_release_inputs(t.it, n);
-    if (zf_ok(s)) s = s_check_outputs(st, t.it, n);
+    if (zf_ok(s)) s = s_check_outputs(st, t.it, t.id);
     if (zf_ok(s)) {
         s_node_done(st, t.it, t.id, true, wl);
         return;
@@ -1279,14 +1320,15 @@ static void s_run_node(s_step_t *st, s_tagged_t t, s_worklist_t *wl)
     const zf_engine_t *ex = st->ex;
     const s_node_t *n = &ex->nodes[t.id];
     s_iter_t *it = t.it;
-    bool dead = atomic_load_explicit(&it->node_dead[n->local], memory_order_relaxed);
+    int32_t local = s_local(ex, t.id);
+    bool dead = atomic_load_explicit(&it->node_dead[local], memory_order_relaxed);
     if (atomic_load_explicit(&st->failed, memory_order_relaxed)) {
         s_release_inputs(it, n);
         s_node_done(st, it, t.id, false, wl);
         return;
     }
     if (dead && (n->flags & S_NEVER_DEAD)) { /* ControlTrigger */
-        atomic_store_explicit(&it->node_dead[n->local], 0, memory_order_relaxed);
+        atomic_store_explicit(&it->node_dead[local], 0, memory_order_relaxed);
         dead = false;
     }
     if (dead && !(n->flags & S_TRANSFER)) { /* dead in, dead out, nothing runs */
@@ -1353,7 +1395,8 @@ static void s_process(s_step_t *st, s_worklist_t *wl)
 {
     /* wl only holds counted nodes, so the step outlives every pop. */
     while (wl->n > 0) {
-        s_tagged_t t = wl->items[--wl->n];
+        wl->n--;
+        s_tagged_t t = {wl->its[wl->n], wl->ids[wl->n]};
         if (s_leaves_the_loop(st, t))
             s_schedule(st, t); /* takes the node's count along */
         else
