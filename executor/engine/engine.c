@@ -534,24 +534,28 @@ static void s_wl_free(s_worklist_t *wl)
     if (wl->its != wl->local_its) free(wl->its);
 }
 
-static bool s_wl_push(s_worklist_t *wl, s_tagged_t t)
+static bool s_wl_grow(s_worklist_t *wl)
 {
-    if (wl->n == wl->cap) {
-        int32_t cap = wl->cap * 2;
-        int32_t *ids = malloc((size_t)cap * sizeof *ids);
-        s_iter_t **its = malloc((size_t)cap * sizeof *its);
-        if (!ids || !its) {
-            free(ids);
-            free(its);
-            return false;
-        }
-        memcpy(ids, wl->ids, (size_t)wl->n * sizeof *ids);
-        memcpy(its, wl->its, (size_t)wl->n * sizeof *its);
-        s_wl_free(wl);
-        wl->ids = ids;
-        wl->its = its;
-        wl->cap = cap;
+    int32_t cap = wl->cap * 2;
+    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    s_iter_t **its = malloc((size_t)cap * sizeof *its);
+    if (!ids || !its) {
+        free(ids);
+        free(its);
+        return false;
     }
+    memcpy(ids, wl->ids, (size_t)wl->n * sizeof *ids);
+    memcpy(its, wl->its, (size_t)wl->n * sizeof *its);
+    s_wl_free(wl);
+    wl->ids = ids;
+    wl->its = its;
+    wl->cap = cap;
+    return true;
+}
+
+S_HOT bool s_wl_push(s_worklist_t *wl, s_tagged_t t)
+{
+    if (wl->n == wl->cap && !s_wl_grow(wl)) return false;
     wl->ids[wl->n] = t.id;
     wl->its[wl->n++] = t.it;
     return true;
@@ -783,6 +787,7 @@ static zf_status_t s_check_outputs(const s_step_t *st, const s_iter_t *it, int32
 {
     const zf_engine_t *ex = st->ex;
     const s_node_t *n = &ex->nodes[id];
+    const zf_dtype_t *types = &ex->out_types[s_types_start(ex, id)];
     for (int32_t k = 0; k < n->num_outputs; k++) {
         const zf_tensor_t *t = it->outputs[n->out_start + k];
         if (!t) {
@@ -790,7 +795,7 @@ static zf_status_t s_check_outputs(const s_step_t *st, const s_iter_t *it, int32
             return zf_internal("%s (%s): kernel produced no value for output %d", n->def->name,
                                n->def->op, k);
         }
-        zf_dtype_t want = ex->out_types[s_types_start(ex, id) + k];
+        zf_dtype_t want = types[k];
         if (want != ZF_INVALID && zf_tensor_dtype(t) != want)
             return zf_internal("%s (%s): kernel produced %s for output %d, expected %s",
                                n->def->name, n->def->op, zf_dtype_name(zf_tensor_dtype(t)), k,
