@@ -1,6 +1,8 @@
 /* The dataflow executor: the flat, per-partition layout built once
- * (kernels, slots, edges, pending counts) and the per-step run state
- * (pending counts, input and output slots, deadness, status). */
+ * (kernels, slots, edges, pending counts; with control flow, laid out per
+ * while-loop frame) and the per-step run state (pending counts, input and
+ * output slots, deadness, status; with control flow, per frame and
+ * iteration, see "control flow" below). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
