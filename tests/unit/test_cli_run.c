@@ -355,6 +355,9 @@ static void test_cli_run_runs_a_while_loop_in_process(void **state)
     s_expect(&r, 0, "exit_acc =\n5050\nexit_i =\n0\n");
     s_zflow(&r, "run %s --inprocess --feed n:int64=0 --fetch exit_acc", path);
     s_expect(&r, 0, "exit_acc =\n0\n");
+    /* TensorFlow's own while loop: an int32 counted from 0 while below 10. */
+    s_zflow(&r, "run " ZF_TF_DATA_DIR "/graph-while-loop.pbtxt --inprocess --fetch while/Exit");
+    s_expect(&r, 0, "while/Exit =\n10\n");
 }
 
 static void test_cli_run_places_softly_and_by_mode_when_asked(void **state)

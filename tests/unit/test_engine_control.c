@@ -25,28 +25,6 @@
 
 /* ---- test kernels on CPU ------------------------------------------------------ */
 
-/* Less on int32 or int64 scalars, for loop conditions (used only when
- * this build has no CPU Less of its own). */
-static int64_t s_scalar(const zf_tensor_t *t)
-{
-    return zf_tensor_dtype(t) == ZF_INT64 ? *(const int64_t *)zf_tensor_data(t)
-                                          : *(const int32_t *)zf_tensor_data(t);
-}
-
-static zf_status_t s_less_compute(zf_kernel_ctx_t *ctx)
-{
-    const zf_tensor_t *a = ctx->inputs[0], *b = ctx->inputs[1];
-    zf_dtype_t dt = zf_tensor_dtype(a);
-    if ((dt != ZF_INT64 && dt != ZF_INT32) || zf_tensor_dtype(b) != dt ||
-        zf_tensor_num_elements(a) != 1 || zf_tensor_num_elements(b) != 1)
-        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "test Less takes int scalars");
-    zf_tensor_t *out = NULL;
-    ZF_TRY(zf_tensor_new_scalar_bool(s_scalar(a) < s_scalar(b), &out));
-    zf_kernel_set_output(ctx, 0, out);
-    zf_tensor_unref(&out);
-    return ZF_STATUS_OK;
-}
-
 /* A probe (op CheckNumerics) on int64 scalars: forwards its input, counts
  * how many of its runs overlap, sleeps s_probe_sleep_us, and fails on the
  * value s_probe_fail_at. */
@@ -82,9 +60,6 @@ static zf_status_t s_probe_compute(zf_kernel_ctx_t *ctx)
     return ZF_STATUS_OK;
 }
 
-static const zf_kernel_t s_less_kernel = {
-    .op = "Less", .device_type = "CPU", .compute = s_less_compute};
-static const zf_kernel_def_t s_less_def = {.op = "Less", .device_type = "CPU"};
 static const zf_kernel_t s_probe_kernel = {.op = "CheckNumerics",
                                            .device_type = "CPU",
                                            .flags = ZF_KERNEL_EXPENSIVE,
@@ -95,9 +70,6 @@ static int s_setup(void **state)
 {
     (void)state;
     zf_kernels_register_builtin(false);
-    if (!zf_kernel_exists("Less", "CPU") &&
-        !zf_ok(zf_kernel_register_with_def(&s_less_def, &s_less_kernel)))
-        return -1;
     if (!zf_ok(zf_kernel_register_with_def(&s_probe_def, &s_probe_kernel))) return -1;
     return 0;
 }
