@@ -96,6 +96,9 @@ static zf_status_t s_recv(zf_broker_t *b, zf_route_t *route, Zflow__Envelope **e
     }
     if (zf_ok(fault)) {
         b->msg_fd = zmq_msg_get(&frame, ZMQ_SRCFD);
+        route->secure = zf_socket_is_secure_server(b->sock);
+        const char *user = route->secure ? zmq_msg_gets(&frame, "User-Id") : NULL;
+        snprintf(route->peer, sizeof route->peer, "%s", user ? user : "");
         fault =
             zf_envelope_decode(zmq_msg_data(&frame), zmq_msg_size(&frame), env, &route->request_id);
     }
@@ -224,7 +227,9 @@ static zf_status_t s_open(zf_broker_t *b, const zf_broker_config_t *config)
     ZF_TRY(zf_registry_new(&rc, &b->reg));
     zf_registry_set_listener(b->reg, zf__broker_on_registry_event, b);
     ZF_TRY(zf_zctx_new(&b->ctx));
+    if (config->keys) ZF_TRY(zf_zctx_set_keys(b->ctx, config->keys, ZF_ROLE_BROKER));
     ZF_TRY(zf_socket_new(b->ctx, ZF_SOCKET_ROUTER, &b->sock));
+    ZF_TRY(zf_socket_secure_server(b->sock, ZF_ROLE_ALL));
     ZF_TRY(s_configure_socket(b));
     char addr[64];
     snprintf(addr, sizeof addr, "inproc://zflow-broker-monitor-%p", (void *)b);

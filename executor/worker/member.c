@@ -58,6 +58,7 @@ zf_status_t zf_exec_member_new(zf_zctx_t *ctx, zf_exec_service_t *svc, zf_device
     zf_remote_default_host_id(m->host_id, sizeof m->host_id);
     zf_status_t s = zf_socket_new(ctx, ZF_SOCKET_DEALER, &m->dealer);
     if (zf_ok(s)) s = zf_socket_set_send_timeout(m->dealer, 1000);
+    if (zf_ok(s)) s = zf_socket_secure_client(m->dealer, ZF_ROLE_BROKER);
     if (zf_ok(s)) s = zf_socket_connect(m->dealer, cfg->broker);
     if (!zf_ok(s)) {
         zf_exec_member_destroy(&m);

@@ -364,6 +364,7 @@ static zf_status_t s_open(zf_exec_service_t *svc, const zf_exec_service_options_
     ZF_TRY(zf_remote_new_polled(svc->ctx, svc->mgr, o->rendezvous_bind, &svc->remote));
     ZF_TRY(zf_remote_attach(svc->remote, svc->device->name_str));
     ZF_TRY(zf_socket_new(svc->ctx, ZF_SOCKET_ROUTER, &svc->router));
+    ZF_TRY(zf_socket_secure_server(svc->router, ZF_ROLE_ALL));
     /* A control message is one protobuf: never larger than protobuf's limit.
      * Set before binding so no peer can make libzmq allocate more. */
     ZF_TRY(zf_socket_set_max_frame_size(svc->router, (int64_t)ZF_GRAPHDEF_MAX_BYTES));
