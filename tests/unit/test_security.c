@@ -1,8 +1,8 @@
 /* Tests of a secure service: a broker, two executors and a scheduler run as
  * real processes with CurveZMQ keys (ZFLOW_KEYS) on 127.0.0.1, and the test
  * plays attackers holding the wrong keys, or none: each must be refused at
- * the handshake (UNAUTHENTICATED), while a client with keys runs steps as on
- * a plain cluster. */
+ * the handshake (UNAUTHENTICATED) or per message (PERMISSION_DENIED), while
+ * a client with keys runs steps as on a plain cluster. */
 #include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -128,6 +128,13 @@ static zf_status_t s_handshake_failure(zf_socket_t *s)
     }
 }
 
+static void s_expect_reply_status(zf_socket_t *s, uint64_t id, Zflow__Envelope__BodyCase body,
+                                  void *msg, int code, const char *text)
+{
+    zf_test_send_body(s, id, body, msg);
+    zf_test_expect_status(s, id, code, text);
+}
+
 /* ---- clients --------------------------------------------------------------- */
 
 static void test_a_client_with_keys_runs_steps_across_executors(void **state)
@@ -215,7 +222,9 @@ static void test_cli_commands_need_keys_on_a_secure_cluster(void **state)
     assert_non_null(strstr(out, "a secure service needs keys: --keys DIR or ZFLOW_KEYS=DIR"));
     snprintf(args, sizeof args, "executors --broker %s --keys %s", f->svc.broker.endpoint, f->keys);
     assert_int_equal(zf_test_run_program(ZF_BIN_DIR "/zflow", args, out, sizeof out), 0);
+    /* a client sees names and loads, not where executors listen */
     assert_non_null(strstr(out, CPU(0) " CPU load="));
+    assert_non_null(strstr(out, " control=- rendezvous=-\n"));
     snprintf(args, sizeof args, "run %s/neg.pbtxt --broker %s --feed x=2 --fetch y", f->keys,
              f->svc.broker.endpoint);
     char graph[256];
@@ -235,6 +244,151 @@ static void test_cli_commands_need_keys_on_a_secure_cluster(void **state)
     assert_string_equal(out, "y =\n-2.0\n");
 }
 
+/* ---- the broker's registrations ---------------------------------------------- */
+
+static void test_only_scheduler_keys_register_schedulers(void **state)
+{
+    fixture_t *f = *state;
+    Zflow__RegisterScheduler rs = ZFLOW__REGISTER_SCHEDULER__INIT;
+    rs.scheduler_id = "evil0001";
+    rs.client_endpoint = "tcp://127.0.0.1:1";
+    zf_socket_t *as_client =
+        s_sock(f, ZF_SOCKET_DEALER, "client", "broker", f->svc.broker.endpoint);
+    s_expect_reply_status(as_client, 1, ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER, &rs,
+                          ZF_PERMISSION_DENIED,
+                          "RegisterScheduler is not allowed for client:client (only scheduler "
+                          "keys may send it)");
+    zf_socket_t *as_exec =
+        s_sock(f, ZF_SOCKET_DEALER, "executor", "broker", f->svc.broker.endpoint);
+    s_expect_reply_status(as_exec, 2, ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER, &rs,
+                          ZF_PERMISSION_DENIED,
+                          "RegisterScheduler is not allowed for executor:executor (only scheduler "
+                          "keys may send it)");
+    assert_true(zf_test_broker_log_contains(
+        &f->svc.broker, "refused RegisterScheduler from client:client: only scheduler keys"));
+    /* without keys the handshake never completes: no reply, ever */
+    zf_socket_t *plain = s_sock(f, ZF_SOCKET_DEALER, NULL, NULL, f->svc.broker.endpoint);
+    zf_test_send_body(plain, 3, ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER, &rs);
+    zf_test_expect_error(s_handshake_failure(plain), ZF_UNAUTHENTICATED,
+                         "a secure service needs keys");
+    assert_null(zf_test_recv(plain, 500, NULL));
+    /* a client's forged "scheduler reply" to another client goes nowhere */
+    Zflow__Ping ping = ZFLOW__PING__INIT;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.request_id = 4;
+    env.body_case = ZFLOW__ENVELOPE__BODY_PING;
+    env.ping = &ping;
+    zf_test_send(as_client, "victim", 6, &env);
+    zf_test_expect_status(as_client, 4, ZF_PERMISSION_DENIED,
+                          "a scheduler's reply is not allowed for client:client (only scheduler "
+                          "keys may send it)");
+}
+
+static void test_only_executor_keys_register_executors_and_heartbeat(void **state)
+{
+    fixture_t *f = *state;
+    zf_socket_t *as_client =
+        s_sock(f, ZF_SOCKET_DEALER, "client", "broker", f->svc.broker.endpoint);
+    Tensorflow__DeviceAttributes dev = TENSORFLOW__DEVICE_ATTRIBUTES__INIT;
+    dev.name = CPU(7);
+    dev.device_type = "CPU";
+    dev.incarnation = 77;
+    Zflow__ExecutorInfo info = ZFLOW__EXECUTOR_INFO__INIT;
+    info.device = &dev;
+    info.control_endpoint = "tcp://127.0.0.1:1";
+    info.rendezvous_endpoint = "tcp://127.0.0.1:2";
+    Zflow__RegisterExecutor re = ZFLOW__REGISTER_EXECUTOR__INIT;
+    re.info = &info;
+    s_expect_reply_status(as_client, 1, ZFLOW__ENVELOPE__BODY_REGISTER_EXECUTOR, &re,
+                          ZF_PERMISSION_DENIED,
+                          "RegisterExecutor is not allowed for client:client (only executor keys "
+                          "may send it)");
+    Zflow__Heartbeat hb = ZFLOW__HEARTBEAT__INIT;
+    hb.device_name = CPU(0);
+    s_expect_reply_status(as_client, 2, ZFLOW__ENVELOPE__BODY_HEARTBEAT, &hb, ZF_PERMISSION_DENIED,
+                          "Heartbeat is not allowed for client:client (only executor keys may "
+                          "send it)");
+    zf_socket_t *as_sched =
+        s_sock(f, ZF_SOCKET_DEALER, "scheduler", "broker", f->svc.broker.endpoint);
+    s_expect_reply_status(as_sched, 3, ZFLOW__ENVELOPE__BODY_REGISTER_EXECUTOR, &re,
+                          ZF_PERMISSION_DENIED,
+                          "RegisterExecutor is not allowed for scheduler:scheduler (only executor "
+                          "keys may send it)");
+}
+
+/* The broker's listing as the holder of key sees it. Caller frees. */
+static Zflow__Envelope *s_list(fixture_t *f, const char *key)
+{
+    zf_socket_t *s = s_sock(f, ZF_SOCKET_DEALER, key, "broker", f->svc.broker.endpoint);
+    Zflow__ListExecutors le = ZFLOW__LIST_EXECUTORS__INIT;
+    zf_test_send_body(s, 9, ZFLOW__ENVELOPE__BODY_LIST_EXECUTORS, &le);
+    Zflow__Envelope *rep = zf_test_recv(s, 5000, NULL);
+    assert_non_null(rep);
+    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_LIST_EXECUTORS_REPLY);
+    assert_int_equal(rep->list_executors_reply->n_executors, 2);
+    return rep;
+}
+
+static const Zflow__ExecutorInfo *s_listed(const Zflow__Envelope *rep, const char *name)
+{
+    for (size_t i = 0; i < rep->list_executors_reply->n_executors; i++) {
+        const Zflow__ExecutorInfo *e = rep->list_executors_reply->executors[i];
+        if (strcmp(e->device->name, name) == 0) return e;
+    }
+    fail_msg("%s is not listed", name);
+    return NULL;
+}
+
+static void test_clients_list_executors_without_endpoints_or_incarnations(void **state)
+{
+    fixture_t *f = *state;
+    Zflow__Envelope *rep = s_list(f, "client");
+    for (int k = 0; k < 2; k++) {
+        const Zflow__ExecutorInfo *e = s_listed(rep, k ? CPU(1) : CPU(0));
+        assert_string_equal(e->device->device_type, "CPU");
+        assert_int_equal(e->device->incarnation, 0);
+        assert_string_equal(e->control_endpoint, "");
+        assert_string_equal(e->rendezvous_endpoint, "");
+        assert_string_equal(e->host_id, "");
+    }
+    zflow__envelope__free_unpacked(rep, NULL);
+    rep = s_list(f, "executor"); /* peers need them */
+    const Zflow__ExecutorInfo *e = s_listed(rep, CPU(0));
+    assert_string_equal(e->control_endpoint, f->control[0]);
+    assert_string_equal(e->rendezvous_endpoint, f->rendezvous[0]);
+    assert_int_not_equal(e->device->incarnation, 0);
+    zflow__envelope__free_unpacked(rep, NULL);
+}
+
+static void test_a_live_executor_cannot_be_evicted_by_registering_its_name(void **state)
+{
+    fixture_t *f = *state;
+    Zflow__Envelope *before = s_list(f, "scheduler");
+    uint64_t inc = s_listed(before, CPU(0))->device->incarnation;
+    zf_socket_t *as_exec =
+        s_sock(f, ZF_SOCKET_DEALER, "executor", "broker", f->svc.broker.endpoint);
+    Zflow__Envelope *rep = zf_test_register_executor(as_exec, 1, CPU(0), "CPU", inc ^ 0x5a5a,
+                                                     "tcp://127.0.0.1:1", "tcp://127.0.0.1:2");
+    zf_status_t s = zf_status_from_proto(rep->register_executor_reply->status);
+    char want[512];
+    snprintf(want, sizeof want,
+             "RegisterExecutor: device '" CPU(
+                 0) "' is held by a live executor (incarnation "
+                    "0x%016" PRIx64 "); it can be registered again once that one has missed 10 "
+                    "heartbeats",
+             inc);
+    assert_int_equal(s.code, ZF_ALREADY_EXISTS);
+    assert_string_equal(zf_status_msg(&s), want);
+    zf_status_clear(&s);
+    zflow__envelope__free_unpacked(rep, NULL);
+    Zflow__Envelope *after = s_list(f, "scheduler");
+    const Zflow__ExecutorInfo *e = s_listed(after, CPU(0));
+    assert_int_equal(e->device->incarnation, inc);
+    assert_string_equal(e->control_endpoint, f->control[0]);
+    zflow__envelope__free_unpacked(after, NULL);
+    zflow__envelope__free_unpacked(before, NULL);
+}
+
 /* ---- executors: the data plane and the control endpoint -------------------------- */
 
 static void test_only_executor_keys_push_tensors_to_a_rendezvous(void **state)
@@ -251,6 +405,107 @@ static void test_only_executor_keys_push_tensors_to_a_rendezvous(void **state)
                          "a secure service needs keys");
     /* the executors still run steps together */
     test_a_client_with_keys_runs_steps_across_executors(state);
+}
+
+static void test_control_messages_need_a_scheduler_key(void **state)
+{
+    fixture_t *f = *state;
+    static const char *const keys[] = {"client", "executor"};
+    for (int i = 0; i < 2; i++) {
+        zf_socket_t *d = s_sock(f, ZF_SOCKET_DEALER, keys[i], "executor", f->control[0]);
+        char want[160];
+        Zflow__AbortStep ab = ZFLOW__ABORT_STEP__INIT;
+        ab.step_id = 12;
+        snprintf(want, sizeof want,
+                 "AbortStep is not allowed for %s:%s (only scheduler keys may send it)", keys[i],
+                 keys[i]);
+        s_expect_reply_status(d, 1, ZFLOW__ENVELOPE__BODY_ABORT_STEP, &ab, ZF_PERMISSION_DENIED,
+                              want);
+        Zflow__DeregisterGraph dg = ZFLOW__DEREGISTER_GRAPH__INIT;
+        dg.graph_handle = "0000000000000001/1";
+        snprintf(want, sizeof want,
+                 "DeregisterGraph is not allowed for %s:%s (only scheduler keys may send it)",
+                 keys[i], keys[i]);
+        s_expect_reply_status(d, 2, ZFLOW__ENVELOPE__BODY_DEREGISTER_GRAPH, &dg,
+                              ZF_PERMISSION_DENIED, want);
+        Zflow__CleanupGraph cg = ZFLOW__CLEANUP_GRAPH__INIT;
+        snprintf(want, sizeof want,
+                 "CleanupGraph is not allowed for %s:%s (only scheduler keys may send it)", keys[i],
+                 keys[i]);
+        s_expect_reply_status(d, 3, ZFLOW__ENVELOPE__BODY_CLEANUP_GRAPH, &cg, ZF_PERMISSION_DENIED,
+                              want);
+        Zflow__RegisterGraph rg = ZFLOW__REGISTER_GRAPH__INIT;
+        snprintf(want, sizeof want,
+                 "RegisterGraph is not allowed for %s:%s (only scheduler keys may send it)",
+                 keys[i], keys[i]);
+        s_expect_reply_status(d, 4, ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH, &rg, ZF_PERMISSION_DENIED,
+                              want);
+    }
+    zf_socket_t *plain = s_sock(f, ZF_SOCKET_DEALER, NULL, NULL, f->control[0]);
+    zf_test_expect_error(s_handshake_failure(plain), ZF_UNAUTHENTICATED,
+                         "a secure service needs keys");
+}
+
+static void test_a_graph_answers_only_the_scheduler_that_registered_it(void **state)
+{
+    fixture_t *f = *state;
+    Zflow__Envelope *listing = s_list(f, "scheduler");
+    uint64_t inc = s_listed(listing, CPU(0))->device->incarnation;
+    zflow__envelope__free_unpacked(listing, NULL);
+    zf_partition_set_t *set = zf_test_square_partition(CPU(0), inc);
+    zf_socket_t *owner = s_sock(f, ZF_SOCKET_DEALER, "scheduler", "executor", f->control[0]);
+    zf_socket_t *other = s_sock(f, ZF_SOCKET_DEALER, "schedulers/other", "executor", f->control[0]);
+    Zflow__RegisterGraph rg = ZFLOW__REGISTER_GRAPH__INIT;
+    rg.graph = set->parts[0].graph;
+    rg.incarnation = inc;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.body_case = ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH;
+    env.register_graph = &rg;
+    Zflow__Envelope *rep = zf_test_call(owner, &env, 1, WAIT_MS);
+    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH_REPLY);
+    ASSERT_OK(zf_status_from_proto(rep->register_graph_reply->status));
+    char handle[64];
+    snprintf(handle, sizeof handle, "%s", rep->register_graph_reply->graph_handle);
+    zflow__envelope__free_unpacked(rep, NULL);
+    /* <incarnation>/<random>: 16 hex digits each, nothing to count on */
+    char prefix[24];
+    snprintf(prefix, sizeof prefix, "%016" PRIx64 "/", inc);
+    assert_int_equal(strlen(handle), 33);
+    assert_memory_equal(handle, prefix, 17);
+
+    char want[256];
+    Zflow__RunGraph run = ZFLOW__RUN_GRAPH__INIT;
+    run.graph_handle = handle;
+    run.incarnation = inc;
+    run.step_id = 5;
+    env = (Zflow__Envelope)ZFLOW__ENVELOPE__INIT;
+    env.body_case = ZFLOW__ENVELOPE__BODY_RUN_GRAPH;
+    env.run_graph = &run;
+    rep = zf_test_call(other, &env, 2, WAIT_MS);
+    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_RUN_GRAPH_REPLY);
+    zf_status_t s = zf_status_from_proto(rep->run_graph_reply->status);
+    snprintf(want, sizeof want,
+             "RunGraph for %s refused: it belongs to scheduler:scheduler, not scheduler:other",
+             handle);
+    assert_int_equal(s.code, ZF_PERMISSION_DENIED);
+    assert_string_equal(zf_status_msg(&s), want);
+    zf_status_clear(&s);
+    zflow__envelope__free_unpacked(rep, NULL);
+
+    Zflow__DeregisterGraph dg = ZFLOW__DEREGISTER_GRAPH__INIT;
+    dg.graph_handle = handle;
+    snprintf(want, sizeof want,
+             "DeregisterGraph for %s refused: it belongs to scheduler:scheduler, not "
+             "scheduler:other",
+             handle);
+    s_expect_reply_status(other, 3, ZFLOW__ENVELOPE__BODY_DEREGISTER_GRAPH, &dg,
+                          ZF_PERMISSION_DENIED, want);
+    /* still registered: its owner removes it */
+    s_expect_reply_status(owner, 4, ZFLOW__ENVELOPE__BODY_DEREGISTER_GRAPH, &dg, ZF_OK, NULL);
+    snprintf(want, sizeof want, "graph handle '%s' is not registered", handle);
+    s_expect_reply_status(owner, 5, ZFLOW__ENVELOPE__BODY_DEREGISTER_GRAPH, &dg, ZF_NOT_FOUND,
+                          want);
+    zf_partition_set_destroy(&set);
 }
 
 /* ---- zflow up --secure, and plain mode's warning ------------------------------------ */
@@ -307,7 +562,13 @@ int main(void)
         T(test_a_client_without_keys_is_unauthenticated_at_once),
         T(test_a_client_with_an_untrusted_key_is_refused_by_zap),
         T(test_cli_commands_need_keys_on_a_secure_cluster),
+        T(test_only_scheduler_keys_register_schedulers),
+        T(test_only_executor_keys_register_executors_and_heartbeat),
+        T(test_clients_list_executors_without_endpoints_or_incarnations),
+        T(test_a_live_executor_cannot_be_evicted_by_registering_its_name),
         T(test_only_executor_keys_push_tensors_to_a_rendezvous),
+        T(test_control_messages_need_a_scheduler_key),
+        T(test_a_graph_answers_only_the_scheduler_that_registered_it),
         cmocka_unit_test(test_zflow_up_secure_makes_keys_that_clients_need),
         cmocka_unit_test(test_a_plain_broker_beyond_loopback_warns),
     };
