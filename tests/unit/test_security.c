@@ -446,66 +446,178 @@ static void test_control_messages_need_a_scheduler_key(void **state)
                          "a secure service needs keys");
 }
 
-static void test_a_graph_answers_only_the_scheduler_that_registered_it(void **state)
+/* y = x * x registered on CPU:0 by the scheduler key ("owner"), and a
+ * second socket there with another scheduler's key ("other"). */
+typedef struct {
+    uint64_t incarnation;
+    zf_partition_set_t *set;
+    zf_socket_t *owner, *other;
+    char handle[64];
+} s_graph_t;
+
+static void s_register_square(fixture_t *f, s_graph_t *g)
 {
-    fixture_t *f = *state;
     Zflow__Envelope *listing = s_list(f, "scheduler");
-    uint64_t inc = s_listed(listing, CPU(0))->device->incarnation;
+    g->incarnation = s_listed(listing, CPU(0))->device->incarnation;
     zflow__envelope__free_unpacked(listing, NULL);
-    zf_partition_set_t *set = zf_test_square_partition(CPU(0), inc);
-    zf_socket_t *owner = s_sock(f, ZF_SOCKET_DEALER, "scheduler", "executor", f->control[0]);
-    zf_socket_t *other = s_sock(f, ZF_SOCKET_DEALER, "schedulers/other", "executor", f->control[0]);
+    g->set = zf_test_square_partition(CPU(0), g->incarnation);
+    g->owner = s_sock(f, ZF_SOCKET_DEALER, "scheduler", "executor", f->control[0]);
+    g->other = s_sock(f, ZF_SOCKET_DEALER, "schedulers/other", "executor", f->control[0]);
     Zflow__RegisterGraph rg = ZFLOW__REGISTER_GRAPH__INIT;
-    rg.graph = set->parts[0].graph;
-    rg.incarnation = inc;
+    rg.graph = g->set->parts[0].graph;
+    rg.incarnation = g->incarnation;
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH;
     env.register_graph = &rg;
-    Zflow__Envelope *rep = zf_test_call(owner, &env, 1, WAIT_MS);
+    Zflow__Envelope *rep = zf_test_call(g->owner, &env, 1, WAIT_MS);
     assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH_REPLY);
     ASSERT_OK(zf_status_from_proto(rep->register_graph_reply->status));
-    char handle[64];
-    snprintf(handle, sizeof handle, "%s", rep->register_graph_reply->graph_handle);
+    snprintf(g->handle, sizeof g->handle, "%s", rep->register_graph_reply->graph_handle);
     zflow__envelope__free_unpacked(rep, NULL);
+}
+
+static void test_a_graph_answers_only_the_scheduler_that_registered_it(void **state)
+{
+    fixture_t *f = *state;
+    s_graph_t g;
+    s_register_square(f, &g);
     /* <incarnation>/<random>: 16 hex digits each, nothing to count on */
     char prefix[24];
-    snprintf(prefix, sizeof prefix, "%016" PRIx64 "/", inc);
-    assert_int_equal(strlen(handle), 33);
-    assert_memory_equal(handle, prefix, 17);
+    snprintf(prefix, sizeof prefix, "%016" PRIx64 "/", g.incarnation);
+    assert_int_equal(strlen(g.handle), 33);
+    assert_memory_equal(g.handle, prefix, 17);
 
     char want[256];
     Zflow__RunGraph run = ZFLOW__RUN_GRAPH__INIT;
-    run.graph_handle = handle;
-    run.incarnation = inc;
+    run.graph_handle = g.handle;
+    run.incarnation = g.incarnation;
     run.step_id = 5;
-    env = (Zflow__Envelope)ZFLOW__ENVELOPE__INIT;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_RUN_GRAPH;
     env.run_graph = &run;
-    rep = zf_test_call(other, &env, 2, WAIT_MS);
+    Zflow__Envelope *rep = zf_test_call(g.other, &env, 2, WAIT_MS);
     assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_RUN_GRAPH_REPLY);
     zf_status_t s = zf_status_from_proto(rep->run_graph_reply->status);
     snprintf(want, sizeof want,
              "RunGraph for %s refused: it belongs to scheduler:scheduler, not scheduler:other",
-             handle);
+             g.handle);
     assert_int_equal(s.code, ZF_PERMISSION_DENIED);
     assert_string_equal(zf_status_msg(&s), want);
     zf_status_clear(&s);
     zflow__envelope__free_unpacked(rep, NULL);
 
     Zflow__DeregisterGraph dg = ZFLOW__DEREGISTER_GRAPH__INIT;
-    dg.graph_handle = handle;
+    dg.graph_handle = g.handle;
     snprintf(want, sizeof want,
              "DeregisterGraph for %s refused: it belongs to scheduler:scheduler, not "
              "scheduler:other",
-             handle);
-    s_expect_reply_status(other, 3, ZFLOW__ENVELOPE__BODY_DEREGISTER_GRAPH, &dg,
+             g.handle);
+    s_expect_reply_status(g.other, 3, ZFLOW__ENVELOPE__BODY_DEREGISTER_GRAPH, &dg,
                           ZF_PERMISSION_DENIED, want);
     /* still registered: its owner removes it */
-    s_expect_reply_status(owner, 4, ZFLOW__ENVELOPE__BODY_DEREGISTER_GRAPH, &dg, ZF_OK, NULL);
-    snprintf(want, sizeof want, "graph handle '%s' is not registered", handle);
-    s_expect_reply_status(owner, 5, ZFLOW__ENVELOPE__BODY_DEREGISTER_GRAPH, &dg, ZF_NOT_FOUND,
+    s_expect_reply_status(g.owner, 4, ZFLOW__ENVELOPE__BODY_DEREGISTER_GRAPH, &dg, ZF_OK, NULL);
+    snprintf(want, sizeof want, "graph handle '%s' is not registered", g.handle);
+    s_expect_reply_status(g.owner, 5, ZFLOW__ENVELOPE__BODY_DEREGISTER_GRAPH, &dg, ZF_NOT_FOUND,
                           want);
-    zf_partition_set_destroy(&set);
+    zf_partition_set_destroy(&g.set);
+}
+
+static void test_a_running_step_is_aborted_only_by_its_scheduler(void **state)
+{
+    fixture_t *f = *state;
+    s_graph_t g;
+    s_register_square(f, &g);
+    /* a step that waits for its feed, which never comes */
+    char *fetch = g.set->parts[0].fetches[0].key;
+    Zflow__RunGraph run = ZFLOW__RUN_GRAPH__INIT;
+    run.graph_handle = g.handle;
+    run.incarnation = g.incarnation;
+    run.step_id = 0x1234567;
+    run.n_fetch_keys = 1;
+    run.fetch_keys = &fetch;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.request_id = 2;
+    env.body_case = ZFLOW__ENVELOPE__BODY_RUN_GRAPH;
+    env.run_graph = &run;
+    zf_test_send(g.owner, NULL, 0, &env);
+    assert_null(zf_test_recv(g.owner, 300, NULL)); /* it runs */
+    Zflow__AbortStep ab = ZFLOW__ABORT_STEP__INIT;
+    ab.step_id = run.step_id;
+    s_expect_reply_status(g.other, 3, ZFLOW__ENVELOPE__BODY_ABORT_STEP, &ab, ZF_PERMISSION_DENIED,
+                          "AbortStep for step 19088743 refused: it belongs to scheduler:scheduler, "
+                          "not scheduler:other");
+    Zflow__CleanupGraph cg = ZFLOW__CLEANUP_GRAPH__INIT;
+    cg.step_id = run.step_id;
+    s_expect_reply_status(g.other, 4, ZFLOW__ENVELOPE__BODY_CLEANUP_GRAPH, &cg,
+                          ZF_PERMISSION_DENIED,
+                          "CleanupGraph for step 19088743 refused: it belongs to "
+                          "scheduler:scheduler, not scheduler:other");
+    assert_null(zf_test_recv(g.owner, 200, NULL)); /* still running */
+    /* its own scheduler aborts it: the step ends with that status */
+    zf_test_send_body(g.owner, 5, ZFLOW__ENVELOPE__BODY_ABORT_STEP, &ab);
+    bool aborted = false, answered = false;
+    for (int i = 0; i < 2; i++) {
+        Zflow__Envelope *rep = zf_test_recv(g.owner, 5000, NULL);
+        assert_non_null(rep);
+        if (rep->request_id == 5) {
+            assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_STATUS_REPLY);
+            ASSERT_OK(zf_status_from_proto(rep->status_reply->status));
+            answered = true;
+        } else {
+            assert_int_equal(rep->request_id, 2);
+            assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_RUN_GRAPH_REPLY);
+            zf_status_t s = zf_status_from_proto(rep->run_graph_reply->status);
+            aborted = s.code == ZF_ABORTED;
+            zf_status_clear(&s);
+        }
+        zflow__envelope__free_unpacked(rep, NULL);
+    }
+    assert_true(answered && aborted);
+    zf_partition_set_destroy(&g.set);
+}
+
+static void test_session_requests_need_a_client_key(void **state)
+{
+    fixture_t *f = *state;
+    const char *devices[2] = {CPU(0), CPU(1)};
+    Tensorflow__GraphDef *gd = zf_test_neg_chain(devices, 2);
+    Zflow__CreateSession cs = ZFLOW__CREATE_SESSION__INIT;
+    cs.graph = gd;
+    zf_socket_t *as_exec =
+        s_sock(f, ZF_SOCKET_DEALER, "executor", "broker", f->svc.broker.endpoint);
+    s_expect_reply_status(as_exec, 1, ZFLOW__ENVELOPE__BODY_CREATE_SESSION, &cs,
+                          ZF_PERMISSION_DENIED,
+                          "CreateSession is not allowed for executor:executor (only client keys "
+                          "may send it)");
+    Zflow__SubmitJob sj = ZFLOW__SUBMIT_JOB__INIT;
+    s_expect_reply_status(as_exec, 2, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &sj, ZF_PERMISSION_DENIED,
+                          "SubmitJob is not allowed for executor:executor (only client keys may "
+                          "send it)");
+    /* a client makes a session; the scheduler's own endpoint checks roles too */
+    zf_socket_t *as_client =
+        s_sock(f, ZF_SOCKET_DEALER, "client", "broker", f->svc.broker.endpoint);
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.body_case = ZFLOW__ENVELOPE__BODY_CREATE_SESSION;
+    env.create_session = &cs;
+    Zflow__Envelope *rep = zf_test_call(as_client, &env, 3, WAIT_MS);
+    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_CREATE_SESSION_REPLY);
+    ASSERT_OK(zf_status_from_proto(rep->create_session_reply->status));
+    char session[128], endpoint[128];
+    snprintf(session, sizeof session, "%s", rep->create_session_reply->session);
+    snprintf(endpoint, sizeof endpoint, "%s", rep->create_session_reply->scheduler_endpoint);
+    zflow__envelope__free_unpacked(rep, NULL);
+    zf_socket_t *direct = s_sock(f, ZF_SOCKET_DEALER, "executor", "scheduler", endpoint);
+    Zflow__CloseSession close = ZFLOW__CLOSE_SESSION__INIT;
+    close.session = session;
+    s_expect_reply_status(direct, 4, ZFLOW__ENVELOPE__BODY_CLOSE_SESSION, &close,
+                          ZF_PERMISSION_DENIED,
+                          "CloseSession is not allowed for executor:executor (only client keys "
+                          "may send it)");
+    Zflow__Ping ping = ZFLOW__PING__INIT;
+    s_expect_reply_status(direct, 5, ZFLOW__ENVELOPE__BODY_PING, &ping, ZF_OK, NULL);
+    zf_socket_t *mine = s_sock(f, ZF_SOCKET_DEALER, "client", "scheduler", endpoint);
+    s_expect_reply_status(mine, 6, ZFLOW__ENVELOPE__BODY_CLOSE_SESSION, &close, ZF_OK, NULL);
+    zf_graphdef_free(&gd);
 }
 
 /* ---- zflow up --secure, and plain mode's warning ------------------------------------ */
@@ -569,6 +681,8 @@ int main(void)
         T(test_only_executor_keys_push_tensors_to_a_rendezvous),
         T(test_control_messages_need_a_scheduler_key),
         T(test_a_graph_answers_only_the_scheduler_that_registered_it),
+        T(test_a_running_step_is_aborted_only_by_its_scheduler),
+        T(test_session_requests_need_a_client_key),
         cmocka_unit_test(test_zflow_up_secure_makes_keys_that_clients_need),
         cmocka_unit_test(test_a_plain_broker_beyond_loopback_warns),
     };
