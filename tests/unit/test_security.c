@@ -389,6 +389,28 @@ static void test_a_live_executor_cannot_be_evicted_by_registering_its_name(void 
     zflow__envelope__free_unpacked(before, NULL);
 }
 
+static void test_a_restarted_executor_takes_its_name_back_once_the_old_one_is_dead(void **state)
+{
+    fixture_t *f = *state;
+    Zflow__Envelope *before = s_list(f, "scheduler");
+    uint64_t old = s_listed(before, CPU(0))->device->incarnation;
+    zflow__envelope__free_unpacked(before, NULL);
+    zf_test_child_stop(&f->svc.executors[0], SIGKILL, WAIT_MS);
+    /* the new run asks until the broker has missed 10 heartbeats of 200 ms */
+    int64_t start = zf_test_now_ms();
+    setenv("ZFLOW_KEYS", f->keys, 1);
+    zf_test_executor_start(&f->svc.executors[0], f->svc.broker.endpoint, 0, WAIT_MS);
+    unsetenv("ZFLOW_KEYS");
+    assert_true(zf_test_now_ms() - start < WAIT_MS);
+    s_endpoints(f->svc.executors[0].line, f->control[0], f->rendezvous[0]);
+    Zflow__Envelope *after = s_list(f, "scheduler");
+    const Zflow__ExecutorInfo *e = s_listed(after, CPU(0));
+    assert_int_not_equal(e->device->incarnation, old);
+    assert_string_equal(e->control_endpoint, f->control[0]);
+    zflow__envelope__free_unpacked(after, NULL);
+    test_a_client_with_keys_runs_steps_across_executors(state);
+}
+
 /* ---- executors: the data plane and the control endpoint -------------------------- */
 
 static void test_only_executor_keys_push_tensors_to_a_rendezvous(void **state)
@@ -678,6 +700,7 @@ int main(void)
         T(test_only_executor_keys_register_executors_and_heartbeat),
         T(test_clients_list_executors_without_endpoints_or_incarnations),
         T(test_a_live_executor_cannot_be_evicted_by_registering_its_name),
+        T(test_a_restarted_executor_takes_its_name_back_once_the_old_one_is_dead),
         T(test_only_executor_keys_push_tensors_to_a_rendezvous),
         T(test_control_messages_need_a_scheduler_key),
         T(test_a_graph_answers_only_the_scheduler_that_registered_it),
