@@ -2,6 +2,7 @@
 #   make demo   install what is missing, build, run the main job
 #   make check  install what is missing, build with sanitizers, run every test
 #   make test-docker  build the image, test the docker-compose environment
+#   make keys   CurveZMQ keys for the docker-compose environment (KEYS=DIR)
 BUILD       ?= build
 CHECK_BUILD ?= build-check
 OPT_BUILD   ?= build-check-release
@@ -10,7 +11,9 @@ JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 FUZZ_TIME   ?= 60
 
-.PHONY: all deps build demo check test-docker bench fuzz format clean
+KEYS        ?= docker/keys
+
+.PHONY: all deps build demo check test-docker keys bench fuzz format clean
 
 all: build
 
@@ -35,6 +38,11 @@ check: deps
 # Needs root (installs docker.io/docker-compose, may start dockerd).
 test-docker:
 	@tests/docker/run.sh
+
+# Every role's keypair, made in the image (ZFLOW_IMAGE, default
+# zflow:latest) and owned by its zflow user: docker-compose mounts KEYS.
+keys:
+	@scripts/docker-keys.sh $(KEYS)
 
 bench: build
 	@scripts/bench.sh $(BUILD)/bench

@@ -9,13 +9,20 @@
  * pair across executors takes. The baseline is one zero-copy frame per
  * message between a raw PUSH and PULL, as in bench/transport. Best of N
  * runs each, interleaved; GB/s from the first send to the last receive.
- * Target (docs/design.md, "Performance targets"): remote/raw >= 0.9. */
+ * Target (docs/design.md, "Performance targets"): remote/raw >= 0.9.
+ *
+ * The same data planes once more with CurveZMQ keys (a fresh key directory,
+ * both sides executors), interleaved with the plain ones: curve/remote is
+ * what encrypting and authenticating every frame costs (target >= 0.5). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
+
+#include "common/keys.h"
 
 #include "bench/bench_util.h"
 #include "executor/rendezvous/remote.h"
@@ -112,9 +119,14 @@ static double s_run(s_bench_t *b, zf_tensor_t *t, bool remote, int count)
     return t1 - t0;
 }
 
-static void s_open(s_bench_t *b)
+/* keys: a key directory for a secure pair (CURVE), NULL for plain. */
+static void s_open(s_bench_t *b, const char *keys)
 {
     s_check(zf_zctx_new(&b->ctx));
+    /* two I/O threads, so that the sending and the receiving side each have
+     * one, as two executor processes do (CURVE encrypts and decrypts there) */
+    if (zmq_ctx_set(zf_zctx_handle(b->ctx), ZMQ_IO_THREADS, 2) != 0) exit(1);
+    if (keys) s_check(zf_zctx_set_keys(b->ctx, keys, ZF_ROLE_EXECUTOR));
     s_check(zf_rendezvous_mgr_new(&b->mgr_a));
     s_check(zf_rendezvous_mgr_new(&b->mgr_b));
     s_check(zf_remote_new(b->ctx, b->mgr_a, NULL, &b->a));
@@ -145,34 +157,52 @@ int main(void)
     int reps = zf_bench_reps(5);
     const size_t sizes[2] = {(size_t)1 << 20, (size_t)64 << 20};
     const int counts[2] = {400, 12};
-    s_bench_t b;
-    s_open(&b);
+    char keys[] = "/tmp/zflow-bench-keys-XXXXXX";
+    if (!mkdtemp(keys)) exit(1);
+    s_check(zf_keygen_cluster(keys));
+    s_bench_t b, bs;
+    s_open(&b, NULL);
+    s_open(&bs, keys);
     printf("remote: best of %d runs, rendezvous to rendezvous over tcp://127.0.0.1 in one "
-           "process\n",
+           "process; curve: the same with CurveZMQ keys\n",
            reps);
-    printf("%9s %6s %12s %13s %8s\n", "bytes", "msgs", "raw_GB/s", "remote_GB/s", "ratio");
-    double worst = 1e30;
+    printf("%9s %6s %10s %12s %11s %8s %13s\n", "bytes", "msgs", "raw_GB/s", "remote_GB/s",
+           "curve_GB/s", "ratio", "curve/remote");
+    double worst = 1e30, worst_curve = 1e30;
     for (int i = 0; i < 2; i++) {
         zf_tensor_t *t = NULL;
         zf_shape_t shape = ZF_SHAPE((int64_t)(sizes[i] / sizeof(float)));
         s_check(zf_tensor_new(ZF_FLOAT, &shape, &t));
-        double best[2] = {1e30, 1e30};
-        s_run(&b, t, false, counts[i] / 4 + 1); /* warm up both connections */
+        double best[3] = {1e30, 1e30, 1e30};
+        s_run(&b, t, false, counts[i] / 4 + 1); /* warm up every connection */
         s_run(&b, t, true, counts[i] / 4 + 1);
+        s_run(&bs, t, true, counts[i] / 4 + 1);
         for (int r = 0; r < reps; r++)
-            for (int z = 0; z < 2; z++)
-                best[z] = zf_bench_min(best[z], s_run(&b, t, z == 1, counts[i]));
+            for (int z = 0; z < 3; z++)
+                best[z] = zf_bench_min(best[z], s_run(z == 2 ? &bs : &b, t, z >= 1, counts[i]));
         double gb = (double)sizes[i] * counts[i] / 1e9;
-        double ratio = best[0] / best[1];
+        double ratio = best[0] / best[1], curve = best[1] / best[2];
         worst = zf_bench_min(worst, ratio);
-        printf("%9zu %6d %12.2f %13.2f %8.2f\n", sizes[i], counts[i], gb / best[0], gb / best[1],
-               ratio);
+        worst_curve = zf_bench_min(worst_curve, curve);
+        printf("%9zu %6d %10.2f %12.2f %11.2f %8.2f %13.2f\n", sizes[i], counts[i], gb / best[0],
+               gb / best[1], gb / best[2], ratio, curve);
         zf_tensor_unref(&t);
     }
     zf_remote_stats_t st = zf_remote_stats(b.b);
     printf("delivered %llu, dropped %llu, malformed %llu\n", (unsigned long long)st.delivered,
            (unsigned long long)st.dropped, (unsigned long long)st.malformed);
     printf("worst remote/raw bandwidth ratio, 1 MiB and 64 MiB: %.2fx (target >= 0.9)\n", worst);
+    printf("worst curve/plain remote bandwidth ratio: %.2fx (target >= 0.5)\n", worst_curve);
+    s_close(&bs);
     s_close(&b);
+    static const char *const files[] = {"broker", "scheduler", "executor", "client"};
+    for (int i = 0; i < 4; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "%s/%s.key", keys, files[i]);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/%s.pub", keys, files[i]);
+        unlink(path);
+    }
+    rmdir(keys);
     return 0;
 }

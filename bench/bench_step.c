@@ -7,7 +7,8 @@
  * also between two processes (what each hop of a step is), and over the same messages relayed
  * by raw ZeroMQ processes (the least a step can cost with this design). Starts zflow-broker, two
  * zflow-executor and zflow-scheduler from the bin directory next to this program's (build/bin), or
- * ZFLOW_BIN_DIR.
+ * ZFLOW_BIN_DIR. Then the same cluster again with CurveZMQ keys (a fresh key directory): the
+ * direct step's median with CURVE against the plain one (target <= 1.2x).
  */
 #include <limits.h>
 #include <pthread.h>
@@ -22,6 +23,7 @@
 
 #include "bench/bench_util.h"
 #include "common/graphdef_io.h"
+#include "common/keys.h"
 #include "common/tensor_proto.h"
 #include "common/transport.h"
 
@@ -399,22 +401,66 @@ static double s_step_median(zf_socket_t *client, const char *session, int reps)
     return m;
 }
 
-static bool s_start_cluster(char *broker, size_t size)
+/* keys: every process's --keys, or NULL for a plain cluster. */
+static bool s_start_cluster(char *broker, size_t size, const char *keys)
 {
     char line[512];
-    const char *bargs[] = {"--listen", "tcp://127.0.0.1:0", NULL};
+    const char *bargs[] = {"--listen", "tcp://127.0.0.1:0", keys ? "--keys" : NULL, keys, NULL};
     if (!s_spawn("zflow-broker", bargs, line, sizeof line)) return false;
     const char *p = strstr(line, "listening on ");
     if (!p) return false;
     snprintf(broker, size, "%s", p + strlen("listening on "));
     const char *names[2] = {CPU(0), CPU(1)}, *devs[2] = {"CPU:0", "CPU:1"};
     for (int i = 0; i < 2; i++) {
-        const char *eargs[] = {"--broker", broker,      "--device", devs[i], "--name",
-                               names[i],   "--threads", "1",        NULL};
+        const char *eargs[] = {"--broker",  broker,   "--device",
+                               devs[i],     "--name", names[i],
+                               "--threads", "1",      keys ? "--keys" : NULL,
+                               keys,        NULL};
         if (!s_spawn("zflow-executor", eargs, line, sizeof line)) return false;
     }
-    const char *sargs[] = {"--broker", broker, NULL};
+    const char *sargs[] = {"--broker", broker, keys ? "--keys" : NULL, keys, NULL};
     return s_spawn("zflow-scheduler", sargs, line, sizeof line) && strstr(line, "connected");
+}
+
+/* The medians of a direct step and of one through the broker on a fresh
+ * cluster (keys: CURVE with that key directory, NULL: plain). */
+static bool s_measure(const char *keys, int reps, double *step, double *via_broker)
+{
+    char broker[256];
+    if (!s_start_cluster(broker, sizeof broker, keys)) {
+        fprintf(stderr, "bench_step: cannot start the cluster from %s\n", s_bin);
+        s_stop_all();
+        return false;
+    }
+    zf_zctx_t *ctx = NULL;
+    zf_socket_t *client = NULL;
+    if (!zf_ok(zf_zctx_new(&ctx)) ||
+        (keys && !zf_ok(zf_zctx_set_keys(ctx, keys, ZF_ROLE_CLIENT))) ||
+        !zf_ok(zf_socket_new(ctx, ZF_SOCKET_DEALER, &client)) ||
+        !zf_ok(zf_socket_secure_client(client, ZF_ROLE_BROKER)) ||
+        !zf_ok(zf_socket_connect(client, broker))) {
+        zf_socket_destroy(&client);
+        zf_zctx_destroy(&ctx);
+        s_stop_all();
+        return false;
+    }
+    char *endpoint = NULL;
+    char *session = s_create_session(client, &endpoint);
+    *via_broker = session ? s_step_median(client, session, reps) : -1;
+    zf_socket_t *direct = NULL;
+    if (!endpoint || !zf_ok(zf_socket_new(ctx, ZF_SOCKET_DEALER, &direct)) ||
+        !zf_ok(zf_socket_secure_client(direct, ZF_ROLE_SCHEDULER)) ||
+        !zf_ok(zf_socket_connect(direct, endpoint)))
+        *via_broker = -1;
+    *step = *via_broker > 0 ? s_step_median(direct, session, reps) : -1;
+    free(session);
+    free(endpoint);
+    zf_socket_destroy(&direct);
+    zf_socket_destroy(&client);
+    zf_zctx_destroy(&ctx);
+    s_stop_all();
+    if (*step < 0) fprintf(stderr, "bench_step: the steps failed%s\n", keys ? " with keys" : "");
+    return *step > 0;
 }
 
 int main(int argc, char **argv)
@@ -436,37 +482,18 @@ int main(int argc, char **argv)
     double base = s_reqrep_median(reps);
     double base_proc = s_reqrep_process_median(reps);
     double pattern = s_pattern_median(reps);
-    char broker[256];
-    if (!s_start_cluster(broker, sizeof broker)) {
-        fprintf(stderr, "bench_step: cannot start the cluster from %s\n", s_bin);
-        s_stop_all();
+    double step = -1, via_broker = -1, step_curve = -1, via_broker_curve = -1;
+    char keys[] = "/tmp/zflow-bench-keys-XXXXXX";
+    if (!mkdtemp(keys) || !zf_ok(zf_keygen_cluster(keys))) {
+        fprintf(stderr, "bench_step: cannot make keys in %s\n", keys);
         return 1;
     }
-    zf_zctx_t *ctx = NULL;
-    zf_socket_t *client = NULL;
-    if (!zf_ok(zf_zctx_new(&ctx)) || !zf_ok(zf_socket_new(ctx, ZF_SOCKET_DEALER, &client)) ||
-        !zf_ok(zf_socket_connect(client, broker))) {
-        s_stop_all();
-        return 1;
-    }
-    char *endpoint = NULL;
-    char *session = s_create_session(client, &endpoint);
-    double via_broker = session ? s_step_median(client, session, reps) : -1;
-    zf_socket_t *direct = NULL;
-    if (!endpoint || !zf_ok(zf_socket_new(ctx, ZF_SOCKET_DEALER, &direct)) ||
-        !zf_ok(zf_socket_connect(direct, endpoint)))
-        via_broker = -1;
-    double step = via_broker > 0 ? s_step_median(direct, session, reps) : -1;
-    free(session);
-    free(endpoint);
-    zf_socket_destroy(&direct);
-    zf_socket_destroy(&client);
-    zf_zctx_destroy(&ctx);
-    s_stop_all();
-    if (step < 0) {
-        fprintf(stderr, "bench_step: the steps failed\n");
-        return 1;
-    }
+    bool ok = s_measure(NULL, reps, &step, &via_broker) &&
+              s_measure(keys, reps, &step_curve, &via_broker_curve);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", keys);
+    if (system(cmd) != 0) fprintf(stderr, "bench_step: cannot remove %s\n", keys);
+    if (!ok) return 1;
     printf("step latency (2 partitions, 1 scalar crossing), median of %d runs\n", reps);
     printf("  raw ZeroMQ REQ/REP round trip, one process    %8.1f us\n", base * 1e6);
     printf("  raw ZeroMQ REQ/REP round trip, two processes  %8.1f us\n", base_proc * 1e6);
@@ -484,5 +511,9 @@ int main(int argc, char **argv)
     printf("\n  RunStep through the broker      %8.1f us   %.2fx the one-process round trip, %.2fx "
            "the two-process one\n",
            via_broker * 1e6, via_broker / base, via_broker / base_proc);
+    printf("  RunStep with CurveZMQ keys      %8.1f us   %.2fx the plain step (target <= 1.2x)\n",
+           step_curve * 1e6, step_curve / step);
+    printf("  ... through the broker          %8.1f us   %.2fx the plain one\n",
+           via_broker_curve * 1e6, via_broker_curve / via_broker);
     return 0;
 }

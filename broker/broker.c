@@ -29,14 +29,36 @@ static bool s_body_present(const Zflow__Envelope *env)
     }
 }
 
+/* The roles whose keys may send env to the broker (a reply passed back
+ * from a scheduler carries two routing frames). */
+static unsigned s_allowed_roles(const zf_route_t *route, const Zflow__Envelope *env)
+{
+    if (route->n == 2) return ZF_ROLE_SCHEDULER;
+    switch (env->body_case) {
+    case ZFLOW__ENVELOPE__BODY_REGISTER_EXECUTOR:
+    case ZFLOW__ENVELOPE__BODY_HEARTBEAT: return ZF_ROLE_EXECUTOR;
+    case ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER: return ZF_ROLE_SCHEDULER;
+    case ZFLOW__ENVELOPE__BODY_LIST_EXECUTORS:
+    case ZFLOW__ENVELOPE__BODY_PING: return ZF_ROLE_ALL;
+    default: return ZF_ROLE_CLIENT;
+    }
+}
+
 static void s_dispatch(zf_broker_t *b, const zf_route_t *route, const Zflow__Envelope *env)
 {
     zf__broker_ident_t from = zf__broker_ident_at(route, 0);
+    zf_status_t st =
+        zf_route_authorize(route, s_allowed_roles(route, env),
+                           route->n == 2 ? "a scheduler's reply" : zf_envelope_body_name(env));
+    if (!zf_ok(st)) {
+        if (route->n >= 1) zf__broker_send_status(b, &from, env->request_id, &st);
+        zf_status_clear(&st);
+        return;
+    }
     if (route->n == 2) {
         zf__broker_on_scheduler_reply(b, route, env);
         return;
     }
-    zf_status_t st = ZF_STATUS_OK;
     if (route->n != 1)
         st = zf_invalid_argument("a message with %d routing frames; the broker takes 0 or 1 "
                                  "before the envelope",
@@ -50,7 +72,9 @@ static void s_dispatch(zf_broker_t *b, const zf_route_t *route, const Zflow__Env
     else if (env->body_case == ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER)
         zf__broker_on_register_scheduler(b, &from, env);
     else if (env->body_case == ZFLOW__ENVELOPE__BODY_LIST_EXECUTORS)
-        zf__broker_send_listing(b, &from, env->request_id, false);
+        zf__broker_send_listing(b, &from, env->request_id, false,
+                                route->secure &&
+                                    zf_role_of_identity(route->peer) == ZF_ROLE_CLIENT);
     else if (env->body_case == ZFLOW__ENVELOPE__BODY_PING)
         zf__broker_send_status(b, &from, env->request_id, &st); /* OK: the broker is alive */
     else if (zf__broker_is_client_request(env))
@@ -96,6 +120,9 @@ static zf_status_t s_recv(zf_broker_t *b, zf_route_t *route, Zflow__Envelope **e
     }
     if (zf_ok(fault)) {
         b->msg_fd = zmq_msg_get(&frame, ZMQ_SRCFD);
+        route->secure = zf_socket_is_secure_server(b->sock);
+        const char *user = route->secure ? zmq_msg_gets(&frame, "User-Id") : NULL;
+        snprintf(route->peer, sizeof route->peer, "%s", user ? user : "");
         fault =
             zf_envelope_decode(zmq_msg_data(&frame), zmq_msg_size(&frame), env, &route->request_id);
     }
@@ -224,7 +251,10 @@ static zf_status_t s_open(zf_broker_t *b, const zf_broker_config_t *config)
     ZF_TRY(zf_registry_new(&rc, &b->reg));
     zf_registry_set_listener(b->reg, zf__broker_on_registry_event, b);
     ZF_TRY(zf_zctx_new(&b->ctx));
+    if (config->keys) ZF_TRY(zf_zctx_set_keys(b->ctx, config->keys, ZF_ROLE_BROKER));
+    b->secure = config->keys != NULL;
     ZF_TRY(zf_socket_new(b->ctx, ZF_SOCKET_ROUTER, &b->sock));
+    ZF_TRY(zf_socket_secure_server(b->sock, ZF_ROLE_ALL));
     ZF_TRY(s_configure_socket(b));
     char addr[64];
     snprintf(addr, sizeof addr, "inproc://zflow-broker-monitor-%p", (void *)b);

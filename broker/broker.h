@@ -54,6 +54,7 @@ typedef struct zf_broker_config {
     int heartbeat_misses;    /* dead after this many missed heartbeats, > 0 */
     int max_client_requests; /* a client's requests in flight at most; 0: the default */
     int max_requests;        /* all clients' requests in flight at most; 0: the default */
+    const char *keys;        /* key directory (CURVE, docs/service.md "Security"); NULL: plain */
 } zf_broker_config_t;
 
 /* Requests one client may have in flight through the broker by default. */

@@ -49,6 +49,7 @@ struct zf_broker {
     zf_registry_t *reg;
     int heartbeat_ms;
     int heartbeat_misses;
+    bool secure; /* CURVE keys: peers are authenticated, by role */
     char endpoint[256];
     zf__broker_sched_t *scheds;
     int n_scheds, cap_scheds;
@@ -103,9 +104,11 @@ void zf__broker_on_heartbeat(zf_broker_t *b, const zf__broker_ident_t *from,
                              const Zflow__Envelope *req);
 void zf__broker_on_register_scheduler(zf_broker_t *b, const zf__broker_ident_t *from,
                                       const Zflow__Envelope *req);
-/* Replies to a RegisterScheduler or a ListExecutors with the live executors. */
+/* Replies to a RegisterScheduler or a ListExecutors with the live executors;
+ * redacted: names, types, loads and heartbeats only (no incarnations, host
+ * ids or endpoints), as a secure broker answers clients. */
 void zf__broker_send_listing(zf_broker_t *b, const zf__broker_ident_t *from, uint64_t request_id,
-                             bool for_scheduler);
+                             bool for_scheduler, bool redacted);
 
 /* ---- client requests (broker_requests.c) ------------------------------------- */
 

@@ -1,7 +1,9 @@
 /* The broker's side of schedulers and executors: the registered schedulers
  * (registration, picking one, dropping one that is gone) and the executor
  * registry's traffic (registration, heartbeats, listings, device events). */
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "broker/broker_internal.h"
@@ -89,11 +91,28 @@ void zf__broker_on_registry_event(void *arg, zf_registry_event_t event,
 
 /* ---- requests the broker serves itself ----------------------------------------- */
 
+/* A secure broker never lets a registration evict a live executor: a name
+ * held by one is ALREADY_EXISTS until that one misses its heartbeats (a
+ * restarted executor keeps asking until then). */
+static zf_status_t s_check_not_held(const zf_broker_t *b, const Zflow__ExecutorInfo *info)
+{
+    if (!b->secure || !info || !info->device || !info->device->name || !info->device->name[0])
+        return ZF_STATUS_OK;
+    const Zflow__ExecutorInfo *held = zf_registry_find(b->reg, info->device->name);
+    if (!held || held->device->incarnation == info->device->incarnation) return ZF_STATUS_OK;
+    return zf_status_new(ZF_ALREADY_EXISTS,
+                         "device '%s' is held by a live executor (incarnation 0x%016" PRIx64
+                         "); it can be registered again once that one has missed %d heartbeats",
+                         info->device->name, held->device->incarnation, b->heartbeat_misses);
+}
+
 void zf__broker_on_register_executor(zf_broker_t *b, const zf__broker_ident_t *from,
                                      const Zflow__Envelope *req)
 {
     char name[ZF_DEVICE_NAME_MAX] = "";
-    zf_status_t st = zf_registry_register(b->reg, req->register_executor->info, name, sizeof name);
+    zf_status_t st = s_check_not_held(b, req->register_executor->info);
+    if (zf_ok(st))
+        st = zf_registry_register(b->reg, req->register_executor->info, name, sizeof name);
     if (!zf_ok(st)) {
         zf_log_warn(ZF__BROKER_LOG, "RegisterExecutor refused: %s", zf_status_msg(&st));
         st = zf_status_prefix(st, "RegisterExecutor");
@@ -137,8 +156,23 @@ void zf__broker_on_heartbeat(zf_broker_t *b, const zf__broker_ident_t *from,
 }
 
 /* Replies to a RegisterScheduler or a ListExecutors with the live executors. */
+/* Empties what a client has no use for: where executors listen and which
+ * incarnation runs (the list owns its strings). */
+static void s_redact(Zflow__ExecutorInfo **list, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        Zflow__ExecutorInfo *e = list[i];
+        char **fields[] = {&e->host_id, &e->control_endpoint, &e->rendezvous_endpoint};
+        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+            if (*fields[f] != protobuf_c_empty_string) free(*fields[f]);
+            *fields[f] = (char *)protobuf_c_empty_string;
+        }
+        if (e->device) e->device->incarnation = 0;
+    }
+}
+
 void zf__broker_send_listing(zf_broker_t *b, const zf__broker_ident_t *from, uint64_t request_id,
-                             bool for_scheduler)
+                             bool for_scheduler, bool redacted)
 {
     Zflow__ExecutorInfo **list = NULL;
     size_t n = 0;
@@ -147,6 +181,7 @@ void zf__broker_send_listing(zf_broker_t *b, const zf__broker_ident_t *from, uin
         zf__broker_send_status(b, from, request_id, &s);
         return;
     }
+    if (redacted) s_redact(list, n);
     Zflow__Envelope env = zf__broker_envelope(request_id);
     Zflow__RegisterSchedulerReply sched = ZFLOW__REGISTER_SCHEDULER_REPLY__INIT;
     Zflow__ListExecutorsReply listing = ZFLOW__LIST_EXECUTORS_REPLY__INIT;
@@ -214,5 +249,5 @@ void zf__broker_on_register_scheduler(zf_broker_t *b, const zf__broker_ident_t *
     }
     b->scheds[known].fd = b->msg_fd;
     snprintf(b->scheds[known].sid, sizeof b->scheds[known].sid, "%s", sid);
-    zf__broker_send_listing(b, from, req->request_id, true);
+    zf__broker_send_listing(b, from, req->request_id, true, false);
 }

@@ -9,11 +9,12 @@
 
 #include "common/cmdline.h"
 #include "broker/broker.h"
+#include "common/keys.h"
 #include "common/log.h"
 
 static const char s_usage[] =
     "usage: zflow-broker [--listen ENDPOINT] [--heartbeat-ms N] [--heartbeat-misses N]\n"
-    "                    [--max-client-requests N] [--max-requests N]\n"
+    "                    [--max-client-requests N] [--max-requests N] [--keys DIR]\n"
     "\n"
     "The zflow broker: the one address clients, schedulers and executors\n"
     "connect to. Keeps the executor registry and passes client requests to a\n"
@@ -32,6 +33,9 @@ static const char s_usage[] =
     "  --max-requests N        requests all clients together may have in flight\n"
     "                          through the broker (default 65536), the\n"
     "                          broker-wide limit; one more is refused the same way\n"
+    "  --keys DIR              CurveZMQ keys (env ZFLOW_KEYS): only peers whose\n"
+    "                          public keys DIR trusts may connect, each limited\n"
+    "                          to what its role may ask (docs/service.md)\n"
     "\n"
     "Prints 'zflow-broker listening on ENDPOINT' as its first line. Logs go to\n"
     "stderr (ZFLOW_LOG_LEVEL). SIGINT or SIGTERM stops it.\n";
@@ -77,6 +81,10 @@ static int s_option(const char *a, const char *v, void *arg)
                : strcmp(a, "--max-requests") == 0        ? &cfg->max_requests
                                                          : NULL;
     if (num) return s_parse_positive(a, v, num) ? ZF_CMDLINE_BAD : ZF_CMDLINE_TAKEN;
+    if (strcmp(a, "--keys") == 0) {
+        cfg->keys = v;
+        return ZF_CMDLINE_TAKEN;
+    }
     if (strcmp(a, "--listen") != 0) return ZF_CMDLINE_UNKNOWN;
     cfg->listen = v;
     return ZF_CMDLINE_TAKEN;
@@ -97,8 +105,9 @@ int main(int argc, char **argv)
 {
     zf_log_init("zflow-broker");
     zf_broker_config_t cfg = {"tcp://127.0.0.1:5555", 1000, 3, ZF_BROKER_MAX_CLIENT_REQUESTS,
-                              ZF_BROKER_MAX_REQUESTS};
+                              ZF_BROKER_MAX_REQUESTS, NULL};
     if (s_parse_env(&cfg) || s_parse_args(argc, argv, &cfg)) return 2;
+    cfg.keys = zf_keys_dir_from(cfg.keys);
     zf_broker_t *b = NULL;
     zf_status_t s = zf_broker_new(&cfg, &b);
     if (!zf_ok(s)) {
@@ -111,10 +120,10 @@ int main(int argc, char **argv)
     printf("zflow-broker listening on %s\n", zf_broker_endpoint(b));
     fflush(stdout);
     zf_log_info("broker",
-                "listening on %s (heartbeat %d ms, dead after %d misses, at most %d requests in "
+                "listening on %s%s (heartbeat %d ms, dead after %d misses, at most %d requests in "
                 "flight per client and %d in all)",
-                zf_broker_endpoint(b), cfg.heartbeat_ms, cfg.heartbeat_misses,
-                cfg.max_client_requests, cfg.max_requests);
+                zf_broker_endpoint(b), cfg.keys ? " with CURVE keys" : "", cfg.heartbeat_ms,
+                cfg.heartbeat_misses, cfg.max_client_requests, cfg.max_requests);
     s = zf_broker_run(b);
     s_broker = NULL;
     zf_broker_destroy(&b);

@@ -27,6 +27,7 @@ extern const zf_cli_command_t zf_cli_executors;
 extern const zf_cli_command_t zf_cli_up;
 extern const zf_cli_command_t zf_cli_submit;
 extern const zf_cli_command_t zf_cli_wait;
+extern const zf_cli_command_t zf_cli_keygen;
 
 /* True when argv holds --help or -h; used by every command. */
 bool zf_cli_wants_help(int argc, char **argv);

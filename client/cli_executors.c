@@ -14,7 +14,7 @@
 #define S_DEFAULT_BROKER "tcp://127.0.0.1:5555"
 
 static const char s_usage[] =
-    "usage: zflow executors [--broker ENDPOINT] [--timeout-ms N]\n"
+    "usage: zflow executors [--broker ENDPOINT] [--timeout-ms N] [--keys DIR]\n"
     "\n"
     "Lists the executors registered with the broker at ENDPOINT (default:\n"
     "$ZFLOW_BROKER, else " S_DEFAULT_BROKER "), one line per device:\n"
@@ -22,10 +22,13 @@ static const char s_usage[] =
     "  NAME TYPE load=N heartbeat=Nms control=ENDPOINT rendezvous=ENDPOINT\n"
     "\n"
     "heartbeat is how long ago the broker last heard from the executor.\n"
-    "Exits 1 when the broker does not answer within N ms (default 3000).\n";
+    "With --keys DIR (or ZFLOW_KEYS=DIR) it connects with the CurveZMQ client\n"
+    "keys of DIR; a secure broker lists names, types and loads only.\n"
+    "Exits 1 when the broker does not answer within N ms (default 3000), or\n"
+    "refuses the handshake (UNAUTHENTICATED).\n";
 
 typedef struct s_args {
-    const char *broker;
+    const char *broker, *keys;
     int timeout_ms;
 } s_args_t;
 
@@ -34,9 +37,12 @@ static int s_parse(int argc, char **argv, s_args_t *a)
     const char *env = getenv("ZFLOW_BROKER");
     a->broker = env && env[0] ? env : S_DEFAULT_BROKER;
     a->timeout_ms = 3000;
+    a->keys = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--broker") == 0 && i + 1 < argc) {
             a->broker = argv[++i];
+        } else if (strcmp(argv[i], "--keys") == 0 && i + 1 < argc) {
+            a->keys = argv[++i];
         } else if (strcmp(argv[i], "--timeout-ms") == 0 && i + 1 < argc) {
             char *end = NULL;
             errno = 0;
@@ -54,6 +60,7 @@ static int s_parse(int argc, char **argv, s_args_t *a)
             return 2;
         }
     }
+    a->keys = zf_keys_dir_from(a->keys);
     return 0;
 }
 
@@ -73,9 +80,16 @@ static zf_status_t s_await(zf_socket_t *sock, const s_args_t *a, uint64_t reques
     for (;;) {
         int64_t left = deadline - s_now_ms();
         zf_route_t route;
-        zf_status_t s = zf_envelope_recv(sock, left > 0 ? (int)left : 0, &route, reply);
+        zf_status_t s = zf_envelope_recv(sock,
+                                         left > 100 ? 100
+                                         : left > 0 ? (int)left
+                                                    : 0,
+                                         &route, reply);
         if (s.code == ZF_DEADLINE_EXCEEDED) {
             zf_status_clear(&s);
+            ZF_TRY(
+                zf_status_prefix(zf_socket_handshake_failure(sock), "the broker at %s", a->broker));
+            if (s_now_ms() < deadline) continue;
             return zf_status_new(ZF_UNAVAILABLE, "no answer from the broker at %s within %d ms",
                                  a->broker, a->timeout_ms);
         }
@@ -99,6 +113,8 @@ static zf_status_t s_reply_status(const Zflow__Envelope *reply)
 static zf_status_t s_query(zf_socket_t *sock, const s_args_t *a, Zflow__Envelope **reply)
 {
     ZF_TRY(zf_socket_set_send_timeout(sock, a->timeout_ms));
+    ZF_TRY(zf_socket_secure_client(sock, ZF_ROLE_BROKER));
+    ZF_TRY(zf_socket_watch_handshakes(sock));
     ZF_TRY(zf_socket_connect(sock, a->broker));
     Zflow__ListExecutors req = ZFLOW__LIST_EXECUTORS__INIT;
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
@@ -147,6 +163,7 @@ static int s_run(int argc, char **argv)
     zf_socket_t *sock = NULL;
     Zflow__Envelope *reply = NULL;
     zf_status_t s = zf_zctx_new(&ctx);
+    if (zf_ok(s) && a.keys) s = zf_zctx_set_keys(ctx, a.keys, ZF_ROLE_CLIENT);
     if (zf_ok(s)) s = zf_socket_new(ctx, ZF_SOCKET_DEALER, &sock);
     if (zf_ok(s)) s = s_query(sock, &a, &reply);
     if (zf_ok(s)) s_print(reply->list_executors_reply);

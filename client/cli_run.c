@@ -14,13 +14,15 @@
 #include "common/graph.h"
 #include "common/dtype.h"
 #include "common/graphdef_io.h"
+#include "common/keys.h"
 #include "session/local_session.h"
 
 static const char s_usage[] =
     "usage: zflow run GRAPH --inprocess [--devices LIST] [--feed NAME=VALUE]...\n"
     "                 --fetch T [T...] [--target N]... [--init N]... [--steps N]\n"
     "                 [--out-dir DIR] [--quiet]\n"
-    "       zflow run GRAPH [--broker ENDPOINT | --devices LIST] [the same options]\n"
+    "       zflow run GRAPH [--broker ENDPOINT | --devices LIST] [--keys DIR]\n"
+    "                 [the same options]\n"
     "\n"
     "Runs the GraphDef GRAPH (.pb or .pbtxt) once (or --steps times): places\n"
     "it on the devices, partitions it, runs every partition and prints the\n"
@@ -29,6 +31,9 @@ static const char s_usage[] =
     "\n"
     "  --broker ENDPOINT run as a job on the service whose broker is at\n"
     "                    ENDPOINT (see `zflow up`)\n"
+    "  --keys DIR        CurveZMQ client keys for a secure service (default:\n"
+    "                    $ZFLOW_KEYS; see `zflow keygen`); a local cluster then\n"
+    "                    runs with them too\n"
     "  --inprocess       run inside this process\n"
     "                    With neither, a local cluster (broker, scheduler and\n"
     "                    one executor per device) is started on 127.0.0.1 for\n"
@@ -61,7 +66,7 @@ static const char s_usage[] =
 
 typedef struct {
     zf_cli_step_args_t step;
-    const char *devices, *out_dir, *broker, *timeout_text;
+    const char *devices, *out_dir, *broker, *timeout_text, *keys;
     int timeout_ms;
     bool inprocess, quiet;
 } s_args_t;
@@ -176,6 +181,8 @@ static zf_status_t s_set_option(void *arg, const char *opt, const char *value)
         a->out_dir = value;
     else if (strcmp(opt, "--broker") == 0)
         a->broker = value;
+    else if (strcmp(opt, "--keys") == 0)
+        a->keys = value;
     else
         a->timeout_text = value;
     return ZF_STATUS_OK;
@@ -198,8 +205,8 @@ static int s_parse_timeout(s_args_t *a)
 static int s_parse_args(int argc, char **argv, s_args_t *a)
 {
     static const char *const flags[] = {"--inprocess", "--quiet", "-q", NULL};
-    static const char *const valued[] = {"--devices", "--out-dir", "--broker", "--timeout-ms",
-                                         NULL};
+    static const char *const valued[] = {"--devices",    "--out-dir", "--broker",
+                                         "--timeout-ms", "--keys",    NULL};
     const zf_cli_own_options_t own = {flags, valued, s_set_option, a};
     int rc = zf_cli_step_args_parse("run", s_usage, argc, argv, &own, &a->step);
     if (rc) return rc;
@@ -236,10 +243,12 @@ static int s_run_service(const s_args_t *a, Tensorflow__GraphDef *gd)
         zf_cluster_options_t o = ZF_CLUSTER_OPTIONS_DEFAULT;
         o.devices = a->devices;
         o.quiet = true;
+        o.keys = zf_keys_dir_from(a->keys);
         s = zf_cluster_start(&o, &cluster);
     }
     if (zf_ok(s))
-        s = zf_client_connect(a->broker ? a->broker : zf_cluster_endpoint(cluster), &r.client);
+        s = zf_client_connect_keys(a->broker ? a->broker : zf_cluster_endpoint(cluster),
+                                   zf_keys_dir_from(a->keys), &r.client);
     int rc = zf_ok(s) ? s_execute(a, &r) : zf_cli_fail("run", &s);
     zf_client_destroy(&r.client);
     s = zf_cluster_stop(&cluster, 5000);

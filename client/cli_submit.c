@@ -9,12 +9,13 @@
 #include "client/zflow_client.h"
 #include "common/graph.h"
 #include "common/graphdef_io.h"
+#include "common/keys.h"
 
 static const char s_usage[] =
     "usage: zflow submit GRAPH [--broker ENDPOINT] [--feed NAME=VALUE]...\n"
     "                    --fetch T [T...] [--target N]... [--init N]... [--steps N]\n"
     "                    [--place first|balanced] [--allow-soft-placement]\n"
-    "                    [--timeout-ms N]\n"
+    "                    [--timeout-ms N] [--keys DIR]\n"
     "\n"
     "Submits the GraphDef GRAPH (.pb or .pbtxt) as a job to the service whose\n"
     "broker is at ENDPOINT (default: $ZFLOW_BROKER, else " ZF_CLI_DEFAULT_BROKER ")\n"
@@ -27,11 +28,13 @@ static const char s_usage[] =
     "                    session, so variables carry over; the fetches are\n"
     "                    the last run's\n"
     "  --timeout-ms N    how long to wait for the service to accept the job\n"
-    "                    (default 30000)\n";
+    "                    (default 30000)\n"
+    "  --keys DIR        CurveZMQ client keys for a secure service (default:\n"
+    "                    $ZFLOW_KEYS)\n";
 
 typedef struct {
     zf_cli_step_args_t step;
-    const char *broker;
+    const char *broker, *keys;
     long timeout_ms;
 } s_args_t;
 
@@ -43,13 +46,17 @@ static zf_status_t s_set_option(void *arg, const char *opt, const char *value)
         a->broker = value;
         return ZF_STATUS_OK;
     }
+    if (strcmp(opt, "--keys") == 0) {
+        a->keys = value;
+        return ZF_STATUS_OK;
+    }
     return zf_cli_parse_count("--timeout-ms", value, INT_MAX, &a->timeout_ms);
 }
 
 /* Parses argv into *a (step arrays sized argc). Returns 0 or the exit code. */
 static int s_parse_args(int argc, char **argv, s_args_t *a)
 {
-    static const char *const valued[] = {"--broker", "--timeout-ms", NULL};
+    static const char *const valued[] = {"--broker", "--timeout-ms", "--keys", NULL};
     const zf_cli_own_options_t own = {NULL, valued, s_set_option, a};
     int rc = zf_cli_step_args_parse("submit", s_usage, argc, argv, &own, &a->step);
     return rc ? rc : zf_cli_step_args_check("submit", s_usage, &a->step);
@@ -64,7 +71,7 @@ static int s_submit_job(const s_args_t *a, const Tensorflow__GraphDef *gd, zf_gr
     zf_status_t s = zf_cli_feeds_parse(st, zf_cli_graph_dtype, graph, &feeds, &usage);
     zf_client_t *c = NULL;
     char *id = NULL;
-    if (zf_ok(s)) s = zf_client_connect(a->broker, &c);
+    if (zf_ok(s)) s = zf_client_connect_keys(a->broker, zf_keys_dir_from(a->keys), &c);
     if (zf_ok(s)) {
         zf_client_step_t step = zf_cli_client_step(st, &feeds);
         zf_client_session_options_t opts = zf_cli_session_options(st);

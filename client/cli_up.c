@@ -13,7 +13,7 @@
 #include "client/cluster.h"
 
 static const char s_usage[] =
-    "usage: zflow up [--cpu N | --devices LIST] [--port P]\n"
+    "usage: zflow up [--cpu N | --devices LIST] [--port P] [--secure | --keys DIR]\n"
     "\n"
     "Starts a local zflow cluster on 127.0.0.1 — a broker, one executor per\n"
     "device and a scheduler — prints the broker's address and runs until\n"
@@ -22,8 +22,12 @@ static const char s_usage[] =
     "  --cpu N         N CPU executors (default 1)\n"
     "  --devices LIST  devices as for `zflow run`, e.g. cpu:2\n"
     "  --port P        the broker's port (default 5555; 0: any free port)\n"
+    "  --secure        CurveZMQ on every connection, with a fresh key directory\n"
+    "                  (printed as 'keys: DIR'; removed when the cluster stops)\n"
+    "  --keys DIR      CurveZMQ with the keys of DIR (see `zflow keygen`)\n"
     "\n"
-    "Run graphs on it with `zflow run GRAPH --broker ADDRESS ...`.\n";
+    "Run graphs on it with `zflow run GRAPH --broker ADDRESS ...`; on a secure\n"
+    "cluster with ZFLOW_KEYS=DIR (or --keys DIR) as well.\n";
 
 static volatile sig_atomic_t s_stop_signal;
 
@@ -32,10 +36,10 @@ static void s_on_signal(int sig)
     s_stop_signal = sig;
 }
 
-static int s_parse(int argc, char **argv, char *devices, size_t size, int *port)
+static int s_parse(int argc, char **argv, char *devices, size_t size, zf_cluster_options_t *o)
 {
     snprintf(devices, size, "cpu:1");
-    *port = 5555;
+    o->port = 5555;
     for (int i = 1; i < argc; i++) {
         long v = 0;
         bool has_value = i + 1 < argc;
@@ -52,7 +56,11 @@ static int s_parse(int argc, char **argv, char *devices, size_t size, int *port)
                 fprintf(stderr, "zflow up: --port must be 0..65535, not '%s'\n", argv[i]);
                 return 2;
             }
-            *port = (int)v;
+            o->port = (int)v;
+        } else if (strcmp(argv[i], "--secure") == 0) {
+            o->secure = true;
+        } else if (strcmp(argv[i], "--keys") == 0 && has_value) {
+            o->keys = argv[++i];
         } else {
             fprintf(stderr, "zflow up: unexpected argument '%s'\n%s", argv[i], s_usage);
             return 2;
@@ -84,7 +92,7 @@ static int s_run(int argc, char **argv)
     }
     char devices[1024];
     zf_cluster_options_t o = ZF_CLUSTER_OPTIONS_DEFAULT;
-    int rc = s_parse(argc, argv, devices, sizeof devices, &o.port);
+    int rc = s_parse(argc, argv, devices, sizeof devices, &o);
     if (rc) return rc;
     o.devices = devices;
     zf_on_stop_signals(s_on_signal);
@@ -93,6 +101,7 @@ static int s_run(int argc, char **argv)
     if (!zf_ok(s)) return zf_cli_fail("up", &s);
     printf("zflow cluster listening on %s (%s, %d processes)\n", zf_cluster_endpoint(c), devices,
            zf_cluster_process_count(c));
+    if (zf_cluster_keys(c)) printf("keys: %s\n", zf_cluster_keys(c));
     fflush(stdout);
     bool by_signal = s_wait(c);
     s = zf_cluster_stop(&c, 5000);

@@ -7,10 +7,11 @@
 
 #include "client/cli.h"
 #include "client/zflow_client.h"
+#include "common/keys.h"
 
 static const char s_usage[] =
     "usage: zflow wait JOB [--broker ENDPOINT] [--timeout-ms N]\n"
-    "                  [--out-dir DIR] [--quiet]\n"
+    "                  [--out-dir DIR] [--quiet] [--keys DIR]\n"
     "\n"
     "Waits for job JOB (an id `zflow submit` printed) on the service whose\n"
     "broker is at ENDPOINT (default: $ZFLOW_BROKER, else " ZF_CLI_DEFAULT_BROKER "),\n"
@@ -23,12 +24,14 @@ static const char s_usage[] =
     "  --out-dir DIR     also write each fetch to DIR/<name>.npy, with\n"
     "                    '/' and ':' in the name replaced by '_'\n"
     "  --quiet           print nothing but errors, and no progress line\n"
+    "  --keys DIR        CurveZMQ client keys for a secure service (default:\n"
+    "                    $ZFLOW_KEYS)\n"
     "\n"
     "Exits 0 with the job's fetches, 1 when the job failed (its error is\n"
     "printed), was not found or did not finish in time, 2 on bad usage.\n";
 
 typedef struct {
-    const char *job, *broker, *out_dir;
+    const char *job, *broker, *out_dir, *keys;
     long timeout_ms;
     bool quiet;
 } s_args_t;
@@ -39,13 +42,15 @@ static int s_parse_args(int argc, char **argv, s_args_t *a)
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         bool valued = strcmp(arg, "--broker") == 0 || strcmp(arg, "--timeout-ms") == 0 ||
-                      strcmp(arg, "--out-dir") == 0;
+                      strcmp(arg, "--out-dir") == 0 || strcmp(arg, "--keys") == 0;
         if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
             a->quiet = true;
         } else if (valued && i + 1 == argc) {
             return zf_cli_usage_error("wait", s_usage, "%s needs a value", arg);
         } else if (strcmp(arg, "--broker") == 0) {
             a->broker = argv[++i];
+        } else if (strcmp(arg, "--keys") == 0) {
+            a->keys = argv[++i];
         } else if (strcmp(arg, "--out-dir") == 0) {
             a->out_dir = argv[++i];
         } else if (strcmp(arg, "--timeout-ms") == 0) {
@@ -78,7 +83,7 @@ static int s_wait(int argc, char **argv)
     zf_client_t *c = NULL;
     zf_client_job_result_t *res = NULL;
     zf_cli_progress_t pr = {false};
-    zf_status_t s = zf_client_connect(a.broker, &c);
+    zf_status_t s = zf_client_connect_keys(a.broker, zf_keys_dir_from(a.keys), &c);
     if (zf_ok(s)) {
         zf_client_set_timeout(c, (int)a.timeout_ms);
         zf_client_progress_fn draw = zf_cli_progress_wanted(a.quiet) ? zf_cli_progress_draw : NULL;

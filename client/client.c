@@ -80,6 +80,9 @@ static zf_status_t s_peer_open(zf_client_t *c, const char *endpoint, int *index)
     zf_status_t s = (p->endpoint = strdup(endpoint)) ? ZF_STATUS_OK : zf_out_of_memory("client");
     if (zf_ok(s)) s = zf_socket_new(c->ctx, ZF_SOCKET_DEALER, &p->sock);
     if (zf_ok(s)) s = zf_socket_set_max_frame_size(p->sock, (int64_t)ZF_GRAPHDEF_MAX_BYTES);
+    zf_role_t role = c->n_peers == 0 ? ZF_ROLE_BROKER : ZF_ROLE_SCHEDULER;
+    if (zf_ok(s)) s = zf_socket_secure_client(p->sock, role);
+    if (zf_ok(s)) s = zf_socket_watch_handshakes(p->sock);
     if (zf_ok(s)) s = zf_socket_connect(p->sock, endpoint);
     if (!zf_ok(s)) {
         zf_socket_destroy(&p->sock);
@@ -93,6 +96,11 @@ static zf_status_t s_peer_open(zf_client_t *c, const char *endpoint, int *index)
 
 zf_status_t zf_client_connect(const char *endpoint, zf_client_t **out)
 {
+    return zf_client_connect_keys(endpoint, NULL, out);
+}
+
+zf_status_t zf_client_connect_keys(const char *endpoint, const char *keys_dir, zf_client_t **out)
+{
     *out = NULL;
     if (!endpoint || !endpoint[0]) return zf_invalid_argument("client: empty broker endpoint");
     zf_client_t *c = calloc(1, sizeof *c);
@@ -103,6 +111,7 @@ zf_status_t zf_client_connect(const char *endpoint, zf_client_t **out)
     c->endpoint = strdup(endpoint);
     int broker = 0;
     zf_status_t s = c->endpoint ? zf_zctx_new(&c->ctx) : zf_out_of_memory("client");
+    if (zf_ok(s) && keys_dir) s = zf_zctx_set_keys(c->ctx, keys_dir, ZF_ROLE_CLIENT);
     if (zf_ok(s)) s = s_peer_open(c, endpoint, &broker);
     if (!zf_ok(s)) {
         zf_client_destroy(&c);
@@ -292,6 +301,10 @@ static zf_status_t s_await(zf_client_t *c, uint64_t id, int timeout_ms, Zflow__E
         if (wait < 1) wait = 1;
         ZF_TRY(s_receive(c, id, (int)wait, reply));
         if (*reply) return ZF_STATUS_OK;
+        zf_status_t hs = zf_socket_handshake_failure(p->sock);
+        if (!zf_ok(hs))
+            return zf_status_prefix(hs, "no reply to %s from the %s", s_body_name(req.body),
+                                    s_peer_kind(req.peer));
     }
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/device_name.h"
+#include "common/keys.h"
 
 #define S_LINE_MAX 512
 
@@ -34,6 +35,8 @@ struct zf_cluster {
     char bin_dir[PATH_MAX];
     int timeout_ms;
     bool quiet;
+    char keys[PATH_MAX]; /* "" for a plain cluster */
+    bool own_keys;       /* made by zf_cluster_start: removed at stop */
 };
 
 static int64_t s_now_ms(void)
@@ -128,12 +131,52 @@ static zf_status_t s_spawn(zf_cluster_t *c, const char *what, char *const *argv,
     return s_read_line(fds[0], what, c->timeout_ms, line, S_LINE_MAX);
 }
 
+/* Puts "--keys DIR" at argv[at] for a secure cluster (argv has room). */
+static void s_add_keys(zf_cluster_t *c, char **argv, int at)
+{
+    if (!c->keys[0]) return;
+    argv[at] = "--keys";
+    argv[at + 1] = c->keys;
+}
+
+/* A fresh key directory with every role's keypair, for a secure cluster. */
+static zf_status_t s_make_keys(zf_cluster_t *c)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(c->keys, sizeof c->keys, "%s/zflow-keys-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    if (!mkdtemp(c->keys)) {
+        zf_status_t s = zf_status_new(ZF_UNAVAILABLE, "cannot make a key directory %s: %s", c->keys,
+                                      strerror(errno));
+        c->keys[0] = '\0';
+        return s;
+    }
+    c->own_keys = true;
+    return zf_keygen_cluster(c->keys);
+}
+
+/* Removes a key directory the cluster made: its files, then itself. */
+static void s_remove_keys(zf_cluster_t *c)
+{
+    if (!c->own_keys) return;
+    static const char *const names[] = {"broker", "scheduler", "executor", "client"};
+    static const char *const exts[] = {"key", "pub"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        for (size_t j = 0; j < 2; j++) {
+            char path[PATH_MAX + 32];
+            snprintf(path, sizeof path, "%s/%s.%s", c->keys, names[i], exts[j]);
+            unlink(path);
+        }
+    }
+    rmdir(c->keys);
+}
+
 static zf_status_t s_start_broker(zf_cluster_t *c, int port)
 {
     char prog[PATH_MAX + 32], listen[64], line[S_LINE_MAX];
     snprintf(prog, sizeof prog, "%s/zflow-broker", c->bin_dir);
     snprintf(listen, sizeof listen, "tcp://127.0.0.1:%d", port);
-    char *argv[] = {prog, "--listen", listen, NULL};
+    char *argv[] = {prog, "--listen", listen, NULL, NULL, NULL};
+    s_add_keys(c, argv, 3);
     ZF_TRY(s_spawn(c, "zflow-broker", argv, line));
     const char *prefix = "zflow-broker listening on ";
     if (strncmp(line, prefix, strlen(prefix)) != 0)
@@ -148,7 +191,9 @@ static zf_status_t s_start_executor(zf_cluster_t *c, const zf_device_name_t *dev
     snprintf(prog, sizeof prog, "%s/zflow-executor", c->bin_dir);
     zf_device_name_format(dev, name, sizeof name);
     snprintf(device, sizeof device, "%s:%d", dev->type, dev->id);
-    char *argv[] = {prog, "--broker", c->endpoint, "--device", device, "--name", name, NULL};
+    char *argv[] = {prog,     "--broker", c->endpoint, "--device", device,
+                    "--name", name,       NULL,        NULL,       NULL};
+    s_add_keys(c, argv, 7);
     char what[96];
     snprintf(what, sizeof what, "zflow-executor %s", device);
     ZF_TRY(s_spawn(c, what, argv, line));
@@ -161,7 +206,8 @@ static zf_status_t s_start_scheduler(zf_cluster_t *c)
 {
     char prog[PATH_MAX + 32], line[S_LINE_MAX];
     snprintf(prog, sizeof prog, "%s/zflow-scheduler", c->bin_dir);
-    char *argv[] = {prog, "--broker", c->endpoint, NULL};
+    char *argv[] = {prog, "--broker", c->endpoint, NULL, NULL, NULL};
+    s_add_keys(c, argv, 3);
     ZF_TRY(s_spawn(c, "zflow-scheduler", argv, line));
     if (!strstr(line, "zflow-scheduler connected"))
         return zf_status_new(ZF_UNAVAILABLE, "zflow-scheduler printed '%s'", line);
@@ -197,6 +243,10 @@ zf_status_t zf_cluster_start(const zf_cluster_options_t *opts, zf_cluster_t **ou
     c->timeout_ms = o.start_timeout_ms > 0 ? o.start_timeout_ms : 10000;
     c->quiet = o.quiet;
     zf_status_t s = s_bin_dir(&o, c->bin_dir, sizeof c->bin_dir);
+    if (zf_ok(s) && o.keys)
+        snprintf(c->keys, sizeof c->keys, "%s", o.keys);
+    else if (zf_ok(s) && o.secure)
+        s = s_make_keys(c);
     if (zf_ok(s)) s = s_start_all(c, &o);
     if (!zf_ok(s)) {
         zf_cluster_destroy(&c);
@@ -209,6 +259,11 @@ zf_status_t zf_cluster_start(const zf_cluster_options_t *opts, zf_cluster_t **ou
 const char *zf_cluster_endpoint(const zf_cluster_t *c)
 {
     return c->endpoint;
+}
+
+const char *zf_cluster_keys(const zf_cluster_t *c)
+{
+    return c->keys[0] ? c->keys : NULL;
 }
 
 int zf_cluster_process_count(const zf_cluster_t *c)
@@ -270,6 +325,7 @@ zf_status_t zf_cluster_stop(zf_cluster_t **c_p, int grace_ms)
         }
         close(p->out_fd);
     }
+    s_remove_keys(c);
     free(c->procs);
     free(c);
     *c_p = NULL;

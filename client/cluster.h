@@ -18,9 +18,11 @@ typedef struct zf_cluster_options {
                              else the directory of this program */
     int start_timeout_ms; /* per process, for its startup line; 0: 10000 */
     bool quiet;           /* children's stderr to /dev/null (else inherited) */
+    const char *keys;     /* key directory every process gets as --keys; NULL: plain */
+    bool secure;          /* without keys: make a fresh key directory (zf_cluster_keys) */
 } zf_cluster_options_t;
 
-#define ZF_CLUSTER_OPTIONS_DEFAULT ((zf_cluster_options_t){NULL, 0, NULL, 0, false})
+#define ZF_CLUSTER_OPTIONS_DEFAULT ((zf_cluster_options_t){NULL, 0, NULL, 0, false, NULL, false})
 
 /* Starts the broker, then the executors (named
  * /job:localhost/replica:0/task:0/device:<TYPE>:<i>, like the in-process
@@ -33,6 +35,11 @@ zf_status_t zf_cluster_start(const zf_cluster_options_t *opts, zf_cluster_t **ou
 
 /* The broker's endpoint ("tcp://127.0.0.1:PORT"). Borrowed. */
 const char *zf_cluster_endpoint(const zf_cluster_t *c);
+
+/* The key directory the processes use (options.keys, or the fresh one a
+ * secure cluster made: $TMPDIR/zflow-keys-XXXXXX with every role's keypair,
+ * removed by zf_cluster_stop); NULL for a plain cluster. Borrowed. */
+const char *zf_cluster_keys(const zf_cluster_t *c);
 
 /* How many processes the cluster runs (broker + executors + scheduler). */
 int zf_cluster_process_count(const zf_cluster_t *c);

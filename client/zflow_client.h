@@ -48,6 +48,15 @@ typedef struct zf_client_step {
  * *out. */
 zf_status_t zf_client_connect(const char *endpoint, zf_client_t **out);
 
+/* As zf_client_connect, with CurveZMQ keys when keys_dir is not NULL: the
+ * client's keypair DIR/client.key and the broker's and schedulers' public
+ * keys DIR/broker.pub and DIR/scheduler.pub (docs/service.md, "Security").
+ * A request to a service that refuses the handshake (it needs keys this
+ * client lacks, does not trust its key, or runs without keys) ends within
+ * about a second with UNAUTHENTICATED naming the endpoint and the keys.
+ * Errors: zf_keys_load's for a bad key directory. */
+zf_status_t zf_client_connect_keys(const char *endpoint, const char *keys_dir, zf_client_t **out);
+
 /* Closes the connection (unsent requests are dropped); NULL-safe, sets *c_p
  * to NULL. */
 void zf_client_destroy(zf_client_t **c_p);

@@ -4,21 +4,34 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <zmq.h>
 
 #include "common/graphdef_io.h"
+#include "common/log.h"
 
 #define S_ENDPOINT_MAX 1024
+#define S_ZAP_ENDPOINT "inproc://zeromq.zap.01"
+#define S_ZAP_DOMAIN   "zflow/" /* followed by the admitted roles' mask */
 
 struct zf_zctx {
     void *handle;
+    zf_keys_t *keys;
+    pthread_t zap_thread;
+    bool zap_running;
 };
 
 struct zf_socket {
     void *handle;
+    zf_zctx_t *ctx;
+    void *monitor;       /* PAIR receiving the socket's events, or NULL */
+    bool secure_server;  /* CURVE server */
+    int handshake_event; /* last handshake failure event seen, 0 after a success */
+    int handshake_value;
+    char handshake_endpoint[S_ENDPOINT_MAX];
     zf_socket_type_t type;
     int send_timeout_ms; /* mirrors ZMQ_SNDTIMEO, for error messages */
     char endpoint[S_ENDPOINT_MAX];
@@ -68,9 +81,147 @@ void zf_zctx_destroy(zf_zctx_t **ctx_p)
     if (!ctx_p || !*ctx_p) return;
     zf_zctx_t *ctx = *ctx_p;
     *ctx_p = NULL;
+    if (ctx->zap_running) {
+        /* The handler's receive fails with ETERM, and it closes its socket. */
+        zmq_ctx_shutdown(ctx->handle);
+        pthread_join(ctx->zap_thread, NULL);
+    }
     while (zmq_ctx_term(ctx->handle) != 0 && errno == EINTR) {
     }
+    zf_keys_destroy(&ctx->keys);
     free(ctx);
+}
+
+/* ---- the ZAP handler (ZeroMQ RFC 27) ------------------------------------- */
+
+#define S_ZAP_FRAMES 7 /* version, id, domain, address, routing id, mechanism, key */
+
+typedef struct s_zap_args {
+    void *rep;
+    const zf_keys_t *keys;
+} s_zap_args_t;
+
+/* Decides one request: 200 with the identity, or 400 with why. */
+static const char *s_zap_decide(const zf_keys_t *keys, zmq_msg_t *f, int n, char *user,
+                                size_t user_cap)
+{
+    user[0] = '\0';
+    if (n != S_ZAP_FRAMES) return "malformed request";
+    if (zmq_msg_size(&f[0]) != 3 || memcmp(zmq_msg_data(&f[0]), "1.0", 3) != 0)
+        return "unsupported ZAP version";
+    if (zmq_msg_size(&f[5]) != 5 || memcmp(zmq_msg_data(&f[5]), "CURVE", 5) != 0)
+        return "only CURVE is accepted";
+    char domain[32] = "";
+    size_t dlen = zmq_msg_size(&f[2]);
+    if (dlen < sizeof domain) {
+        memcpy(domain, zmq_msg_data(&f[2]), dlen);
+        domain[dlen] = '\0';
+    }
+    if (strncmp(domain, S_ZAP_DOMAIN, strlen(S_ZAP_DOMAIN)) != 0) return "unknown ZAP domain";
+    unsigned roles = (unsigned)strtoul(domain + strlen(S_ZAP_DOMAIN), NULL, 10);
+    if (zmq_msg_size(&f[6]) != 32) return "malformed CURVE key";
+    char z85[ZF_KEY_Z85_LEN + 1];
+    zmq_z85_encode(z85, zmq_msg_data(&f[6]), 32);
+    char address[64] = "";
+    size_t alen = zmq_msg_size(&f[3]);
+    if (alen >= sizeof address) alen = sizeof address - 1;
+    memcpy(address, zmq_msg_data(&f[3]), alen);
+    address[alen] = '\0';
+    zf_role_t role = ZF_ROLE_NONE;
+    const char *name = NULL;
+    if (!zf_keys_lookup(keys, z85, &role, &name)) {
+        zf_log_warn("security", "refused CURVE key %s from %s: not a trusted key in %s", z85,
+                    address, zf_keys_dir(keys));
+        return "unknown key";
+    }
+    if (!(roles & (unsigned)role)) {
+        zf_log_warn("security", "refused %s:%s (key %s) from %s: a %s key may not connect here",
+                    zf_role_name(role), name, z85, address, zf_role_name(role));
+        return "role not admitted";
+    }
+    snprintf(user, user_cap, "%s:%s", zf_role_name(role), name);
+    return NULL;
+}
+
+static void *s_zap_main(void *arg)
+{
+    s_zap_args_t a = *(s_zap_args_t *)arg;
+    free(arg);
+    for (;;) {
+        zmq_msg_t f[S_ZAP_FRAMES + 1];
+        int n = 0;
+        bool more = true, term = false;
+        while (more) {
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, a.rep, 0) < 0) {
+                zmq_msg_close(&m);
+                if (errno == EINTR) continue;
+                term = true;
+                break;
+            }
+            more = zmq_msg_more(&m);
+            if (n < S_ZAP_FRAMES + 1)
+                f[n++] = m;
+            else
+                zmq_msg_close(&m);
+        }
+        if (term) {
+            for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
+            break;
+        }
+        char user[ZF_PEER_ID_MAX];
+        const char *why = s_zap_decide(a.keys, f, n, user, sizeof user);
+        const char *code = why ? "400" : "200";
+        /* version, request id (echoed), status code, text, user id, metadata */
+        zmq_send(a.rep, "1.0", 3, ZMQ_SNDMORE);
+        if (n >= 2)
+            zmq_send(a.rep, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);
+        else
+            zmq_send(a.rep, "", 0, ZMQ_SNDMORE);
+        zmq_send(a.rep, code, 3, ZMQ_SNDMORE);
+        zmq_send(a.rep, why ? why : "OK", strlen(why ? why : "OK"), ZMQ_SNDMORE);
+        zmq_send(a.rep, user, strlen(user), ZMQ_SNDMORE);
+        zmq_send(a.rep, "", 0, 0);
+        for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
+    }
+    int zero = 0;
+    zmq_setsockopt(a.rep, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(a.rep);
+    return NULL;
+}
+
+zf_status_t zf_zctx_set_keys(zf_zctx_t *ctx, const char *dir, zf_role_t role)
+{
+    if (ctx->keys) return zf_status_new(ZF_FAILED_PRECONDITION, "the context already has keys");
+    zf_keys_t *keys = NULL;
+    ZF_TRY(zf_keys_load(dir, role, &keys));
+    void *rep = zmq_socket(ctx->handle, ZMQ_REP);
+    s_zap_args_t *args = malloc(sizeof *args);
+    zf_status_t s = ZF_STATUS_OK;
+    if (!rep || !args)
+        s = zf_out_of_memory("the ZAP handler");
+    else if (zmq_bind(rep, S_ZAP_ENDPOINT) != 0)
+        s = zf__zmq_error(errno, "cannot bind the ZAP handler");
+    if (zf_ok(s)) {
+        *args = (s_zap_args_t){rep, keys};
+        if (pthread_create(&ctx->zap_thread, NULL, s_zap_main, args) != 0)
+            s = zf_internal("cannot start the ZAP handler thread");
+    }
+    if (!zf_ok(s)) {
+        free(args);
+        if (rep) zmq_close(rep);
+        zf_keys_destroy(&keys);
+        return s;
+    }
+    ctx->keys = keys;
+    ctx->zap_running = true;
+    return ZF_STATUS_OK;
+}
+
+const zf_keys_t *zf_zctx_keys(const zf_zctx_t *ctx)
+{
+    return ctx->keys;
 }
 
 void *zf_zctx_handle(const zf_zctx_t *ctx)
@@ -97,6 +248,7 @@ zf_status_t zf_socket_new(zf_zctx_t *ctx, zf_socket_type_t type, zf_socket_t **o
         return zf__zmq_error(err, "cannot create a socket");
     }
     s->type = type;
+    s->ctx = ctx;
     s->send_timeout_ms = -1;
     *out = s;
     return ZF_STATUS_OK;
@@ -108,14 +260,33 @@ void zf_socket_destroy(zf_socket_t **s_p)
     zf_socket_t *s = *s_p;
     *s_p = NULL;
     int zero = 0;
+    if (s->monitor) {
+        zmq_socket_monitor(s->handle, NULL, 0);
+        zmq_setsockopt(s->monitor, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_close(s->monitor);
+    }
     zmq_setsockopt(s->handle, ZMQ_LINGER, &zero, sizeof zero);
     zmq_close(s->handle);
     free(s);
 }
 
+/* Whether a tcp:// endpoint listens on loopback only. */
+static bool s_loopback(const char *endpoint)
+{
+    if (strncmp(endpoint, "tcp://", 6) != 0) return true;
+    const char *host = endpoint + 6;
+    return strncmp(host, "127.", 4) == 0 || strncmp(host, "localhost:", 10) == 0 ||
+           strncmp(host, "[::1]:", 6) == 0;
+}
+
 zf_status_t zf_socket_bind(zf_socket_t *s, const char *endpoint, const char **bound)
 {
     if (bound) *bound = NULL;
+    if (!s->ctx->keys && !s_loopback(endpoint))
+        zf_log_warn("security",
+                    "listening on %s without keys: any host that reaches it may use it "
+                    "(run with --keys DIR or ZFLOW_KEYS=DIR for CURVE security)",
+                    endpoint);
     if (zmq_bind(s->handle, endpoint) != 0) {
         char what[S_ENDPOINT_MAX + 32];
         snprintf(what, sizeof what, "cannot bind '%s'", endpoint);
@@ -183,6 +354,99 @@ zf_status_t zf_socket_set_router_mandatory(zf_socket_t *s, bool on)
 {
     int v = on ? 1 : 0;
     return s_setsockopt(s, ZMQ_ROUTER_MANDATORY, &v, sizeof v, "ZMQ_ROUTER_MANDATORY");
+}
+
+zf_status_t zf_socket_secure_server(zf_socket_t *s, unsigned roles)
+{
+    const zf_keys_t *k = s->ctx->keys;
+    if (!k) return ZF_STATUS_OK;
+    int one = 1;
+    char domain[32];
+    snprintf(domain, sizeof domain, S_ZAP_DOMAIN "%u", roles);
+    ZF_TRY(s_setsockopt(s, ZMQ_CURVE_SERVER, &one, sizeof one, "ZMQ_CURVE_SERVER"));
+    ZF_TRY(s_setsockopt(s, ZMQ_CURVE_SECRETKEY, zf_keys_secret(k), ZF_KEY_Z85_LEN + 1,
+                        "ZMQ_CURVE_SECRETKEY"));
+    ZF_TRY(s_setsockopt(s, ZMQ_ZAP_DOMAIN, domain, strlen(domain), "ZMQ_ZAP_DOMAIN"));
+    s->secure_server = true;
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_socket_secure_client(zf_socket_t *s, zf_role_t server_role)
+{
+    const zf_keys_t *k = s->ctx->keys;
+    if (!k) return ZF_STATUS_OK;
+    const char *server = zf_keys_role_public(k, server_role);
+    if (!server)
+        return zf_status_new(ZF_FAILED_PRECONDITION,
+                             "cannot connect securely to a %s: the key directory %s has no "
+                             "%s.pub",
+                             zf_role_name(server_role), zf_keys_dir(k), zf_role_name(server_role));
+    ZF_TRY(s_setsockopt(s, ZMQ_CURVE_SERVERKEY, server, ZF_KEY_Z85_LEN + 1, "ZMQ_CURVE_SERVERKEY"));
+    ZF_TRY(s_setsockopt(s, ZMQ_CURVE_PUBLICKEY, zf_keys_public(k), ZF_KEY_Z85_LEN + 1,
+                        "ZMQ_CURVE_PUBLICKEY"));
+    return s_setsockopt(s, ZMQ_CURVE_SECRETKEY, zf_keys_secret(k), ZF_KEY_Z85_LEN + 1,
+                        "ZMQ_CURVE_SECRETKEY");
+}
+
+bool zf_socket_is_secure_server(const zf_socket_t *s)
+{
+    return s->secure_server;
+}
+
+zf_status_t zf_socket_watch_handshakes(zf_socket_t *s)
+{
+    if (s->monitor) return ZF_STATUS_OK;
+    char addr[64];
+    snprintf(addr, sizeof addr, "inproc://zf-handshakes-%p", (void *)s);
+    int events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
+    if (zmq_socket_monitor(s->handle, addr, events) != 0)
+        return zf__zmq_error(errno, "cannot monitor a socket");
+    s->monitor = zmq_socket(s->ctx->handle, ZMQ_PAIR);
+    if (!s->monitor) return zf__zmq_error(errno, "cannot create a monitor socket");
+    if (zmq_connect(s->monitor, addr) != 0) return zf__zmq_error(errno, "cannot connect a monitor");
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_socket_handshake_failure(zf_socket_t *s)
+{
+    for (bool more = s->monitor != NULL; more;) {
+        zmq_msg_t ev, ep;
+        zmq_msg_init(&ev);
+        zmq_msg_init(&ep);
+        more = zmq_msg_recv(&ev, s->monitor, ZMQ_DONTWAIT) >= 0 &&
+               zmq_msg_recv(&ep, s->monitor, ZMQ_DONTWAIT) >= 0;
+        if (more && zmq_msg_size(&ev) >= 6) {
+            const uint8_t *d = zmq_msg_data(&ev);
+            uint16_t event;
+            uint32_t value;
+            memcpy(&event, d, sizeof event);
+            memcpy(&value, d + 2, sizeof value);
+            s->handshake_event = event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED ? 0 : event;
+            s->handshake_value = (int)value;
+            size_t len = zmq_msg_size(&ep);
+            if (len >= sizeof s->handshake_endpoint) len = sizeof s->handshake_endpoint - 1;
+            memcpy(s->handshake_endpoint, zmq_msg_data(&ep), len);
+            s->handshake_endpoint[len] = '\0';
+        }
+        zmq_msg_close(&ev);
+        zmq_msg_close(&ep);
+    }
+    if (!s->handshake_event) return ZF_STATUS_OK;
+    bool keys = s->ctx->keys != NULL;
+    const char *hint = keys ? "is this key trusted there, and does it use these keys?"
+                            : "a secure service needs keys: --keys DIR or ZFLOW_KEYS=DIR";
+    if (s->handshake_event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        return zf_status_new(ZF_UNAUTHENTICATED,
+                             "%s refused this process's CURVE key (ZAP status %d); %s",
+                             s->handshake_endpoint, s->handshake_value, hint);
+    if (s->handshake_value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+        return zf_status_new(ZF_UNAUTHENTICATED, "the handshake with %s failed: it %s (%s)",
+                             s->handshake_endpoint,
+                             keys ? "does not use CURVE keys" : "requires CURVE keys",
+                             keys ? "it runs without keys, or the keys do not match" : hint);
+    return zf_status_new(ZF_UNAUTHENTICATED, "the handshake with %s failed (error 0x%x); %s",
+                         s->handshake_endpoint, (unsigned)s->handshake_value, hint);
 }
 
 void *zf_socket_handle(const zf_socket_t *s)
@@ -258,6 +522,29 @@ void zf_route_clear(zf_route_t *route)
     if (!route) return;
     route->n = 0;
     route->request_id = 0;
+    route->secure = false;
+    route->peer[0] = '\0';
+}
+
+zf_status_t zf_route_authorize(const zf_route_t *route, unsigned roles, const char *what)
+{
+    if (!route->secure) return ZF_STATUS_OK;
+    zf_role_t role = zf_role_of_identity(route->peer);
+    if (role != ZF_ROLE_NONE && (roles & (unsigned)role)) return ZF_STATUS_OK;
+    char allowed[64] = "";
+    static const zf_role_t all[] = {ZF_ROLE_BROKER, ZF_ROLE_SCHEDULER, ZF_ROLE_EXECUTOR,
+                                    ZF_ROLE_CLIENT};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (!(roles & (unsigned)all[i])) continue;
+        size_t len = strlen(allowed);
+        snprintf(allowed + len, sizeof allowed - len, "%s%s", len ? " or " : "",
+                 zf_role_name(all[i]));
+    }
+    const char *peer = route->peer[0] ? route->peer : "an unidentified peer";
+    zf_log_warn("security", "refused %s from %s: only %s keys may send it", what, peer, allowed);
+    return zf_status_new(ZF_PERMISSION_DENIED,
+                         "%s is not allowed for %s (only %s keys may send it)", what, peer,
+                         allowed);
 }
 
 zf_status_t zf_route_push(zf_route_t *route, const void *frame, size_t len)
@@ -386,6 +673,11 @@ zf_status_t zf_envelope_recv(zf_socket_t *s, int timeout_ms, zf_route_t *route,
         }
         n++;
     }
+    route->secure = s->secure_server;
+    if (s->secure_server) {
+        const char *user = zmq_msg_gets(&frame, "User-Id");
+        snprintf(route->peer, sizeof route->peer, "%s", user ? user : "");
+    }
     if (zf_ok(fault) && n - 1 > ZF_ROUTE_MAX_FRAMES)
         fault = zf_invalid_argument("message has %d routing frames; at most %d may precede the "
                                     "envelope",
@@ -423,6 +715,14 @@ zf_status_t zf_status_from_proto(const Zflow__Status *proto)
     if (proto->code < 0 || proto->code > ZF_CODE_MAX)
         return zf_status_new(ZF_UNKNOWN, "status code %d out of range: %s", (int)proto->code, msg);
     return zf_status_new((zf_code_t)proto->code, "%s", msg);
+}
+
+const char *zf_envelope_body_name(const Zflow__Envelope *env)
+{
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(
+        &zflow__envelope__descriptor, (unsigned)env->body_case);
+    if (!f || !f->descriptor) return "a message without a body";
+    return ((const ProtobufCMessageDescriptor *)f->descriptor)->short_name;
 }
 
 zf_status_t zf_envelope_status_reply(uint64_t request_id, const zf_status_t *status,

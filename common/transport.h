@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/keys.h"
 #include "common/status.h"
 #include "proto/service.pb-c.h"
 
@@ -42,6 +43,20 @@ void zf_zctx_destroy(zf_zctx_t **ctx_p);
 /* The libzmq context, for code that talks to libzmq directly (benchmarks).
  * Borrowed. */
 void *zf_zctx_handle(const zf_zctx_t *ctx);
+
+/* Makes ctx secure (docs/service.md, "Security"): loads the keys of a
+ * process of role from dir (zf_keys_load) and starts the context's ZAP
+ * handler, a thread that admits a CURVE peer only when its public key is
+ * trusted and of a role its socket accepts, and names it "<role>:<name>"
+ * (the ZAP User-Id, which every message from it carries). Call it once,
+ * before making sockets; zf_zctx_destroy stops the handler. Refused keys
+ * are logged (warn) with their Z85 text and address.
+ * Errors: as zf_keys_load; FAILED_PRECONDITION when ctx already has keys;
+ * RESOURCE_EXHAUSTED or INTERNAL when the handler cannot start. */
+zf_status_t zf_zctx_set_keys(zf_zctx_t *ctx, const char *dir, zf_role_t role);
+
+/* The context's keys; NULL in plain mode. Borrowed. */
+const zf_keys_t *zf_zctx_keys(const zf_zctx_t *ctx);
 
 /* ---- sockets ------------------------------------------------------------- */
 
@@ -102,6 +117,29 @@ zf_status_t zf_socket_set_routing_id(zf_socket_t *s, const void *id, size_t len)
  * instead of being dropped silently (ZMQ_ROUTER_MANDATORY). */
 zf_status_t zf_socket_set_router_mandatory(zf_socket_t *s, bool on);
 
+/* Security, set before bind/connect; both are no-ops on a plain context.
+ * zf_socket_secure_server: the socket is a CURVE server with the process's
+ * own key, and its ZAP domain admits trusted keys of the roles in the mask
+ * roles (zf_role_t bits) only. zf_socket_secure_client: the socket is a
+ * CURVE client of a server of server_role (whose key is DIR/<role>.pub),
+ * presenting the process's own keypair. Errors: FAILED_PRECONDITION when
+ * the key directory has no key for server_role (naming the file),
+ * INVALID_ARGUMENT when ZeroMQ refuses an option. */
+zf_status_t zf_socket_secure_server(zf_socket_t *s, unsigned roles);
+zf_status_t zf_socket_secure_client(zf_socket_t *s, zf_role_t server_role);
+
+/* Whether the socket is a CURVE server (zf_socket_secure_server on a secure
+ * context). */
+bool zf_socket_is_secure_server(const zf_socket_t *s);
+
+/* Watches the socket's connections for failed handshakes (a socket monitor);
+ * call before connect. zf_socket_handshake_failure then returns OK, or
+ * UNAUTHENTICATED naming the endpoint and what failed when the last
+ * handshake since the watch began failed and none has succeeded since.
+ * Errors: as ZeroMQ's socket monitor. */
+zf_status_t zf_socket_watch_handshakes(zf_socket_t *s);
+zf_status_t zf_socket_handshake_failure(zf_socket_t *s);
+
 /* The libzmq socket, for zmq_poll and for tests that send raw frames.
  * Borrowed; do not close it. */
 void *zf_socket_handle(const zf_socket_t *s);
@@ -119,14 +157,19 @@ int zf_socket_drain(zf_socket_t *s);
 
 #define ZF_ROUTE_MAX_FRAMES      8
 #define ZF_ROUTE_MAX_FRAME_BYTES 256
+#define ZF_PEER_ID_MAX           80
 
 /* The routing frames in front of an envelope: a value type, cheap to copy
  * into a reply queue. request_id is the id of the envelope received with
  * this route when it could be read (also when a later check failed), so an
- * error reply can echo it; 0 otherwise. */
+ * error reply can echo it; 0 otherwise. secure: the message came through a
+ * CURVE server socket; peer: then the sender's identity "<role>:<name>"
+ * (its ZAP User-Id), "" otherwise. */
 typedef struct zf_route {
     int n;
     uint64_t request_id;
+    bool secure;
+    char peer[ZF_PEER_ID_MAX];
     size_t len[ZF_ROUTE_MAX_FRAMES];
     uint8_t frame[ZF_ROUTE_MAX_FRAMES][ZF_ROUTE_MAX_FRAME_BYTES];
 } zf_route_t;
@@ -137,6 +180,12 @@ void zf_route_clear(zf_route_t *route);
 /* Appends a frame. Errors: INVALID_ARGUMENT past ZF_ROUTE_MAX_FRAMES or
  * for a frame longer than ZF_ROUTE_MAX_FRAME_BYTES. */
 zf_status_t zf_route_push(zf_route_t *route, const void *frame, size_t len);
+
+/* Whether the sender of a message received with route may send it: OK on a
+ * plain socket, or when the sender's role is in roles (zf_role_t bits).
+ * Otherwise PERMISSION_DENIED "<what> is not allowed for <peer> (only
+ * <role> keys may send it)", also logged (warn) with the peer. */
+zf_status_t zf_route_authorize(const zf_route_t *route, unsigned roles, const char *what);
 
 /* Same frames (request_id ignored). */
 bool zf_route_equal(const zf_route_t *a, const zf_route_t *b);
@@ -175,6 +224,10 @@ zf_status_t zf_envelope_recv(zf_socket_t *s, int timeout_ms, zf_route_t *route,
  * Errors as zf_envelope_recv. */
 zf_status_t zf_envelope_decode(const void *data, size_t len, Zflow__Envelope **out,
                                uint64_t *request_id);
+
+/* The name of env's body's message ("RunGraph"), or "a message without a
+ * body". Borrowed from the protobuf descriptors. */
+const char *zf_envelope_body_name(const Zflow__Envelope *env);
 
 /* A reply carrying only a status: StatusReply with code and message.
  * Caller owns *out (zflow__envelope__free_unpacked(out, NULL)).

@@ -25,7 +25,7 @@
 static const char s_usage[] =
     "usage: zflow-executor --device CPU:N|GPU:N [--broker ENDPOINT] [--name FULLNAME]\n"
     "                      [--heartbeat-ms N] [--control ENDPOINT] [--rendezvous ENDPOINT]\n"
-    "                      [--threads N] [--max-unclaimed-mib N]\n"
+    "                      [--threads N] [--max-unclaimed-mib N] [--keys DIR]\n"
     "\n"
     "A zflow executor: one device, the partitions schedulers register on it,\n"
     "and its steps.\n"
@@ -47,13 +47,17 @@ static const char s_usage[] =
     "                          yet started here may hold (default 1024); past\n"
     "                          it the oldest such steps are dropped, and a\n"
     "                          tensor larger on its own fails its step\n"
+    "  --keys DIR              CurveZMQ keys (env ZFLOW_KEYS): this executor's\n"
+    "                          keypair DIR/executor.key and the keys it trusts;\n"
+    "                          only scheduler keys may drive it and only executor\n"
+    "                          keys push tensors to it (docs/service.md)\n"
     "\n"
     "Prints 'zflow-executor <device name> control <endpoint> rendezvous\n"
     "<endpoint>' once registered. Logs go to stderr (ZFLOW_LOG_LEVEL). SIGINT\n"
     "or SIGTERM stops it.\n";
 
 typedef struct {
-    const char *broker, *device, *name, *control, *rendezvous;
+    const char *broker, *device, *name, *control, *rendezvous, *keys;
     int heartbeat_ms, threads, max_unclaimed_mib;
     char type[16];
     int index;
@@ -108,6 +112,7 @@ static int s_parse(int argc, char **argv, s_flags_t *f)
                            : strcmp(a, "--name") == 0       ? &f->name
                            : strcmp(a, "--control") == 0    ? &f->control
                            : strcmp(a, "--rendezvous") == 0 ? &f->rendezvous
+                           : strcmp(a, "--keys") == 0       ? &f->keys
                                                             : NULL;
         int *num = strcmp(a, "--heartbeat-ms") == 0        ? &f->heartbeat_ms
                    : strcmp(a, "--threads") == 0           ? &f->threads
@@ -121,6 +126,7 @@ static int s_parse(int argc, char **argv, s_flags_t *f)
     }
     if (!f->broker) f->broker = getenv("ZFLOW_BROKER");
     if (f->broker && !*f->broker) f->broker = NULL;
+    f->keys = zf_keys_dir_from(f->keys);
     if (!f->device) return s_fail(2, "--device is required", NULL);
     if (!s_parse_device(f)) return s_fail(2, "--device takes CPU:N or GPU:N, not", f->device);
     return -1;
@@ -159,6 +165,7 @@ static zf_status_t s_run(const s_flags_t *f)
     zf_exec_service_t *svc = NULL;
     zf_exec_member_t *m = NULL;
     zf_status_t s = zf_zctx_new(&ctx);
+    if (zf_ok(s) && f->keys) s = zf_zctx_set_keys(ctx, f->keys, ZF_ROLE_EXECUTOR);
     if (zf_ok(s)) s = s_make_device(f, &dev);
     zf_exec_service_options_t opts = {f->control, f->rendezvous, 0};
     if (zf_ok(s)) s = zf_exec_service_new(ctx, dev, &opts, &svc);

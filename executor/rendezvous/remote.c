@@ -217,6 +217,8 @@ static zf_status_t s_new(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr, const char *b
                         : zf_out_of_memory("remote transport");
     if (zf_ok(s)) s = zf_step_set_new(ZF_REMOTE_CLOSED_STEPS, &r->closed);
     if (zf_ok(s)) s = zf_socket_new(ctx, ZF_SOCKET_PULL, &r->pull);
+    /* only executors push tensors: other keys never finish the handshake */
+    if (zf_ok(s)) s = zf_socket_secure_server(r->pull, ZF_ROLE_EXECUTOR);
     /* A tensor payload can be no larger than a tensor this process may
      * allocate; refusing bigger frames keeps a peer from making libzmq
      * allocate without bound. */
@@ -390,6 +392,7 @@ zf_status_t zf__remote_peer_socket_locked(zf_remote_t *r, zf__remote_peer_t *p)
     zf_socket_t *s = NULL;
     ZF_TRY(zf_socket_new(r->ctx, ZF_SOCKET_PUSH, &s));
     zf_status_t st = zf_socket_set_send_timeout(s, ZF_REMOTE_SEND_TIMEOUT_MS);
+    if (zf_ok(st)) st = zf_socket_secure_client(s, ZF_ROLE_EXECUTOR);
     if (zf_ok(st)) st = zf_socket_connect(s, p->endpoint);
     if (!zf_ok(st)) {
         zf_socket_destroy(&s);

@@ -14,6 +14,7 @@
 
 #define S_DEFAULT_HEARTBEAT_MS 1000
 #define S_BROKER_MAX           256
+#define S_REGISTER_RETRY_MS    250
 
 struct zf_exec_member {
     zf_exec_service_t *svc;
@@ -58,6 +59,7 @@ zf_status_t zf_exec_member_new(zf_zctx_t *ctx, zf_exec_service_t *svc, zf_device
     zf_remote_default_host_id(m->host_id, sizeof m->host_id);
     zf_status_t s = zf_socket_new(ctx, ZF_SOCKET_DEALER, &m->dealer);
     if (zf_ok(s)) s = zf_socket_set_send_timeout(m->dealer, 1000);
+    if (zf_ok(s)) s = zf_socket_secure_client(m->dealer, ZF_ROLE_BROKER);
     if (zf_ok(s)) s = zf_socket_connect(m->dealer, cfg->broker);
     if (!zf_ok(s)) {
         zf_exec_member_destroy(&m);
@@ -259,20 +261,32 @@ static zf_status_t s_receive(zf_exec_member_t *m, int timeout_ms)
 
 zf_status_t zf_exec_member_register(zf_exec_member_t *m, int timeout_ms)
 {
-    m->answered = false;
-    ZF_TRY(s_send_register(m));
     int64_t deadline = s_now_ms() + timeout_ms;
-    while (!m->answered) {
-        int64_t left = timeout_ms < 0 ? 100 : deadline - s_now_ms();
-        if (left <= 0)
-            return zf_status_new(ZF_DEADLINE_EXCEEDED,
-                                 "the broker at %s did not answer within %d ms", m->broker,
-                                 timeout_ms);
-        ZF_TRY(s_receive(m, (int)(left < 100 ? left : 100)));
+    zf_status_t s = ZF_STATUS_OK;
+    for (;;) {
+        m->answered = false;
+        ZF_TRY(s_send_register(m));
+        while (!m->answered) {
+            int64_t left = timeout_ms < 0 ? 100 : deadline - s_now_ms();
+            if (left <= 0)
+                return zf_status_new(ZF_DEADLINE_EXCEEDED,
+                                     "the broker at %s did not answer within %d ms", m->broker,
+                                     timeout_ms);
+            ZF_TRY(s_receive(m, (int)(left < 100 ? left : 100)));
+        }
+        s = m->register_status;
+        m->register_status = ZF_STATUS_OK;
+        /* a secure broker keeps our name for our previous run until it
+         * misses its heartbeats: ask again until then */
+        bool held = s.code == ZF_ALREADY_EXISTS && strstr(zf_status_msg(&s), "held by a live");
+        if (!held || (timeout_ms >= 0 && s_now_ms() + S_REGISTER_RETRY_MS >= deadline)) break;
+        zf_log_info("executor", "%s; asking again in %d ms", zf_status_msg(&s),
+                    S_REGISTER_RETRY_MS);
+        zf_status_clear(&s);
+        struct timespec ts = {0, S_REGISTER_RETRY_MS * 1000000L};
+        nanosleep(&ts, NULL);
     }
     if (!m->heartbeat_ms) m->heartbeat_ms = S_DEFAULT_HEARTBEAT_MS;
-    zf_status_t s = m->register_status;
-    m->register_status = ZF_STATUS_OK;
     if (zf_ok(s)) s = s_send_list(m);
     return s;
 }

@@ -11,6 +11,7 @@
 
 #include "common/graphdef_io.h"
 #include "common/log.h"
+#include "common/random.h"
 #include "executor/kernels/kernel.h"
 #include "executor/kernels/kernels_sendrecv.h"
 #include "executor/worker/service_internal.h"
@@ -83,10 +84,11 @@ static zf_status_t s_graph_new(zf_exec_service_t *svc, Zflow__RegisterGraph *req
     g->refs = 1;
     pthread_mutex_lock(&svc->mu);
     zf_status_t s = s_session_get_locked(svc, req->session ? req->session : "", &g->session);
-    uint64_t n = ++svc->next_graph;
     pthread_mutex_unlock(&svc->mu);
+    /* random, so that no peer can guess another's handles */
     char handle[48];
-    snprintf(handle, sizeof handle, "%016" PRIx64 "/%" PRIu64, svc->device->incarnation, n);
+    snprintf(handle, sizeof handle, "%016" PRIx64 "/%016" PRIx64, svc->device->incarnation,
+             zf_random_id());
     if (zf_ok(s) && !(g->handle = strdup(handle))) s = zf_out_of_memory("RegisterGraph");
     zf_engine_params_t params = {svc->device, g->session ? g->session->resources : NULL};
     if (zf_ok(s)) s = zf__svc_graph_peers(svc, g, req);
@@ -102,8 +104,18 @@ static zf_status_t s_graph_new(zf_exec_service_t *svc, Zflow__RegisterGraph *req
     return ZF_STATUS_OK;
 }
 
-static zf_status_t s_register_graph(zf_exec_service_t *svc, Zflow__RegisterGraph *req,
-                                    char **handle)
+zf_status_t zf__svc_check_owner(const char *owner, const zf_route_t *route, const char *what,
+                                const char *object)
+{
+    if (!route->secure || strcmp(owner, route->peer) == 0) return ZF_STATUS_OK;
+    zf_log_warn("security", "refused %s for %s from %s: it belongs to %s", what, object,
+                route->peer, owner);
+    return zf_status_new(ZF_PERMISSION_DENIED, "%s for %s refused: it belongs to %s, not %s", what,
+                         object, owner, route->peer);
+}
+
+static zf_status_t s_register_graph(zf_exec_service_t *svc, const zf_route_t *route,
+                                    Zflow__RegisterGraph *req, char **handle)
 {
     *handle = NULL;
     if (!req->graph) return zf_invalid_argument("RegisterGraph without a graph");
@@ -115,6 +127,7 @@ static zf_status_t s_register_graph(zf_exec_service_t *svc, Zflow__RegisterGraph
     ZF_TRY(zf__svc_check_peers(req));
     zf__svc_graph_t *g = NULL;
     ZF_TRY(s_graph_new(svc, req, &g));
+    snprintf(g->owner, sizeof g->owner, "%s", route->secure ? route->peer : "");
     pthread_mutex_lock(&svc->mu);
     zf_status_t s = zf_strmap_insert(svc->graphs, g->handle, (uintptr_t)g, NULL) == 0
                         ? ZF_STATUS_OK
@@ -134,14 +147,22 @@ static zf_status_t s_register_graph(zf_exec_service_t *svc, Zflow__RegisterGraph
     return s;
 }
 
-static zf_status_t s_deregister_graph(zf_exec_service_t *svc, const Zflow__DeregisterGraph *req)
+static zf_status_t s_deregister_graph(zf_exec_service_t *svc, const zf_route_t *route,
+                                      const Zflow__DeregisterGraph *req)
 {
     const char *handle = req->graph_handle ? req->graph_handle : "";
     if (!*handle) return zf_invalid_argument("DeregisterGraph without a graph handle");
     pthread_mutex_lock(&svc->mu);
     uintptr_t v = 0;
-    bool found = zf_strmap_remove(svc->graphs, handle, &v);
+    bool found = zf_strmap_get(svc->graphs, handle, &v);
     zf__svc_graph_t *g = (zf__svc_graph_t *)v;
+    zf_status_t s =
+        found ? zf__svc_check_owner(g->owner, route, "DeregisterGraph", g->handle) : ZF_STATUS_OK;
+    if (!zf_ok(s)) {
+        pthread_mutex_unlock(&svc->mu);
+        return s;
+    }
+    if (found) zf_strmap_remove(svc->graphs, handle, NULL);
     if (found) svc->load -= g->n_nodes;
     if (found) zf__svc_graph_unref_locked(svc, &g); /* running steps keep it alive */
     pthread_mutex_unlock(&svc->mu);
@@ -150,16 +171,38 @@ static zf_status_t s_deregister_graph(zf_exec_service_t *svc, const Zflow__Dereg
 
 /* ---- steps: cleanup and abort ------------------------------------------------ */
 
-static zf_status_t s_cleanup_graph(zf_exec_service_t *svc, const Zflow__CleanupGraph *req)
+/* OK unless a step with id runs here for a graph another secure peer
+ * registered. */
+static zf_status_t s_check_step_owner(zf_exec_service_t *svc, const zf_route_t *route, int64_t id,
+                                      const char *what)
 {
+    if (!route->secure) return ZF_STATUS_OK;
+    zf_status_t s = ZF_STATUS_OK;
+    pthread_mutex_lock(&svc->mu);
+    for (zf__svc_step_t *st = svc->running; st && zf_ok(s); st = st->next) {
+        if (st->step_id != id) continue;
+        char object[48];
+        snprintf(object, sizeof object, "step %" PRId64, id);
+        s = zf__svc_check_owner(st->graph->owner, route, what, object);
+    }
+    pthread_mutex_unlock(&svc->mu);
+    return s;
+}
+
+static zf_status_t s_cleanup_graph(zf_exec_service_t *svc, const zf_route_t *route,
+                                   const Zflow__CleanupGraph *req)
+{
+    ZF_TRY(s_check_step_owner(svc, route, req->step_id, "CleanupGraph"));
     zf_status_t why = zf_status_new(ZF_CANCELLED, "step %" PRId64 " was cleaned up", req->step_id);
     zf_remote_cleanup_step(svc->remote, req->step_id, &why);
     zf_status_clear(&why);
     return ZF_STATUS_OK;
 }
 
-static zf_status_t s_abort_step(zf_exec_service_t *svc, const Zflow__AbortStep *req)
+static zf_status_t s_abort_step(zf_exec_service_t *svc, const zf_route_t *route,
+                                const Zflow__AbortStep *req)
 {
+    ZF_TRY(s_check_step_owner(svc, route, req->step_id, "AbortStep"));
     zf_status_t why = zf_status_from_proto(req->status);
     if (zf_ok(why)) why = zf_status_new(ZF_ABORTED, "step %" PRId64 " was aborted", req->step_id);
     zf_rendezvous_t *r = NULL;
@@ -262,9 +305,15 @@ static void s_serve(zf_exec_service_t *svc, const zf_route_t *route, Zflow__Enve
     uint64_t id = env->request_id;
     zf_status_t s = ZF_STATUS_OK;
     char *handle = NULL;
+    s = zf_route_authorize(route, ZF_ROLE_SCHEDULER, zf_envelope_body_name(env));
+    if (!zf_ok(s)) {
+        s_send_status(svc, route, id, &s);
+        zf_status_clear(&s);
+        return;
+    }
     switch (env->body_case) {
     case ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH:
-        s = s_register_graph(svc, env->register_graph, &handle);
+        s = s_register_graph(svc, route, env->register_graph, &handle);
         s_send_typed(svc, route, id, ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH_REPLY, &s, handle);
         break;
     case ZFLOW__ENVELOPE__BODY_RUN_GRAPH:
@@ -273,15 +322,15 @@ static void s_serve(zf_exec_service_t *svc, const zf_route_t *route, Zflow__Enve
             s_send_typed(svc, route, id, ZFLOW__ENVELOPE__BODY_RUN_GRAPH_REPLY, &s, NULL);
         break;
     case ZFLOW__ENVELOPE__BODY_CLEANUP_GRAPH:
-        s = s_cleanup_graph(svc, env->cleanup_graph);
+        s = s_cleanup_graph(svc, route, env->cleanup_graph);
         s_send_status(svc, route, id, &s);
         break;
     case ZFLOW__ENVELOPE__BODY_ABORT_STEP:
-        s = s_abort_step(svc, env->abort_step);
+        s = s_abort_step(svc, route, env->abort_step);
         s_send_status(svc, route, id, &s);
         break;
     case ZFLOW__ENVELOPE__BODY_DEREGISTER_GRAPH:
-        s = s_deregister_graph(svc, env->deregister_graph);
+        s = s_deregister_graph(svc, route, env->deregister_graph);
         s_send_status(svc, route, id, &s);
         break;
     default:
@@ -364,6 +413,7 @@ static zf_status_t s_open(zf_exec_service_t *svc, const zf_exec_service_options_
     ZF_TRY(zf_remote_new_polled(svc->ctx, svc->mgr, o->rendezvous_bind, &svc->remote));
     ZF_TRY(zf_remote_attach(svc->remote, svc->device->name_str));
     ZF_TRY(zf_socket_new(svc->ctx, ZF_SOCKET_ROUTER, &svc->router));
+    ZF_TRY(zf_socket_secure_server(svc->router, ZF_ROLE_ALL));
     /* A control message is one protobuf: never larger than protobuf's limit.
      * Set before binding so no peer can make libzmq allocate more. */
     ZF_TRY(zf_socket_set_max_frame_size(svc->router, (int64_t)ZF_GRAPHDEF_MAX_BYTES));

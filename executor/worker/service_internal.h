@@ -26,10 +26,18 @@ typedef struct zf__svc_session {
     int refs; /* graphs; guarded by the service's mu */
 } zf__svc_session_t;
 
+/* OK when the sender at route may send what for a graph or step of owner:
+ * a plain socket, or the same secure peer that registered it. Otherwise
+ * PERMISSION_DENIED "<what> for <object> refused: it belongs to <owner>,
+ * not <peer>", also logged. */
+zf_status_t zf__svc_check_owner(const char *owner, const zf_route_t *route, const char *what,
+                                const char *object);
+
 /* A registered graph. The table holds one reference and every running
  * step one; the last one is dropped on the control thread or in destroy. */
 typedef struct zf__svc_graph {
     char *handle;
+    char owner[ZF_PEER_ID_MAX]; /* the secure peer that registered it; "" in plain mode */
     zf__svc_session_t *session;
     zf_engine_t *ex;
     int refs;                   /* guarded by the service's mu */
@@ -66,10 +74,9 @@ struct zf_exec_service {
     atomic_bool peers_wanted; /* a step waits for a peer's endpoint */
     int wake[2];              /* a byte in wake[1] wakes the control thread */
     pthread_mutex_t mu;
-    pthread_cond_t idle;   /* signalled when running drops to 0 */
-    zf_strmap_t *graphs;   /* handle -> zf__svc_graph_t * */
-    zf_strmap_t *sessions; /* name -> zf__svc_session_t * */
-    uint64_t next_graph;
+    pthread_cond_t idle;     /* signalled when running drops to 0 */
+    zf_strmap_t *graphs;     /* handle -> zf__svc_graph_t * */
+    zf_strmap_t *sessions;   /* name -> zf__svc_session_t * */
     int64_t load;            /* nodes of the registered graphs */
     int peer_wait_ms;        /* see zf_exec_service_options_t */
     zf__svc_step_t *running; /* steps in flight */

@@ -347,6 +347,7 @@ static zf_status_t s_step_prepare(zf_exec_service_t *svc, zf__svc_step_t *st,
                                   const Zflow__RunGraph *req, size_t *feed_bytes)
 {
     ZF_TRY(s_find_graph(svc, req, &st->graph));
+    ZF_TRY(zf__svc_check_owner(st->graph->owner, &st->route, "RunGraph", st->graph->handle));
     ZF_TRY(s_copy_fetch_keys(st, req));
     ZF_TRY(zf_remote_claim_step(svc->remote, req->step_id, &st->r));
     if (!st->r)

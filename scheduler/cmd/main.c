@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/cmdline.h"
+#include "common/keys.h"
 #include "common/log.h"
 #include "scheduler/server/server.h"
 
@@ -16,7 +17,7 @@ static const char s_usage[] =
     "usage: zflow-scheduler [--broker ENDPOINT] [--workers N] [--job-workers N]\n"
     "                       [--listen ENDPOINT] [--advertise ENDPOINT] [--job-results N]\n"
     "                       [--job-ttl-ms MS] [--max-job-steps N] [--max-queued-jobs N]\n"
-    "                       [--max-client-requests N]\n"
+    "                       [--max-client-requests N] [--keys DIR]\n"
     "\n"
     "The zflow scheduler: serves the sessions clients open through the broker\n"
     "(placement, partitioning, plan cache, steps) on the executors the broker\n"
@@ -43,6 +44,9 @@ static const char s_usage[] =
     "  --max-client-requests N  requests one client may have in flight at the\n"
     "                      client endpoint (default 4096); one more is refused\n"
     "                      with RESOURCE_EXHAUSTED until replies come back\n"
+    "  --keys DIR          CurveZMQ keys (env ZFLOW_KEYS): this scheduler's keypair\n"
+    "                      DIR/scheduler.key and the keys it trusts and connects\n"
+    "                      with (docs/service.md, \"Security\")\n"
     "\n"
     "Prints 'zflow-scheduler connected to ENDPOINT' once registered. Logs go to\n"
     "stderr (ZFLOW_LOG_LEVEL). SIGINT or SIGTERM stops it.\n";
@@ -79,6 +83,10 @@ static int s_option(const char *a, const char *v, void *arg)
     zf_sched_server_config_t *cfg = arg;
     if (strcmp(a, "--broker") == 0) {
         cfg->broker = v;
+        return ZF_CMDLINE_TAKEN;
+    }
+    if (strcmp(a, "--keys") == 0) {
+        cfg->keys = v;
         return ZF_CMDLINE_TAKEN;
     }
     if (strcmp(a, "--listen") == 0) {
@@ -140,6 +148,7 @@ int main(int argc, char **argv)
     const char *env = getenv("ZFLOW_BROKER");
     if (env && env[0]) cfg.broker = env;
     if (s_parse_args(argc, argv, &cfg)) return 2;
+    cfg.keys = zf_keys_dir_from(cfg.keys);
     zf_sched_server_t *srv = NULL;
     zf_status_t s = zf_sched_server_new(&cfg, &srv);
     if (!zf_ok(s)) return s_fail(s);

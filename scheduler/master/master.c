@@ -10,7 +10,6 @@
 #include "common/log.h"
 #include "common/proto_util.h"
 #include "common/transport.h"
-#include "common/random.h"
 #include "common/kernel_def.h"
 #include "scheduler/master/master_internal.h"
 
@@ -37,7 +36,6 @@ zf_status_t zf_master_new(const zf_master_transport_t *transport, const zf_maste
     m->next_request = 1;
     /* Step ids differ between starts of the scheduler, so an executor that
      * outlives one never mixes its steps with the next one's. */
-    atomic_init(&m->next_step, (int_fast64_t)((zf_random_id() >> 24) | 1));
     m->sessions = zf_strmap_new(8, ZF_STRMAP_OWN_KEYS);
     m->jobs = zf_strmap_new(8, ZF_STRMAP_OWN_KEYS);
     if (!m->sessions || !m->jobs) {

@@ -83,7 +83,6 @@ struct zf_master {
     uint64_t next_request;
     zf_strmap_t *sessions; /* id -> zf__master_session_t * */
     uint64_t next_session;
-    atomic_int_fast64_t next_step;
     zf_strmap_t *jobs; /* id -> zf__master_job_t *, under mu */
     uint64_t next_job;
     /* master_job.c, under mu: finished jobs whose results wait, oldest

@@ -12,6 +12,7 @@
 #include "common/dtype.h"
 #include "common/log.h"
 #include "common/proto_util.h"
+#include "common/random.h"
 #include "common/transport.h"
 #include "scheduler/master/master_internal.h"
 #include "scheduler/graph/placer.h"
@@ -200,7 +201,8 @@ zf_status_t zf__master_step_begin(zf__master_step_t *st, zf__master_session_t *s
     int n = p->set->n_parts;
     zf_master_t *m = st->m;
     *st = (zf__master_step_t){.m = m, .p = p, .failed = -1};
-    st->step_id = atomic_fetch_add(&st->m->next_step, 1);
+    /* random and positive: no executor's peer can guess the next one */
+    st->step_id = (int64_t)((zf_random_id() >> 1) | 1);
     st->timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : s->timeout_ms;
     st->calls = calloc((size_t)n + 1, sizeof *st->calls);
     st->seen = calloc((size_t)n + 1, sizeof *st->seen);

@@ -112,6 +112,7 @@ static s_peer_t *s_peer(zf_sched_rpc_t *rpc, const char *endpoint, zf_status_t *
     if (zf_ok(*st)) *st = zf_socket_new(rpc->ctx, ZF_SOCKET_DEALER, &p->sock);
     if (zf_ok(*st)) *st = zf_socket_set_max_frame_size(p->sock, S_MAX_FRAME);
     if (zf_ok(*st)) *st = zf_socket_set_hwm(p->sock, 0, 0);
+    if (zf_ok(*st)) *st = zf_socket_secure_client(p->sock, ZF_ROLE_EXECUTOR);
     if (zf_ok(*st)) *st = zf_socket_connect(p->sock, endpoint);
     if (zf_ok(*st) && zf_strmap_insert(rpc->index, endpoint, (uintptr_t)p, NULL))
         *st = zf_out_of_memory("rpc");

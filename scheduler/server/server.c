@@ -206,6 +206,7 @@ static zf_status_t s_open_clients(zf_sched_server_t *srv, const zf_sched_server_
     else
         zf__sched_srv_pick_id(srv);
     ZF_TRY(zf_socket_new(srv->ctx, ZF_SOCKET_ROUTER, &srv->clients));
+    ZF_TRY(zf_socket_secure_server(srv->clients, ZF_ROLE_ALL));
     /* the broker's cap on what a client may send, so no client makes
      * libzmq allocate without bound here either */
     ZF_TRY(zf_socket_set_max_frame_size(srv->clients, (int64_t)256 << 20));
@@ -245,7 +246,9 @@ static zf_status_t s_start(zf_sched_server_t *srv, const zf_sched_server_config_
             return zf_internal("scheduler: fcntl: %s", strerror(errno));
     ZF_TRY(zf_zctx_new(&srv->ctx));
     ZF_TRY(s_size_context(srv->ctx));
+    if (cfg->keys) ZF_TRY(zf_zctx_set_keys(srv->ctx, cfg->keys, ZF_ROLE_SCHEDULER));
     ZF_TRY(zf_socket_new(srv->ctx, ZF_SOCKET_DEALER, &srv->broker));
+    ZF_TRY(zf_socket_secure_client(srv->broker, ZF_ROLE_BROKER));
     ZF_TRY(zf_socket_set_max_frame_size(srv->broker, (int64_t)1 << 31));
     ZF_TRY(zf_socket_set_hwm(srv->broker, 0, 0));
     char addr[64];

@@ -99,6 +99,8 @@ typedef struct zf_sched_server_config {
      * NULL: a random one. Later ids after a refusal are random. Tests use
      * it to make two schedulers collide. */
     const char *id;
+    /* The key directory (CURVE, docs/service.md "Security"); NULL: plain. */
+    const char *keys;
 } zf_sched_server_config_t;
 
 /* Connects to the broker (in the background) and starts the executor I/O

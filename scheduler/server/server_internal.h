@@ -98,7 +98,8 @@ void zf__sched_srv_flush_replies(zf_sched_server_t *srv);
 void zf__sched_srv_drop_replies(zf_sched_server_t *srv);
 
 /* Counts one more request (env) in flight for the direct client at route,
- * or refuses it with RESOURCE_EXHAUSTED when the client is at its limit.
+ * or refuses it with RESOURCE_EXHAUSTED when the client is at its limit, or
+ * with PERMISSION_DENIED when a secure peer that is not a client sent it.
  * Loop thread. */
 zf_status_t zf__sched_srv_client_add(zf_sched_server_t *srv, const zf_route_t *route,
                                      const Zflow__Envelope *env);

@@ -103,6 +103,7 @@ static const char *s_body_name(const Zflow__Envelope *env)
 zf_status_t zf__sched_srv_client_add(zf_sched_server_t *srv, const zf_route_t *route,
                                      const Zflow__Envelope *env)
 {
+    ZF_TRY(zf_route_authorize(route, ZF_ROLE_CLIENT, s_body_name(env)));
     const char *id = (const char *)route->frame[0];
     uintptr_t n = 0;
     zf_strmap_get_n(srv->in_flight, id, route->len[0], &n);

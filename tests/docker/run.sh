@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The docker-compose environment, tested for real (`make test-docker`):
-# builds zflow's image, starts a broker, a scheduler and 3 executors with
-# host networking on 127.0.0.1, runs a job spanning the 3 executors, scales
+# builds zflow's image, makes CurveZMQ keys (scripts/docker-keys.sh), starts
+# a broker, a scheduler and 3 executors with host networking on 127.0.0.1,
+# all with those keys, checks that a client without them is refused, runs a
+# job spanning the 3 executors, scales
 # to 4, kills an executor during a stream of jobs, and tears everything
 # down — also when a check fails.
 #
@@ -67,6 +69,7 @@ teardown() {
   left=$(docker ps -aq --filter "label=com.docker.compose.project=$project" | wc -l)
   echo "containers left behind: $left"
   [[ "${ZFLOW_KEEP_IMAGE:-1}" == 0 ]] && docker rmi "$image" > /dev/null 2>&1
+  rm -rf "$work/keys"
   if [[ -n "$dockerd_pid" ]]; then
     log "stopping the dockerd this test started"
     kill "$dockerd_pid" 2> /dev/null
@@ -108,6 +111,12 @@ docker build --network host --force-rm -f "$top/docker/Dockerfile" -t "$image" "
 log "built: $(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%.0f MB", $1 / 1e6}')"
 
 # ---- the environment ------------------------------------------------------------------
+
+log "making keys"
+rm -rf "$work/keys"
+ZFLOW_IMAGE=$image "$top/scripts/docker-keys.sh" "$work/keys" > /dev/null ||
+  fail "cannot make keys"
+export ZFLOW_KEYS_DIR="$work/keys"
 
 # A port nothing listens on, for the broker.
 for _ in $(seq 50); do
@@ -165,6 +174,13 @@ echo "$listing"
 for t in 0 1 2; do
   grep -q "^$W:$t/device:CPU:0 CPU" <<< "$listing" || fail "task $t is not listed"
 done
+grep -q "control=- rendezvous=-" <<< "$listing" || fail "a client was shown executors' endpoints"
+
+log "a client without keys is refused"
+if out=$(compose run --rm --no-deps -T -e ZFLOW_KEYS= client zflow executors 2>&1); then
+  fail "zflow executors without keys succeeded: $out"
+fi
+grep -q "UNAUTHENTICATED" <<< "$out" || fail "zflow executors without keys said: $out"
 
 # ---- a job spanning the three executors -------------------------------------------------
 

@@ -105,3 +105,25 @@ Zflow__Envelope *zf_test_step_msg(zf_test_step_msg_t *m, const char *session, co
     m->env.run_step = &m->rs;
     return &m->env;
 }
+
+zf_partition_set_t *zf_test_square_partition(const char *device, uint64_t incarnation)
+{
+    static const char text[] =
+        "node { name: 'x' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } } }"
+        "node { name: 'y' op: 'Mul' input: 'x' input: 'x' attr { key: 'T' value { type: DT_FLOAT "
+        "} } }";
+    Tensorflow__GraphDef *gd = NULL;
+    ASSERT_OK(zf_graphdef_read_mem(text, strlen(text), ZF_FORMAT_PBTXT, &gd));
+    zf_graph_t *g = NULL;
+    ASSERT_OK(zf_graph_new_from_graphdef(gd, &g));
+    zf_partition_device_t dev = {.incarnation = incarnation};
+    ASSERT_OK(zf_device_name_parse(device, &dev.name));
+    int assignment[2] = {0, 0};
+    const char *feed = "x", *fetch = "y";
+    zf_partition_options_t opts = {.feeds = &feed, .n_feeds = 1, .fetches = &fetch, .n_fetches = 1};
+    zf_partition_set_t *set = NULL;
+    ASSERT_OK(zf_partition_graph(g, &dev, 1, assignment, &opts, &set));
+    zf_graph_destroy(&g);
+    zf_graphdef_free(&gd);
+    return set;
+}

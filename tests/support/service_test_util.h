@@ -10,6 +10,7 @@
 
 #include "broker_test_util.h"
 #include "common/graphdef_io.h"
+#include "scheduler/graph/partition.h"
 #include "test_util.h"
 
 #define ZF_TEST_CPU(k)    "/job:localhost/replica:0/task:0/device:CPU:" #k
@@ -52,6 +53,11 @@ int zf_test_service_stop(zf_test_service_t *svc, int wait_ms);
  * z = -y = -(x * x) on devices[2], so neither partition can pass its input
  * through unnoticed. Caller frees (zf_graphdef_free). */
 Tensorflow__GraphDef *zf_test_neg_chain(const char *const *devices, int n);
+
+/* The one partition of y = x * x (float Placeholder x) on device, fed x
+ * and fetching y, for an executor of the given incarnation. Caller
+ * destroys it (zf_partition_set_destroy). */
+zf_partition_set_t *zf_test_square_partition(const char *device, uint64_t incarnation);
 
 /* Waits until /proc says process pid is stopped (state T), so that what
  * a test sends next finds it stopped; fails the test after wait_ms. */

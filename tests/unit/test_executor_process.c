@@ -25,16 +25,13 @@
 #include "common/transport.h"
 #include "session/local_session.h"
 #include "fake_broker_util.h"
+#include "service_test_util.h"
 #include "scheduler/graph/partition.h"
 #include "test_util.h"
 
 #define EXECUTOR ZF_BIN_DIR "/zflow-executor"
 #define CPU0     "/job:localhost/replica:0/task:0/device:CPU:0"
 #define WAIT_MS  10000
-
-static const char s_graph[] =
-    "node { name: 'x' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } } }"
-    "node { name: 'y' op: 'Mul' input: 'x' input: 'x' attr { key: 'T' value { type: DT_FLOAT } } }";
 
 typedef struct {
     pid_t pid;
@@ -106,25 +103,6 @@ static int s_exit_code(const char *const *args)
 }
 
 /* ---- the scheduler's side ------------------------------------------------- */
-
-/* The one partition of s_graph on CPU0 with the given incarnation. */
-static zf_partition_set_t *s_partition(uint64_t incarnation)
-{
-    Tensorflow__GraphDef *gd = NULL;
-    ASSERT_OK(zf_graphdef_read_mem(s_graph, strlen(s_graph), ZF_FORMAT_PBTXT, &gd));
-    zf_graph_t *g = NULL;
-    ASSERT_OK(zf_graph_new_from_graphdef(gd, &g));
-    zf_partition_device_t dev = {.incarnation = incarnation};
-    ASSERT_OK(zf_device_name_parse(CPU0, &dev.name));
-    int assignment[2] = {0, 0};
-    const char *feed = "x", *fetch = "y";
-    zf_partition_options_t opts = {.feeds = &feed, .n_feeds = 1, .fetches = &fetch, .n_fetches = 1};
-    zf_partition_set_t *set = NULL;
-    ASSERT_OK(zf_partition_graph(g, &dev, 1, assignment, &opts, &set));
-    zf_graph_destroy(&g);
-    zf_graphdef_free(&gd);
-    return set;
-}
 
 static Zflow__Envelope *s_call(zf_socket_t *d, Zflow__Envelope *env)
 {
@@ -215,7 +193,7 @@ static void test_executor_process_registers_prints_its_endpoints_and_serves_a_st
     assert_string_equal(b.requested_name, CPU0);
     pthread_mutex_unlock(&b.mu);
     uint64_t inc = s_incarnation(&b);
-    zf_partition_set_t *set = s_partition(inc);
+    zf_partition_set_t *set = zf_test_square_partition(CPU0, inc);
     zf_zctx_t *ctx = NULL;
     zf_socket_t *d = NULL;
     ASSERT_OK(zf_zctx_new(&ctx));
@@ -258,7 +236,7 @@ static void test_a_restarted_executor_refuses_the_old_handle_with_aborted(void *
     s_child_t first, second;
     s_spawn(&first, args);
     uint64_t inc1 = s_incarnation(&b);
-    zf_partition_set_t *set = s_partition(inc1);
+    zf_partition_set_t *set = zf_test_square_partition(CPU0, inc1);
     zf_zctx_t *ctx = NULL;
     zf_socket_t *d1 = NULL, *d2 = NULL;
     ASSERT_OK(zf_zctx_new(&ctx));
