@@ -134,6 +134,7 @@ static const char *const s_table[] = {
     "Select(condition: bool, t: T, e: T) -> (output: T)",
     "SelectV2(condition: bool, t: T, e: T) -> (output: T)",
     "Where(input: T) -> (index: int64) {T: type = bool}",
+    "ToBool(input: T) -> (output: bool)",
 
     /* Neural-network ops */
     "Relu(features: T) -> (activations: T)",

@@ -20,6 +20,7 @@
 #include "executor/rendezvous/rendezvous.h"
 #include "executor/kernels/resource.h"
 #include "common/thread_pool.h"
+#include "scheduler/graph/functions.h"
 #include "scheduler/graph/partition.h"
 #include "scheduler/graph/placer.h"
 
@@ -570,7 +571,11 @@ zf_status_t zf_local_session_new(Tensorflow__GraphDef *gd, const zf_local_sessio
             o.devices ? o.devices
                       : zf_local_session_default_devices(default_devices, sizeof default_devices),
             o.threads_per_device);
-    if (zf_ok(st)) st = zf_graph_new_from_graphdef(gd, &s->graph);
+    Tensorflow__GraphDef *lowered = NULL; /* functions inlined, control flow lowered */
+    if (zf_ok(st)) st = zf_functions_lower(gd, &lowered);
+    if (zf_ok(st)) st = zf_graph_new_from_graphdef(lowered ? lowered : gd, &s->graph);
+    if (zf_ok(st) && lowered) zf_graph_adopt_graphdef(s->graph, &lowered);
+    if (lowered) protobuf_c_message_free_unpacked(&lowered->base, NULL);
     if (zf_ok(st)) st = s_place(s, &o);
     if (!zf_ok(st)) {
         zf_local_session_destroy(&s);

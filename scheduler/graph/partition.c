@@ -10,6 +10,7 @@
 
 #include "common/proto_util.h"
 #include "common/rendezvous_key.h"
+#include "scheduler/graph/functions.h"
 #include "scheduler/graph/partition_internal.h"
 
 /* ---- names --------------------------------------------------------------- */
@@ -383,9 +384,11 @@ static Tensorflow__GraphDef *s_graphdef(const zf__pctx_t *c, zf__ppart_t *part)
         gd->versions = (Tensorflow__VersionDef *)zf_proto_copy(&src->versions->base);
         ok = gd->versions != NULL;
     }
-    if (ok && src->library) {
-        gd->library = (Tensorflow__FunctionDefLibrary *)zf_proto_copy(&src->library->base);
-        ok = gd->library != NULL;
+    if (ok && src->library) { /* only the functions the partition's nodes reach */
+        zf_status_t s =
+            zf_functions_reachable(src->library, part->nodes, (size_t)part->n_nodes, &gd->library);
+        ok = zf_ok(s);
+        zf_status_clear(&s);
     }
     if (!ok) {
         protobuf_c_message_free_unpacked(&gd->base, NULL);

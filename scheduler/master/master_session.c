@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/proto_util.h"
 #include "common/random.h"
+#include "scheduler/graph/functions.h"
 #include "scheduler/master/master_internal.h"
 
 #define S_LOG "master"
@@ -55,7 +56,8 @@ static zf_status_t s_session_new(const Zflow__CreateSession *req, zf__master_ses
         s->timeout_ms = req->options->step_timeout_ms > 0 ? req->options->step_timeout_ms : 0;
     }
     s->plans = zf_strmap_new(4, ZF_STRMAP_OWN_KEYS);
-    zf_status_t st = s->plans ? s_copy_graphdef(req->graph, &s->gd) : zf_out_of_memory("master");
+    zf_status_t st = s->plans ? zf_functions_lower(req->graph, &s->gd) : zf_out_of_memory("master");
+    if (zf_ok(st) && !s->gd) st = s_copy_graphdef(req->graph, &s->gd); /* nothing to lower */
     if (zf_ok(st)) st = zf_graph_new_from_graphdef(s->gd, &s->graph);
     if (zf_ok(st)) {
         zf_graph_adopt_graphdef(s->graph, &s->gd);
