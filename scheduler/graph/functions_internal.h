@@ -31,7 +31,7 @@
 #include "scheduler/graph/nodedef_build.h"
 
 /* Above this many nodes the transform gives up (INVALID_ARGUMENT). */
-#define ZF__FN_MAX_NODES (1 << 24)
+#define ZF__FN_MAX_NODES (1 << 22)
 
 /* One inlined call: the function and the inlining it happened inside (-1:
  * the top-level graph), for refusing recursion. */

@@ -293,6 +293,36 @@ static void test_functions_refuse_malformed_functions(void **state)
                         "library { function { signature { name: 'F' input_arg { name: 'x' type: "
                         "DT_FLOAT } } control_ret { key: 'e' value: 'ghost' } } }",
                    ZF_INVALID_ARGUMENT, "control_ret 'ghost' names no node");
+    s_expect_error(PH_A "library { function { signature { name: 'F' } }"
+                        " function { signature { name: 'F' } } }",
+                   ZF_INVALID_ARGUMENT, "function 'F' is defined more than once in the library");
+    s_expect_error(PH_A "library { function { node_def { name: 'n' op: 'NoOp' } } }",
+                   ZF_INVALID_ARGUMENT, "function 0 of the library has no name");
+    s_expect_error(PH_A "node { name: 'c' op: 'F' }"
+                        "library { function { signature { name: 'F' }"
+                        " node_def { name: 'n' op: 'NoOp' } node_def { name: 'n' op: 'NoOp' } } }",
+                   ZF_INVALID_ARGUMENT,
+                   "function 'F' (called by node 'c'): node 'n' is defined more than once");
+    s_expect_error(PH_A "node { name: 'c' op: 'F' }"
+                        "library { function { signature { name: 'F' }"
+                        " node_def { name: 'n' op: 'NoOp' input: '^ghost' } } }",
+                   ZF_INVALID_ARGUMENT,
+                   "function 'F' (called by node 'c'): node 'n' has input '^ghost', which names "
+                   "no node");
+    /* recursion through a lowered If inside the function */
+    s_expect_error(
+        PH_A "node { name: 'c' op: 'F' input: 'a' }"
+             "library { function { signature { name: 'F' input_arg { name: 'x' type: DT_FLOAT }"
+             " output_arg { name: 'y' type: DT_FLOAT } }"
+             " node_def { name: 'p' op: 'Const' attr { key: 'dtype' value { type: DT_BOOL } }"
+             "   attr { key: 'value' value { tensor { dtype: DT_BOOL bool_val: true } } } }"
+             " node_def { name: 'if' op: 'If' input: 'p:output:0' input: 'x'"
+             "   attr { key: 'Tin' value { list { type: DT_FLOAT } } }"
+             "   attr { key: 'Tout' value { list { type: DT_FLOAT } } }"
+             "   attr { key: 'then_branch' value { func { name: 'F' } } }"
+             "   attr { key: 'else_branch' value { func { name: 'F' } } } }"
+             " ret { key: 'y' value: 'if:output:0' } } }",
+        ZF_INVALID_ARGUMENT, "recursive call to function 'F' (node 'c/if/then')");
 }
 
 /* ---- control flow --------------------------------------------------------- */

@@ -625,6 +625,52 @@ static void test_master_rejects_unknown_sessions_feeds_and_bad_executors(void **
     zf_graphdef_free(&gd);
 }
 
+/* A function call on CPU:0 whose product is pinned to CPU:1: the master
+ * inlines the body before placement, so the call spans both executors.
+ * Scale(x) = (x + 1) * 3, then negated: -(3x + 3). */
+static void test_master_runs_a_function_whose_body_spans_two_executors(void **state)
+{
+    (void)state;
+    static const char *const text =
+        "node { name: 'x' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } } }"
+        "node { name: 'call' op: 'Scale' input: 'x' device: '" CPU(
+            0) "' }"
+               "node { name: 'z' op: 'Neg' input: 'call' attr { key: 'T' value { type: DT_FLOAT } "
+               "} }"
+               "library { function { signature { name: 'Scale' input_arg { name: 'x' type: "
+               "DT_FLOAT }"
+               " output_arg { name: 'y' type: DT_FLOAT } }"
+               " node_def { name: 'one' op: 'Const' attr { key: 'dtype' value { type: DT_FLOAT } }"
+               "   attr { key: 'value' value { tensor { dtype: DT_FLOAT tensor_shape {} float_val: "
+               "1 } } } }"
+               " node_def { name: 'three' op: 'Const' attr { key: 'dtype' value { type: DT_FLOAT } "
+               "}"
+               "   attr { key: 'value' value { tensor { dtype: DT_FLOAT tensor_shape {} float_val: "
+               "3 } } } }"
+               " node_def { name: 'add' op: 'AddV2' input: 'x' input: 'one:output:0'"
+               "   attr { key: 'T' value { type: DT_FLOAT } } }"
+               " node_def { name: 'mul' op: 'Mul' input: 'add:z:0' input: 'three:output:0'"
+               "   device: '" CPU(1) "' attr { key: 'T' value { type: DT_FLOAT } } }"
+                                     " ret { key: 'y' value: 'mul:z:0' } } }";
+    Tensorflow__GraphDef *gd = NULL;
+    ASSERT_OK(zf_graphdef_read_mem(text, strlen(text), ZF_FORMAT_PBTXT, &gd));
+    cluster_t *c = mt_cluster(2, 2000);
+    char *sid = s_create(c, gd, false);
+    const float v[3] = {0, 2, -1.5f}, want_v[3] = {-3, -9, 1.5f};
+    zf_tensor_t *x = s_floats(v, ZF_SHAPE(3)), *want = s_floats(want_v, ZF_SHAPE(3)), *got = NULL;
+    ASSERT_OK(s_run(c, sid, "x", x, "z", 0, &got));
+    s_expect_same(got, want);
+    assert_int_equal(mt_count(c, &c->fakes[0].n_register), 1);
+    assert_int_equal(mt_count(c, &c->fakes[1].n_register), 1);
+    mt_quiesce(c);
+    zf_tensor_unref(&got);
+    zf_tensor_unref(&want);
+    zf_tensor_unref(&x);
+    free(sid);
+    mt_cluster_destroy(c);
+    zf_graphdef_free(&gd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -638,6 +684,7 @@ int main(void)
         cmocka_unit_test(test_master_serves_concurrent_runs_each_with_its_own_values),
         cmocka_unit_test(test_master_places_a_new_session_on_the_least_loaded_executor),
         cmocka_unit_test(test_master_keeps_a_sessions_placement_across_its_plans),
+        cmocka_unit_test(test_master_runs_a_function_whose_body_spans_two_executors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
