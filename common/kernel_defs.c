@@ -79,6 +79,11 @@ static const zf_kernel_def_t s_defs[] = {
             ZF_TYPE_BIT(ZF_BFLOAT16) | ZF_TYPE_BIT(ZF_BOOL) | ZF_TYPE_BIT(ZF_DOUBLE) |
                 ZF_TYPE_BIT(ZF_FLOAT) | ZF_TYPE_BIT(ZF_HALF) | ZF_TYPE_BIT(ZF_INT32) |
                 ZF_TYPE_BIT(ZF_INT64)),
+    ZF_KDEF("ToBool", "CPU", "T",
+            ZF_TYPES_REAL | ZF_TYPE_BIT(ZF_BOOL) | ZF_TYPE_BIT(ZF_HALF) | ZF_TYPE_BIT(ZF_BFLOAT16) |
+                ZF_TYPE_BIT(ZF_UINT8) | ZF_TYPE_BIT(ZF_INT8) | ZF_TYPE_BIT(ZF_INT16) |
+                ZF_TYPE_BIT(ZF_UINT16) | ZF_TYPE_BIT(ZF_UINT32) | ZF_TYPE_BIT(ZF_UINT64) |
+                ZF_TYPE_BIT(ZF_STRING)),
     ZF_KDEF("Cast", "CPU", "SrcT",
             ZF_TYPE_BIT(ZF_BFLOAT16) | ZF_TYPE_BIT(ZF_BOOL) | ZF_TYPE_BIT(ZF_DOUBLE) |
                 ZF_TYPE_BIT(ZF_FLOAT) | ZF_TYPE_BIT(ZF_HALF) | ZF_TYPE_BIT(ZF_INT16) |

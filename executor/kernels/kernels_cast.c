@@ -1,5 +1,6 @@
 /* CPU Cast between the real and boolean dtypes (float, double, half,
- * bfloat16, signed and unsigned integers, bool).
+ * bfloat16, signed and unsigned integers, bool), and ToBool (TensorFlow's
+ * truthiness of a whole tensor, for If predicates that are not bool).
  *
  * Values go through a wide intermediate in blocks: double for floating
  * sources, int64 for integer and bool sources, so integer casts stay exact.
@@ -207,7 +208,39 @@ static zf_status_t s_cast_compute(zf_kernel_ctx_t *ctx)
     return ZF_STATUS_OK;
 }
 
+/* ---- ToBool ------------------------------------------------------------------- */
+
+/* A scalar is true when non-zero (a string when non-empty); any other
+ * tensor when it has elements. */
+static zf_status_t s_to_bool_compute(zf_kernel_ctx_t *ctx)
+{
+    ZF_TRY(zf_kernels_check_inputs(ctx, 1));
+    const zf_tensor_t *x = ctx->inputs[0];
+    zf_dtype_t t = zf_dtype_base(zf_tensor_dtype(x));
+    const void *data = zf_tensor_data(x);
+    bool v = false;
+    if (zf_tensor_shape(x)->rank > 0) {
+        v = zf_tensor_num_elements(x) > 0;
+    } else if (t == ZF_STRING) {
+        v = ((const zf_tstring_t *)data)->len > 0;
+    } else if (s_is_floating(t)) {
+        double d = 0;
+        s_read_floating(t, data, 1, &d);
+        v = d != 0; /* NaN is true, -0.0 false */
+    } else {
+        int64_t i = 0;
+        s_read_integer(t, data, 1, &i);
+        v = i != 0;
+    }
+    zf_tensor_t *out = NULL;
+    zf_shape_t scalar = {0};
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_BOOL, &scalar, &out));
+    *(bool *)zf_tensor_data(out) = v;
+    return ZF_STATUS_OK;
+}
+
 static const zf_kernel_t s_defs[] = {
+    ZF_CPU_KERNEL("ToBool", S_CAST_TYPES | ZF_TYPE_BIT(ZF_STRING), s_to_bool_compute),
     {.op = "Cast",
      .device_type = "CPU",
      .allowed_types = S_CAST_TYPES,

@@ -3,8 +3,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <cmocka.h>
 
+#include "common/graphdef_io.h"
 #include "test_util.h"
 
 void zf_test_expect_error(zf_status_t s, zf_code_t code, const char *substring)
@@ -15,4 +17,32 @@ void zf_test_expect_error(zf_status_t s, zf_code_t code, const char *substring)
     if (substring && !strstr(zf_status_msg(&s), substring))
         fail_msg("message '%s' lacks '%s'", zf_status_msg(&s), substring);
     zf_status_clear(&s);
+}
+
+Tensorflow__GraphDef *zf_test_graphdef(const char *text)
+{
+    Tensorflow__GraphDef *gd = NULL;
+    zf_status_t s = zf_graphdef_read_mem(text, strlen(text), ZF_FORMAT_PBTXT, &gd);
+    if (!zf_ok(s)) fail_msg("%s\n%s", zf_status_msg(&s), text);
+    return gd;
+}
+
+Tensorflow__GraphDef *zf_test_tf_graphdef(const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", ZF_TF_DATA_DIR, name);
+    Tensorflow__GraphDef *gd = NULL;
+    zf_status_t s = zf_graphdef_read_file(path, ZF_FORMAT_AUTO, &gd);
+    if (!zf_ok(s)) fail_msg("%s: %s", name, zf_status_msg(&s));
+    return gd;
+}
+
+zf_local_session_t *zf_test_local_session(Tensorflow__GraphDef *gd, const char *devices)
+{
+    zf_local_session_options_t opts = ZF_LOCAL_SESSION_OPTIONS_DEFAULT;
+    opts.devices = devices;
+    zf_local_session_t *s = NULL;
+    zf_status_t st = zf_local_session_new(gd, &opts, &s);
+    if (!zf_ok(st)) fail_msg("%s", zf_status_msg(&st));
+    return s;
 }

@@ -2,6 +2,7 @@
  * computing values worked out by hand, a body split over two devices, graphs
  * written as functions (_Arg/_Retval), and TensorFlow's own test graphs in
  * tests/data/tensorflow run with their values checked. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,36 +14,9 @@
 
 #include "common/graphdef_io.h"
 #include "session/local_session.h"
+#include "test_util.h"
 
 #define CPU(k) "/job:localhost/replica:0/task:0/device:CPU:" #k
-
-static Tensorflow__GraphDef *s_parse(const char *text)
-{
-    Tensorflow__GraphDef *gd = NULL;
-    zf_status_t s = zf_graphdef_read_mem(text, strlen(text), ZF_FORMAT_PBTXT, &gd);
-    if (!zf_ok(s)) fail_msg("%s\n%s", zf_status_msg(&s), text);
-    return gd;
-}
-
-static Tensorflow__GraphDef *s_read(const char *name)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", ZF_TF_DATA_DIR, name);
-    Tensorflow__GraphDef *gd = NULL;
-    zf_status_t s = zf_graphdef_read_file(path, ZF_FORMAT_AUTO, &gd);
-    if (!zf_ok(s)) fail_msg("%s: %s", name, zf_status_msg(&s));
-    return gd;
-}
-
-static zf_local_session_t *s_session(const Tensorflow__GraphDef *gd, const char *devices)
-{
-    zf_local_session_options_t opts = ZF_LOCAL_SESSION_OPTIONS_DEFAULT;
-    opts.devices = devices;
-    zf_local_session_t *s = NULL;
-    zf_status_t st = zf_local_session_new(gd, &opts, &s);
-    if (!zf_ok(st)) fail_msg("%s", zf_status_msg(&st));
-    return s;
-}
 
 /* Runs with the feeds given (NULL-terminated name/tensor pairs after the
  * fetches) and returns the fetched tensors; fails the test on error. */
@@ -99,8 +73,8 @@ static zf_tensor_t *s_floats(const float *v, int64_t n)
 static void test_function_session_runs_an_inlined_call(void **state)
 {
     (void)state;
-    Tensorflow__GraphDef *gd = s_parse(SCALE_GRAPH("", ""));
-    zf_local_session_t *s = s_session(gd, "cpu:1");
+    Tensorflow__GraphDef *gd = zf_test_graphdef(SCALE_GRAPH("", ""));
+    zf_local_session_t *s = zf_test_local_session(gd, "cpu:1");
     const float x[3] = {0, 1.5f, -4};
     const float want_call[3] = {3, 7.5f, -9}, want_neg[3] = {-3, -7.5f, 9}; /* (x+1)*3 */
     zf_tensor_t *feed = s_floats(x, 3), *out[3] = {0};
@@ -121,8 +95,9 @@ static void test_function_session_splits_a_body_over_two_devices(void **state)
     (void)state;
     /* the call on CPU:0, its product pinned to CPU:1: the placer and the
      * partitioner see the body's nodes, so one call spans two partitions */
-    Tensorflow__GraphDef *gd = s_parse(SCALE_GRAPH("device: '" CPU(0) "'", "device: '" CPU(1) "'"));
-    zf_local_session_t *s = s_session(gd, "cpu:2");
+    Tensorflow__GraphDef *gd =
+        zf_test_graphdef(SCALE_GRAPH("device: '" CPU(0) "'", "device: '" CPU(1) "'"));
+    zf_local_session_t *s = zf_test_local_session(gd, "cpu:2");
     assert_string_equal(zf_local_session_node_device(s, "call/add"), CPU(0));
     assert_string_equal(zf_local_session_node_device(s, "call/mul"), CPU(1));
     const float x[2] = {2, -1};
@@ -141,7 +116,7 @@ static void test_function_session_splits_a_body_over_two_devices(void **state)
 static void test_function_session_refuses_bad_functions_at_creation(void **state)
 {
     (void)state;
-    Tensorflow__GraphDef *gd = s_parse(
+    Tensorflow__GraphDef *gd = zf_test_graphdef(
         "node { name: 'c' op: 'PartitionedCall' attr { key: 'f' value { func { name: 'F' } } } }"
         "library { function { signature { name: 'F' output_arg { name: 'y' type: DT_FLOAT } }"
         " node_def { name: 'again' op: 'PartitionedCall'"
@@ -159,6 +134,76 @@ static void test_function_session_refuses_bad_functions_at_creation(void **state
     zf_graphdef_free(&gd);
 }
 
+/* ToBool, which a lowered If puts before a predicate that is not bool:
+ * TensorFlow's truthiness. */
+static void test_function_session_to_bool_follows_tensorflows_truthiness(void **state)
+{
+    (void)state;
+    static const struct {
+        zf_dtype_t dtype;
+        int rank;
+        int64_t n;
+        double v; /* every element */
+        bool want;
+    } cases[] = {
+        {ZF_FLOAT, 0, 1, 0.0, false}, {ZF_FLOAT, 0, 1, -0.0, false},
+        {ZF_FLOAT, 0, 1, 2.5, true},  {ZF_FLOAT, 0, 1, NAN, true},
+        {ZF_INT32, 0, 1, 0, false},   {ZF_INT32, 0, 1, -7, true},
+        {ZF_UINT8, 0, 1, 200, true},  {ZF_DOUBLE, 0, 1, 1e-300, true},
+        {ZF_FLOAT, 1, 1, 0.0, true}, /* not a scalar: true when it has elements */
+        {ZF_FLOAT, 1, 0, 0.0, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "node { name: 'x' op: 'Placeholder' attr { key: 'dtype' value { type: %d } } }"
+                 "node { name: 'b' op: 'ToBool' input: 'x' attr { key: 'T' value { type: %d } } }",
+                 (int)cases[i].dtype, (int)cases[i].dtype);
+        Tensorflow__GraphDef *gd = zf_test_graphdef(text);
+        zf_local_session_t *s = zf_test_local_session(gd, "cpu:1");
+        zf_shape_t shape = {.rank = cases[i].rank, .dims = {cases[i].n}};
+        zf_tensor_t *x = NULL, *out = NULL;
+        assert_int_equal(zf_tensor_new(cases[i].dtype, &shape, &x).code, ZF_OK);
+        for (int64_t k = 0; k < cases[i].n; k++) {
+            void *d = zf_tensor_data(x);
+            switch (cases[i].dtype) {
+            case ZF_FLOAT: ((float *)d)[k] = (float)cases[i].v; break;
+            case ZF_DOUBLE: ((double *)d)[k] = cases[i].v; break;
+            case ZF_INT32: ((int32_t *)d)[k] = (int32_t)cases[i].v; break;
+            default: ((uint8_t *)d)[k] = (uint8_t)cases[i].v;
+            }
+        }
+        const char *feed = "x", *fetch = "b";
+        s_run(s, &fetch, 1, &out, &feed, &x, 1);
+        assert_int_equal(zf_tensor_dtype(out), ZF_BOOL);
+        assert_int_equal(zf_tensor_shape(out)->rank, 0);
+        if (*(const bool *)zf_tensor_data(out) != cases[i].want)
+            fail_msg("case %zu: ToBool gave %d", i, (int)*(const bool *)zf_tensor_data(out));
+        zf_tensor_unref(&out);
+        zf_tensor_unref(&x);
+        zf_local_session_destroy(&s);
+        zf_graphdef_free(&gd);
+    }
+    /* strings: true when not empty */
+    Tensorflow__GraphDef *gd = zf_test_graphdef(
+        "node { name: 'x' op: 'Placeholder' attr { key: 'dtype' value { type: DT_STRING } } }"
+        "node { name: 'b' op: 'ToBool' input: 'x' attr { key: 'T' value { type: DT_STRING "
+        "} } }");
+    zf_local_session_t *s = zf_test_local_session(gd, "cpu:1");
+    const char *words[2] = {"", "a"};
+    for (int w = 0; w < 2; w++) {
+        zf_tensor_t *x = NULL, *out = NULL;
+        assert_int_equal(zf_tensor_new_scalar_string(words[w], strlen(words[w]), &x).code, ZF_OK);
+        const char *feed = "x", *fetch = "b";
+        s_run(s, &fetch, 1, &out, &feed, &x, 1);
+        assert_int_equal(*(const bool *)zf_tensor_data(out), w == 1);
+        zf_tensor_unref(&out);
+        zf_tensor_unref(&x);
+    }
+    zf_local_session_destroy(&s);
+    zf_graphdef_free(&gd);
+}
+
 /* ---- TensorFlow's graphs ------------------------------------------------------ */
 
 static void test_function_session_runs_graphs_written_as_functions(void **state)
@@ -167,8 +212,8 @@ static void test_function_session_runs_graphs_written_as_functions(void **state)
     /* graph-as-function.pbtxt: rets_0 = Identity(0.0); rets_1 = the
      * StatefulPartitionedCall of "function", Identity of its first input,
      * the same 0.0; the resource _Args need no value for these fetches */
-    Tensorflow__GraphDef *gd = s_read("graph-as-function.pbtxt");
-    zf_local_session_t *s = s_session(gd, "cpu:1");
+    Tensorflow__GraphDef *gd = zf_test_tf_graphdef("graph-as-function.pbtxt");
+    zf_local_session_t *s = zf_test_local_session(gd, "cpu:1");
     zf_tensor_t *out[2] = {0};
     const char *fetches[] = {"rets_0", "rets_1"};
     s_run(s, fetches, 2, out, NULL, NULL, 0);
@@ -181,8 +226,8 @@ static void test_function_session_runs_graphs_written_as_functions(void **state)
 
     /* device-arg-attr.pbtxt: _Arg nodes fed by name, _Retval nodes fetched
      * by name, through an IdentityN */
-    gd = s_read("device-arg-attr.pbtxt");
-    s = s_session(gd, "cpu:1");
+    gd = zf_test_tf_graphdef("device-arg-attr.pbtxt");
+    s = zf_test_local_session(gd, "cpu:1");
     const float f[2] = {1.5f, -2};
     zf_shape_t shape = {.rank = 1, .dims = {3}};
     const int32_t iv[3] = {7, -9, 11};
@@ -214,8 +259,8 @@ static void test_function_session_runs_tensorflows_function_graphs(void **state)
     (void)state;
     /* graph-uint8-return.pbtxt: PartitionedCall of a function returning
      * Identity(Const 5) as uint8 */
-    Tensorflow__GraphDef *gd = s_read("graph-uint8-return.pbtxt");
-    zf_local_session_t *s = s_session(gd, "cpu:1");
+    Tensorflow__GraphDef *gd = zf_test_tf_graphdef("graph-uint8-return.pbtxt");
+    zf_local_session_t *s = zf_test_local_session(gd, "cpu:1");
     zf_tensor_t *out = NULL;
     const char *fetch = "PartitionedCall";
     s_run(s, &fetch, 1, &out, NULL, NULL, 0);
@@ -228,8 +273,8 @@ static void test_function_session_runs_tensorflows_function_graphs(void **state)
 
     /* graph-function-control-ret-diff-island.pbtxt: d = Identity(a) with
      * a = 0.0; Neg(a) is a control_ret that must run before the call is done */
-    gd = s_read("graph-function-control-ret-diff-island.pbtxt");
-    s = s_session(gd, "cpu:1");
+    gd = zf_test_tf_graphdef("graph-function-control-ret-diff-island.pbtxt");
+    s = zf_test_local_session(gd, "cpu:1");
     fetch = "test_fn_call";
     s_run(s, &fetch, 1, &out, NULL, NULL, 0);
     const float zero = 0;
@@ -243,8 +288,8 @@ static void test_function_session_runs_tensorflows_function_graphs(void **state)
     zf_graphdef_free(&gd);
 
     /* arg-control-dep.pbtxt: foo returns its argument, Constant = 0 */
-    gd = s_read("arg-control-dep.pbtxt");
-    s = s_session(gd, "cpu:1");
+    gd = zf_test_tf_graphdef("arg-control-dep.pbtxt");
+    s = zf_test_local_session(gd, "cpu:1");
     fetch = "_tf.foo";
     s_run(s, &fetch, 1, &out, NULL, NULL, 0);
     assert_int_equal(zf_tensor_dtype(out), ZF_INT32);
@@ -255,8 +300,8 @@ static void test_function_session_runs_tensorflows_function_graphs(void **state)
 
     /* graph-function-resource-args.pbtxt: a call passing a resource handle
      * through, run as a target */
-    gd = s_read("graph-function-resource-args.pbtxt");
-    s = s_session(gd, "cpu:1");
+    gd = zf_test_tf_graphdef("graph-function-resource-args.pbtxt");
+    s = zf_test_local_session(gd, "cpu:1");
     const char *target = "func_call";
     zf_status_t st = zf_local_session_run(s, NULL, NULL, 0, NULL, 0, &target, 1, NULL);
     if (!zf_ok(st)) fail_msg("%s", zf_status_msg(&st));
@@ -270,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_function_session_runs_an_inlined_call),
         cmocka_unit_test(test_function_session_splits_a_body_over_two_devices),
         cmocka_unit_test(test_function_session_refuses_bad_functions_at_creation),
+        cmocka_unit_test(test_function_session_to_bool_follows_tensorflows_truthiness),
         cmocka_unit_test(test_function_session_runs_graphs_written_as_functions),
         cmocka_unit_test(test_function_session_runs_tensorflows_function_graphs),
     };

@@ -14,19 +14,12 @@
 #include "common/graph.h"
 #include "common/graphdef_io.h"
 #include "scheduler/graph/functions.h"
-
-static Tensorflow__GraphDef *s_parse(const char *text)
-{
-    Tensorflow__GraphDef *gd = NULL;
-    zf_status_t s = zf_graphdef_read_mem(text, strlen(text), ZF_FORMAT_PBTXT, &gd);
-    if (!zf_ok(s)) fail_msg("%s\n%s", zf_status_msg(&s), text);
-    return gd;
-}
+#include "test_util.h"
 
 /* Lowers text; the result must load as a graph. */
 static Tensorflow__GraphDef *s_lower(const char *text)
 {
-    Tensorflow__GraphDef *gd = s_parse(text), *out = NULL;
+    Tensorflow__GraphDef *gd = zf_test_graphdef(text), *out = NULL;
     zf_status_t s = zf_functions_lower(gd, &out);
     if (!zf_ok(s)) fail_msg("%s", zf_status_msg(&s));
     assert_non_null(out);
@@ -40,7 +33,7 @@ static Tensorflow__GraphDef *s_lower(const char *text)
 
 static void s_expect_error(const char *text, zf_code_t code, const char *needle)
 {
-    Tensorflow__GraphDef *gd = s_parse(text), *out = NULL;
+    Tensorflow__GraphDef *gd = zf_test_graphdef(text), *out = NULL;
     zf_status_t s = zf_functions_lower(gd, &out);
     assert_int_equal(s.code, code);
     if (!strstr(zf_status_msg(&s), needle)) fail_msg("'%s' not in '%s'", needle, zf_status_msg(&s));
@@ -485,7 +478,7 @@ static void test_functions_turn_args_and_retvals_into_placeholders_and_identitie
                        "node { name: 'out' op: '_Retval' input: 'x'"
                        " attr { key: 'T' value { type: DT_FLOAT } } attr { key: 'index' value { "
                        "i: 0 } } }";
-    Tensorflow__GraphDef *src = s_parse(text);
+    Tensorflow__GraphDef *src = zf_test_graphdef(text);
     assert_string_equal(zf_functions_arg_name(src, 0), "x");
     assert_null(zf_functions_arg_name(src, 1));
     assert_string_equal(zf_functions_retval_name(src, 0), "out");
@@ -517,7 +510,7 @@ static void test_functions_keep_only_reachable_definitions(void **state)
 {
     (void)state;
     /* F's body names H through a func attr; G is reached by nothing. */
-    Tensorflow__GraphDef *gd = s_parse(
+    Tensorflow__GraphDef *gd = zf_test_graphdef(
         "node { name: 'c' op: 'F' }"
         "library { function { signature { name: 'F' }"
         "  node_def { name: 'k' op: 'PartitionedCall' attr { key: 'f' value { func { name: 'H' "
@@ -540,7 +533,7 @@ static void test_functions_keep_only_reachable_definitions(void **state)
     zf_graphdef_free(&gd);
 
     /* a graph without functions needs nothing */
-    gd = s_parse(PH_A);
+    gd = zf_test_graphdef(PH_A);
     assert_false(zf_functions_needed(gd));
     Tensorflow__GraphDef *out = NULL;
     s = zf_functions_lower(gd, &out);
