@@ -303,6 +303,33 @@ static zf_status_t s_subst(const s_inl_t *s, const char *node, const char *key,
     return ZF_STATUS_OK;
 }
 
+/* Colocation names (`_class` "loc:@x") of a body node that name a body node
+ * or an argument follow them to their inlined names. */
+static zf_status_t s_colocation(const s_inl_t *s, Tensorflow__NodeDef *n)
+{
+    const Tensorflow__AttrValue *v = zf_node_attr(n, "_class");
+    if (!v || v->value_case != TENSORFLOW__ATTR_VALUE__VALUE_LIST || !v->list) return ZF_STATUS_OK;
+    for (size_t j = 0; j < v->list->n_s; j++) {
+        ProtobufCBinaryData *c = &v->list->s[j];
+        if (c->len < 5 || memcmp(c->data, "loc:@", 5) != 0) continue;
+        const char *name = (const char *)c->data + 5;
+        size_t len = c->len - 5;
+        int a = s_arg_index(s, name, len);
+        char *to = NULL;
+        if (a >= 0 && s->arg_count[a] > 0)
+            to = zf__fn_format("loc:@%s/input/_%zu", s->cn, s->arg_start[a]);
+        else if (a < 0 && zf_strmap_get_n(s->body, name, len, NULL))
+            to = zf__fn_format("loc:@%s/%.*s", s->cn, (int)len, name);
+        else
+            continue;
+        if (!to) return zf_out_of_memory("function inlining");
+        free(c->data);
+        c->data = (uint8_t *)to;
+        c->len = strlen(to);
+    }
+    return ZF_STATUS_OK;
+}
+
 static zf_status_t s_index_body(s_inl_t *s)
 {
     const Tensorflow__FunctionDef *f = s->f;
@@ -328,6 +355,8 @@ static zf_status_t s_index_body(s_inl_t *s)
         for (size_t i = 0; i < s->copies[k]->n_attr; i++)
             ZF_TRY(s_subst(s, n->name, s->copies[k]->attr[i]->key, &s->copies[k]->attr[i]->value));
     }
+    /* with every body name known */
+    for (size_t k = 0; k < f->n_node_def; k++) ZF_TRY(s_colocation(s, s->copies[k]));
     return ZF_STATUS_OK;
 }
 
@@ -423,12 +452,11 @@ static zf_status_t s_body_node(s_inl_t *s, size_t k)
                    !strcmp(n->op, "StatefulPartitionedCall");
     if (ok && zf_ok(st) && s->input_control && (n_inputs == 0 || (is_call && !has_control)))
         ok = zf__fn_add_input(n, "^%s/input_control_node", s->cn);
-    char *name = NULL;
     if (ok && zf_ok(st)) {
-        size_t len = strlen(s->cn) + strlen(orig->name) + 2;
-        if ((name = malloc(len))) snprintf(name, len, "%s/%s", s->cn, orig->name);
-        ok = name && zf__fn_set_string(&n->name, name);
-        free(name);
+        char *name = zf__fn_format("%s/%s", s->cn, orig->name);
+        ok = name != NULL;
+        if (ok && n->name != protobuf_c_empty_string) free(n->name);
+        if (ok) n->name = name;
     }
     if (ok && zf_ok(st) && !n->device[0] && s->device[0])
         ok = zf__fn_set_string(&n->device, s->device);

@@ -9,6 +9,7 @@
 #include <errno.h>
 
 #include "common/graph.h"
+#include "common/op_registry.h"
 #include "common/proto_util.h"
 #include "scheduler/graph/functions.h"
 #include "scheduler/graph/functions_internal.h"
@@ -25,6 +26,15 @@ static char *s_vformat(const char *fmt, va_list ap)
     if (len < 0) return NULL;
     char *s = malloc((size_t)len + 1);
     if (s) vsnprintf(s, (size_t)len + 1, fmt, ap);
+    return s;
+}
+
+char *zf__fn_format(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = s_vformat(fmt, ap);
+    va_end(ap);
     return s;
 }
 
@@ -165,6 +175,10 @@ static zf_status_t s_index_library(zf__fn_ctx_t *c)
         const Tensorflow__FunctionDef *f = c->lib->function[i];
         if (!f->signature || !f->signature->name[0])
             return zf_invalid_argument("function %zu of the library has no name", i);
+        if (zf_op_lookup(f->signature->name))
+            return zf_invalid_argument("Cannot add function '%s' because an op with the same name "
+                                       "already exists.",
+                                       f->signature->name);
         int rc = zf_strmap_insert(c->fns, f->signature->name, (uintptr_t)f, NULL);
         if (rc == -EEXIST)
             return zf_invalid_argument("function '%s' is defined more than once in the library",

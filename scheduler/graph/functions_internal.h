@@ -83,6 +83,8 @@ bool zf__fn_attr_types(Tensorflow__NodeDef *n, const char *key, const int *types
 bool zf__fn_attr_copy(Tensorflow__NodeDef *n, const char *key, const Tensorflow__AttrValue *v);
 /* Removes attr key (no-op when absent). */
 void zf__fn_attr_remove(Tensorflow__NodeDef *n, const char *key);
+/* A malloc'd formatted string, or NULL. */
+char *zf__fn_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Replaces a string field of a message with a copy of s. */
 bool zf__fn_set_string(char **field, const char *s);
 

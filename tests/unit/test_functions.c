@@ -163,7 +163,8 @@ static void test_functions_inline_partitioned_calls_with_attrs_and_devices(void 
              " node_def { name: 'n' op: 'IdentityN' input: 'x' input: 'x:0'"
              "   attr { key: 'T' value { list { type: DT_FLOAT type: DT_FLOAT } } } }"
              " node_def { name: 'pinned' op: 'Neg' input: 'n:output:1' device: '/device:CPU:1'"
-             "   attr { key: 'T' value { placeholder: 'T' } } }"
+             "   attr { key: 'T' value { placeholder: 'T' } }"
+             "   attr { key: '_class' value { list { s: 'loc:@n' s: 'loc:@x' s: 'loc:@far' } } } }"
              " ret { key: 'a' value: 'n:output:0' } ret { key: 'b' value: 'pinned:y:0' } } }");
     const Tensorflow__NodeDef *n =
         s_expect(gd, "c/n", "IdentityN", "c/input/_0", "c/input/_0", NULL);
@@ -171,6 +172,16 @@ static void test_functions_inline_partitioned_calls_with_attrs_and_devices(void 
     n = s_expect(gd, "c/pinned", "Neg", "c/n:1", NULL);
     assert_string_equal(n->device, "/device:CPU:1");
     assert_int_equal(s_type(n, "T"), ZF_FLOAT); /* the placeholder, filled */
+    const ProtobufCBinaryData *loc = NULL;
+    size_t n_loc = 0;
+    assert_int_equal(zf_node_attr_list_string(n, "_class", &loc, &n_loc).code, ZF_OK);
+    assert_int_equal(n_loc, 3); /* colocation follows body nodes and arguments */
+    assert_int_equal(loc[0].len, strlen("loc:@c/n"));
+    assert_memory_equal(loc[0].data, "loc:@c/n", loc[0].len);
+    assert_int_equal(loc[1].len, strlen("loc:@c/input/_0"));
+    assert_memory_equal(loc[1].data, "loc:@c/input/_0", loc[1].len);
+    assert_int_equal(loc[2].len, strlen("loc:@far"));
+    assert_memory_equal(loc[2].data, "loc:@far", loc[2].len);
     s_expect(gd, "c/output/_0", "Identity", "c/n", NULL);
     s_expect(gd, "c/output/_1", "Identity", "c/pinned", NULL);
     n = s_expect(gd, "c", "IdentityN", "c/output/_0", "c/output/_1", "^c/output_control_node",
@@ -286,6 +297,8 @@ static void test_functions_refuse_malformed_functions(void **state)
                         "library { function { signature { name: 'F' input_arg { name: 'x' type: "
                         "DT_FLOAT } } control_ret { key: 'e' value: 'ghost' } } }",
                    ZF_INVALID_ARGUMENT, "control_ret 'ghost' names no node");
+    s_expect_error(PH_A "library { function { signature { name: 'Neg' } } }", ZF_INVALID_ARGUMENT,
+                   "Cannot add function 'Neg' because an op with the same name already exists.");
     s_expect_error(PH_A "library { function { signature { name: 'F' } }"
                         " function { signature { name: 'F' } } }",
                    ZF_INVALID_ARGUMENT, "function 'F' is defined more than once in the library");
