@@ -9,6 +9,7 @@
 
 #include "client/zflow_client.h"
 #include "common/graph.h"
+#include "common/graphdef_io.h"
 #include "common/status.h"
 #include "scheduler/graph/placer.h"
 
@@ -144,6 +145,12 @@ zf_client_session_options_t zf_cli_session_options(const zf_cli_step_args_t *a);
 
 /* The job options of --steps and --init (borrowing a's inits). */
 zf_client_job_options_t zf_cli_job_options(const zf_cli_step_args_t *a);
+
+/* Reads the GraphDef at path (format, or ZF_FORMAT_AUTO), inlines its
+ * functions and lowers its functional control flow as sessions do
+ * (scheduler/graph/functions.h), and builds the graph, which owns its
+ * GraphDef. Errors name the path. */
+zf_status_t zf_cli_load_graph(const char *path, zf_graph_format_t format, zf_graph_t **g);
 
 /* The graph of gd for feed dtypes only, or NULL when it does not build
  * (the service reports bad graphs). */

@@ -18,6 +18,7 @@
 #include "common/dtype.h"
 #include "common/npy.h"
 #include "common/tensor_print.h"
+#include "scheduler/graph/functions.h"
 
 bool zf_cli_wants_help(int argc, char **argv)
 {
@@ -532,6 +533,24 @@ zf_client_session_options_t zf_cli_session_options(const zf_cli_step_args_t *a)
 zf_client_job_options_t zf_cli_job_options(const zf_cli_step_args_t *a)
 {
     return (zf_client_job_options_t){a->steps, a->inits, a->n_inits};
+}
+
+zf_status_t zf_cli_load_graph(const char *path, zf_graph_format_t format, zf_graph_t **g)
+{
+    Tensorflow__GraphDef *gd = NULL, *lowered = NULL;
+    zf_status_t s = zf_graphdef_read_file(path, format, &gd);
+    if (zf_ok(s)) s = zf_status_prefix(zf_functions_lower(gd, &lowered), "%s", path);
+    if (zf_ok(s) && lowered) {
+        zf_graphdef_free(&gd);
+        gd = lowered;
+    }
+    if (zf_ok(s)) s = zf_status_prefix(zf_graph_new_from_graphdef(gd, g), "%s", path);
+    if (!zf_ok(s)) {
+        zf_graphdef_free(&gd);
+        return s;
+    }
+    zf_graph_adopt_graphdef(*g, &gd);
+    return ZF_STATUS_OK;
 }
 
 zf_graph_t *zf_cli_graph_for_dtypes(Tensorflow__GraphDef *gd)

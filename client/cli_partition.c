@@ -291,19 +291,6 @@ static zf_status_t s_write_drawing(const s_args_t *a, const zf_graph_t *g,
 
 /* ---- the command -------------------------------------------------------------- */
 
-static zf_status_t s_load_graph(const char *path, zf_graph_t **g)
-{
-    Tensorflow__GraphDef *gd = NULL;
-    zf_status_t s = zf_graphdef_read_file(path, ZF_FORMAT_AUTO, &gd);
-    if (zf_ok(s)) s = zf_status_prefix(zf_graph_new_from_graphdef(gd, g), "%s", path);
-    if (!zf_ok(s)) {
-        zf_graphdef_free(&gd);
-        return s;
-    }
-    zf_graph_adopt_graphdef(*g, &gd);
-    return ZF_STATUS_OK;
-}
-
 static zf_status_t s_partition(const s_args_t *a, const zf_graph_t *g,
                                const zf_placer_device_t *pdevs, int n, const int *assign)
 {
@@ -340,7 +327,7 @@ static bool s_has_gpu(const zf_placer_device_t *devs, int n)
 static int s_execute(const s_args_t *a, const zf_placer_device_t *devs, int n)
 {
     zf_graph_t *g = NULL;
-    zf_status_t s = s_load_graph(a->path, &g);
+    zf_status_t s = zf_cli_load_graph(a->path, ZF_FORMAT_AUTO, &g);
     if (!zf_ok(s)) return zf_cli_fail("partition", &s);
     zf_kernels_register_builtin(s_has_gpu(devs, n));
     int *assign = malloc(((size_t)zf_graph_num_nodes(g) + 1) * sizeof *assign);

@@ -152,19 +152,6 @@ static bool s_has_type(const zf_placer_device_t *devices, int n, const char *typ
     return false;
 }
 
-static zf_status_t s_load_graph(const s_args_t *a, zf_graph_t **g)
-{
-    Tensorflow__GraphDef *gd = NULL;
-    zf_status_t s = zf_graphdef_read_file(a->path, a->format, &gd);
-    if (zf_ok(s)) s = zf_status_prefix(zf_graph_new_from_graphdef(gd, g), "%s", a->path);
-    if (!zf_ok(s)) {
-        zf_graphdef_free(&gd);
-        return s;
-    }
-    zf_graph_adopt_graphdef(*g, &gd);
-    return ZF_STATUS_OK;
-}
-
 static void s_print(const zf_graph_t *g, const zf_placer_device_t *devices, const int *assign)
 {
     for (int i = 0; i < zf_graph_num_nodes(g); i++) {
@@ -177,7 +164,7 @@ static void s_print(const zf_graph_t *g, const zf_placer_device_t *devices, cons
 static int s_place(const s_args_t *a, zf_placer_device_t *devices, int n)
 {
     zf_graph_t *g = NULL;
-    zf_status_t s = s_load_graph(a, &g);
+    zf_status_t s = zf_cli_load_graph(a->path, a->format, &g);
     if (!zf_ok(s)) return zf_cli_fail("place", &s);
     zf_kernels_register_builtin(s_has_type(devices, n, "GPU"));
     int *assign = malloc(((size_t)zf_graph_num_nodes(g) + 1) * sizeof *assign);

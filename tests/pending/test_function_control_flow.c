@@ -5,7 +5,11 @@
  * deadness, the Switch, _SwitchN, Merge, Enter, Exit, NextIteration and
  * LoopCond kernels, and the Less/Greater kernels. Once those are in, move
  * this file to tests/unit/ (CMake picks up tests/unit/test_*.c) and it runs
- * with the other tests.
+ * with the other tests, and drop
+ * test_function_session_names_what_lowered_graphs_lack from
+ * tests/unit/test_function_session.c, which checks the errors of a build
+ * without those kernels. These tests pass on this branch merged with the
+ * engine's frames and the compare kernels.
  * The structure of the lowered graphs is tested now in
  * tests/unit/test_functions.c. */
 #include <setjmp.h>
