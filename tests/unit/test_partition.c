@@ -1090,6 +1090,31 @@ static void test_partition_set_destroy_is_null_safe(void **state)
     assert_null(set);
 }
 
+/* Each partition carries the library functions its own nodes reach (through
+ * an op or a func attr, and through the bodies of those), not the whole
+ * library. */
+static void test_partition_carries_only_the_functions_its_nodes_reach(void **state)
+{
+    (void)state;
+    s_fx_t f;
+    s_load(&f, "node { name: 'a' op: 'Outer' device: '" CPU0 "' }"
+               "node { name: 'b' op: 'NoOp' device: '" CPU1 "' }"
+               "library { function { signature { name: 'Outer' }"
+               "  node_def { name: 'c' op: 'PartitionedCall'"
+               "    attr { key: 'f' value { func { name: 'Inner' } } } } }"
+               " function { signature { name: 'Inner' } }"
+               " function { signature { name: 'Unused' } } }");
+    s_devices(&f, 2, CPU0, CPU1);
+    s_run_ok(&f, NULL);
+    const Tensorflow__FunctionDefLibrary *lib = s_part(&f, CPU0)->graph->library;
+    assert_non_null(lib);
+    assert_int_equal(lib->n_function, 2);
+    assert_string_equal(lib->function[0]->signature->name, "Outer");
+    assert_string_equal(lib->function[1]->signature->name, "Inner");
+    assert_null(s_part(&f, CPU1)->graph->library);
+    s_free(&f);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, s_setup, s_teardown)
 
 int main(void)
@@ -1101,6 +1126,7 @@ int main(void)
         T(test_partition_names_the_client_side_when_a_client_device_is_given),
         T(test_partition_prunes_what_the_fetches_and_targets_do_not_need),
         T(test_partition_keeps_every_node_without_fetches_or_targets),
+        T(test_partition_carries_only_the_functions_its_nodes_reach),
         T(test_partition_moves_control_edges_of_a_fed_placeholder_to_its_feed),
         T(test_partition_sends_control_edges_through_a_dummy_const),
         T(test_partition_dedups_recvs_per_source_tensor_and_destination),
