@@ -360,6 +360,47 @@ static void test_cli_run_runs_a_while_loop_in_process(void **state)
     s_expect(&r, 0, "while/Exit =\n10\n");
 }
 
+/* If(p, a) with then = Square pinned to CPU:1 and else = Neg on CPU:0. */
+static const char *const s_if_graph =
+    "node { name: 'p' op: 'Placeholder' device: '/device:CPU:0'"
+    " attr { key: 'dtype' value { type: DT_BOOL } } }\n"
+    "node { name: 'a' op: 'Placeholder' device: '/device:CPU:0'"
+    " attr { key: 'dtype' value { type: DT_FLOAT } } }\n"
+    "node { name: 'if' op: 'If' input: 'p' input: 'a' device: '/device:CPU:0'"
+    " attr { key: 'Tcond' value { type: DT_BOOL } }"
+    " attr { key: 'Tin' value { list { type: DT_FLOAT } } }"
+    " attr { key: 'Tout' value { list { type: DT_FLOAT } } }"
+    " attr { key: 'then_branch' value { func { name: 'Sq' } } }"
+    " attr { key: 'else_branch' value { func { name: 'Ng' } } } }\n"
+    "library { function { signature { name: 'Sq' input_arg { name: 'x' type: DT_FLOAT }"
+    " output_arg { name: 'y' type: DT_FLOAT } }"
+    " node_def { name: 'n' op: 'Square' input: 'x' device: '/device:CPU:1'"
+    "   attr { key: 'T' value { type: DT_FLOAT } } }"
+    " ret { key: 'y' value: 'n:y:0' } }"
+    " function { signature { name: 'Ng' input_arg { name: 'x' type: DT_FLOAT }"
+    " output_arg { name: 'y' type: DT_FLOAT } }"
+    " node_def { name: 'n' op: 'Neg' input: 'x' attr { key: 'T' value { type: DT_FLOAT } } }"
+    " ret { key: 'y' value: 'n:y:0' } } }\n";
+
+/* Functions through the service: the master inlines and lowers them, a
+ * branch runs on another executor than its If, and TensorFlow's functional
+ * While runs as a frame. */
+static void test_cli_run_runs_functions_on_a_local_cluster(void **state)
+{
+    s_tmp_t *t = *state;
+    char path[128];
+    s_write_graph(t, "if.pbtxt", s_if_graph, path, sizeof path);
+    s_run_t r;
+    s_zflow(&r, "run %s --devices cpu:2 --feed p=true --feed a=3 --fetch if", path);
+    s_expect(&r, 0, "if =\n9.0\n");
+    s_zflow(&r, "run %s --devices cpu:2 --feed p=false --feed a=3 --fetch if", path);
+    s_expect(&r, 0, "if =\n-3.0\n");
+    /* while iter > 0 { iter -= 1; val += val }: 1.5 doubled three times */
+    s_zflow(&r, "run " ZF_TF_DATA_DIR "/functional-while-ops.pbtxt --devices cpu:1 --feed iter=3"
+                " --feed val=1.5 --fetch main main1");
+    s_expect(&r, 0, "main =\n12.0\nmain1 =\n12.0\n");
+}
+
 static void test_cli_run_places_softly_and_by_mode_when_asked(void **state)
 {
     char path[128];
@@ -413,6 +454,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_run_runs_a_while_loop_in_process, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_places_softly_and_by_mode_when_asked, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_runs_functions_on_a_local_cluster, s_setup,
                                         s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

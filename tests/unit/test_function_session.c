@@ -1,7 +1,8 @@
 /* Graphs with functions, run through the in-process session: inlined calls
  * computing values worked out by hand, a body split over two devices, graphs
- * written as functions (_Arg/_Retval), and TensorFlow's own test graphs in
- * tests/data/tensorflow run with their values checked. */
+ * written as functions (_Arg/_Retval), and TensorFlow's own function test
+ * graphs in tests/data/tensorflow run with their values checked (those with
+ * functional control flow: test_function_control_flow.c). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,17 +1,8 @@
 /* End-to-end values of lowered functional control flow (If, Case, While)
- * through the in-process session, against results worked out by hand.
- *
- * Not built yet: running the lowered graphs needs the engine's frames and
- * deadness, the Switch, _SwitchN, Merge, Enter, Exit, NextIteration and
- * LoopCond kernels, and the Less/Greater kernels. Once those are in, move
- * this file to tests/unit/ (CMake picks up tests/unit/test_*.c) and it runs
- * with the other tests, and drop
- * test_function_session_names_what_lowered_graphs_lack from
- * tests/unit/test_function_session.c, which checks the errors of a build
- * without those kernels. These tests pass on this branch merged with the
- * engine's frames and the compare kernels.
- * The structure of the lowered graphs is tested now in
- * tests/unit/test_functions.c. */
+ * through the in-process session, against results worked out by hand, and
+ * a lowered If whose branch spans two devices. The structure of the lowered
+ * graphs is tested in test_functions.c.
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -196,12 +187,88 @@ static void test_control_flow_runs_tensorflows_functional_graphs(void **state)
     zf_graphdef_free(&gd);
 }
 
+#define CPU(k) "/job:localhost/replica:0/task:0/device:CPU:" #k
+
+/* The then-branch squares on CPU:1 while the If and its else-branch stay on
+ * CPU:0: the branch's value crosses devices, and so does the deadness of
+ * the branch not taken. */
+static void test_control_flow_if_branch_spans_two_devices(void **state)
+{
+    (void)state;
+    Tensorflow__GraphDef *gd = zf_test_graphdef("node { name: 'p' op: 'Placeholder' device: '" CPU(
+        0) "'"
+           " attr { key: 'dtype' value { type: DT_BOOL } } }"
+           "node { name: 'a' op: 'Placeholder' device: '" CPU(
+               0) "'"
+                  " attr { key: 'dtype' value { type: DT_FLOAT } } }"
+                  "node { name: 'if' op: 'If' input: 'p' input: 'a' device: '" CPU(
+                      0) "'"
+                         " attr { key: 'Tcond' value { type: DT_BOOL } }"
+                         " attr { key: 'Tin' value { list { type: DT_FLOAT } } }"
+                         " attr { key: 'Tout' value { list { type: DT_FLOAT } } }"
+                         " attr { key: 'then_branch' value { func { name: 'Sq' } } }"
+                         " attr { key: 'else_branch' value { func { name: 'Ng' } } } }"
+                         "library { function { signature { name: 'Sq' input_arg { name: 'x' type: "
+                         "DT_FLOAT }"
+                         " output_arg { name: 'y' type: DT_FLOAT } }"
+                         " node_def { name: 'n' op: 'Square' input: 'x' device: '" CPU(
+                             1) "'"
+                                "   attr { key: 'T' value { type: DT_FLOAT } } }"
+                                " ret { key: 'y' value: 'n:y:0' } } " FN1("Ng", "Neg") " }");
+    zf_local_session_t *s = zf_test_local_session(gd, "cpu:2");
+    assert_string_equal(zf_local_session_node_device(s, "if/then/n"), CPU(1));
+    assert_string_equal(zf_local_session_node_device(s, "if/else/n"), CPU(0));
+    zf_tensor_t *t = s_scalar(ZF_BOOL, 1), *f = s_scalar(ZF_BOOL, 0), *a = s_scalar(ZF_FLOAT, 3);
+    s_expect(s, "p", t, "a", a, "if", 9, 1);
+    assert_int_equal(zf_local_session_last_num_partitions(s), 2);
+    s_expect(s, "p", f, "a", a, "if", -3, 1);
+    s_expect(s, "p", t, "a", a, "if", 9, 1);
+    zf_tensor_unref(&t);
+    zf_tensor_unref(&f);
+    zf_tensor_unref(&a);
+    zf_local_session_destroy(&s);
+    zf_graphdef_free(&gd);
+}
+
+/* A loop body pinned to another device than its loop: the frame would be
+ * cut, which the partitioner refuses, naming the edge and the frame. */
+static void test_control_flow_refuses_a_loop_cut_across_devices(void **state)
+{
+    (void)state;
+    Tensorflow__GraphDef *gd = zf_test_tf_graphdef("functional-while-ops.pbtxt");
+    for (size_t i = 0; i < gd->library->n_function; i++) {
+        Tensorflow__FunctionDef *fn = gd->library->function[i];
+        if (strcmp(fn->signature->name, "body") != 0) continue;
+        for (size_t k = 0; k < fn->n_node_def; k++) {
+            if (strcmp(fn->node_def[k]->name, "tf.Add") != 0) continue;
+            if (fn->node_def[k]->device != protobuf_c_empty_string) free(fn->node_def[k]->device);
+            fn->node_def[k]->device = strdup(CPU(1));
+        }
+    }
+    zf_local_session_t *s = zf_test_local_session(gd, "cpu:2");
+    zf_tensor_t *iter = s_scalar(ZF_INT32, 3), *val = s_scalar(ZF_FLOAT, 1.5), *out = NULL;
+    const char *names[2] = {"iter", "val"}, *fetch = "main";
+    zf_tensor_t *values[2] = {iter, val};
+    zf_status_t st = zf_local_session_run(s, names, values, 2, &fetch, 1, NULL, 0, &out);
+    assert_int_equal(st.code, ZF_UNIMPLEMENTED);
+    if (!strstr(zf_status_msg(&st), "inside while-loop frame 'StatefulWhile', and loops across "
+                                    "devices are not supported"))
+        fail_msg("%s", zf_status_msg(&st));
+    zf_status_clear(&st);
+    zf_tensor_unref(&iter);
+    zf_tensor_unref(&val);
+    zf_local_session_destroy(&s);
+    zf_graphdef_free(&gd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_control_flow_if_takes_the_branch_its_predicate_picks),
         cmocka_unit_test(test_control_flow_case_runs_the_indexed_branch_or_the_last),
         cmocka_unit_test(test_control_flow_runs_tensorflows_functional_graphs),
+        cmocka_unit_test(test_control_flow_if_branch_spans_two_devices),
+        cmocka_unit_test(test_control_flow_refuses_a_loop_cut_across_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
