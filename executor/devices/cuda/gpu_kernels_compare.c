@@ -39,7 +39,7 @@ static zf_status_t s_compare(zf_kernel_ctx_t *ctx, zf__gpu_compare_t op, uint64_
     ZF_TRY(zf__gpu_check_device_input(ctx, 0));
     ZF_TRY(zf__gpu_check_device_input(ctx, 1));
     zf__gpu_bcast_t bc;
-    zf__gpu_bcast_plan(zf_tensor_shape(a), zf_tensor_shape(b), &shape, &bc);
+    zf_broadcast_plan(zf_tensor_shape(a), zf_tensor_shape(b), &shape, &bc);
     return zf__gpu_kernel_launched(ctx, zf__gpu_launch_compare(g->stream, op, t, zf_tensor_data(a),
                                                                zf_tensor_data(b),
                                                                zf_tensor_data(out), n, &bc));
