@@ -94,3 +94,25 @@ def test_bfloat16_needs_ml_dtypes():
             _wire.tensor(data, (0, len(data)))
     else:
         assert float(_wire.tensor(data, (0, len(data)))) == 1.0
+
+
+def test_a_reply_cannot_make_the_client_fill_a_huge_tensor():
+    # one value repeated over 2**40 elements, or a string tensor_content
+    # that claims 2**40 strings: refused before anything that size is made
+    for t in (tensor_pb2.TensorProto(dtype=dtypes.DT_FLOAT, float_val=[1.0]),
+              tensor_pb2.TensorProto(dtype=dtypes.DT_FLOAT),
+              tensor_pb2.TensorProto(dtype=dtypes.DT_STRING, string_val=[b"x"])):
+        t.tensor_shape.dim.add().size = 1 << 40
+        data = t.SerializeToString()
+        with pytest.raises(ValueError, match="would take more than 256 MiB"):
+            _wire.tensor(data, (0, len(data)))
+    t = tensor_pb2.TensorProto(dtype=dtypes.DT_STRING, tensor_content=b"\x01x")
+    t.tensor_shape.dim.add().size = 1 << 40
+    data = t.SerializeToString()
+    with pytest.raises(ValueError, match="bad string length"):
+        _wire.tensor(data, (0, len(data)))
+    # a fill within the limit still works
+    t = tensor_pb2.TensorProto(dtype=dtypes.DT_FLOAT, float_val=[2.0])
+    t.tensor_shape.dim.add().size = 1000
+    data = t.SerializeToString()
+    np.testing.assert_array_equal(_wire.tensor(data, (0, len(data))), np.full(1000, 2.0))

@@ -12,6 +12,10 @@ from . import dtypes
 if sys.byteorder != "little":  # pragma: no cover
     raise ImportError("zflow's tensor_content is little-endian; this host is not")
 
+# As ZF_TENSOR_PROTO_MAX_FILL_BYTES (common/tensor_proto.h): the most a
+# reply's repeated last value may be made to fill.
+_MAX_FILL_BYTES = 256 << 20
+
 
 def _as_bytes(v):
     if isinstance(v, bytes):
@@ -146,8 +150,9 @@ def from_proto(proto):
     content = proto.tensor_content
     if content:
         if dt == dtypes.DT_STRING:
+            strings = _strings_from_content(content, n)  # bounded by the content
             arr = np.empty(n, dtype=object)
-            arr[:] = _strings_from_content(content, n)
+            arr[:] = strings
             return arr.reshape(shape)
         if len(content) != n * np_dtype.itemsize:
             raise ValueError("tensor_content has %d bytes but %s %s needs %d"
@@ -164,6 +169,13 @@ def from_proto(proto):
     if count > n:
         raise ValueError("%d values for %s %s of %d elements"
                          % (count, dtypes.name(dt), list(shape), n))
+    per = np_dtype.itemsize if dt != dtypes.DT_STRING else \
+        np.dtype(object).itemsize + (len(vals[count - 1]) if count else 0)
+    if (n - count) * per > _MAX_FILL_BYTES:
+        raise ValueError("%d values for %s %s: repeating the last to fill the other %d "
+                         "elements would take more than %d MiB"
+                         % (count, dtypes.name(dt), list(shape), n - count,
+                            _MAX_FILL_BYTES >> 20))
     if dt == dtypes.DT_STRING:
         arr = np.empty(n, dtype=object)
         if count:
