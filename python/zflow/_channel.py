@@ -19,6 +19,7 @@ _PING_MS = 1000
 _SILENCE_MS = 3000
 _REACH_MS = 1000  # how long a new scheduler endpoint has to answer
 _PING_BIT = 1 << 63  # marks the request ids of pings
+_MAX_FRAME_BYTES = 2 << 30  # as ZF_GRAPHDEF_MAX_BYTES: larger frames drop the peer
 
 # Envelope body field -> the message name used in errors ("RunStep").
 _BODY_NAMES = {
@@ -46,6 +47,7 @@ class _Peer:
     def __init__(self, endpoint, kind):
         self.sock = _context().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, _MAX_FRAME_BYTES)
         try:
             self.sock.connect(endpoint)
         except zmq.ZMQError as e:
