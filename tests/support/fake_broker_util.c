@@ -7,8 +7,9 @@
 
 #include "fake_broker_util.h"
 
-void fake_broker_remember(fake_broker_t *b, const char *name, uint64_t incarnation,
-                          const char *rendezvous)
+/* Remembers (or updates) a registered executor. Caller holds b->mu. */
+static void fake_broker_remember(fake_broker_t *b, const char *name, uint64_t incarnation,
+                                 const char *rendezvous)
 {
     int i = 0;
     while (i < b->n_known && strcmp(b->known_name[i], name) != 0) i++;
@@ -29,13 +30,13 @@ uint64_t fake_broker_incarnation_of(fake_broker_t *b, const char *name)
     return inc;
 }
 
-void fake_broker_reply(fake_broker_t *b, const zf_route_t *route, Zflow__Envelope *env)
+static void fake_broker_reply(fake_broker_t *b, const zf_route_t *route, Zflow__Envelope *env)
 {
     ASSERT_OK(zf_envelope_send(b->router, route, env));
 }
 
-void fake_broker_on_register(fake_broker_t *b, const zf_route_t *route, uint64_t id,
-                             const Zflow__RegisterExecutor *req)
+static void fake_broker_on_register(fake_broker_t *b, const zf_route_t *route, uint64_t id,
+                                    const Zflow__RegisterExecutor *req)
 {
     const Tensorflow__DeviceAttributes *d = req->info->device;
     pthread_mutex_lock(&b->mu);
@@ -68,8 +69,8 @@ void fake_broker_on_register(fake_broker_t *b, const zf_route_t *route, uint64_t
     fake_broker_reply(b, route, &env);
 }
 
-void fake_broker_on_heartbeat(fake_broker_t *b, const zf_route_t *route, uint64_t id,
-                              const Zflow__Heartbeat *hb)
+static void fake_broker_on_heartbeat(fake_broker_t *b, const zf_route_t *route, uint64_t id,
+                                     const Zflow__Heartbeat *hb)
 {
     int n = atomic_fetch_add(&b->heartbeats, 1) + 1;
     pthread_mutex_lock(&b->mu);
@@ -92,7 +93,7 @@ void fake_broker_on_heartbeat(fake_broker_t *b, const zf_route_t *route, uint64_
     fake_broker_reply(b, route, &env);
 }
 
-void fake_broker_on_list(fake_broker_t *b, const zf_route_t *route, uint64_t id)
+static void fake_broker_on_list(fake_broker_t *b, const zf_route_t *route, uint64_t id)
 {
     Tensorflow__DeviceAttributes d[5];
     Zflow__ExecutorInfo info[5], *infos[5];
@@ -122,7 +123,7 @@ void fake_broker_on_list(fake_broker_t *b, const zf_route_t *route, uint64_t id)
     pthread_mutex_unlock(&b->mu);
 }
 
-void *fake_broker_main(void *arg)
+static void *fake_broker_main(void *arg)
 {
     fake_broker_t *b = arg;
     while (!atomic_load(&b->stop)) {

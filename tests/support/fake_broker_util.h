@@ -41,24 +41,8 @@ typedef struct {
     pthread_mutex_t mu; /* guards the strings above */
 } fake_broker_t;
 
-/* Remembers (or updates) a registered executor. Caller holds b->mu. */
-void fake_broker_remember(fake_broker_t *b, const char *name, uint64_t incarnation,
-                          const char *rendezvous);
-
 /* The incarnation name registered with (0 when it did not). */
 uint64_t fake_broker_incarnation_of(fake_broker_t *b, const char *name);
-
-void fake_broker_reply(fake_broker_t *b, const zf_route_t *route, Zflow__Envelope *env);
-
-void fake_broker_on_register(fake_broker_t *b, const zf_route_t *route, uint64_t id,
-                             const Zflow__RegisterExecutor *req);
-
-void fake_broker_on_heartbeat(fake_broker_t *b, const zf_route_t *route, uint64_t id,
-                              const Zflow__Heartbeat *hb);
-
-void fake_broker_on_list(fake_broker_t *b, const zf_route_t *route, uint64_t id);
-
-void *fake_broker_main(void *arg);
 
 /* Binds and starts b, whose script fields the caller has set. */
 void fake_broker_start(fake_broker_t *b);

@@ -33,7 +33,9 @@ int gt_exit_code(int failed, int total)
     return failed;
 }
 
-zf_tensor_t *gt_input(zf_device_t *dev, const zf_kernel_def_t *def, int i, zf_tensor_t *t)
+/* Input i as the kernel takes it: host tensors stay where the kernel
+ * reads host memory (and INT32 always does); others go to dev. */
+static zf_tensor_t *gt_input(zf_device_t *dev, const zf_kernel_def_t *def, int i, zf_tensor_t *t)
 {
     if ((def->host_memory_inputs >> i & 1u) || zf_tensor_dtype(t) == ZF_INT32)
         return zf_tensor_ref(t);
@@ -42,7 +44,9 @@ zf_tensor_t *gt_input(zf_device_t *dev, const zf_kernel_def_t *def, int i, zf_te
     return d;
 }
 
-zf_tensor_t *gt_output(zf_device_t *dev, const zf_kernel_def_t *def, int i, const zf_tensor_t *t)
+/* Output i checked to be where the kernel declares it, brought to host. */
+static zf_tensor_t *gt_output(zf_device_t *dev, const zf_kernel_def_t *def, int i,
+                              const zf_tensor_t *t)
 {
     bool host = def->host_memory_outputs >> i & 1u;
     zf_memory_kind_t kind = zf_tensor_memory_kind(t);

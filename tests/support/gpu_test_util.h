@@ -28,13 +28,6 @@ zf_device_t *gt_gpu_or_skip(void);
  * want of a GPU, else the number of failures. */
 int gt_exit_code(int failed, int total);
 
-/* Input i as the kernel takes it: host tensors stay where the kernel
- * reads host memory (and INT32 always does); others go to dev. */
-zf_tensor_t *gt_input(zf_device_t *dev, const zf_kernel_def_t *def, int i, zf_tensor_t *t);
-
-/* Output i checked to be where the kernel declares it, brought to host. */
-zf_tensor_t *gt_output(zf_device_t *dev, const zf_kernel_def_t *def, int i, const zf_tensor_t *t);
-
 /* Runs node's GPU kernel on dev once (create, compute, destroy) with host
  * tensors in and out: see gt_input() and gt_output(). outputs start NULL
  * and receive owned references (NULL on error). */

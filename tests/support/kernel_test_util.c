@@ -7,7 +7,7 @@
 
 #include "kernel_test_util.h"
 
-char *kt_strdup(const char *s)
+static char *kt_strdup(const char *s)
 {
     char *d = strdup(s);
     assert_non_null(d);

@@ -22,8 +22,6 @@
 #include "proto/node_def.pb-c.h"
 #include "test_util.h"
 
-char *kt_strdup(const char *s);
-
 /* ---- NodeDefs -------------------------------------------------------------- */
 
 /* A node named name running op, with inputs named "in0", "in1", ... (only

@@ -16,7 +16,7 @@ const char *const mt_hop_graph =
     "node { name: 'z' op: 'Neg' input: 'y' device: '/job:localhost/replica:0/task:0/device:CPU:0'"
     "  attr { key: 'T' value { type: DT_FLOAT } } }";
 
-fake_t *mt_fake_by_device(cluster_t *c, const char *name, size_t len)
+static fake_t *mt_fake_by_device(cluster_t *c, const char *name, size_t len)
 {
     for (int i = 0; i < c->n; i++)
         if (strlen(c->fakes[i].device->name_str) == len &&
@@ -25,15 +25,17 @@ fake_t *mt_fake_by_device(cluster_t *c, const char *name, size_t len)
     return NULL;
 }
 
-fake_t *mt_fake_by_endpoint(cluster_t *c, const char *endpoint)
+static fake_t *mt_fake_by_endpoint(cluster_t *c, const char *endpoint)
 {
     for (int i = 0; i < c->n; i++)
         if (strcmp(c->fakes[i].endpoint, endpoint) == 0) return &c->fakes[i];
     return NULL;
 }
 
-zf_status_t mt_remote_send(void *arg, int64_t step_id, const char *key, const char *dst_device,
-                           zf_tensor_t *tensor, bool is_dead, bool *sent)
+/* The "network": a send to another fake's device lands in its table. */
+static zf_status_t mt_remote_send(void *arg, int64_t step_id, const char *key,
+                                  const char *dst_device, zf_tensor_t *tensor, bool is_dead,
+                                  bool *sent)
 {
     fake_t *self = arg;
     fake_t *peer = mt_fake_by_device(self->c, dst_device, strlen(dst_device));
@@ -46,7 +48,9 @@ zf_status_t mt_remote_send(void *arg, int64_t step_id, const char *key, const ch
     return st;
 }
 
-zf_status_t mt_send(void *arg, const char *device, const char *endpoint, const Zflow__Envelope *env)
+/* The master's transport: queue a copy for the worker thread. */
+static zf_status_t mt_send(void *arg, const char *device, const char *endpoint,
+                           const Zflow__Envelope *env)
 {
     cluster_t *c = arg;
     fake_t *f = mt_fake_by_endpoint(c, endpoint);
@@ -91,7 +95,7 @@ Zflow__Status *mt_status(const zf_status_t *st)
     return p;
 }
 
-void mt_handle_register(fake_t *f, const Zflow__Envelope *req)
+static void mt_handle_register(fake_t *f, const Zflow__Envelope *req)
 {
     Zflow__Envelope *rep = mt_reply(req->request_id, ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH_REPLY);
     Zflow__RegisterGraphReply *r = malloc(sizeof *r);
@@ -120,7 +124,7 @@ void mt_handle_register(fake_t *f, const Zflow__Envelope *req)
     zf_master_deliver(f->c->m, &rep);
 }
 
-void mt_run_done(zf_status_t status, void *arg)
+static void mt_run_done(zf_status_t status, void *arg)
 {
     run_t *run = arg;
     Zflow__Envelope *rep = mt_reply(run->request_id, ZFLOW__ENVELOPE__BODY_RUN_GRAPH_REPLY);
@@ -154,7 +158,7 @@ void mt_run_done(zf_status_t status, void *arg)
     pthread_mutex_unlock(&c->mu);
 }
 
-void mt_handle_run(fake_t *f, const Zflow__Envelope *req)
+static void mt_handle_run(fake_t *f, const Zflow__Envelope *req)
 {
     const Zflow__RunGraph *rg = req->run_graph;
     fake_graph_t *g = NULL;
@@ -186,7 +190,7 @@ void mt_handle_run(fake_t *f, const Zflow__Envelope *req)
     zf_engine_run_async(g->ex, &args, mt_run_done, run);
 }
 
-void mt_handle(fake_t *f, const Zflow__Envelope *req)
+static void mt_handle(fake_t *f, const Zflow__Envelope *req)
 {
     pthread_mutex_lock(&f->c->mu);
     switch (req->body_case) {
@@ -221,7 +225,7 @@ void mt_handle(fake_t *f, const Zflow__Envelope *req)
     }
 }
 
-void *mt_worker(void *arg)
+static void *mt_worker(void *arg)
 {
     cluster_t *c = arg;
     pthread_mutex_lock(&c->mu);

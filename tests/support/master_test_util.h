@@ -75,23 +75,9 @@ struct cluster {
     pthread_t worker;
 };
 
-fake_t *mt_fake_by_device(cluster_t *c, const char *name, size_t len);
-
-fake_t *mt_fake_by_endpoint(cluster_t *c, const char *endpoint);
-
-/* The "network": a send to another fake's device lands in its table. */
-zf_status_t mt_remote_send(void *arg, int64_t step_id, const char *key, const char *dst_device,
-                           zf_tensor_t *tensor, bool is_dead, bool *sent);
-
-/* The master's transport: queue a copy for the worker thread. */
-zf_status_t mt_send(void *arg, const char *device, const char *endpoint,
-                    const Zflow__Envelope *env);
-
 Zflow__Envelope *mt_reply(uint64_t id, Zflow__Envelope__BodyCase body);
 
 Zflow__Status *mt_status(const zf_status_t *st);
-
-void mt_handle_register(fake_t *f, const Zflow__Envelope *req);
 
 /* A step in flight on a fake. */
 typedef struct {
@@ -101,14 +87,6 @@ typedef struct {
     char **fetch_keys;
     size_t n_fetch_keys;
 } run_t;
-
-void mt_run_done(zf_status_t status, void *arg);
-
-void mt_handle_run(fake_t *f, const Zflow__Envelope *req);
-
-void mt_handle(fake_t *f, const Zflow__Envelope *req);
-
-void *mt_worker(void *arg);
 
 Zflow__ExecutorInfo *mt_info(const fake_t *f, Tensorflow__DeviceAttributes *attrs);
 

@@ -24,13 +24,16 @@ void pt_gb_put(pt_gb_t *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-void pt_gb_type(pt_gb_t *b, const char *name, size_t len)
+/* "float" -> DT_FLOAT, "float_ref" -> DT_FLOAT_REF. */
+static void pt_gb_type(pt_gb_t *b, const char *name, size_t len)
 {
     pt_gb_put(b, "DT_");
     for (size_t i = 0; i < len; i++) pt_gb_put(b, "%c", toupper((unsigned char)name[i]));
 }
 
-void pt_gb_attr(pt_gb_t *b, const char *item, size_t len)
+/* One attr "key=value": value is a type name, "#N" (int), "'text'" (a
+ * string), or "[a,b]" (a list: strings for _class, types otherwise). */
+static void pt_gb_attr(pt_gb_t *b, const char *item, size_t len)
 {
     const char *eq = memchr(item, '=', len);
     if (!eq) abort();
@@ -162,7 +165,7 @@ void pt_placed_free(pt_placed_t *r)
     zf_graph_destroy(&r->g);
 }
 
-int pt_index(const pt_placed_t *r, const char *node)
+static int pt_index(const pt_placed_t *r, const char *node)
 {
     int i = zf_graph_find_node(r->g, node);
     if (i < 0) abort();

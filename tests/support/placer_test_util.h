@@ -29,13 +29,6 @@ typedef struct {
 void pt_gb_put(pt_gb_t *b, const char *fmt, ...) ZF_PRINTF(2, 3);
 void pt_gb_put(pt_gb_t *b, const char *fmt, ...);
 
-/* "float" -> DT_FLOAT, "float_ref" -> DT_FLOAT_REF. */
-void pt_gb_type(pt_gb_t *b, const char *name, size_t len);
-
-/* One attr "key=value": value is a type name, "#N" (int), "'text'" (a
- * string), or "[a,b]" (a list: strings for _class, types otherwise). */
-void pt_gb_attr(pt_gb_t *b, const char *item, size_t len);
-
 /* Adds a node. inputs: "a,b:1,^c" or NULL; device: NULL for none; attrs:
  * "T=float;_class=[loc:@a,loc:@b]" or NULL. */
 void pt_gb_node(pt_gb_t *b, const char *name, const char *op, const char *inputs,
@@ -77,8 +70,6 @@ pt_placed_t pt_place_opts(zf_graph_t *g, const pt_devs_t *devs, const zf_placer_
 pt_placed_t pt_place(zf_graph_t *g, const pt_devs_t *devs, bool soft);
 
 void pt_placed_free(pt_placed_t *r);
-
-int pt_index(const pt_placed_t *r, const char *node);
 
 /* The full device name of node (in a static buffer: one call per statement). */
 const char *pt_dev(const pt_placed_t *r, const char *node);
