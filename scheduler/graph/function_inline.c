@@ -123,6 +123,7 @@ typedef struct {
     int *in_types, *out_types;
     size_t n_in, n_out;
     size_t *arg_start, *arg_count;    /* per input arg: its flattened range */
+    zf_strmap_t *args;                /* input arg name -> index (the first of a name) */
     zf_strmap_t *body;                /* body node name -> index */
     Tensorflow__NodeDef **copies;     /* per body node; NULL once pushed */
     const Tensorflow__NodeDef **view; /* per body node, pushed or not: its op and attrs */
@@ -150,12 +151,8 @@ static bool s_parse_index(const char *s, size_t len, size_t *out)
 
 static int s_arg_index(const s_inl_t *s, const char *name, size_t len)
 {
-    const Tensorflow__OpDef *sig = s->f->signature;
-    for (size_t i = 0; i < sig->n_input_arg; i++)
-        if (strlen(sig->input_arg[i]->name) == len &&
-            memcmp(sig->input_arg[i]->name, name, len) == 0)
-            return (int)i;
-    return -1;
+    uintptr_t i = 0;
+    return zf_strmap_get_n(s->args, name, len, &i) ? (int)i : -1;
 }
 
 /* The positions of output arg out_arg of body node k (resolved with its
@@ -367,9 +364,12 @@ static zf_status_t s_signature(s_inl_t *s, const Tensorflow__NodeDef *call)
     ZF_TRY(zf__fn_arg_types(sig, true, s->attrs, s->cn, &s->out_types, &s->n_out));
     s->arg_start = calloc(sig->n_input_arg + 1, sizeof *s->arg_start);
     s->arg_count = calloc(sig->n_input_arg + 1, sizeof *s->arg_count);
-    if (!s->arg_start || !s->arg_count) return zf_out_of_memory("function inlining");
+    s->args = zf_strmap_new(sig->n_input_arg, 0);
+    if (!s->arg_start || !s->arg_count || !s->args) return zf_out_of_memory("function inlining");
     size_t pos = 0;
     for (size_t i = 0; i < sig->n_input_arg; i++) {
+        int rc = zf_strmap_insert(s->args, sig->input_arg[i]->name, i, NULL);
+        if (rc != 0 && rc != -EEXIST) return zf_out_of_memory("function inlining");
         int *t = NULL;
         ZF_TRY(s_one_arg(sig, sig->input_arg[i], s->attrs, s->cn, &t, &s->arg_count[i]));
         free(t);
@@ -611,6 +611,7 @@ zf_status_t zf__fn_inline(zf__fn_ctx_t *c, size_t idx, const Tensorflow__Functio
     free(s.copies);
     free(s.view);
     zf_strmap_destroy(&s.body);
+    zf_strmap_destroy(&s.args);
     free(s.in_types);
     free(s.out_types);
     free(s.arg_start);

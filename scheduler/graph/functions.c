@@ -9,6 +9,7 @@
 #include <errno.h>
 
 #include "common/graph.h"
+#include "common/graphdef_io.h"
 #include "common/op_registry.h"
 #include "common/proto_util.h"
 #include "scheduler/graph/functions.h"
@@ -120,6 +121,14 @@ zf_status_t zf__fn_push(zf__fn_ctx_t *c, Tensorflow__NodeDef *node, int origin)
         zf__node_free(node);
         return s;
     }
+    size_t size = protobuf_c_message_get_packed_size(&node->base);
+    if (size > c->max_bytes || c->bytes > c->max_bytes - size) {
+        zf_status_t s = zf_invalid_argument(
+            "inlining functions makes the graph larger than %zu bytes (at node '%s')", c->max_bytes,
+            node->name);
+        zf__node_free(node);
+        return s;
+    }
     if (c->n == c->cap) {
         size_t cap = c->cap ? 2 * c->cap : 64;
         Tensorflow__NodeDef **nodes = realloc(c->nodes, cap * sizeof *nodes);
@@ -134,6 +143,7 @@ zf_status_t zf__fn_push(zf__fn_ctx_t *c, Tensorflow__NodeDef *node, int origin)
     }
     c->nodes[c->n] = node;
     c->origin[c->n++] = origin;
+    c->bytes += size;
     return ZF_STATUS_OK;
 }
 
@@ -303,12 +313,18 @@ static zf_status_t s_run(zf__fn_ctx_t *c, Tensorflow__GraphDef *gd)
 
 zf_status_t zf_functions_lower(const Tensorflow__GraphDef *gd, Tensorflow__GraphDef **out)
 {
+    return zf__functions_lower_bounded(gd, ZF_GRAPHDEF_MAX_BYTES, out);
+}
+
+zf_status_t zf__functions_lower_bounded(const Tensorflow__GraphDef *gd, size_t max_bytes,
+                                        Tensorflow__GraphDef **out)
+{
     *out = NULL;
     if (!zf_functions_needed(gd)) return ZF_STATUS_OK;
     ProtobufCMessage *m = NULL;
     ZF_TRY(zf_proto_clone(&gd->base, "function inlining", &m));
     Tensorflow__GraphDef *copy = (Tensorflow__GraphDef *)m;
-    zf__fn_ctx_t c = {.lib = copy->library};
+    zf__fn_ctx_t c = {.lib = copy->library, .max_bytes = max_bytes};
     /* the node list takes over the copy's nodes */
     c.nodes = copy->node;
     c.n = c.cap = copy->n_node;
@@ -316,7 +332,10 @@ zf_status_t zf_functions_lower(const Tensorflow__GraphDef *gd, Tensorflow__Graph
     copy->n_node = 0;
     c.origin = malloc((c.cap ? c.cap : 1) * sizeof *c.origin);
     zf_status_t s = c.origin ? ZF_STATUS_OK : zf_out_of_memory("function inlining");
-    for (size_t i = 0; zf_ok(s) && i < c.n; i++) c.origin[i] = -1;
+    for (size_t i = 0; zf_ok(s) && i < c.n; i++) {
+        c.origin[i] = -1;
+        c.bytes += protobuf_c_message_get_packed_size(&c.nodes[i]->base);
+    }
     if (zf_ok(s)) s = s_run(&c, copy);
     copy->node = c.nodes;
     copy->n_node = c.n;

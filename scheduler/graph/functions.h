@@ -56,7 +56,8 @@ bool zf_functions_needed(const Tensorflow__GraphDef *gd);
  * ret; a function that calls itself ("recursive call to function 'f'");
  * If/Case/While without their function attrs, a While without loop
  * variables; _Arg/_Retval indices that repeat or leave gaps; a result
- * above 4M nodes. RESOURCE_EXHAUSTED when out of memory. */
+ * above 4M nodes or ZF_GRAPHDEF_MAX_BYTES serialized. RESOURCE_EXHAUSTED
+ * when out of memory. */
 zf_status_t zf_functions_lower(const Tensorflow__GraphDef *gd, Tensorflow__GraphDef **out);
 
 /* The name of the top-level _Arg (or _Retval) node whose attr index is

@@ -46,6 +46,7 @@ typedef struct {
     Tensorflow__NodeDef **nodes;
     int *origin; /* per node: the expansion it came from, or -1 */
     size_t n, cap;
+    size_t bytes, max_bytes; /* the nodes' serialized size, and its bound */
     zf__fn_expansion_t *exp;
     size_t n_exp, cap_exp;
 } zf__fn_ctx_t;
@@ -65,8 +66,9 @@ typedef struct {
 
 /* --- the node list (functions.c) ---------------------------------------- */
 
-/* Appends node (taken) with its origin. RESOURCE_EXHAUSTED or
- * INVALID_ARGUMENT past ZF__FN_MAX_NODES; node is freed on error. */
+/* Appends node (taken) with its origin. RESOURCE_EXHAUSTED, or
+ * INVALID_ARGUMENT past ZF__FN_MAX_NODES nodes or c->max_bytes serialized
+ * bytes; node is freed on error. */
 zf_status_t zf__fn_push(zf__fn_ctx_t *c, Tensorflow__NodeDef *node, int origin);
 
 /* The library function called name, or NULL. */
@@ -93,6 +95,11 @@ static inline bool zf__fn_is_control(const char *s)
 {
     return s[0] == '^';
 }
+
+/* zf_functions_lower() with the result bounded to max_bytes serialized
+ * bytes instead of ZF_GRAPHDEF_MAX_BYTES. */
+zf_status_t zf__functions_lower_bounded(const Tensorflow__GraphDef *gd, size_t max_bytes,
+                                        Tensorflow__GraphDef **out);
 
 /* --- inlining (function_inline.c) ----------------------------------------- */
 

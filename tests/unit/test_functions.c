@@ -14,6 +14,7 @@
 #include "common/graph.h"
 #include "common/graphdef_io.h"
 #include "scheduler/graph/functions.h"
+#include "scheduler/graph/functions_internal.h"
 #include "test_util.h"
 
 /* Lowers text; the result must load as a graph. */
@@ -249,6 +250,58 @@ static void test_functions_inline_nested_calls_and_refuse_recursion(void **state
                         " node_def { name: 'f' op: 'F' input: 'x' } ret { key: 'y' value: "
                         "'f:y:0' } } }",
                    ZF_INVALID_ARGUMENT, "recursive call to function 'F' (node 'r/g/f')");
+}
+
+/* F0 passes x through an Identity padded with a 4 KiB attr; each F<k>
+ * calls F<k-1> twice, so F10 inlines to 1024 padded nodes (over 4 MiB)
+ * from a library of a few KiB. */
+static char *s_doubling_graph(void)
+{
+    size_t cap = 64 * 1024, len = 0;
+    char *t = malloc(cap);
+    assert_non_null(t);
+    char pad[4097];
+    memset(pad, 'p', sizeof pad - 1);
+    pad[sizeof pad - 1] = '\0';
+    len += (size_t)snprintf(t + len, cap - len,
+                            PH_A "node { name: 'top' op: 'F10' input: 'a' } library {"
+                                 " function { signature { name: 'F0' input_arg { name: 'x' type: "
+                                 "DT_FLOAT } output_arg { name: 'y' type: DT_FLOAT } }"
+                                 " node_def { name: 'id' op: 'Identity' input: 'x'"
+                                 " attr { key: 'T' value { type: DT_FLOAT } }"
+                                 " attr { key: '_pad' value { s: '%s' } } }"
+                                 " ret { key: 'y' value: 'id:output:0' } }",
+                            pad);
+    for (int k = 1; k <= 10; k++)
+        len += (size_t)snprintf(t + len, cap - len,
+                                " function { signature { name: 'F%d' input_arg { name: 'x' type: "
+                                "DT_FLOAT } output_arg { name: 'y' type: DT_FLOAT } }"
+                                " node_def { name: 'a' op: 'F%d' input: 'x' }"
+                                " node_def { name: 'b' op: 'F%d' input: 'a:y:0' }"
+                                " ret { key: 'y' value: 'b:y:0' } }",
+                                k, k - 1, k - 1);
+    len += (size_t)snprintf(t + len, cap - len, " }");
+    assert_true(len < cap);
+    return t;
+}
+
+static void test_functions_bound_the_bytes_that_inlining_makes(void **state)
+{
+    (void)state;
+    char *text = s_doubling_graph();
+    Tensorflow__GraphDef *gd = zf_test_graphdef(text), *out = NULL;
+    free(text);
+    zf_status_t s = zf_functions_lower(gd, &out);
+    if (!zf_ok(s)) fail_msg("%s", zf_status_msg(&s));
+    assert_true(protobuf_c_message_get_packed_size(&out->base) > ((size_t)4 << 20));
+    zf_graphdef_free(&out);
+
+    s = zf__functions_lower_bounded(gd, (size_t)1 << 20, &out);
+    assert_int_equal(s.code, ZF_INVALID_ARGUMENT);
+    assert_non_null(strstr(zf_status_msg(&s), "larger than 1048576 bytes"));
+    assert_null(out);
+    zf_status_clear(&s);
+    zf_graphdef_free(&gd);
 }
 
 static void test_functions_refuse_malformed_functions(void **state)
@@ -562,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_functions_inline_partitioned_calls_with_attrs_and_devices),
         cmocka_unit_test(test_functions_forward_control_inputs_and_control_rets),
         cmocka_unit_test(test_functions_inline_nested_calls_and_refuse_recursion),
+        cmocka_unit_test(test_functions_bound_the_bytes_that_inlining_makes),
         cmocka_unit_test(test_functions_refuse_malformed_functions),
         cmocka_unit_test(test_functions_lower_if_to_switch_and_merge),
         cmocka_unit_test(test_functions_lower_case_to_switchn_and_merge),
