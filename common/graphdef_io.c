@@ -172,6 +172,21 @@ static void s_note_key(s_wire_t *w, size_t first, const s_map_key_t *key)
     w->keys[w->n_keys++] = *key;
 }
 
+/* A varint map key as unpack stores it: a 32-bit key keeps the low 32 bits
+ * of the varint, a bool key is whether it is non-zero. */
+static uint64_t s_varint_key(const ProtobufCFieldDescriptor *key, uint64_t v)
+{
+    switch (key->type) {
+    case PROTOBUF_C_TYPE_BOOL: return v != 0;
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_SFIXED64:
+    case PROTOBUF_C_TYPE_FIXED64: return v;
+    default: return v & UINT32_MAX;
+    }
+}
+
 /* A non-repeated message field given twice is merged into one message on
  * unpack, maps included, where keys from both could meet: the collapse
  * then walks the message rather than trust the keys tracked apart. */
@@ -214,7 +229,7 @@ static zf_status_t s_check(s_wire_t *w, const ProtobufCMessageDescriptor *desc, 
             if (n < 0)
                 return zf_invalid_argument("truncated varint (field %u) at byte %zu", number, at);
             p += n;
-            if (mk) *mk = (s_map_key_t){mk->field, NULL, 0, v};
+            if (mk && f) *mk = (s_map_key_t){mk->field, NULL, 0, s_varint_key(f, v)};
             break;
         case 1:
         case 5: {

@@ -137,7 +137,7 @@ zf_status_t zf_keygen_cluster(const char *dir)
 
 static bool s_is_z85_key(const char *text, size_t len)
 {
-    if (len != ZF_KEY_Z85_LEN) return false;
+    if (len != ZF_KEY_Z85_LEN || memchr(text, '\0', len)) return false;
     char z85[ZF_KEY_Z85_LEN + 1];
     memcpy(z85, text, len);
     z85[len] = '\0';

@@ -23,14 +23,17 @@ char *zf_rendezvous_key(const char *src_device, uint64_t src_incarnation, const 
     return zf_rendezvous_key_in_frame(src_device, src_incarnation, dst_device, tensor_name, 0, 0);
 }
 
-/* Reads the decimal number s[0..n) (1 to 19 digits) into *v. */
+/* Reads the decimal number s[0..n) (1 to 20 digits, at most UINT64_MAX)
+ * into *v. */
 static bool s_decimal(const char *s, size_t n, uint64_t *v)
 {
-    if (n == 0 || n > 19) return false;
+    if (n == 0 || n > 20) return false;
     *v = 0;
     for (size_t i = 0; i < n; i++) {
         if (s[i] < '0' || s[i] > '9') return false;
-        *v = *v * 10 + (uint64_t)(s[i] - '0');
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (*v > (UINT64_MAX - d) / 10) return false;
+        *v = *v * 10 + d;
     }
     return true;
 }

@@ -324,6 +324,29 @@ static uint8_t *s_wrap(int field, uint8_t *payload, size_t len, size_t *out_len)
     return out;
 }
 
+/* A uint32 map key keeps the low 32 bits of its varint: keys 1 and
+ * 2^32 + 1 are one key, the later value kept. */
+static void test_graphdef_collapses_uint32_map_keys_as_unpacked(void **state)
+{
+    (void)state;
+    static const uint8_t pb[] = {
+        0x12, 0x12,                   /* GraphDef.library */
+        0x0a, 0x10,                   /* FunctionDefLibrary.function */
+        0x42, 0x04, 0x08, 0x01, 0x10, /* resource_arg_unique_id {1: 5} */
+        0x05, 0x42, 0x08, 0x08, 0x81, /* resource_arg_unique_id {2^32 + 1: 7} */
+        0x80, 0x80, 0x80, 0x10, 0x10, 0x07,
+    };
+    Tensorflow__GraphDef *gd = NULL;
+    assert_true(zf_ok(zf_graphdef_read_mem(pb, sizeof pb, ZF_FORMAT_PB, &gd)));
+    assert_non_null(gd->library);
+    assert_int_equal(gd->library->n_function, 1);
+    const Tensorflow__FunctionDef *fn = gd->library->function[0];
+    assert_int_equal(fn->n_resource_arg_unique_id, 1);
+    assert_int_equal(fn->resource_arg_unique_id[0]->key, 1);
+    assert_int_equal(fn->resource_arg_unique_id[0]->value, 7);
+    zf_graphdef_free(&gd);
+}
+
 static void test_graphdef_rejects_deep_nesting(void **state)
 {
     (void)state;
@@ -503,6 +526,7 @@ int main(void)
         cmocka_unit_test(test_graphdef_rejects_truncated_binary_at_every_length),
         cmocka_unit_test(test_graphdef_rejects_absurd_declared_length),
         cmocka_unit_test(test_graphdef_rejects_bad_wire_type),
+        cmocka_unit_test(test_graphdef_collapses_uint32_map_keys_as_unpacked),
         cmocka_unit_test(test_graphdef_rejects_deep_nesting),
         cmocka_unit_test(test_graphdef_survives_random_bytes),
         cmocka_unit_test(test_graphdef_round_trips_every_tensorflow_test_graph),

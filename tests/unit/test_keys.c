@@ -161,6 +161,29 @@ static void test_key_read_refuses_open_secret_keys_and_non_keys(void **state)
     s_rm(dir);
 }
 
+/* A NUL inside the 40 characters would leave a shorter string that
+ * still decodes, and the socket options would read past it. */
+static void test_key_read_refuses_a_nul_inside_the_key(void **state)
+{
+    (void)state;
+    char dir[64], path[128], z85[ZF_KEY_Z85_LEN + 1];
+    s_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/nul.pub", dir);
+    char text[ZF_KEY_Z85_LEN + 1];
+    memset(text, '0', ZF_KEY_Z85_LEN);
+    text[35] = '\0';
+    text[ZF_KEY_Z85_LEN] = '\n';
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, sizeof text, f), sizeof text);
+    fclose(f);
+    zf_status_t s = zf_key_read(path, z85);
+    assert_int_equal(s.code, ZF_INVALID_ARGUMENT);
+    assert_string_equal(z85, "");
+    zf_status_clear(&s);
+    s_rm(dir);
+}
+
 static void test_keys_load_trusts_role_keys_and_role_folders(void **state)
 {
     (void)state;
@@ -290,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_keygen_writes_a_secret_0600_and_its_public_key_as_z85_lines),
         cmocka_unit_test(test_keygen_never_overwrites_and_refuses_bad_names),
         cmocka_unit_test(test_key_read_refuses_open_secret_keys_and_non_keys),
+        cmocka_unit_test(test_key_read_refuses_a_nul_inside_the_key),
         cmocka_unit_test(test_keys_load_trusts_role_keys_and_role_folders),
         cmocka_unit_test(test_keys_load_names_what_is_missing),
         cmocka_unit_test(test_keys_dir_from_prefers_the_flag_then_the_environment),
