@@ -208,8 +208,7 @@ static zf_status_t s_check_feed_shape(const Tensorflow__NodeDef *nd, const char 
         return ZF_STATUS_OK;
     }
     bool ok = want.rank < 0 || want.rank == got->rank;
-    for (int d = 0; ok && want.rank > 0 && d < want.rank; d++)
-        ok = want.dims[d] < 0 || want.dims[d] == got->dims[d];
+    for (int d = 0; ok && d < want.rank; d++) ok = want.dims[d] < 0 || want.dims[d] == got->dims[d];
     if (ok) return ZF_STATUS_OK;
     char a[ZF_SHAPE_STRING_MAX], b[ZF_SHAPE_STRING_MAX];
     return zf_invalid_argument("Cannot feed value of shape %s for Tensor '%s', which has shape %s",

@@ -402,9 +402,15 @@ zf_status_t zf_socket_watch_handshakes(zf_socket_t *s)
                  ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
     if (zmq_socket_monitor(s->handle, addr, events) != 0)
         return zf__zmq_error(errno, "cannot monitor a socket");
+    int err = 0;
     s->monitor = zmq_socket(s->ctx->handle, ZMQ_PAIR);
-    if (!s->monitor) return zf__zmq_error(errno, "cannot create a monitor socket");
-    if (zmq_connect(s->monitor, addr) != 0) return zf__zmq_error(errno, "cannot connect a monitor");
+    if (!s->monitor || zmq_connect(s->monitor, addr) != 0) {
+        err = errno;
+        if (s->monitor) zmq_close(s->monitor);
+        s->monitor = NULL;
+        zmq_socket_monitor(s->handle, NULL, 0); /* stop the monitor: a retry starts afresh */
+        return zf__zmq_error(err, "cannot watch a socket's handshakes");
+    }
     return ZF_STATUS_OK;
 }
 
