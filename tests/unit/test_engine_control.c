@@ -715,6 +715,16 @@ static void test_malformed_loops_are_refused(void **state)
     s_const(&b, "x", 1, NULL);
     s_op(&b, "out", "Enter", "x", NULL);
     s_expect_invalid(&b, "'out' (Enter): missing attr 'frame_name'");
+    /* parallel_iterations out of range, either way. */
+    s_buf_free(&b);
+    s_const(&b, "x", 1, NULL);
+    s_enter(&b, "out", "x", "f", false, 0);
+    s_expect_invalid(&b, "'out' (Enter): parallel_iterations must be between 1 and 1073741823, "
+                         "got 0");
+    s_buf_free(&b);
+    s_const(&b, "x", 1, NULL);
+    s_enter(&b, "out", "x", "f", false, INT32_MAX);
+    s_expect_invalid(&b, "got 2147483647");
     /* A loop nothing enters. */
     s_buf_free(&b);
     s_const(&b, "x", 1, NULL);
