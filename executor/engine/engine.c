@@ -448,7 +448,8 @@ typedef struct {
 
 /* A frame started in one iteration of its parent. Everything but info,
  * parent and parent_iter is under mu. Iterations first..last are alive, at
- * most info->parallel of them, in a ring of parallel + 1. */
+ * most info->parallel of them, in a ring of ring_size slots that grows with
+ * them up to parallel + 1. */
 struct s_frame {
     const s_finfo_t *info;
     s_frame_t *parent;
@@ -460,6 +461,7 @@ struct s_frame {
     int32_t pending_inputs; /* Enters that have not delivered yet */
     bool finished;
     s_iter_t **ring;
+    int64_t ring_size;
     s_values_t invariants, deferred;
     bool *exit_fired; /* per exit: a live value left the frame */
     s_iter_t *spare;  /* a finished iteration's block, for the next one */
@@ -681,7 +683,26 @@ static void s_iter_free(s_frame_t *f, s_iter_t *it, bool keep)
 
 static s_iter_t **s_ring(s_frame_t *f, int64_t num)
 {
-    return &f->ring[num % (f->info->parallel + 1)];
+    return &f->ring[num % f->ring_size];
+}
+
+/* The ring's first size: parallel_iterations comes with the graph, so the
+ * ring grows with the iterations alive instead of holding them all. */
+enum { S_RING_START = 8 };
+
+/* Makes room in f's ring for iteration last + 1 (lock held). */
+static bool s_ring_reserve(s_frame_t *f)
+{
+    if (f->last + 1 - f->first < f->ring_size) return true;
+    int64_t size = f->ring_size * 2, most = (int64_t)f->info->parallel + 1;
+    if (size > most) size = most;
+    s_iter_t **ring = calloc((size_t)size, sizeof *ring);
+    if (!ring) return false;
+    for (int64_t k = f->first; k <= f->last; k++) ring[k % size] = *s_ring(f, k);
+    free(f->ring);
+    f->ring = ring;
+    f->ring_size = size;
+    return true;
 }
 
 static void s_frame_free(s_frame_t *f)
@@ -693,6 +714,7 @@ static void s_frame_free(s_frame_t *f)
     free(f->invariants.items);
     free(f->deferred.items);
     free(f->spare);
+    free(f->ring);
     pthread_mutex_destroy(&f->mu);
     atomic_fetch_sub(&s_live_frames, 1);
     free(f);
@@ -705,19 +727,18 @@ static s_frame_t *s_child_frame(s_step_t *st, s_frame_t *parent, s_iter_t *pit, 
     const s_finfo_t *fi = &st->ex->frames[fid];
     for (s_frame_t *c = pit->children; c; c = c->next)
         if (c->info == fi) return c;
-    size_t ring = (size_t)fi->parallel + 1;
-    s_frame_t *f = calloc(1, sizeof *f + ring * sizeof(s_iter_t *) +
-                                 ((size_t)fi->num_exits + 1) * sizeof(bool));
+    s_frame_t *f = calloc(1, sizeof *f + ((size_t)fi->num_exits + 1) * sizeof(bool));
     if (!f) return NULL;
-    f->ring = (s_iter_t **)(f + 1);
-    f->exit_fired = (bool *)(f->ring + ring);
+    f->exit_fired = (bool *)(f + 1);
+    f->ring_size = fi->parallel < S_RING_START ? fi->parallel + 1 : S_RING_START;
+    f->ring = calloc((size_t)f->ring_size, sizeof *f->ring);
     f->info = fi;
     f->parent = parent;
     f->parent_iter = pit;
     f->pending_inputs = fi->num_enters;
     pthread_mutex_init(&f->mu, NULL);
     atomic_fetch_add(&s_live_frames, 1);
-    s_iter_t *it = s_iter_new(st->ex, f, 0);
+    s_iter_t *it = f->ring ? s_iter_new(st->ex, f, 0) : NULL;
     if (!it) {
         s_frame_free(f);
         return NULL;
@@ -1028,7 +1049,7 @@ static void s_fail_oom(s_step_t *st, const char *what)
  * into it. NULL when out of memory (the step has failed). */
 static s_iter_t *s_next_iteration(s_step_t *st, s_frame_t *f, s_worklist_t *wl, s_ready_t *r)
 {
-    s_iter_t *it = s_iter_new(st->ex, f, f->last + 1);
+    s_iter_t *it = s_ring_reserve(f) ? s_iter_new(st->ex, f, f->last + 1) : NULL;
     if (!it) {
         s_fail_oom(st, "loop iteration");
         return NULL;

@@ -38,8 +38,8 @@ static zf_status_t s_child(const zf_graph_t *g, zf__eframes_t *f, int v, int32_t
     ZF_TRY(zf_node_attr_int_or(def, "parallel_iterations", S_DEFAULT_PARALLEL, &parallel));
     if (parallel < 1 || parallel > INT32_MAX / 2)
         return zf_invalid_argument(
-            "node '%s' (%s): parallel_iterations must be at least 1, got %lld", def->name, def->op,
-            (long long)parallel);
+            "node '%s' (%s): parallel_iterations must be between 1 and %d, got %lld", def->name,
+            def->op, INT32_MAX / 2, (long long)parallel);
     for (int32_t k = 1; k < f->num_frames; k++) {
         zf__eframe_t *fr = &f->frames[k];
         if (fr->len != len || memcmp(fr->name, name, len) != 0) continue;

@@ -28,16 +28,13 @@ static zf_status_t s_only_output(zf_kernel_ctx_t *ctx, int keep)
 static zf_status_t s_check_scalar(zf_kernel_ctx_t *ctx, zf_dtype_t dtype)
 {
     ZF_TRY(zf_kernels_check_inputs(ctx, 2));
+    ZF_TRY(zf_kernels_check_dtype(ctx, 1, dtype));
     const zf_tensor_t *t = ctx->inputs[1];
-    if (zf_tensor_dtype(t) != dtype)
-        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "the second input must be %s, got %s",
-                               zf_kernels_dtype_name((int)dtype),
-                               zf_kernels_dtype_name((int)zf_tensor_dtype(t)));
     if (zf_tensor_shape(t)->rank != 0) {
         char buf[ZF_SHAPE_STRING_MAX];
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
                                "The second input must be a scalar, but it has shape %s",
-                               zf_shape_to_string(zf_tensor_shape(t), buf, sizeof buf));
+                               zf_kernels_shape_str(t, buf));
     }
     return ZF_STATUS_OK;
 }

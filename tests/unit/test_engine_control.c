@@ -461,6 +461,37 @@ static void test_a_million_iterations_run_in_bounded_memory(void **state)
     s_buf_free(&b);
 }
 
+/* The process's peak virtual memory in kB (VmPeak), 0 when unknown. */
+static long s_vm_peak_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmPeak: %ld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb;
+}
+
+static void test_a_huge_parallel_iterations_reserves_no_memory_for_it(void **state)
+{
+    (void)state;
+    s_buf_t b = {0};
+    s_count_graph(&b, 100, INT32_MAX / 2); /* the most the graph may ask for */
+    zf_local_session_t *s = s_session(&b, 2);
+    const char *fetches[] = {"exit"};
+    int64_t got = 0;
+    long before = s_vm_peak_kb();
+    s_run(s, fetches, 1, &got);
+    long after = s_vm_peak_kb();
+    assert_int_equal(got, 100);
+    s_assert_no_frames();
+    /* a slot per allowed iteration would be gigabytes */
+    assert_true(after - before < 1024L * 1024);
+    zf_local_session_destroy(&s);
+    s_buf_free(&b);
+}
+
 /* ---- conds and deadness --------------------------------------------------------- */
 
 /* y = pred ? x * x : -x, through Switch and Merge; value_index says which. */
@@ -684,6 +715,16 @@ static void test_malformed_loops_are_refused(void **state)
     s_const(&b, "x", 1, NULL);
     s_op(&b, "out", "Enter", "x", NULL);
     s_expect_invalid(&b, "'out' (Enter): missing attr 'frame_name'");
+    /* parallel_iterations out of range, either way. */
+    s_buf_free(&b);
+    s_const(&b, "x", 1, NULL);
+    s_enter(&b, "out", "x", "f", false, 0);
+    s_expect_invalid(&b, "'out' (Enter): parallel_iterations must be between 1 and 1073741823, "
+                         "got 0");
+    s_buf_free(&b);
+    s_const(&b, "x", 1, NULL);
+    s_enter(&b, "out", "x", "f", false, INT32_MAX);
+    s_expect_invalid(&b, "got 2147483647");
     /* A loop nothing enters. */
     s_buf_free(&b);
     s_const(&b, "x", 1, NULL);
@@ -737,6 +778,7 @@ int main(void)
         cmocka_unit_test(test_cond_inside_a_while_loop),
         cmocka_unit_test(test_parallel_iterations_bound_the_iterations_in_flight),
         cmocka_unit_test(test_a_million_iterations_run_in_bounded_memory),
+        cmocka_unit_test(test_a_huge_parallel_iterations_reserves_no_memory_for_it),
         cmocka_unit_test(test_cond_takes_the_branch_its_predicate_names),
         cmocka_unit_test(test_the_untaken_branch_is_dead),
         cmocka_unit_test(test_switch_n_selects_one_output),
