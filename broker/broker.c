@@ -247,12 +247,12 @@ static void s_set_endpoint(zf_broker_t *b, const char *bound)
 
 static zf_status_t s_open(zf_broker_t *b, const zf_broker_config_t *config)
 {
-    zf_registry_config_t rc = {config->heartbeat_ms, config->heartbeat_misses, NULL, NULL};
+    zf_registry_config_t rc = {config->heartbeat_ms, config->heartbeat_misses, NULL, NULL,
+                               config->keys != NULL};
     ZF_TRY(zf_registry_new(&rc, &b->reg));
     zf_registry_set_listener(b->reg, zf__broker_on_registry_event, b);
     ZF_TRY(zf_zctx_new(&b->ctx));
     if (config->keys) ZF_TRY(zf_zctx_set_keys(b->ctx, config->keys, ZF_ROLE_BROKER));
-    b->secure = config->keys != NULL;
     ZF_TRY(zf_socket_new(b->ctx, ZF_SOCKET_ROUTER, &b->sock));
     ZF_TRY(zf_socket_secure_server(b->sock, ZF_ROLE_ALL));
     ZF_TRY(s_configure_socket(b));

@@ -49,7 +49,6 @@ struct zf_broker {
     zf_registry_t *reg;
     int heartbeat_ms;
     int heartbeat_misses;
-    bool secure; /* CURVE keys: peers are authenticated, by role */
     char endpoint[256];
     zf__broker_sched_t *scheds;
     int n_scheds, cap_scheds;

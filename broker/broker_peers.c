@@ -1,7 +1,6 @@
 /* The broker's side of schedulers and executors: the registered schedulers
  * (registration, picking one, dropping one that is gone) and the executor
  * registry's traffic (registration, heartbeats, listings, device events). */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,28 +90,11 @@ void zf__broker_on_registry_event(void *arg, zf_registry_event_t event,
 
 /* ---- requests the broker serves itself ----------------------------------------- */
 
-/* A secure broker never lets a registration evict a live executor: a name
- * held by one is ALREADY_EXISTS until that one misses its heartbeats (a
- * restarted executor keeps asking until then). */
-static zf_status_t s_check_not_held(const zf_broker_t *b, const Zflow__ExecutorInfo *info)
-{
-    if (!b->secure || !info || !info->device || !info->device->name || !info->device->name[0])
-        return ZF_STATUS_OK;
-    const Zflow__ExecutorInfo *held = zf_registry_find(b->reg, info->device->name);
-    if (!held || held->device->incarnation == info->device->incarnation) return ZF_STATUS_OK;
-    return zf_status_new(ZF_ALREADY_EXISTS,
-                         "device '%s' is held by a live executor (incarnation 0x%016" PRIx64
-                         "); it can be registered again once that one has missed %d heartbeats",
-                         info->device->name, held->device->incarnation, b->heartbeat_misses);
-}
-
 void zf__broker_on_register_executor(zf_broker_t *b, const zf__broker_ident_t *from,
                                      const Zflow__Envelope *req)
 {
     char name[ZF_DEVICE_NAME_MAX] = "";
-    zf_status_t st = s_check_not_held(b, req->register_executor->info);
-    if (zf_ok(st))
-        st = zf_registry_register(b->reg, req->register_executor->info, name, sizeof name);
+    zf_status_t st = zf_registry_register(b->reg, req->register_executor->info, name, sizeof name);
     if (!zf_ok(st)) {
         zf_log_warn(ZF__BROKER_LOG, "RegisterExecutor refused: %s", zf_status_msg(&st));
         st = zf_status_prefix(st, "RegisterExecutor");

@@ -24,6 +24,7 @@ struct zf_registry {
     int heartbeat_misses;
     zf_registry_clock_fn now;
     void *now_arg;
+    bool keep_live;
     zf_registry_listener_fn listener;
     void *listener_arg;
     s_entry_t *entries;
@@ -51,6 +52,7 @@ zf_status_t zf_registry_new(const zf_registry_config_t *config, zf_registry_t **
     reg->heartbeat_misses = config->heartbeat_misses;
     reg->now = config->now ? config->now : s_monotonic_ms;
     reg->now_arg = config->now_arg;
+    reg->keep_live = config->keep_live;
     *out = reg;
     return ZF_STATUS_OK;
 }
@@ -209,6 +211,13 @@ static zf_status_t s_register(zf_registry_t *reg, const Zflow__ExecutorInfo *inf
                              "device '%s' is already registered by a live executor with the same "
                              "incarnation",
                              name);
+    if (old >= 0 && reg->keep_live)
+        return zf_status_new(ZF_ALREADY_EXISTS,
+                             "device '%s' is held by a live executor (incarnation 0x%016" PRIx64
+                             "); it can be registered again once that one has missed %d "
+                             "heartbeats",
+                             name, reg->entries[old].info->device->incarnation,
+                             reg->heartbeat_misses);
     ZF_TRY(s_reserve(reg));
     s_entry_t e = {NULL, reg->now(reg->now_arg)};
     ZF_TRY(s_make_entry(info, name, &e));

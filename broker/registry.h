@@ -20,6 +20,7 @@
 #ifndef ZF_BROKER_REGISTRY_H
 #define ZF_BROKER_REGISTRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,6 +47,10 @@ typedef struct zf_registry_config {
     int heartbeat_misses;     /* > 0 */
     zf_registry_clock_fn now; /* NULL: CLOCK_MONOTONIC */
     void *now_arg;
+    /* Never replace a live executor: a name held by another incarnation is
+     * ALREADY_EXISTS until that one has missed its heartbeats (a secure
+     * broker). false: a new incarnation replaces the old one at once. */
+    bool keep_live;
 } zf_registry_config_t;
 
 /* A new empty registry. Caller owns *out. Errors: INVALID_ARGUMENT for a
@@ -68,6 +73,9 @@ void zf_registry_set_listener(zf_registry_t *reg, zf_registry_listener_fn fn, vo
  *   malformed name or one whose type differs from device_type;
  * - ALREADY_EXISTS "device '<name>' is already registered by a live
  *   executor with the same incarnation";
+ * - with keep_live, ALREADY_EXISTS "device '<name>' is held by a live
+ *   executor (incarnation 0x<16 hex digits>); it can be registered again
+ *   once that one has missed <N> heartbeats" for another incarnation;
  * - RESOURCE_EXHAUSTED. */
 zf_status_t zf_registry_register(zf_registry_t *reg, const Zflow__ExecutorInfo *info, char *name,
                                  size_t name_size);

@@ -46,7 +46,7 @@ static int s_setup(void **state)
 {
     s_fixture_t *f = calloc(1, sizeof *f);
     f->now = 1000;
-    zf_registry_config_t cfg = {100, 3, s_clock, f};
+    zf_registry_config_t cfg = {100, 3, s_clock, f, false};
     zf_status_t s = zf_registry_new(&cfg, &f->reg);
     assert_int_equal(s.code, ZF_OK);
     zf_registry_set_listener(f->reg, s_listen, f);
@@ -201,6 +201,36 @@ static void test_registry_replaces_a_restarted_executor_dying_then_joining(void 
     zf_status_clear(&s);
 }
 
+/* keep_live (a secure broker): a live name is never taken over, also when
+ * it is asked for in a partial form that completes to it. */
+static void test_registry_keeping_live_names_refuses_another_incarnation(void **state)
+{
+    s_fixture_t *f = *state;
+    zf_registry_destroy(&f->reg);
+    zf_registry_config_t cfg = {100, 3, s_clock, f, true};
+    assert_int_equal(zf_registry_new(&cfg, &f->reg).code, ZF_OK);
+    zf_registry_set_listener(f->reg, s_listen, f);
+    const char *n = "/job:w/replica:0/task:0/device:CPU:0";
+    const char *forms[] = {n, "/job:w/task:0/device:CPU:0"};
+    char name[ZF_DEVICE_NAME_MAX], msg[256];
+    assert_int_equal(s_register(f, n, "CPU", 7, name, NULL, 0), ZF_OK);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(s_register(f, forms[i], "CPU", 8, name, msg, sizeof msg),
+                         ZF_ALREADY_EXISTS);
+        assert_string_equal(msg, "device '/job:w/replica:0/task:0/device:CPU:0' is held by a "
+                                 "live executor (incarnation 0x0000000000000007); it can be "
+                                 "registered again once that one has missed 3 heartbeats");
+        assert_string_equal(name, "");
+    }
+    assert_int_equal(zf_registry_find(f->reg, n)->device->incarnation, 7);
+    assert_int_equal(f->n_events, 1);
+    /* once the holder is dead the name is free again */
+    f->now += 301;
+    assert_int_equal(zf_registry_expire(f->reg), 1);
+    assert_int_equal(s_register(f, forms[1], "CPU", 8, name, NULL, 0), ZF_OK);
+    assert_string_equal(name, n);
+}
+
 static void test_registry_heartbeats_update_load_and_keep_executors_alive(void **state)
 {
     s_fixture_t *f = *state;
@@ -259,7 +289,7 @@ static void test_registry_refuses_bad_settings(void **state)
 {
     (void)state;
     zf_registry_t *reg = (zf_registry_t *)1;
-    zf_registry_config_t cfg = {0, 3, NULL, NULL};
+    zf_registry_config_t cfg = {0, 3, NULL, NULL, false};
     zf_status_t s = zf_registry_new(&cfg, &reg);
     assert_int_equal(s.code, ZF_INVALID_ARGUMENT);
     assert_null(reg);
@@ -277,6 +307,7 @@ int main(void)
         T(test_registry_rejects_bad_registrations_naming_the_field),
         T(test_registry_refuses_a_live_name_with_the_same_incarnation),
         T(test_registry_replaces_a_restarted_executor_dying_then_joining),
+        T(test_registry_keeping_live_names_refuses_another_incarnation),
         T(test_registry_heartbeats_update_load_and_keep_executors_alive),
         T(test_registry_expires_an_executor_after_the_missed_heartbeats),
         cmocka_unit_test(test_registry_refuses_bad_settings),

@@ -250,6 +250,14 @@ static void test_scheduler_survives_malformed_direct_requests(void **state)
     zf_test_expect_status(c->a, 0, ZF_INVALID_ARGUMENT, "malformed envelope");
     /* a valid Ping behind an extra frame: two routing frames */
     s_send_raw(c->b, (const void *[]){ping, junk}, (size_t[]){n_ping, 1}, 2);
+    zf_route_t route;
+    Zflow__Envelope *rep = zf_test_recv(c->b, WAIT_MS, &route);
+    assert_non_null(rep); /* answered behind the frame it came with, not served */
+    assert_int_equal(route.n, 1);
+    assert_int_equal(route.len[0], n_ping);
+    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_STATUS_REPLY);
+    assert_int_equal(rep->status_reply->status->code, ZF_INVALID_ARGUMENT);
+    zflow__envelope__free_unpacked(rep, NULL);
     s_send_raw(c->a, (const void *[]){v2}, (size_t[]){n_v2}, 1);
     zf_test_expect_status(c->a, 42, ZF_FAILED_PRECONDITION, "protocol version 2 is not supported");
 

@@ -367,9 +367,6 @@ static void test_a_live_executor_cannot_be_evicted_by_registering_its_name(void 
     uint64_t inc = s_listed(before, CPU(0))->device->incarnation;
     zf_socket_t *as_exec =
         s_sock(f, ZF_SOCKET_DEALER, "executor", "broker", f->svc.broker.endpoint);
-    Zflow__Envelope *rep = zf_test_register_executor(as_exec, 1, CPU(0), "CPU", inc ^ 0x5a5a,
-                                                     "tcp://127.0.0.1:1", "tcp://127.0.0.1:2");
-    zf_status_t s = zf_status_from_proto(rep->register_executor_reply->status);
     char want[512];
     snprintf(want, sizeof want,
              "RegisterExecutor: device '" CPU(
@@ -377,10 +374,18 @@ static void test_a_live_executor_cannot_be_evicted_by_registering_its_name(void 
                     "0x%016" PRIx64 "); it can be registered again once that one has missed 10 "
                     "heartbeats",
              inc);
-    assert_int_equal(s.code, ZF_ALREADY_EXISTS);
-    assert_string_equal(zf_status_msg(&s), want);
-    zf_status_clear(&s);
-    zflow__envelope__free_unpacked(rep, NULL);
+    /* the full name, and a partial one the broker completes to it */
+    const char *forms[] = {CPU(0), "/job:localhost/task:0/device:CPU:0"};
+    for (int i = 0; i < 2; i++) {
+        Zflow__Envelope *rep =
+            zf_test_register_executor(as_exec, 1 + (uint64_t)i, forms[i], "CPU", inc ^ 0x5a5a,
+                                      "tcp://127.0.0.1:1", "tcp://127.0.0.1:2");
+        zf_status_t s = zf_status_from_proto(rep->register_executor_reply->status);
+        assert_int_equal(s.code, ZF_ALREADY_EXISTS);
+        assert_string_equal(zf_status_msg(&s), want);
+        zf_status_clear(&s);
+        zflow__envelope__free_unpacked(rep, NULL);
+    }
     Zflow__Envelope *after = s_list(f, "scheduler");
     const Zflow__ExecutorInfo *e = s_listed(after, CPU(0));
     assert_int_equal(e->device->incarnation, inc);
