@@ -1,5 +1,6 @@
-/* CPU reductions: Sum, Mean, Max, Min, Prod over the axes given by the
- * second input (keep_dims attr), and ArgMax/ArgMin over one axis.
+/* CPU reductions: Sum, Mean, Max, Min, Prod (float, double, int32, int64)
+ * and All, Any (bool) over the axes given by the second input (keep_dims
+ * attr), and ArgMax/ArgMin over one axis.
  *
  * The input is viewed with its dims collapsed into alternating kept and
  * reduced runs; a walk over its rows then either folds a whole row into one
@@ -13,7 +14,7 @@
 #include "common/graph.h"
 #include "executor/kernels/kernels_util.h"
 
-typedef enum { S_SUM, S_MEAN, S_MAX, S_MIN, S_PROD } s_reduce_op_t;
+typedef enum { S_SUM, S_MEAN, S_MAX, S_MIN, S_PROD, S_ALL, S_ANY } s_reduce_op_t;
 
 typedef struct {
     s_reduce_op_t op;
@@ -67,6 +68,8 @@ S_FOLDS(min_f32, float, float, x < a ? x : a)
 S_FOLDS(min_f64, double, double, x < a ? x : a)
 S_FOLDS(min_i32, int32_t, int32_t, x < a ? x : a)
 S_FOLDS(min_i64, int64_t, int64_t, x < a ? x : a)
+S_FOLDS(all_b, bool, bool, a &&x)
+S_FOLDS(any_b, bool, bool, a || x)
 
 typedef struct {
     s_fold_row_fn row;
@@ -78,13 +81,17 @@ typedef struct {
         s_row_##name, s_cols_##name                                                                \
     }
 
-/* [op][dtype]: dtype order float, double, int32, int64; Mean folds as Sum. */
-static const s_fold_t s_folds[5][4] = {
+/* [op][dtype]: dtype order float, double, int32, int64, bool; Mean folds
+ * as Sum; only All and Any take bool, and only bool. */
+#define S_BOOL_INDEX 4
+static const s_fold_t s_folds[7][5] = {
     [S_SUM] = {S_FOLD(sum_f32), S_FOLD(sum_f64), S_FOLD(sum_i32), S_FOLD(sum_i64)},
     [S_MEAN] = {S_FOLD(sum_f32), S_FOLD(sum_f64), S_FOLD(sum_i32), S_FOLD(sum_i64)},
     [S_MAX] = {S_FOLD(max_f32), S_FOLD(max_f64), S_FOLD(max_i32), S_FOLD(max_i64)},
     [S_MIN] = {S_FOLD(min_f32), S_FOLD(min_f64), S_FOLD(min_i32), S_FOLD(min_i64)},
     [S_PROD] = {S_FOLD(prod_f32), S_FOLD(prod_f64), S_FOLD(prod_i32), S_FOLD(prod_i64)},
+    [S_ALL] = {[S_BOOL_INDEX] = S_FOLD(all_b)},
+    [S_ANY] = {[S_BOOL_INDEX] = S_FOLD(any_b)},
 };
 
 static int s_dtype_index(zf_dtype_t t)
@@ -94,6 +101,7 @@ static int s_dtype_index(zf_dtype_t t)
     case ZF_DOUBLE: return 1;
     case ZF_INT32: return 2;
     case ZF_INT64: return 3;
+    case ZF_BOOL: return S_BOOL_INDEX;
     default: return -1;
     }
 }
@@ -104,6 +112,7 @@ static void s_fill_identity(s_reduce_op_t op, zf_dtype_t t, void *out, int64_t n
     for (int64_t i = 0; i < n; i++) {
         bool one = op == S_PROD, hi = op == S_MIN, lo = op == S_MAX;
         switch (t) {
+        case ZF_BOOL: ((bool *)out)[i] = op == S_ALL; break;
         case ZF_FLOAT:
             ((float *)out)[i] = one ? 1.0f : hi ? INFINITY : lo ? -INFINITY : 0.0f;
             break;
@@ -227,6 +236,8 @@ static zf_status_t s_reduce_create(const Tensorflow__NodeDef *node, void **state
             : !strcmp(op, "Max")  ? S_MAX
             : !strcmp(op, "Min")  ? S_MIN
             : !strcmp(op, "Prod") ? S_PROD
+            : !strcmp(op, "All")  ? S_ALL
+            : !strcmp(op, "Any")  ? S_ANY
                                   : S_SUM;
     s_reduce_state_t *p = malloc(sizeof *p);
     if (!p) return zf_out_of_memory("reduction kernel");
@@ -277,7 +288,7 @@ static zf_status_t s_reduce_compute(zf_kernel_ctx_t *ctx)
     const zf_shape_t *in = zf_tensor_shape(x);
     zf_dtype_t t = zf_tensor_dtype(x);
     int ti = s_dtype_index(t);
-    if (ti < 0)
+    if (ti < 0 || !s_folds[st->op][ti].row)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
                                zf_kernels_dtype_name((int)t));
     bool reduced[ZF_MAX_RANK];
@@ -371,7 +382,7 @@ static zf_status_t s_arg_compute(zf_kernel_ctx_t *ctx)
     const zf_tensor_t *x = ctx->inputs[0];
     const zf_shape_t *in = zf_tensor_shape(x);
     zf_dtype_t t = zf_tensor_dtype(x);
-    if (s_dtype_index(t) < 0)
+    if (s_dtype_index(t) < 0 || t == ZF_BOOL)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
                                zf_kernels_dtype_name((int)t));
     int axis = 0;
@@ -400,11 +411,12 @@ static zf_status_t s_arg_compute(zf_kernel_ctx_t *ctx)
 /* ---- registration
  * ----------------------------------------------------------------------------------- */
 
-#define S_KERNEL(op_, create_, compute_)                                                           \
+#define S_KERNEL_TYPES(op_, types_, create_, compute_)                                             \
     {                                                                                              \
-        .op = (op_), .device_type = "CPU", .allowed_types = ZF_TYPES_REAL,                         \
+        .op = (op_), .device_type = "CPU", .allowed_types = (types_),                              \
         .flags = ZF_KERNEL_EXPENSIVE, .create = (create_), .destroy = free, .compute = (compute_)  \
     }
+#define S_KERNEL(op_, create_, compute_) S_KERNEL_TYPES(op_, ZF_TYPES_REAL, create_, compute_)
 
 static const zf_kernel_t s_defs[] = {
     S_KERNEL("Sum", s_reduce_create, s_reduce_compute),
@@ -412,6 +424,8 @@ static const zf_kernel_t s_defs[] = {
     S_KERNEL("Max", s_reduce_create, s_reduce_compute),
     S_KERNEL("Min", s_reduce_create, s_reduce_compute),
     S_KERNEL("Prod", s_reduce_create, s_reduce_compute),
+    S_KERNEL_TYPES("All", 0, s_reduce_create, s_reduce_compute),
+    S_KERNEL_TYPES("Any", 0, s_reduce_create, s_reduce_compute),
     S_KERNEL("ArgMax", s_arg_create, s_arg_compute),
     S_KERNEL("ArgMin", s_arg_create, s_arg_compute),
 };

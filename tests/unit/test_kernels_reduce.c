@@ -233,6 +233,61 @@ static void test_argmax_rejects_empty_and_out_of_range_axes(void **state)
                          ZF_INVALID_ARGUMENT, "output_type must be int32 or int64, got float");
 }
 
+/* ---- All, Any ------------------------------------------------------------------------------ */
+
+#define S_B23() KT_BOOL(ZF_SHAPE(2, 3), true, false, true, true, true, true)
+
+static void test_all_and_any_over_axes(void **state)
+{
+    (void)state;
+    zf_tensor_t *y = s_reduce("All", S_B23(), KT_I32(zf_shape_scalar(), 1), false);
+    KT_EXPECT_INTS(y, ZF_SHAPE(2), 0, 1);
+    zf_tensor_unref(&y);
+    y = s_reduce("Any", S_B23(), KT_I64(ZF_SHAPE(1), -2), true);
+    KT_EXPECT_INTS(y, ZF_SHAPE(1, 3), 1, 1, 1);
+    zf_tensor_unref(&y);
+    y = s_reduce("All", S_B23(), KT_I64(ZF_SHAPE(1), 0), false);
+    KT_EXPECT_INTS(y, ZF_SHAPE(3), 1, 0, 1);
+    zf_tensor_unref(&y);
+    y = s_reduce("All", S_B23(), KT_I32(ZF_SHAPE(2), -1, 0), false);
+    KT_EXPECT_INTS(y, zf_shape_scalar(), 0);
+    zf_tensor_unref(&y);
+    y = s_reduce("Any", KT_BOOL(ZF_SHAPE(2, 2), false, false, false, true),
+                 KT_I32(ZF_SHAPE(2), 0, 1), true);
+    KT_EXPECT_INTS(y, ZF_SHAPE(1, 1), 1);
+    zf_tensor_unref(&y);
+    y = s_reduce("Any", KT_BOOL(zf_shape_scalar(), false), kt_zeros(ZF_INT32, ZF_SHAPE(0)), false);
+    KT_EXPECT_INTS(y, zf_shape_scalar(), 0);
+    zf_tensor_unref(&y);
+}
+
+static void test_empty_all_is_true_and_empty_any_is_false(void **state)
+{
+    (void)state;
+    zf_tensor_t *y =
+        s_reduce("All", kt_zeros(ZF_BOOL, ZF_SHAPE(2, 0)), KT_I32(ZF_SHAPE(1), 1), false);
+    KT_EXPECT_INTS(y, ZF_SHAPE(2), 1, 1);
+    zf_tensor_unref(&y);
+    y = s_reduce("Any", kt_zeros(ZF_BOOL, ZF_SHAPE(2, 0)), KT_I32(ZF_SHAPE(1), 1), false);
+    KT_EXPECT_INTS(y, ZF_SHAPE(2), 0, 0);
+    zf_tensor_unref(&y);
+}
+
+static void test_all_and_any_reject_bad_inputs(void **state)
+{
+    (void)state;
+    zf_tensor_t *y = NULL;
+    zf_test_expect_error(
+        s_reduce_on("Any", S_B23(), KT_I32(zf_shape_scalar(), -3), false, NULL, &y),
+        ZF_INVALID_ARGUMENT,
+        "r (Any): Invalid reduction dimension (-3 for input with 2 dimension(s)");
+    zf_test_expect_error(s_reduce_on("All", S_M23(), KT_I32(zf_shape_scalar(), 0), false, NULL, &y),
+                         ZF_INVALID_ARGUMENT, "r (All): no CPU kernel for float inputs");
+    zf_test_expect_error(s_reduce_on("Sum", S_B23(), KT_I32(zf_shape_scalar(), 0), false, NULL, &y),
+                         ZF_NOT_FOUND, "No OpKernel was registered to support Op 'Sum'");
+    assert_null(y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +299,9 @@ int main(void)
         cmocka_unit_test(test_reductions_reject_bad_axes),
         cmocka_unit_test(test_argmax_and_argmin_pick_the_first_extreme),
         cmocka_unit_test(test_argmax_rejects_empty_and_out_of_range_axes),
+        cmocka_unit_test(test_all_and_any_over_axes),
+        cmocka_unit_test(test_empty_all_is_true_and_empty_any_is_false),
+        cmocka_unit_test(test_all_and_any_reject_bad_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
