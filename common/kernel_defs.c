@@ -160,6 +160,9 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("AddN", "CPU", "T", ZF_TYPES_REAL),
     ZF_KDEF("All", "CPU", NULL, 0),
     ZF_KDEF("Any", "CPU", NULL, 0),
+    ZF_KDEF("SoftmaxCrossEntropyWithLogits", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("SparseSoftmaxCrossEntropyWithLogits", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("L2Loss", "CPU", "T", ZF_TYPES_FLOAT),
     /* end of activations, their gradients, losses, math and random numbers */
     ZF_KDEF_HOST("_Send", "CPU", "T", 0, 1u, 0),
     ZF_KDEF_HOST("_HostSend", "CPU", "T", 0, 1u, 0),
