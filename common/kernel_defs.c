@@ -163,6 +163,10 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("SoftmaxCrossEntropyWithLogits", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("SparseSoftmaxCrossEntropyWithLogits", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("L2Loss", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("RandomUniform", "CPU", "dtype", ZF_TYPES_FLOAT),
+    ZF_KDEF("RandomStandardNormal", "CPU", "dtype", ZF_TYPES_FLOAT),
+    ZF_KDEF("TruncatedNormal", "CPU", "dtype", ZF_TYPES_FLOAT),
+    ZF_KDEF("RandomUniformInt", "CPU", "Tout", ZF_TYPES_INDEX),
     /* end of activations, their gradients, losses, math and random numbers */
     ZF_KDEF_HOST("_Send", "CPU", "T", 0, 1u, 0),
     ZF_KDEF_HOST("_HostSend", "CPU", "T", 0, 1u, 0),

@@ -53,6 +53,7 @@ zf_status_t zf__kernels_register_compare(void);
 zf_status_t zf__kernels_register_control(void);
 zf_status_t zf__kernels_register_activation(void);
 zf_status_t zf__kernels_register_loss(void);
+zf_status_t zf__kernels_register_random(void);
 
 /* ---- dtypes and attrs --------------------------------------------------- */
 
