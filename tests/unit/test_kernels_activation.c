@@ -151,9 +151,15 @@ static void test_gradients_compute_hand_checked_values(void **state)
     zf_tensor_unref(&y);
 }
 
-static void test_integer_relu_gradients(void **state)
+static void test_integer_relu_and_its_gradients(void **state)
 {
     (void)state;
+    zf_tensor_t *r = s_run1("Relu", KT_I32(ZF_SHAPE(4), INT32_MIN, -1, 0, 9), -1);
+    KT_EXPECT_INTS(r, ZF_SHAPE(4), 0, 0, 0, 9);
+    zf_tensor_unref(&r);
+    r = s_run1("Relu6", KT_I64(ZF_SHAPE(2, 2), -4, 3, 6, INT64_MAX), -1);
+    KT_EXPECT_INTS(r, ZF_SHAPE(2, 2), 0, 3, 6, 6);
+    zf_tensor_unref(&r);
     zf_tensor_t *y =
         s_run2("ReluGrad", KT_I32(ZF_SHAPE(3), 5, 6, 7), KT_I32(ZF_SHAPE(3), -1, 0, 2), -1);
     KT_EXPECT_INTS(y, ZF_SHAPE(3), 0, 0, 7);
@@ -283,7 +289,7 @@ int main(void)
         cmocka_unit_test(test_leaky_relu_takes_its_alpha),
         cmocka_unit_test(test_softplus_is_stable_at_the_extremes),
         cmocka_unit_test(test_gradients_compute_hand_checked_values),
-        cmocka_unit_test(test_integer_relu_gradients),
+        cmocka_unit_test(test_integer_relu_and_its_gradients),
         cmocka_unit_test(test_gradients_match_finite_differences),
         cmocka_unit_test(test_edge_shapes),
         cmocka_unit_test(test_errors_name_the_node_and_both_shapes),
