@@ -416,16 +416,18 @@ static bool s_any_int(const zf_tensor_t *t, bool negative)
     return false;
 }
 
-static bool s_is_int(const zf_tensor_t *t)
+/* Both inputs of one integer dtype (other cases fail in s_binary). */
+static bool s_both_int(const zf_kernel_ctx_t *ctx)
 {
-    return zf_tensor_dtype(t) == ZF_INT32 || zf_tensor_dtype(t) == ZF_INT64;
+    zf_dtype_t t = zf_tensor_dtype(ctx->inputs[0]);
+    return (t == ZF_INT32 || t == ZF_INT64) && zf_tensor_dtype(ctx->inputs[1]) == t;
 }
 
 static zf_status_t s_pow_compute(zf_kernel_ctx_t *ctx)
 {
     static const s_binary_fns_t fns = S_ALL(pow);
     ZF_TRY(zf_kernels_check_inputs(ctx, 2));
-    if (s_is_int(ctx->inputs[1]) && s_any_int(ctx->inputs[1], true))
+    if (s_both_int(ctx) && s_any_int(ctx->inputs[1], true))
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
                                "Integers to negative integer powers are not allowed");
     return s_binary(ctx, &fns);
@@ -435,7 +437,7 @@ static zf_status_t s_mod_compute(zf_kernel_ctx_t *ctx)
 {
     static const s_binary_fns_t fns = S_ALL(mod);
     ZF_TRY(zf_kernels_check_inputs(ctx, 2));
-    if (s_is_int(ctx->inputs[1]) && s_any_int(ctx->inputs[1], false))
+    if (s_both_int(ctx) && s_any_int(ctx->inputs[1], false))
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "Integer division by zero");
     return s_binary(ctx, &fns);
 }

@@ -165,6 +165,9 @@ static void test_mod_truncates_and_floor_mod_floors(void **state)
     zf_tensor_t *in[2] = {KT_I64(ZF_SHAPE(2), 1, 2), KT_I64(ZF_SHAPE(2), 1, 0)};
     zf_test_expect_error(s_run("Mod", in, 2, &y), ZF_INVALID_ARGUMENT,
                          "m (Mod): Integer division by zero");
+    zf_tensor_t *in3[2] = {KT_F32(ZF_SHAPE(2), 1, 2), KT_I32(ZF_SHAPE(2), 1, 0)};
+    zf_test_expect_error(s_run("Mod", in3, 2, &y), ZF_INVALID_ARGUMENT,
+                         "m (Mod): both inputs must have the same dtype, got float and int32");
     zf_tensor_t *in2[2] = {KT_F32(ZF_SHAPE(2), 1, 2), KT_F32(ZF_SHAPE(3), 1, 2, 3)};
     zf_test_expect_error(s_run("Pow", in2, 2, &y), ZF_INVALID_ARGUMENT,
                          "m (Pow): Incompatible shapes: [2] vs. [3]");
