@@ -246,6 +246,26 @@ static void test_uniform_int_refuses_bad_bounds(void **state)
     assert_null(t);
 }
 
+/* The generator is Philox4x32-10: with seed 1 and seed2 0x9E3779B97F4A7C15
+ * the key (seed * 0x9E3779B97F4A7C15 ^ seed2) is 0, and the first element
+ * draws from counter 0, whose output is the published known answer
+ * 6627e8d5 e169c58d bc57ac4c 9b00dbd8 (Random123's kat_vectors). Its first
+ * 64 bits, below 2^63 - 1, are the first RandomUniformInt in [0, 2^63 - 1). */
+static void test_generator_gives_philox_known_answer(void **state)
+{
+    (void)state;
+    s_kernel_t kn;
+    s_open(&kn, "RandomUniformInt", ZF_INT64, 1, (int64_t)0x9E3779B97F4A7C15ull);
+    int64_t lo = 0, hi = INT64_MAX;
+    zf_tensor_t *in[3] = {KT_I32(ZF_SHAPE(1), 1), kt_tensor(ZF_INT64, zf_shape_scalar(), &lo, 1),
+                          kt_tensor(ZF_INT64, zf_shape_scalar(), &hi, 1)};
+    zf_tensor_t *out = NULL;
+    ASSERT_OK(s_next_on(&kn, in, 3, NULL, &out));
+    KT_EXPECT_INTS(out, ZF_SHAPE(1), 0x6627e8d5e169c58dLL);
+    zf_tensor_unref(&out);
+    s_close(&kn);
+}
+
 /* ---- seeds ---------------------------------------------------------------------------------- */
 
 static void test_fixed_seeds_repeat_their_sequence(void **state)
@@ -344,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_truncated_normal_stays_within_two_stddevs),
         cmocka_unit_test(test_uniform_int_covers_its_range_evenly),
         cmocka_unit_test(test_uniform_int_refuses_bad_bounds),
+        cmocka_unit_test(test_generator_gives_philox_known_answer),
         cmocka_unit_test(test_fixed_seeds_repeat_their_sequence),
         cmocka_unit_test(test_values_do_not_depend_on_the_thread_split),
         cmocka_unit_test(test_zero_seeds_draw_fresh_values),
