@@ -51,6 +51,9 @@ zf_status_t zf__kernels_register_reduce(void);
 zf_status_t zf__kernels_register_state(void);
 zf_status_t zf__kernels_register_compare(void);
 zf_status_t zf__kernels_register_control(void);
+zf_status_t zf__kernels_register_activation(void);
+zf_status_t zf__kernels_register_loss(void);
+zf_status_t zf__kernels_register_random(void);
 
 /* ---- dtypes and attrs --------------------------------------------------- */
 
