@@ -150,6 +150,14 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("RefMerge", "CPU", "T", 0),
     ZF_KDEF("ControlTrigger", "CPU", NULL, 0),
     /* end of control flow */
+    /* CPU: slicing, padding, gathering and ordering (index inputs host-side) */
+    ZF_KDEF_HOST("StridedSlice", "CPU", "T", ZF_TYPES_POD, 0xeu, 0),
+    ZF_KDEF_HOST("StridedSliceGrad", "CPU", "T", ZF_TYPES_POD, 0xfu, 0),
+    ZF_KDEF_HOST("Slice", "CPU", "T", ZF_TYPES_POD, 6u, 0),
+    ZF_KDEF_HOST("Split", "CPU", "T", ZF_TYPES_POD, 1u, 0),
+    ZF_KDEF_HOST("SplitV", "CPU", "T", ZF_TYPES_POD, 6u, 0),
+    ZF_KDEF("Unpack", "CPU", "T", ZF_TYPES_POD),
+    /* end of slicing, padding, gathering and ordering */
     /* GPU */
     ZF_KDEF("Neg", "GPU", "T", ZF_TYPES_GPU_FLOAT),
     ZF_KDEF("Abs", "GPU", "T", ZF_TYPES_GPU_FLOAT),
