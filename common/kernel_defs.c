@@ -157,6 +157,14 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF_HOST("Split", "CPU", "T", ZF_TYPES_POD, 1u, 0),
     ZF_KDEF_HOST("SplitV", "CPU", "T", ZF_TYPES_POD, 6u, 0),
     ZF_KDEF("Unpack", "CPU", "T", ZF_TYPES_POD),
+    ZF_KDEF_HOST("Tile", "CPU", "T", ZF_TYPES_POD, 2u, 0),
+    ZF_KDEF_HOST("Pad", "CPU", "T", ZF_TYPES_POD, 2u, 0),
+    ZF_KDEF_HOST("PadV2", "CPU", "T", ZF_TYPES_POD, 2u, 0),
+    ZF_KDEF_HOST("MirrorPad", "CPU", "T", ZF_TYPES_POD, 2u, 0),
+    ZF_KDEF_HOST("ReverseV2", "CPU", "T", ZF_TYPES_POD, 2u, 0),
+    ZF_KDEF_HOST("BroadcastTo", "CPU", "T", ZF_TYPES_POD, 2u, 0),
+    ZF_KDEF_HOST("BroadcastGradientArgs", "CPU", "T", ZF_TYPES_INDEX, ZF_KERNEL_ALL_HOST,
+                 ZF_KERNEL_ALL_HOST),
     /* end of slicing, padding, gathering and ordering */
     /* GPU */
     ZF_KDEF("Neg", "GPU", "T", ZF_TYPES_GPU_FLOAT),
