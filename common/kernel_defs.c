@@ -165,6 +165,12 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF_HOST("BroadcastTo", "CPU", "T", ZF_TYPES_POD, 2u, 0),
     ZF_KDEF_HOST("BroadcastGradientArgs", "CPU", "T", ZF_TYPES_INDEX, ZF_KERNEL_ALL_HOST,
                  ZF_KERNEL_ALL_HOST),
+    ZF_KDEF_HOST("GatherV2", "CPU", "Tparams", ZF_TYPES_POD, 4u, 0),
+    ZF_KDEF("Gather", "CPU", "Tparams", ZF_TYPES_POD),
+    ZF_KDEF("GatherNd", "CPU", "Tparams", ZF_TYPES_POD),
+    ZF_KDEF_HOST("ScatterNd", "CPU", "T", ZF_TYPES_NUMBER, 4u, 0),
+    ZF_KDEF_HOST("UnsortedSegmentSum", "CPU", "T", ZF_TYPES_NUMBER, 4u, 0),
+    ZF_KDEF_HOST("OneHot", "CPU", "T", ZF_TYPES_POD, 2u, 0),
     /* end of slicing, padding, gathering and ordering */
     /* GPU */
     ZF_KDEF("Neg", "GPU", "T", ZF_TYPES_GPU_FLOAT),

@@ -53,6 +53,7 @@ zf_status_t zf__kernels_register_compare(void);
 zf_status_t zf__kernels_register_control(void);
 zf_status_t zf__kernels_register_slice(void);
 zf_status_t zf__kernels_register_pad(void);
+zf_status_t zf__kernels_register_gather(void);
 
 /* ---- dtypes and attrs --------------------------------------------------- */
 
