@@ -171,6 +171,9 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF_HOST("ScatterNd", "CPU", "T", ZF_TYPES_NUMBER, 4u, 0),
     ZF_KDEF_HOST("UnsortedSegmentSum", "CPU", "T", ZF_TYPES_NUMBER, 4u, 0),
     ZF_KDEF_HOST("OneHot", "CPU", "T", ZF_TYPES_POD, 2u, 0),
+    ZF_KDEF("Where", "CPU", "T", ZF_TYPES_NUMBER | ZF_TYPE_BIT(ZF_BOOL)),
+    ZF_KDEF_HOST("TopKV2", "CPU", "T", ZF_TYPES_ORDERED, 2u, 0),
+    ZF_KDEF_HOST("Cumsum", "CPU", "T", ZF_TYPES_NUMBER, 2u, 0),
     /* end of slicing, padding, gathering and ordering */
     /* GPU */
     ZF_KDEF("Neg", "GPU", "T", ZF_TYPES_GPU_FLOAT),
