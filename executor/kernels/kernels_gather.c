@@ -433,6 +433,7 @@ static zf_status_t s_one_hot_compute(zf_kernel_ctx_t *ctx)
     zf_tensor_t *out = NULL;
     const zf_tensor_t *on = ctx->inputs[2];
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, zf_tensor_dtype(on), &shape, &out));
+    if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
     size_t elem = zf_dtype_size(zf_tensor_dtype(on));
     const void *on_v = zf_tensor_data(on), *off_v = zf_tensor_data(ctx->inputs[3]);
     int64_t prefix = zf_remap_prod(is->dims, 0, axis),

@@ -275,11 +275,12 @@ static zf_status_t s_slice_compute(zf_kernel_ctx_t *ctx)
     ZF_TRY(zf_kernels_input_ints(ctx, 2, "size", size, ZF_MAX_RANK, &n));
     s_slice_plan_t p = {.rank = in->rank, .final = {.rank = in->rank}};
     for (int i = 0; i < in->rank; i++) {
-        int64_t d = in->dims[i], b = begin[i], s = size[i] == -1 ? d - b : size[i];
+        int64_t d = in->dims[i], b = begin[i];
         if (b < 0 || b > d)
             return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
                                    "Expected begin[%d] in [0, %lld], but got %lld", i, (long long)d,
                                    (long long)b);
+        int64_t s = size[i] == -1 ? d - b : size[i];
         if (s < 0 || s > d - b)
             return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
                                    "Expected size[%d] in [0, %lld], but got %lld", i,

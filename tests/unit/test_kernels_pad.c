@@ -215,6 +215,62 @@ static void test_reverse_flips_the_named_axes(void **state)
                          "'axis'[0] = 2 is out of valid range [-2, 1]");
 }
 
+/* Large tensors split over a device's pool give what index loops give. */
+static void test_large_maps_on_a_pool_match_index_loops(void **state)
+{
+    (void)state;
+    zf_device_t *dev = NULL;
+    ASSERT_OK(zf_device_cpu_new("/job:localhost/replica:0/task:0/device:CPU:0", 2, &dev));
+    const int64_t h = 300, w = 257;
+    zf_tensor_t *x = kt_random_f32(ZF_SHAPE(300, 257), 7u), *out = NULL;
+    const float *px = zf_tensor_data(x);
+    /* Tile by [2, 3] */
+    Tensorflow__NodeDef *n = kt_node_new("t", "Tile", 2);
+    kt_attr_type(n, "T", ZF_FLOAT);
+    zf_tensor_t *in[2] = {x, KT_I32(ZF_SHAPE(2), 2, 3)};
+    ASSERT_OK(kt_run_on(n, in, 2, &out, 1, NULL, dev));
+    kt_expect_shape(out, ZF_SHAPE(600, 771));
+    const float *po = zf_tensor_data(out);
+    for (int64_t i = 0; i < 2 * h; i++)
+        for (int64_t j = 0; j < 3 * w; j++)
+            if (po[i * 3 * w + j] != px[(i % h) * w + j % w])
+                fail_msg("Tile differs at %lld,%lld", (long long)i, (long long)j);
+    zf_tensor_unref(&out);
+    zf_tensor_unref(&in[1]);
+    kt_node_free(&n);
+    /* ReverseV2 of both axes */
+    n = kt_node_new("r", "ReverseV2", 2);
+    kt_attr_type(n, "T", ZF_FLOAT);
+    in[1] = KT_I32(ZF_SHAPE(2), 0, 1);
+    ASSERT_OK(kt_run_on(n, in, 2, &out, 1, NULL, dev));
+    po = zf_tensor_data(out);
+    for (int64_t i = 0; i < h; i++)
+        for (int64_t j = 0; j < w; j++)
+            if (po[i * w + j] != px[(h - 1 - i) * w + (w - 1 - j)]) fail_msg("ReverseV2 differs");
+    zf_tensor_unref(&out);
+    zf_tensor_unref(&in[1]);
+    kt_node_free(&n);
+    /* MirrorPad SYMMETRIC by [[5, 7], [0, 256]] */
+    n = kt_node_new("m", "MirrorPad", 2);
+    kt_attr_type(n, "T", ZF_FLOAT);
+    kt_attr_string(n, "mode", "SYMMETRIC");
+    in[1] = KT_I32(ZF_SHAPE(2, 2), 5, 7, 0, 256);
+    ASSERT_OK(kt_run_on(n, in, 2, &out, 1, NULL, dev));
+    kt_expect_shape(out, ZF_SHAPE(312, 513));
+    po = zf_tensor_data(out);
+    for (int64_t i = 0; i < h + 12; i++)
+        for (int64_t j = 0; j < w + 256; j++) {
+            int64_t si = i < 5 ? 4 - i : i - 5 >= h ? 2 * h - 1 - (i - 5) : i - 5;
+            int64_t sj = j >= w ? 2 * w - 1 - j : j;
+            if (po[i * (w + 256) + j] != px[si * w + sj]) fail_msg("MirrorPad differs");
+        }
+    zf_tensor_unref(&out);
+    zf_tensor_unref(&in[1]);
+    kt_node_free(&n);
+    zf_tensor_unref(&x);
+    zf_device_destroy(&dev);
+}
+
 /* ---- BroadcastTo ------------------------------------------------------------------------------
  */
 
@@ -304,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_pad_rejects_bad_paddings),
         cmocka_unit_test(test_mirror_pad_reflects_and_mirrors),
         cmocka_unit_test(test_reverse_flips_the_named_axes),
+        cmocka_unit_test(test_large_maps_on_a_pool_match_index_loops),
         cmocka_unit_test(test_broadcast_to_repeats_dims_of_one),
         cmocka_unit_test(test_broadcast_gradient_args_lists_the_broadcast_dims),
     };
