@@ -2,6 +2,7 @@
  * PadV2, MirrorPad (REFLECT and SYMMETRIC), ReverseV2 and BroadcastTo,
  * all through an index map (remap.h) over bytes of any fixed-size dtype;
  * and BroadcastGradientArgs, which computes on shapes. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,38 +14,49 @@
 /* An element of zeros for every fixed-size dtype (complex128 is 16 bytes). */
 static const char s_zero[16];
 
-/* Allocates output 0 of shape with input 0's dtype and, unless it is
- * empty, an index map over it; *done says there is nothing to map. */
-static zf_status_t s_output_and_map(zf_kernel_ctx_t *ctx, const zf_shape_t *shape,
-                                    zf_tensor_t **out, zf_remap_t *r, bool *done)
-{
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, zf_tensor_dtype(ctx->inputs[0]), shape, out));
-    *done = zf_tensor_num_elements(*out) == 0;
-    if (*done) return ZF_STATUS_OK;
-    return zf_remap_init(r, shape);
-}
+/* How each output dim maps to the input's: what the kernels below set. */
+typedef struct {
+    int64_t src[ZF_MAX_RANK];    /* the input's dims (BroadcastTo: aligned to the output) */
+    int64_t before[ZF_MAX_RANK]; /* padding before each dim */
+    bool flip[ZF_MAX_RANK];      /* ReverseV2 */
+    int offset;                  /* MirrorPad: 1 REFLECT, 0 SYMMETRIC */
+} s_map_t;
 
-/* Gathers output 0 from input 0 through r (fill where it maps to
- * ZF_REMAP_FILL) and frees r. */
-static zf_status_t s_finish(zf_kernel_ctx_t *ctx, zf_tensor_t *out, zf_remap_t *r, const void *fill)
+/* Fills idx[0..n), the input index of each position of output dim k. */
+typedef void (*s_dim_fn)(const s_map_t *m, int k, int64_t *idx, int64_t n);
+
+/* Allocates output 0 of shape with input 0's dtype and gathers it from
+ * input 0 through fn's map; fill where the map says ZF_REMAP_FILL. */
+static zf_status_t s_map_output(zf_kernel_ctx_t *ctx, const zf_shape_t *shape, const s_map_t *m,
+                                s_dim_fn fn, const void *fill)
 {
     const zf_tensor_t *x = ctx->inputs[0];
-    zf_remap_gather(ctx, r, zf_tensor_shape(x)->dims, zf_tensor_data(x), zf_tensor_data(out),
+    zf_tensor_t *out = NULL;
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, zf_tensor_dtype(x), shape, &out));
+    if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
+    zf_remap_t r;
+    ZF_TRY(zf_remap_init(&r, shape));
+    for (int k = 0; k < shape->rank; k++) fn(m, k, r.idx[k], shape->dims[k]);
+    zf_remap_gather(ctx, &r, m->src, zf_tensor_data(x), zf_tensor_data(out),
                     zf_dtype_size(zf_tensor_dtype(x)), fill);
-    zf_remap_free(r);
+    zf_remap_free(&r);
     return ZF_STATUS_OK;
 }
 
-/* An output dim a + b (+ c), or INVALID_ARGUMENT when it overflows. */
-static zf_status_t s_dim_sum(const zf_kernel_ctx_t *ctx, int64_t a, int64_t b, int64_t c,
-                             int64_t *out)
+/* A map whose source is input 0 as it is. */
+static void s_map_input(const zf_kernel_ctx_t *ctx, s_map_t *m)
 {
-    if (__builtin_add_overflow(a, b, out) || __builtin_add_overflow(*out, c, out))
-        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "output dimension is too large");
-    return ZF_STATUS_OK;
+    memset(m, 0, sizeof *m);
+    const zf_shape_t *in = zf_tensor_shape(ctx->inputs[0]);
+    memcpy(m->src, in->dims, sizeof m->src);
 }
 
 /* ---- Tile ------------------------------------------------------------------------ */
+
+static void s_tile_dim(const s_map_t *m, int k, int64_t *idx, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) idx[j] = j % m->src[k];
+}
 
 static zf_status_t s_tile_compute(zf_kernel_ctx_t *ctx)
 {
@@ -73,65 +85,63 @@ static zf_status_t s_tile_compute(zf_kernel_ctx_t *ctx)
         if (__builtin_mul_overflow(in->dims[i], mult[i], &shape.dims[i]))
             return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "output dimension is too large");
     }
-    zf_tensor_t *out = NULL;
-    zf_remap_t r;
-    bool done = false;
-    ZF_TRY(s_output_and_map(ctx, &shape, &out, &r, &done));
-    if (done) return ZF_STATUS_OK;
-    for (int k = 0; k < in->rank; k++)
-        for (int64_t j = 0; j < shape.dims[k]; j++) r.idx[k][j] = j % in->dims[k];
-    return s_finish(ctx, out, &r, NULL);
+    s_map_t m;
+    s_map_input(ctx, &m);
+    return s_map_output(ctx, &shape, &m, s_tile_dim, NULL);
 }
 
 /* ---- Pad, PadV2, MirrorPad ----------------------------------------------------------- */
 
-/* Reads input 1, paddings: an int32 or int64 [rank, 2] matrix. */
-static zf_status_t s_read_paddings(const zf_kernel_ctx_t *ctx, int64_t *before, int64_t *after)
+/* Reads input 1, paddings: an int32 or int64 [rank, 2] matrix, into
+ * m->before and after, and the padded shape into *shape. */
+static zf_status_t s_read_paddings(const zf_kernel_ctx_t *ctx, s_map_t *m, int64_t *after,
+                                   zf_shape_t *shape)
 {
     const zf_tensor_t *x = ctx->inputs[0], *p = ctx->inputs[1];
-    const zf_shape_t *ps = zf_tensor_shape(p);
+    const zf_shape_t *ps = zf_tensor_shape(p), *in = zf_tensor_shape(x);
     char pbuf[ZF_SHAPE_STRING_MAX], xbuf[ZF_SHAPE_STRING_MAX];
     ZF_TRY(zf_remap_check_index_dtype(ctx, 1, "paddings"));
     if (ps->rank != 2 || ps->dims[1] != 2)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
                                "paddings must be a matrix with 2 columns: %s",
                                zf_kernels_shape_str(p, pbuf));
-    int rank = zf_tensor_shape(x)->rank;
-    if (ps->dims[0] != rank)
+    if (ps->dims[0] != in->rank)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
                                "The first dimension of paddings must be the rank of inputs %s, %s",
                                zf_kernels_shape_str(p, pbuf), zf_kernels_shape_str(x, xbuf));
-    for (int i = 0; i < rank; i++) {
-        before[i] = zf_remap_index_at(p, 2 * i);
-        after[i] = zf_remap_index_at(p, 2 * i + 1);
-        if (before[i] < 0 || after[i] < 0)
+    s_map_input(ctx, m);
+    shape->rank = in->rank;
+    for (int i = 0; i < in->rank; i++) {
+        int64_t b = zf_remap_index_at(p, 2 * i), a = zf_remap_index_at(p, 2 * i + 1);
+        if (b < 0 || a < 0)
             return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
-                                   "Paddings must be non-negative: %lld %lld", (long long)before[i],
-                                   (long long)after[i]);
+                                   "Paddings must be non-negative: %lld %lld", (long long)b,
+                                   (long long)a);
+        if (__builtin_add_overflow(b, in->dims[i], &shape->dims[i]) ||
+            __builtin_add_overflow(shape->dims[i], a, &shape->dims[i]))
+            return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "output dimension is too large");
+        m->before[i] = b;
+        after[i] = a;
     }
     return ZF_STATUS_OK;
+}
+
+static void s_pad_dim(const s_map_t *m, int k, int64_t *idx, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) {
+        int64_t p = j - m->before[k];
+        idx[j] = p >= 0 && p < m->src[k] ? p : ZF_REMAP_FILL;
+    }
 }
 
 /* Pad and PadV2: constant padding with the element at fill. */
 static zf_status_t s_pad_constant(zf_kernel_ctx_t *ctx, const void *fill)
 {
-    const zf_shape_t *in = zf_tensor_shape(ctx->inputs[0]);
-    int64_t before[ZF_MAX_RANK], after[ZF_MAX_RANK];
-    ZF_TRY(s_read_paddings(ctx, before, after));
-    zf_shape_t shape = {.rank = in->rank};
-    for (int i = 0; i < in->rank; i++)
-        ZF_TRY(s_dim_sum(ctx, before[i], in->dims[i], after[i], &shape.dims[i]));
-    zf_tensor_t *out = NULL;
-    zf_remap_t r;
-    bool done = false;
-    ZF_TRY(s_output_and_map(ctx, &shape, &out, &r, &done));
-    if (done) return ZF_STATUS_OK;
-    for (int k = 0; k < in->rank; k++)
-        for (int64_t j = 0; j < shape.dims[k]; j++) {
-            int64_t p = j - before[k];
-            r.idx[k][j] = p >= 0 && p < in->dims[k] ? p : ZF_REMAP_FILL;
-        }
-    return s_finish(ctx, out, &r, fill);
+    s_map_t m;
+    int64_t after[ZF_MAX_RANK];
+    zf_shape_t shape;
+    ZF_TRY(s_read_paddings(ctx, &m, after, &shape));
+    return s_map_output(ctx, &shape, &m, s_pad_dim, fill);
 }
 
 static zf_status_t s_pad_compute(zf_kernel_ctx_t *ctx)
@@ -153,12 +163,8 @@ static zf_status_t s_pad_v2_compute(zf_kernel_ctx_t *ctx)
     return s_pad_constant(ctx, zf_tensor_data(c));
 }
 
-/* MirrorPad's state: the mode's offset, 1 for REFLECT (the edge is not
- * repeated) and 0 for SYMMETRIC. */
-typedef struct {
-    int offset;
-} s_mirror_t;
-
+/* MirrorPad's state is the mode's offset plus one (never NULL): the offset
+ * is 1 for REFLECT (the edge is not repeated), 0 for SYMMETRIC. */
 static zf_status_t s_mirror_create(const Tensorflow__NodeDef *node, void **state)
 {
     const uint8_t *mode = NULL;
@@ -171,53 +177,51 @@ static zf_status_t s_mirror_create(const Tensorflow__NodeDef *node, void **state
         return zf_invalid_argument("%s (%s): mode must be either REFLECT or SYMMETRIC, got '%.*s'",
                                    node->name, node->op, (int)(len > 32 ? 32 : len),
                                    (const char *)mode);
-    s_mirror_t *st = malloc(sizeof *st);
-    if (!st) return zf_out_of_memory("MirrorPad kernel");
-    st->offset = offset;
-    *state = st;
+    *state = (void *)(uintptr_t)(offset + 1);
     return ZF_STATUS_OK;
+}
+
+static void s_mirror_dim(const s_map_t *m, int k, int64_t *idx, int64_t n)
+{
+    int64_t d = m->src[k];
+    for (int64_t j = 0; j < n; j++) {
+        int64_t p = j - m->before[k];
+        if (p < 0) p = -p - 1 + m->offset;
+        if (p >= d) p = 2 * d - 1 - m->offset - p;
+        idx[j] = p;
+    }
 }
 
 static zf_status_t s_mirror_pad_compute(zf_kernel_ctx_t *ctx)
 {
     ZF_TRY(zf_kernels_check_inputs(ctx, 2));
-    const s_mirror_t *st = ctx->state;
-    const zf_shape_t *in = zf_tensor_shape(ctx->inputs[0]);
-    int64_t before[ZF_MAX_RANK], after[ZF_MAX_RANK];
-    ZF_TRY(s_read_paddings(ctx, before, after));
-    zf_shape_t shape = {.rank = in->rank};
-    for (int i = 0; i < in->rank; i++) {
-        int64_t d = in->dims[i];
-        if (st->offset == 0 && (before[i] > d || after[i] > d))
+    s_map_t m;
+    int64_t after[ZF_MAX_RANK];
+    zf_shape_t shape;
+    ZF_TRY(s_read_paddings(ctx, &m, after, &shape));
+    m.offset = (int)((uintptr_t)ctx->state - 1);
+    for (int i = 0; i < shape.rank; i++) {
+        int64_t d = m.src[i], b = m.before[i], a = after[i];
+        if (m.offset == 0 && (b > d || a > d))
             return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
                                    "paddings must be no greater than the dimension size: %lld, "
                                    "%lld greater than %lld",
-                                   (long long)before[i], (long long)after[i], (long long)d);
-        if (st->offset == 1 && (before[i] >= d || after[i] >= d))
+                                   (long long)b, (long long)a, (long long)d);
+        if (m.offset == 1 && (b >= d || a >= d))
             return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
                                    "paddings must be less than the dimension size: %lld, %lld not "
                                    "less than %lld",
-                                   (long long)before[i], (long long)after[i], (long long)d);
-        shape.dims[i] = before[i] + d + after[i]; /* at most 3 * d */
+                                   (long long)b, (long long)a, (long long)d);
     }
-    zf_tensor_t *out = NULL;
-    zf_remap_t r;
-    bool done = false;
-    ZF_TRY(s_output_and_map(ctx, &shape, &out, &r, &done));
-    if (done) return ZF_STATUS_OK;
-    for (int k = 0; k < in->rank; k++) {
-        int64_t d = in->dims[k];
-        for (int64_t j = 0; j < shape.dims[k]; j++) {
-            int64_t p = j - before[k];
-            if (p < 0) p = -p - 1 + st->offset;
-            if (p >= d) p = 2 * d - 1 - st->offset - p;
-            r.idx[k][j] = p;
-        }
-    }
-    return s_finish(ctx, out, &r, NULL);
+    return s_map_output(ctx, &shape, &m, s_mirror_dim, NULL);
 }
 
 /* ---- ReverseV2 ------------------------------------------------------------------------ */
+
+static void s_reverse_dim(const s_map_t *m, int k, int64_t *idx, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) idx[j] = m->flip[k] ? n - 1 - j : j;
+}
 
 static zf_status_t s_reverse_compute(zf_kernel_ctx_t *ctx)
 {
@@ -231,7 +235,8 @@ static zf_status_t s_reverse_compute(zf_kernel_ctx_t *ctx)
     int64_t axes[ZF_MAX_RANK];
     int n = 0;
     ZF_TRY(zf_kernels_input_ints(ctx, 1, "axis", axes, ZF_MAX_RANK, &n));
-    bool flip[ZF_MAX_RANK] = {false};
+    s_map_t m;
+    s_map_input(ctx, &m);
     for (int i = 0; i < n; i++) {
         int a = 0;
         if (!zf_kernels_axis(axes[i], in->rank, &a))
@@ -239,22 +244,20 @@ static zf_status_t s_reverse_compute(zf_kernel_ctx_t *ctx)
                                    "'axis'[%d] = %lld is out of valid range [%d, %d] for input %s",
                                    i, (long long)axes[i], -in->rank, in->rank - 1,
                                    zf_kernels_shape_str(x, sbuf));
-        if (flip[a])
+        if (m.flip[a])
             return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "axis %d specified more than once.",
                                    a);
-        flip[a] = true;
+        m.flip[a] = true;
     }
-    zf_tensor_t *out = NULL;
-    zf_remap_t r;
-    bool done = false;
-    ZF_TRY(s_output_and_map(ctx, in, &out, &r, &done));
-    if (done) return ZF_STATUS_OK;
-    for (int k = 0; k < in->rank; k++)
-        for (int64_t j = 0; j < in->dims[k]; j++) r.idx[k][j] = flip[k] ? in->dims[k] - 1 - j : j;
-    return s_finish(ctx, out, &r, NULL);
+    return s_map_output(ctx, in, &m, s_reverse_dim, NULL);
 }
 
 /* ---- BroadcastTo ------------------------------------------------------------------------- */
+
+static void s_broadcast_dim(const s_map_t *m, int k, int64_t *idx, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) idx[j] = m->src[k] == 1 ? 0 : j;
+}
 
 static zf_status_t s_broadcast_to_compute(zf_kernel_ctx_t *ctx)
 {
@@ -264,31 +267,21 @@ static zf_status_t s_broadcast_to_compute(zf_kernel_ctx_t *ctx)
     char xbuf[ZF_SHAPE_STRING_MAX], sbuf[ZF_SHAPE_STRING_MAX];
     zf_shape_t shape;
     ZF_TRY(zf_remap_input_shape(ctx, 1, "shape", &shape));
-    int rank = shape.rank;
     /* the input's dims aligned to the output's from the right, 1 before */
-    int64_t src[ZF_MAX_RANK];
-    bool ok = in->rank <= rank;
-    for (int k = 0; ok && k < rank; k++) {
-        int i = k - (rank - in->rank);
-        src[k] = i >= 0 ? in->dims[i] : 1;
-        ok = src[k] == shape.dims[k] || src[k] == 1;
+    s_map_t m;
+    memset(&m, 0, sizeof m);
+    bool ok = in->rank <= shape.rank;
+    for (int k = 0; ok && k < shape.rank; k++) {
+        int i = k - (shape.rank - in->rank);
+        m.src[k] = i >= 0 ? in->dims[i] : 1;
+        ok = m.src[k] == shape.dims[k] || m.src[k] == 1;
     }
     if (!ok)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
                                "Unable to broadcast tensor of shape %s to tensor of shape %s",
                                zf_kernels_shape_str(x, xbuf),
                                zf_shape_to_string(&shape, sbuf, sizeof sbuf));
-    zf_tensor_t *out = NULL;
-    zf_remap_t r;
-    bool done = false;
-    ZF_TRY(s_output_and_map(ctx, &shape, &out, &r, &done));
-    if (done) return ZF_STATUS_OK;
-    for (int k = 0; k < rank; k++)
-        for (int64_t j = 0; j < shape.dims[k]; j++) r.idx[k][j] = src[k] == 1 ? 0 : j;
-    zf_remap_gather(ctx, &r, src, zf_tensor_data(x), zf_tensor_data(out),
-                    zf_dtype_size(zf_tensor_dtype(x)), NULL);
-    zf_remap_free(&r);
-    return ZF_STATUS_OK;
+    return s_map_output(ctx, &shape, &m, s_broadcast_dim, NULL);
 }
 
 /* ---- BroadcastGradientArgs ------------------------------------------------------------------ */
@@ -364,7 +357,6 @@ static const zf_kernel_t s_defs[] = {
      .allowed_types = ZF_TYPES_POD,
      .flags = ZF_KERNEL_SIZED_BY_VALUE,
      .create = s_mirror_create,
-     .destroy = free,
      .compute = s_mirror_pad_compute},
     ZF_CPU_KERNEL("ReverseV2", ZF_TYPES_POD, s_reverse_compute),
     S_SIZED("BroadcastTo", s_broadcast_to_compute),
