@@ -86,6 +86,17 @@ static zf_status_t s_gather(zf_kernel_ctx_t *ctx, int axis, int batch_dims)
     return ZF_STATUS_OK;
 }
 
+/* The gather axis a of params of rank dims, in [-rank, rank). */
+static zf_status_t s_gather_axis(const zf_kernel_ctx_t *ctx, int64_t a, int rank, int *axis)
+{
+    if (zf_kernels_axis(a, rank, axis)) return ZF_STATUS_OK;
+    /* the rank params would need: -a for a negative axis, else a + 1 */
+    uint64_t need = a < 0 ? 0 - (uint64_t)a : (uint64_t)a + 1;
+    return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
+                           "Shape must be at least rank %llu but is rank %d",
+                           (unsigned long long)need, rank);
+}
+
 static zf_status_t s_gather_create(const Tensorflow__NodeDef *node, void **state)
 {
     return zf_remap_int_attr_state(node, "batch_dims", 0, state);
@@ -98,13 +109,8 @@ static zf_status_t s_gather_v2_compute(zf_kernel_ctx_t *ctx)
     ZF_TRY(zf_remap_check_index_dtype(ctx, 1, "indices"));
     int64_t a = 0, bd = *(const int64_t *)ctx->state;
     ZF_TRY(zf_kernels_input_int(ctx, 2, "axis", &a));
-    if (ps->rank < 1)
-        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "params must be at least 1 dimensional");
     int axis = 0;
-    if (!zf_kernels_axis(a, ps->rank, &axis))
-        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
-                               "Expected axis in the range [%d, %d), but got %lld", -ps->rank,
-                               ps->rank, (long long)a);
+    ZF_TRY(s_gather_axis(ctx, a, ps->rank, &axis));
     if (bd < -is->rank || bd > is->rank)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
                                "Expected batch_dims in the range [%d, %d], but got %lld", -is->rank,
@@ -131,9 +137,9 @@ static zf_status_t s_gather_v1_compute(zf_kernel_ctx_t *ctx)
 {
     ZF_TRY(zf_kernels_check_inputs(ctx, 2));
     ZF_TRY(zf_remap_check_index_dtype(ctx, 1, "indices"));
-    if (zf_tensor_shape(ctx->inputs[0])->rank < 1)
-        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "params must be at least 1 dimensional");
-    return s_gather(ctx, 0, 0);
+    int axis = 0;
+    ZF_TRY(s_gather_axis(ctx, 0, zf_tensor_shape(ctx->inputs[0])->rank, &axis));
+    return s_gather(ctx, axis, 0);
 }
 
 /* ---- GatherNd, ScatterNd ------------------------------------------------------------------- */
@@ -420,13 +426,21 @@ static zf_status_t s_one_hot_compute(zf_kernel_ctx_t *ctx)
     const zf_shape_t *is = zf_tensor_shape(ix);
     if (axis_attr != -1 && (axis_attr < 0 || axis_attr > is->rank))
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
-                               "Expected axis to be -1 or between [0, %d].  But received: %lld",
-                               is->rank, (long long)axis_attr);
+                               "Expected axis to be -1 or between [0, %d).  But received: %lld",
+                               is->rank + 1, (long long)axis_attr);
     if (is->rank == ZF_MAX_RANK)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "the output's rank would exceed %d",
                                ZF_MAX_RANK);
     int64_t depth = 0;
     ZF_TRY(s_one_hot_check(ctx, &depth));
+    int64_t total = 0;
+    char sbuf[ZF_SHAPE_STRING_MAX];
+    if (__builtin_mul_overflow(zf_tensor_num_elements(ix), depth, &total))
+        return zf_kernel_error(
+            ctx, ZF_INVALID_ARGUMENT,
+            "OneHot result would have shape %s + [%lld], which exceeds 2**63 - 1 "
+            "elements",
+            zf_kernels_shape_str(ix, sbuf), (long long)depth);
     int axis = axis_attr == -1 ? is->rank : (int)axis_attr;
     zf_shape_t shape = {.rank = is->rank + 1};
     for (int i = 0, j = 0; i < shape.rank; i++) shape.dims[i] = i == axis ? depth : is->dims[j++];
