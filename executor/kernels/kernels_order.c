@@ -247,7 +247,7 @@ static zf_status_t s_cumsum_compute(zf_kernel_ctx_t *ctx)
     if (!zf_kernels_axis(a, xs->rank, &axis))
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
                                "ScanOp: Expected scan axis in the range [%d, %d), but got %lld",
-                               -xs->rank, xs->rank, (long long)a);
+                               -xs->rank, xs->rank, (long long)(a < 0 ? a + xs->rank : a));
     zf_dtype_t dt = zf_tensor_dtype(x);
     zf_tensor_t *out = NULL;
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, dt, xs, &out));

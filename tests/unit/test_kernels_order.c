@@ -188,6 +188,8 @@ static void test_cumsum_exclusive_and_reverse(void **state)
     zf_test_expect_error(s_cumsum(KT_F32(ZF_SHAPE(2), 1, 2), 1, NULL, NULL, &out),
                          ZF_INVALID_ARGUMENT,
                          "o (Cumsum): ScanOp: Expected scan axis in the range [-1, 1), but got 1");
+    zf_test_expect_error(s_cumsum(KT_F32(ZF_SHAPE(2), 1, 2), -3, NULL, NULL, &out),
+                         ZF_INVALID_ARGUMENT, "in the range [-1, 1), but got -2");
     zf_test_expect_error(s_cumsum(KT_F32(zf_shape_scalar(), 1), 0, NULL, NULL, &out),
                          ZF_INVALID_ARGUMENT, "Expected scan axis in the range [0, 0), but got 0");
     zf_tensor_t *in[2] = {KT_F32(ZF_SHAPE(2), 1, 2), KT_I32(ZF_SHAPE(1), 0)};
