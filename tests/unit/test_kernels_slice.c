@@ -7,7 +7,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "common/graphdef_io.h"
 #include "kernel_test_util.h"
+#include "session/local_session.h"
 
 enum { M_BEGIN, M_END, M_ELLIPSIS, M_NEW_AXIS, M_SHRINK };
 
@@ -435,6 +437,58 @@ static void test_unpack_drops_the_axis(void **state)
     zf_tensor_unref(&x);
 }
 
+/* ---- in a session --------------------------------------------------------------------------- */
+
+/* x[:, 1::2] split in three, x[:, [5]], and x unpacked by rows, as one graph. */
+static const char s_graph[] =
+    "node { name: 'x' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } } }\n"
+    "node { name: 'b' op: 'Const' attr { key: 'dtype' value { type: DT_INT32 } }"
+    " attr { key: 'value' value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 2 } } "
+    "int_val: 0 int_val: 1 } } } }\n"
+    "node { name: 'e' op: 'Const' attr { key: 'dtype' value { type: DT_INT32 } }"
+    " attr { key: 'value' value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 2 } } "
+    "int_val: 0 int_val: 0 } } } }\n"
+    "node { name: 's' op: 'Const' attr { key: 'dtype' value { type: DT_INT32 } }"
+    " attr { key: 'value' value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 2 } } "
+    "int_val: 1 int_val: 2 } } } }\n"
+    "node { name: 'one' op: 'Const' attr { key: 'dtype' value { type: DT_INT32 } }"
+    " attr { key: 'value' value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 1 } } } }\n"
+    "node { name: 'idx' op: 'Const' attr { key: 'dtype' value { type: DT_INT32 } }"
+    " attr { key: 'value' value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 1 } } "
+    "int_val: 5 } } } }\n"
+    "node { name: 'ss' op: 'StridedSlice' input: 'x' input: 'b' input: 'e' input: 's'"
+    " attr { key: 'T' value { type: DT_FLOAT } } attr { key: 'Index' value { type: DT_INT32 } }"
+    " attr { key: 'begin_mask' value { i: 1 } } attr { key: 'end_mask' value { i: 3 } } }\n"
+    "node { name: 'sp' op: 'Split' input: 'one' input: 'ss'"
+    " attr { key: 'T' value { type: DT_FLOAT } } attr { key: 'num_split' value { i: 3 } } }\n"
+    "node { name: 'g' op: 'GatherV2' input: 'x' input: 'idx' input: 'one'"
+    " attr { key: 'Tparams' value { type: DT_FLOAT } }"
+    " attr { key: 'Tindices' value { type: DT_INT32 } }"
+    " attr { key: 'Taxis' value { type: DT_INT32 } } }\n"
+    "node { name: 'up' op: 'Unpack' input: 'x'"
+    " attr { key: 'T' value { type: DT_FLOAT } } attr { key: 'num' value { i: 2 } } }\n";
+
+static void test_slicing_ops_run_in_a_session(void **state)
+{
+    (void)state;
+    Tensorflow__GraphDef *gd = NULL;
+    ASSERT_OK(zf_graphdef_read_mem(s_graph, strlen(s_graph), ZF_FORMAT_PBTXT, &gd));
+    zf_local_session_options_t opts = ZF_LOCAL_SESSION_OPTIONS_DEFAULT;
+    zf_local_session_t *sess = NULL;
+    ASSERT_OK(zf_local_session_new(gd, &opts, &sess));
+    zf_tensor_t *x = KT_F32(ZF_SHAPE(2, 6), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11);
+    const char *fetches[] = {"sp:1", "g", "up:1"};
+    zf_tensor_t *out[3] = {NULL, NULL, NULL};
+    ASSERT_OK(zf_local_session_run(sess, (const char *[]){"x"}, &x, 1, fetches, 3, NULL, 0, out));
+    KT_EXPECT_NEAR(out[0], ZF_SHAPE(2, 1), 0, 3, 9);
+    KT_EXPECT_NEAR(out[1], ZF_SHAPE(2, 1), 0, 5, 11);
+    KT_EXPECT_NEAR(out[2], ZF_SHAPE(6), 0, 6, 7, 8, 9, 10, 11);
+    kt_unref_all(out, 3);
+    zf_tensor_unref(&x);
+    zf_local_session_destroy(&sess);
+    zf_graphdef_free(&gd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -447,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_split_cuts_equal_pieces_along_any_axis),
         cmocka_unit_test(test_splitv_takes_sizes_with_one_inferred),
         cmocka_unit_test(test_unpack_drops_the_axis),
+        cmocka_unit_test(test_slicing_ops_run_in_a_session),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
