@@ -246,6 +246,33 @@ static void test_scatter_nd_adds_updates_into_zeros(void **state)
                          ZF_INVALID_ARGUMENT, "shape[0] = -5 must be non-negative");
 }
 
+/* The adds of the other number types: half rounds, uint8 wraps, complex
+ * adds both parts. */
+static void test_scatter_nd_adds_every_number_type(void **state)
+{
+    (void)state;
+    zf_tensor_t *out = NULL;
+    uint16_t h[3] = {0x3c00, 0x4000, 0x3800}; /* 1, 2, 0.5 */
+    ASSERT_OK(s_scatter_nd(KT_I32(ZF_SHAPE(3, 1), 0, 0, 1), kt_tensor(ZF_HALF, ZF_SHAPE(3), h, 3),
+                           KT_I32(ZF_SHAPE(1), 2), &out));
+    const uint16_t *ph = zf_tensor_data(out);
+    assert_int_equal(ph[0], 0x4200); /* 3 */
+    assert_int_equal(ph[1], 0x3800);
+    zf_tensor_unref(&out);
+    uint8_t u[2] = {200, 100};
+    ASSERT_OK(s_scatter_nd(KT_I32(ZF_SHAPE(2, 1), 0, 0), kt_tensor(ZF_UINT8, ZF_SHAPE(2), u, 2),
+                           KT_I32(ZF_SHAPE(1), 1), &out));
+    assert_int_equal(((const uint8_t *)zf_tensor_data(out))[0], 44);
+    zf_tensor_unref(&out);
+    double c[4] = {1, -2, 0.5, 4}; /* 1-2i, 0.5+4i */
+    ASSERT_OK(s_scatter_nd(KT_I32(ZF_SHAPE(2, 1), 1, 1),
+                           kt_tensor(ZF_COMPLEX128, ZF_SHAPE(2), c, 2), KT_I32(ZF_SHAPE(1), 2),
+                           &out));
+    const double *pc = zf_tensor_data(out);
+    assert_true(pc[0] == 0 && pc[1] == 0 && pc[2] == 1.5 && pc[3] == 2);
+    zf_tensor_unref(&out);
+}
+
 /* ---- UnsortedSegmentSum ---------------------------------------------------------------------- */
 
 static zf_status_t s_segment_sum(zf_tensor_t *data, zf_tensor_t *ids, zf_tensor_t *num,
@@ -342,6 +369,7 @@ int main(void)
         cmocka_unit_test(test_gather_takes_rows),
         cmocka_unit_test(test_gather_nd_takes_elements_or_slices),
         cmocka_unit_test(test_scatter_nd_adds_updates_into_zeros),
+        cmocka_unit_test(test_scatter_nd_adds_every_number_type),
         cmocka_unit_test(test_unsorted_segment_sum_adds_rows_by_id),
         cmocka_unit_test(test_one_hot_places_on_values_along_the_axis),
     };

@@ -182,6 +182,16 @@ static void test_cumsum_exclusive_and_reverse(void **state)
     ASSERT_OK(s_cumsum(KT_I32(ZF_SHAPE(2), INT32_MAX, 1), 0, NULL, NULL, &out));
     KT_EXPECT_INTS(out, ZF_SHAPE(2), INT32_MAX, INT32_MIN);
     zf_tensor_unref(&out);
+    uint16_t h[3] = {0x3c00, 0x4000, 0x3800}; /* half 1, 2, 0.5 */
+    ASSERT_OK(s_cumsum(kt_tensor(ZF_HALF, ZF_SHAPE(3), h, 3), 0, NULL, NULL, &out));
+    const uint16_t *ph = zf_tensor_data(out);
+    assert_true(ph[0] == 0x3c00 && ph[1] == 0x4200 && ph[2] == 0x4300); /* 1, 3, 3.5 */
+    zf_tensor_unref(&out);
+    float c[4] = {1, 2, 3, -4}; /* complex64 1+2i, 3-4i */
+    ASSERT_OK(s_cumsum(kt_tensor(ZF_COMPLEX64, ZF_SHAPE(2), c, 2), 0, "reverse", NULL, &out));
+    const float *pc = zf_tensor_data(out);
+    assert_true(pc[0] == 4 && pc[1] == -2 && pc[2] == 3 && pc[3] == -4);
+    zf_tensor_unref(&out);
     ASSERT_OK(s_cumsum(kt_zeros(ZF_FLOAT, ZF_SHAPE(0, 3)), 1, NULL, NULL, &out));
     kt_expect_shape(out, ZF_SHAPE(0, 3));
     zf_tensor_unref(&out);

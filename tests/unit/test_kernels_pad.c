@@ -63,6 +63,31 @@ static void test_tile_repeats_along_each_dim(void **state)
     zf_tensor_unref(&out);
 }
 
+/* Elements of 1 and 16 bytes move whole. */
+static void test_tile_and_reverse_move_any_element_size(void **state)
+{
+    (void)state;
+    zf_tensor_t *out = NULL;
+    double c[4] = {1, 2, 3, 4}; /* two complex128 */
+    zf_tensor_t *in[2] = {kt_tensor(ZF_COMPLEX128, ZF_SHAPE(2), c, 2), KT_I32(ZF_SHAPE(1), 2)};
+    ASSERT_OK(s_run("Tile", in, 2, &out));
+    const double *p = zf_tensor_data(out);
+    const double want[8] = {1, 2, 3, 4, 1, 2, 3, 4};
+    for (int i = 0; i < 8; i++) assert_true(p[i] == want[i]);
+    zf_tensor_unref(&out);
+    in[0] = kt_tensor(ZF_COMPLEX128, ZF_SHAPE(2), c, 2);
+    in[1] = KT_I32(ZF_SHAPE(1), 0);
+    ASSERT_OK(s_run("ReverseV2", in, 2, &out));
+    p = zf_tensor_data(out);
+    assert_true(p[0] == 3 && p[1] == 4 && p[2] == 1 && p[3] == 2);
+    zf_tensor_unref(&out);
+    in[0] = KT_BOOL(ZF_SHAPE(1, 2), true, false);
+    in[1] = KT_I32(ZF_SHAPE(2), 2, 1);
+    ASSERT_OK(s_run("Tile", in, 2, &out));
+    KT_EXPECT_INTS(out, ZF_SHAPE(2, 2), 1, 0, 1, 0);
+    zf_tensor_unref(&out);
+}
+
 static void test_tile_rejects_bad_multiples(void **state)
 {
     (void)state;
@@ -355,6 +380,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tile_repeats_along_each_dim),
+        cmocka_unit_test(test_tile_and_reverse_move_any_element_size),
         cmocka_unit_test(test_tile_rejects_bad_multiples),
         cmocka_unit_test(test_pad_and_pad_v2_fill_around_the_input),
         cmocka_unit_test(test_pad_rejects_bad_paddings),
