@@ -69,6 +69,7 @@ static zf_status_t s_gather(zf_kernel_ctx_t *ctx, int axis, int batch_dims)
     if (bad >= 0) return s_bad_index(ctx, ix, bad, limit);
     zf_tensor_t *out = NULL;
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, zf_tensor_dtype(p), &shape, &out));
+    if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
     int64_t batch = zf_remap_prod(ps->dims, 0, batch_dims);
     s_gather_t g = {
         .params = zf_tensor_data(p),
@@ -80,8 +81,7 @@ static zf_status_t s_gather(zf_kernel_ctx_t *ctx, int axis, int batch_dims)
         .row = zf_remap_prod(ps->dims, axis + 1, ps->rank) *
                (int64_t)zf_dtype_size(zf_tensor_dtype(p)),
     };
-    int64_t rows = batch * g.outer * g.m;
-    if (rows == 0 || g.row == 0) return ZF_STATUS_OK;
+    int64_t rows = batch * g.outer * g.m; /* the output holds rows * row bytes */
     zf_kernels_parallel_for(ctx, rows, ZF_KERNELS_PARALLEL_MIN * 4 / g.row + 1, s_gather_rows, &g);
     return ZF_STATUS_OK;
 }
@@ -232,13 +232,13 @@ static zf_status_t s_gather_nd_compute(zf_kernel_ctx_t *ctx)
     for (int i = 0; i < is->rank - 1; i++) shape.dims[shape.rank++] = is->dims[i];
     for (int i = (int)k; i < ps->rank; i++) shape.dims[shape.rank++] = ps->dims[i];
     int64_t rows = zf_remap_prod(is->dims, 0, is->rank - 1);
-    int64_t *offs = malloc((size_t)(rows > 0 ? rows : 1) * sizeof *offs);
+    int64_t *offs = calloc((size_t)(rows > 0 ? rows : 1), sizeof *offs);
     if (!offs) return zf_out_of_memory("GatherNd");
     const s_nd_attrs_t *st = ctx->state;
     zf_status_t s = s_nd_offsets(ctx, ix, ps, "param shape", st->ignore_bad, offs);
     zf_tensor_t *out = NULL;
     if (zf_ok(s)) s = zf_kernel_alloc_output(ctx, 0, zf_tensor_dtype(p), &shape, &out);
-    if (zf_ok(s)) {
+    if (zf_ok(s) && zf_tensor_num_elements(out) > 0) {
         size_t elem = zf_dtype_size(zf_tensor_dtype(p));
         size_t slice = (size_t)zf_remap_prod(ps->dims, (int)k, ps->rank) * elem;
         const char *src = zf_tensor_data(p);
@@ -304,12 +304,12 @@ static zf_status_t s_scatter_nd_compute(zf_kernel_ctx_t *ctx)
     ZF_TRY(s_scatter_nd_check(ctx, &shape));
     const zf_shape_t *is = zf_tensor_shape(ix);
     int64_t rows = zf_remap_prod(is->dims, 0, is->rank - 1);
-    int64_t *offs = malloc((size_t)(rows > 0 ? rows : 1) * sizeof *offs);
+    int64_t *offs = calloc((size_t)(rows > 0 ? rows : 1), sizeof *offs);
     if (!offs) return zf_out_of_memory("ScatterNd");
     zf_status_t s = s_nd_offsets(ctx, ix, &shape, "shape", false, offs);
     zf_tensor_t *out = NULL;
     if (zf_ok(s)) s = zf_kernel_alloc_output(ctx, 0, zf_tensor_dtype(up), &shape, &out);
-    if (zf_ok(s)) {
+    if (zf_ok(s) && zf_tensor_num_elements(up) > 0) {
         zf_dtype_t dt = zf_tensor_dtype(up);
         size_t elem = zf_dtype_size(dt);
         int64_t slice = zf_remap_prod(shape.dims, (int)is->dims[is->rank - 1], shape.rank);

@@ -186,8 +186,8 @@ static zf_status_t s_topk_compute(zf_kernel_ctx_t *ctx)
     zf_tensor_t *values = NULL, *indices = NULL;
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, dt, &shape, &values));
     ZF_TRY(zf_kernel_alloc_output(ctx, 1, st->index_type, &shape, &indices));
+    if (zf_tensor_num_elements(values) == 0) return ZF_STATUS_OK;
     int64_t cols = xs->dims[xs->rank - 1], rows = zf_remap_prod(xs->dims, 0, xs->rank - 1);
-    if (k == 0 || rows == 0) return ZF_STATUS_OK;
     s_entry_t *e = malloc((size_t)cols * sizeof *e);
     if (!e) return zf_out_of_memory("TopKV2");
     size_t elem = zf_dtype_size(dt);
@@ -251,6 +251,7 @@ static zf_status_t s_cumsum_compute(zf_kernel_ctx_t *ctx)
     zf_dtype_t dt = zf_tensor_dtype(x);
     zf_tensor_t *out = NULL;
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, dt, xs, &out));
+    if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
     size_t elem = zf_dtype_size(dt);
     int64_t outer = zf_remap_prod(xs->dims, 0, axis), dim = xs->dims[axis];
     int64_t inner = zf_remap_prod(xs->dims, axis + 1, xs->rank);

@@ -302,9 +302,9 @@ static zf_status_t s_split_outputs(zf_kernel_ctx_t *ctx, const zf_tensor_t *x, i
 {
     const zf_shape_t *in = zf_tensor_shape(x);
     size_t elem = zf_dtype_size(zf_tensor_dtype(x));
-    int64_t outer = 1, inner = 1, dim = in->dims[axis], off = 0;
-    for (int k = 0; k < axis; k++) outer *= in->dims[k];
-    for (int k = axis + 1; k < in->rank; k++) inner *= in->dims[k];
+    bool empty = zf_tensor_num_elements(x) == 0;
+    int64_t outer = zf_remap_prod(in->dims, 0, axis), dim = in->dims[axis], off = 0;
+    int64_t inner = zf_remap_prod(in->dims, axis + 1, in->rank);
     const char *src = zf_tensor_data(x);
     for (int i = 0; i < n; i++) {
         zf_shape_t shape = *in;
@@ -316,11 +316,13 @@ static zf_status_t s_split_outputs(zf_kernel_ctx_t *ctx, const zf_tensor_t *x, i
         }
         zf_tensor_t *out = NULL;
         ZF_TRY(zf_kernel_alloc_output(ctx, i, zf_tensor_dtype(x), &shape, &out));
-        size_t run = (size_t)(sizes[i] * inner) * elem;
-        char *dst = zf_tensor_data(out);
-        for (int64_t o = 0; run && o < outer; o++)
-            memcpy(dst + (size_t)o * run, src + (size_t)((o * dim + off) * inner) * elem, run);
         off += sizes[i];
+        if (empty || sizes[i] == 0) continue;
+        size_t run = (size_t)(sizes[i] * inner) * elem; /* the input holds it */
+        char *dst = zf_tensor_data(out);
+        for (int64_t o = 0; o < outer; o++)
+            memcpy(dst + (size_t)o * run, src + (size_t)((o * dim + off - sizes[i]) * inner) * elem,
+                   run);
     }
     return ZF_STATUS_OK;
 }

@@ -173,8 +173,11 @@ zf_status_t zf_remap_check_index_dtype(const zf_kernel_ctx_t *ctx, int i, const 
 
 int64_t zf_remap_prod(const int64_t *dims, int from, int to)
 {
+    for (int k = from; k < to; k++)
+        if (dims[k] == 0) return 0;
     int64_t p = 1;
-    for (int k = from; k < to; k++) p *= dims[k];
+    for (int k = from; k < to; k++)
+        if (__builtin_mul_overflow(p, dims[k], &p)) return INT64_MAX;
     return p;
 }
 

@@ -48,7 +48,9 @@ void zf_remap_gather(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int64_t *s
 void zf_remap_scatter(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int64_t *dst_dims,
                       const void *src, void *dst, size_t elem);
 
-/* The product of dims[from..to). */
+/* The product of dims[from..to), INT64_MAX when it overflows (the dims of
+ * an empty tensor may: a size taken from it is then refused by the
+ * allocator, never wrapped). */
 int64_t zf_remap_prod(const int64_t *dims, int from, int to);
 
 /* dst[0..n) += src[0..n) in dtype dt, one of ZF_TYPES_NUMBER

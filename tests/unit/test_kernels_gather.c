@@ -360,6 +360,29 @@ static void test_one_hot_places_on_values_along_the_axis(void **state)
     assert_null(out);
 }
 
+/* Empty tensors whose other dims multiply past int64. */
+static void test_gather_kernels_on_empty_tensors_with_huge_dims(void **state)
+{
+    (void)state;
+    zf_tensor_t *out = NULL;
+    ASSERT_OK(s_gather_v2(kt_zeros(ZF_FLOAT, ZF_SHAPE(4, 0, (1LL << 62))), KT_I32(ZF_SHAPE(1), 3),
+                          0, 0, &out));
+    kt_expect_shape(out, ZF_SHAPE(1, 0, (1LL << 62)));
+    zf_tensor_unref(&out);
+    ASSERT_OK(s_gather_nd(kt_zeros(ZF_FLOAT, ZF_SHAPE((1LL << 62), 0)), KT_I64(ZF_SHAPE(1, 1), 5),
+                          NULL, &out));
+    kt_expect_shape(out, ZF_SHAPE(1, 0));
+    zf_tensor_unref(&out);
+    ASSERT_OK(s_scatter_nd(KT_I64(ZF_SHAPE(1, 1), 1), kt_zeros(ZF_FLOAT, ZF_SHAPE(1, 0)),
+                           KT_I64(ZF_SHAPE(2), (1LL << 62), 0), &out));
+    kt_expect_shape(out, ZF_SHAPE((1LL << 62), 0));
+    zf_tensor_unref(&out);
+    ASSERT_OK(s_segment_sum(kt_zeros(ZF_FLOAT, ZF_SHAPE(3, 0, (1LL << 62))),
+                            KT_I32(ZF_SHAPE(3), 0, 1, 1), KT_I32(zf_shape_scalar(), 2), &out));
+    kt_expect_shape(out, ZF_SHAPE(2, 0, (1LL << 62)));
+    zf_tensor_unref(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -372,6 +395,7 @@ int main(void)
         cmocka_unit_test(test_scatter_nd_adds_every_number_type),
         cmocka_unit_test(test_unsorted_segment_sum_adds_rows_by_id),
         cmocka_unit_test(test_one_hot_places_on_values_along_the_axis),
+        cmocka_unit_test(test_gather_kernels_on_empty_tensors_with_huge_dims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -207,6 +207,25 @@ static void test_cumsum_exclusive_and_reverse(void **state)
                          "ScanOp: axis must be a scalar, not [1]");
 }
 
+/* Empty tensors whose other dims multiply past int64: nothing to do, and
+ * no product of dims overflows on the way. */
+static void test_order_kernels_on_empty_tensors_with_huge_dims(void **state)
+{
+    (void)state;
+    zf_tensor_t *out[2] = {NULL, NULL};
+    ASSERT_OK(s_cumsum(kt_zeros(ZF_FLOAT, ZF_SHAPE((1LL << 62), 0, 4)), 1, NULL, NULL, &out[0]));
+    kt_expect_shape(out[0], ZF_SHAPE((1LL << 62), 0, 4));
+    zf_tensor_unref(&out[0]);
+    ASSERT_OK(s_topk(kt_zeros(ZF_FLOAT, ZF_SHAPE((1LL << 62), 0, 3)), KT_I32(zf_shape_scalar(), 2),
+                     ZF_INT32, out));
+    kt_expect_shape(out[1], ZF_SHAPE((1LL << 62), 0, 2));
+    kt_unref_all(out, 2);
+    zf_tensor_t *in[1] = {kt_zeros(ZF_INT32, ZF_SHAPE((1LL << 62), 0, 4))};
+    ASSERT_OK(s_run("Where", in, 1, out, 1, NULL, NULL));
+    kt_expect_shape(out[0], ZF_SHAPE(0, 3));
+    zf_tensor_unref(&out[0]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +234,7 @@ int main(void)
         cmocka_unit_test(test_topk_matches_repeated_selection),
         cmocka_unit_test(test_topk_reports_bad_k),
         cmocka_unit_test(test_cumsum_exclusive_and_reverse),
+        cmocka_unit_test(test_order_kernels_on_empty_tensors_with_huge_dims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -115,6 +115,22 @@ static void test_tile_rejects_bad_multiples(void **state)
     assert_null(out);
 }
 
+/* Empty tensors whose other dims multiply past int64. */
+static void test_maps_of_empty_tensors_with_huge_dims(void **state)
+{
+    (void)state;
+    zf_tensor_t *out = NULL;
+    zf_tensor_t *in[2] = {kt_zeros(ZF_FLOAT, ZF_SHAPE((1LL << 62), 0)), KT_I64(ZF_SHAPE(2), 1, 5)};
+    ASSERT_OK(s_run("Tile", in, 2, &out));
+    kt_expect_shape(out, ZF_SHAPE((1LL << 62), 0));
+    zf_tensor_unref(&out);
+    in[0] = kt_zeros(ZF_FLOAT, ZF_SHAPE((1LL << 62), 0));
+    in[1] = KT_I32(ZF_SHAPE(2), 0, 1);
+    ASSERT_OK(s_run("ReverseV2", in, 2, &out));
+    kt_expect_shape(out, ZF_SHAPE((1LL << 62), 0));
+    zf_tensor_unref(&out);
+}
+
 /* ---- Pad, PadV2, MirrorPad ---------------------------------------------------------------- */
 
 static void test_pad_and_pad_v2_fill_around_the_input(void **state)
@@ -382,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_tile_repeats_along_each_dim),
         cmocka_unit_test(test_tile_and_reverse_move_any_element_size),
         cmocka_unit_test(test_tile_rejects_bad_multiples),
+        cmocka_unit_test(test_maps_of_empty_tensors_with_huge_dims),
         cmocka_unit_test(test_pad_and_pad_v2_fill_around_the_input),
         cmocka_unit_test(test_pad_rejects_bad_paddings),
         cmocka_unit_test(test_mirror_pad_reflects_and_mirrors),

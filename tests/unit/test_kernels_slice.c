@@ -437,6 +437,22 @@ static void test_unpack_drops_the_axis(void **state)
     zf_tensor_unref(&x);
 }
 
+/* Empty tensors whose other dims multiply past int64. */
+static void test_slicing_empty_tensors_with_huge_dims(void **state)
+{
+    (void)state;
+    zf_tensor_t *x = kt_zeros(ZF_FLOAT, ZF_SHAPE((1LL << 62), 8, 0)), *out[2] = {NULL, NULL};
+    zf_tensor_t *in[2] = {KT_I32(zf_shape_scalar(), 1), zf_tensor_ref(x)};
+    ASSERT_OK(s_run_n("Split", in, 2, ZF_FLOAT, out, 2));
+    kt_expect_shape(out[1], ZF_SHAPE((1LL << 62), 4, 0));
+    kt_unref_all(out, 2);
+    spec_t sp = {2, {1, 0}, {-1, 8}, {1, 3}, {0}};
+    ASSERT_OK(s_strided_slice(x, &sp, &out[0]));
+    kt_expect_shape(out[0], ZF_SHAPE((1LL << 62) - 2, 3, 0));
+    zf_tensor_unref(&out[0]);
+    zf_tensor_unref(&x);
+}
+
 /* ---- in a session --------------------------------------------------------------------------- */
 
 /* x[:, 1::2] split in three, x[:, [5]], and x unpacked by rows, as one graph. */
@@ -501,6 +517,7 @@ int main(void)
         cmocka_unit_test(test_split_cuts_equal_pieces_along_any_axis),
         cmocka_unit_test(test_splitv_takes_sizes_with_one_inferred),
         cmocka_unit_test(test_unpack_drops_the_axis),
+        cmocka_unit_test(test_slicing_empty_tensors_with_huge_dims),
         cmocka_unit_test(test_slicing_ops_run_in_a_session),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
