@@ -68,6 +68,8 @@ typedef struct {
     int64_t idx;
 } s_entry_t;
 
+typedef int (*s_cmp_fn)(const void *, const void *);
+
 /* Larger values first (NaN above every number), then lower indices. */
 static int s_by_index(const s_entry_t *a, const s_entry_t *b)
 {
@@ -117,7 +119,7 @@ static void s_key(zf_dtype_t dt, const void *d, int64_t k, s_entry_t *e)
     e->idx = k;
 }
 
-static int (*s_cmp_for(zf_dtype_t dt))(const void *, const void *)
+static s_cmp_fn s_cmp_for(zf_dtype_t dt)
 {
     switch (dt) {
     case ZF_FLOAT:
@@ -130,6 +132,38 @@ static int (*s_cmp_for(zf_dtype_t dt))(const void *, const void *)
     case ZF_INT64: return s_cmp_i;
     default: return s_cmp_u;
     }
+}
+
+/* Restores the heap below i: each entry sorts no earlier than its children
+ * (the root is the one that sorts last). */
+static void s_sift_down(s_entry_t *h, int64_t n, int64_t i, s_cmp_fn cmp)
+{
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n) return;
+        if (c + 1 < n && cmp(&h[c + 1], &h[c]) > 0) c++;
+        if (cmp(&h[c], &h[i]) <= 0) return;
+        s_entry_t t = h[i];
+        h[i] = h[c];
+        h[c] = t;
+        i = c;
+    }
+}
+
+/* Leaves the k entries of e[0..n) that sort first in e[0..k), in order:
+ * a heap of the best k so far when k is small against n, else a sort. */
+static void s_top_k(s_entry_t *e, int64_t n, int64_t k, s_cmp_fn cmp)
+{
+    if (k * 4 < n) {
+        for (int64_t i = k / 2 - 1; i >= 0; i--) s_sift_down(e, k, i, cmp);
+        for (int64_t c = k; c < n; c++) {
+            if (cmp(&e[c], &e[0]) >= 0) continue;
+            e[0] = e[c];
+            s_sift_down(e, k, 0, cmp);
+        }
+        n = k;
+    }
+    qsort(e, (size_t)n, sizeof *e, cmp);
 }
 
 typedef struct {
@@ -188,17 +222,20 @@ static zf_status_t s_topk_compute(zf_kernel_ctx_t *ctx)
     ZF_TRY(zf_kernel_alloc_output(ctx, 1, st->index_type, &shape, &indices));
     if (zf_tensor_num_elements(values) == 0) return ZF_STATUS_OK;
     int64_t cols = xs->dims[xs->rank - 1], rows = zf_remap_prod(xs->dims, 0, xs->rank - 1);
+    if (st->index_type == ZF_INT32 && cols > INT32_MAX)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "%lld columns do not fit index_type int32",
+                               (long long)cols);
     s_entry_t *e = malloc((size_t)cols * sizeof *e);
     if (!e) return zf_out_of_memory("TopKV2");
     size_t elem = zf_dtype_size(dt);
     const char *src = zf_tensor_data(x);
     char *vals = zf_tensor_data(values);
     void *idx = zf_tensor_data(indices);
-    int (*cmp)(const void *, const void *) = s_cmp_for(dt);
+    s_cmp_fn cmp = s_cmp_for(dt);
     for (int64_t r = 0; r < rows; r++) {
         const char *row = src + (size_t)(r * cols) * elem;
         for (int64_t c = 0; c < cols; c++) s_key(dt, row, c, &e[c]);
-        qsort(e, (size_t)cols, sizeof *e, cmp);
+        s_top_k(e, cols, k, cmp);
         for (int64_t j = 0; j < k; j++) {
             memcpy(vals + (size_t)(r * k + j) * elem, row + (size_t)e[j].idx * elem, elem);
             if (st->index_type == ZF_INT32)

@@ -99,33 +99,40 @@ static void test_topk_takes_the_largest_with_ties_by_index(void **state)
     kt_unref_all(out, 2);
 }
 
-/* Against selection by repeated first-maximum (ties to the lower index). */
+/* Against selection by repeated first-maximum (ties to the lower index),
+ * for k small against the row (kept in a heap) and not (sorted). */
 static void test_topk_matches_repeated_selection(void **state)
 {
     (void)state;
-    enum { ROWS = 6, COLS = 40, K = 9 };
+    enum { ROWS = 6, COLS = 40 };
     int32_t x[ROWS * COLS];
     uint32_t r = 99u;
     for (int i = 0; i < ROWS * COLS; i++) {
         r = r * 1664525u + 1013904223u;
         x[i] = (int32_t)(r >> 24) % 7 - 3; /* many ties */
     }
-    zf_tensor_t *out[2] = {NULL, NULL};
-    ASSERT_OK(s_topk(kt_tensor(ZF_INT32, ZF_SHAPE(ROWS, COLS), x, ROWS * COLS),
-                     KT_I32(zf_shape_scalar(), K), ZF_INT32, out));
-    const int32_t *v = zf_tensor_data(out[0]), *ix = zf_tensor_data(out[1]);
-    for (int row = 0; row < ROWS; row++) {
-        bool taken[COLS] = {false};
-        for (int j = 0; j < K; j++) {
-            int best = -1;
-            for (int c = 0; c < COLS; c++)
-                if (!taken[c] && (best < 0 || x[row * COLS + c] > x[row * COLS + best])) best = c;
-            taken[best] = true;
-            if (ix[row * K + j] != best || v[row * K + j] != x[row * COLS + best])
-                fail_msg("row %d rank %d: got index %d, want %d", row, j, ix[row * K + j], best);
+    const int ks[] = {1, 3, 9, 10, 25, COLS};
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        int k = ks[t];
+        zf_tensor_t *out[2] = {NULL, NULL};
+        ASSERT_OK(s_topk(kt_tensor(ZF_INT32, ZF_SHAPE(ROWS, COLS), x, ROWS * COLS),
+                         KT_I32(zf_shape_scalar(), k), ZF_INT32, out));
+        const int32_t *v = zf_tensor_data(out[0]), *ix = zf_tensor_data(out[1]);
+        for (int row = 0; row < ROWS; row++) {
+            bool taken[COLS] = {false};
+            for (int j = 0; j < k; j++) {
+                int best = -1;
+                for (int c = 0; c < COLS; c++)
+                    if (!taken[c] && (best < 0 || x[row * COLS + c] > x[row * COLS + best]))
+                        best = c;
+                taken[best] = true;
+                if (ix[row * k + j] != best || v[row * k + j] != x[row * COLS + best])
+                    fail_msg("k %d row %d rank %d: got index %d, want %d", k, row, j,
+                             ix[row * k + j], best);
+            }
         }
+        kt_unref_all(out, 2);
     }
-    kt_unref_all(out, 2);
 }
 
 static void test_topk_reports_bad_k(void **state)
