@@ -6,7 +6,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/status.h"
 
@@ -49,6 +51,24 @@ static inline void zf_bench_fill(float *p, size_t n, uint32_t seed)
         seed = seed * 1664525u + 1013904223u;
         p[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
     }
+}
+
+/* Where zflow-broker & co. are: $ZFLOW_BIN_DIR, else bin/ beside this
+ * program's directory (build/bench -> build/bin). */
+static inline void zf_bench_bin_dir(const char *argv0, char *buf, size_t size)
+{
+    const char *env = getenv("ZFLOW_BIN_DIR");
+    if (env && env[0]) {
+        snprintf(buf, size, "%s", env);
+        return;
+    }
+    ssize_t n = size > 16 ? readlink("/proc/self/exe", buf, size - 16) : -1;
+    if (n <= 0)
+        snprintf(buf, size, "%s", argv0);
+    else
+        buf[n] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (slash && (size_t)(slash - buf) + 8 <= size) strcpy(slash, "/../bin");
 }
 
 #endif

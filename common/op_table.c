@@ -112,6 +112,7 @@ static const char *const s_table[] = {
     "Sin(x: T) -> (y: T)",
     "Cos(x: T) -> (y: T)",
     "Erf(x: T) -> (y: T)",
+    "Erfc(x: T) -> (y: T)",
     "Sigmoid(x: T) -> (y: T)",
     "Tanh(x: T) -> (y: T)",
     "IsNan(x: T) -> (y: bool)",
@@ -148,6 +149,15 @@ static const char *const s_table[] = {
     "Relu6Grad(gradients: T, features: T) -> (backprops: T)",
     "SigmoidGrad(y: T, dy: T) -> (z: T)",
     "TanhGrad(y: T, dy: T) -> (z: T)",
+    "LeakyReluGrad(gradients: T, features: T) -> (backprops: T)"
+    " {alpha: float = 0.2, T: type = float}",
+    "EluGrad(gradients: T, outputs: T) -> (backprops: T)",
+    "SeluGrad(gradients: T, outputs: T) -> (backprops: T)",
+    "SoftplusGrad(gradients: T, features: T) -> (backprops: T)",
+    "SoftsignGrad(gradients: T, features: T) -> (backprops: T)",
+    "SqrtGrad(y: T, dy: T) -> (z: T)",
+    "RsqrtGrad(y: T, dy: T) -> (z: T)",
+    "ReciprocalGrad(y: T, dy: T) -> (z: T)",
     "Softmax(logits: T) -> (softmax: T)",
     "LogSoftmax(logits: T) -> (logsoftmax: T)",
     "SoftmaxCrossEntropyWithLogits(features: T, labels: T) -> (loss: T, "
