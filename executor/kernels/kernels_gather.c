@@ -142,7 +142,7 @@ static zf_status_t s_gather_v1_compute(zf_kernel_ctx_t *ctx)
     return s_gather(ctx, axis, 0);
 }
 
-/* ---- GatherNd, ScatterNd ------------------------------------------------------------------- */
+/* ---- GatherNd, ScatterNd ----------------------------------------------------------------- */
 
 /* The element offsets of the slices that the index rows of indices (its
  * last dim long) select in a tensor of shape s; bad rows fail unless
@@ -322,7 +322,7 @@ static zf_status_t s_scatter_nd_compute(zf_kernel_ctx_t *ctx)
     return s;
 }
 
-/* ---- UnsortedSegmentSum --------------------------------------------------------------------- */
+/* ---- UnsortedSegmentSum ------------------------------------------------------------------ */
 
 static zf_status_t s_segment_sum_compute(zf_kernel_ctx_t *ctx)
 {
@@ -374,7 +374,7 @@ static zf_status_t s_segment_sum_compute(zf_kernel_ctx_t *ctx)
     return ZF_STATUS_OK;
 }
 
-/* ---- OneHot ---------------------------------------------------------------------------------- */
+/* ---- OneHot ------------------------------------------------------------------------------ */
 
 static zf_status_t s_one_hot_create(const Tensorflow__NodeDef *node, void **state)
 {
@@ -463,8 +463,7 @@ static zf_status_t s_one_hot_compute(zf_kernel_ctx_t *ctx)
     return ZF_STATUS_OK;
 }
 
-/* ---- registration ------------------------------------------------------------------------------
- */
+/* ---- registration ------------------------------------------------------------------------ */
 
 static const zf_kernel_t s_defs[] = {
     {.op = "GatherV2",

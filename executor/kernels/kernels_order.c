@@ -8,7 +8,7 @@
 #include "executor/kernels/kernels_util.h"
 #include "executor/kernels/remap.h"
 
-/* ---- Where ---------------------------------------------------------------------------- */
+/* ---- Where ------------------------------------------------------------------------------- */
 
 /* Element k of t is not zero (nor -0.0; NaN counts as true). */
 static bool s_truthy(zf_dtype_t dt, const void *data, int64_t k)
@@ -248,7 +248,7 @@ static zf_status_t s_topk_compute(zf_kernel_ctx_t *ctx)
     return ZF_STATUS_OK;
 }
 
-/* ---- Cumsum --------------------------------------------------------------------------------- */
+/* ---- Cumsum ------------------------------------------------------------------------------ */
 
 typedef struct {
     bool exclusive, reverse;
@@ -311,8 +311,7 @@ static zf_status_t s_cumsum_compute(zf_kernel_ctx_t *ctx)
     return ZF_STATUS_OK;
 }
 
-/* ---- registration ------------------------------------------------------------------------------
- */
+/* ---- registration ------------------------------------------------------------------------ */
 
 static const zf_kernel_t s_defs[] = {
     ZF_CPU_KERNEL("Where", ZF_TYPES_NUMBER | ZF_TYPE_BIT(ZF_BOOL), s_where_compute),

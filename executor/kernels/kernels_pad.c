@@ -51,7 +51,7 @@ static void s_map_input(const zf_kernel_ctx_t *ctx, s_map_t *m)
     memcpy(m->src, in->dims, sizeof m->src);
 }
 
-/* ---- Tile ------------------------------------------------------------------------ */
+/* ---- Tile -------------------------------------------------------------------------------- */
 
 static void s_tile_dim(const s_map_t *m, int k, int64_t *idx, int64_t n)
 {
@@ -90,7 +90,7 @@ static zf_status_t s_tile_compute(zf_kernel_ctx_t *ctx)
     return s_map_output(ctx, &shape, &m, s_tile_dim, NULL);
 }
 
-/* ---- Pad, PadV2, MirrorPad ----------------------------------------------------------- */
+/* ---- Pad, PadV2, MirrorPad --------------------------------------------------------------- */
 
 /* Reads input 1, paddings: an int32 or int64 [rank, 2] matrix, into
  * m->before and after, and the padded shape into *shape. */
@@ -216,7 +216,7 @@ static zf_status_t s_mirror_pad_compute(zf_kernel_ctx_t *ctx)
     return s_map_output(ctx, &shape, &m, s_mirror_dim, NULL);
 }
 
-/* ---- ReverseV2 ------------------------------------------------------------------------ */
+/* ---- ReverseV2 --------------------------------------------------------------------------- */
 
 static void s_reverse_dim(const s_map_t *m, int k, int64_t *idx, int64_t n)
 {
@@ -284,7 +284,7 @@ static zf_status_t s_broadcast_to_compute(zf_kernel_ctx_t *ctx)
     return s_map_output(ctx, &shape, &m, s_broadcast_dim, NULL);
 }
 
-/* ---- BroadcastGradientArgs ------------------------------------------------------------------ */
+/* ---- BroadcastGradientArgs --------------------------------------------------------------- */
 
 /* Shapes given as values may be longer than a tensor's rank. */
 #define S_MAX_SHAPE_LEN 64
@@ -339,7 +339,7 @@ static zf_status_t s_bcast_args_compute(zf_kernel_ctx_t *ctx)
     return ZF_STATUS_OK;
 }
 
-/* ---- registration ---------------------------------------------------------------------------- */
+/* ---- registration ------------------------------------------------------------------------ */
 
 /* A kernel whose output's size comes from its inputs' values. */
 #define S_SIZED(op_, compute_)                                                                     \

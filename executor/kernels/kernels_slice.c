@@ -12,7 +12,7 @@
 /* Slice specs hold at most this many entries (the masks are 32-bit). */
 #define S_MAX_SPARSE 32
 
-/* ---- StridedSlice canonicalization ------------------------------------------------ */
+/* ---- StridedSlice canonicalization ------------------------------------------------------- */
 
 typedef struct {
     int64_t begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask;
@@ -254,7 +254,7 @@ static zf_status_t s_strided_slice_grad_compute(zf_kernel_ctx_t *ctx)
     return ZF_STATUS_OK;
 }
 
-/* ---- Slice ---------------------------------------------------------------------- */
+/* ---- Slice ------------------------------------------------------------------------------- */
 
 static zf_status_t s_slice_compute(zf_kernel_ctx_t *ctx)
 {
@@ -293,7 +293,7 @@ static zf_status_t s_slice_compute(zf_kernel_ctx_t *ctx)
     return s_gather_slice(ctx, &p, &p.final);
 }
 
-/* ---- Split, SplitV, Unpack -------------------------------------------------------------- */
+/* ---- Split, SplitV, Unpack --------------------------------------------------------------- */
 
 /* Output i (of n) takes sizes[i] positions of the axis, in order; shape
  * is the input's with that dim replaced (dropped when drop_axis). */
@@ -436,7 +436,7 @@ static zf_status_t s_unpack_compute(zf_kernel_ctx_t *ctx)
     return s;
 }
 
-/* ---- registration ------------------------------------------------------------------ */
+/* ---- registration ------------------------------------------------------------------------ */
 
 #define S_MASKED(op_, compute_, flags_)                                                            \
     {                                                                                              \

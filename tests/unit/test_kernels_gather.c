@@ -38,7 +38,7 @@ static zf_status_t s_gather_v2(zf_tensor_t *params, zf_tensor_t *indices, int64_
     return s_run_bd("GatherV2", "Tparams", 0, in, 3, batch_dims, out);
 }
 
-/* ---- GatherV2, Gather ------------------------------------------------------------------ */
+/* ---- GatherV2, Gather -------------------------------------------------------------------- */
 
 static void test_gather_v2_picks_slices_along_the_axis(void **state)
 {
@@ -148,7 +148,7 @@ static void test_gather_takes_rows(void **state)
     assert_null(out);
 }
 
-/* ---- GatherNd ------------------------------------------------------------------------------ */
+/* ---- GatherNd ---------------------------------------------------------------------------- */
 
 static zf_status_t s_gather_nd(zf_tensor_t *params, zf_tensor_t *indices, const char *policy,
                                zf_tensor_t **out)
@@ -201,7 +201,7 @@ static void test_gather_nd_takes_elements_or_slices(void **state)
         ZF_INVALID_ARGUMENT, "bad_indices_policy must be DEFAULT, ERROR or IGNORE");
 }
 
-/* ---- ScatterNd ------------------------------------------------------------------------------ */
+/* ---- ScatterNd --------------------------------------------------------------------------- */
 
 static zf_status_t s_scatter_nd(zf_tensor_t *indices, zf_tensor_t *updates, zf_tensor_t *shape,
                                 zf_tensor_t **out)
@@ -273,7 +273,7 @@ static void test_scatter_nd_adds_every_number_type(void **state)
     zf_tensor_unref(&out);
 }
 
-/* ---- UnsortedSegmentSum ---------------------------------------------------------------------- */
+/* ---- UnsortedSegmentSum ------------------------------------------------------------------ */
 
 static zf_status_t s_segment_sum(zf_tensor_t *data, zf_tensor_t *ids, zf_tensor_t *num,
                                  zf_tensor_t **out)

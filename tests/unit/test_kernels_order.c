@@ -22,7 +22,7 @@ static zf_status_t s_run(const char *op, zf_tensor_t **in, int n, zf_tensor_t **
     return s;
 }
 
-/* ---- Where ------------------------------------------------------------------------------ */
+/* ---- Where ------------------------------------------------------------------------------- */
 
 static void test_where_lists_coordinates_of_true_elements(void **state)
 {
@@ -56,7 +56,7 @@ static void test_where_lists_coordinates_of_true_elements(void **state)
     zf_tensor_unref(&out);
 }
 
-/* ---- TopKV2 ------------------------------------------------------------------------------- */
+/* ---- TopKV2 ------------------------------------------------------------------------------ */
 
 static zf_status_t s_topk(zf_tensor_t *x, zf_tensor_t *k, zf_dtype_t index_type, zf_tensor_t **out)
 {
@@ -154,7 +154,7 @@ static void test_topk_reports_bad_k(void **state)
     assert_null(out[0]);
 }
 
-/* ---- Cumsum -------------------------------------------------------------------------------- */
+/* ---- Cumsum ------------------------------------------------------------------------------ */
 
 static zf_status_t s_cumsum(zf_tensor_t *x, int64_t axis, const char *a, const char *b,
                             zf_tensor_t **out)

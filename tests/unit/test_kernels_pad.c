@@ -36,7 +36,7 @@ static zf_status_t s_run(const char *op, zf_tensor_t **in, int n, zf_tensor_t **
     return s_run_attr(op, in, n, out, 1, NULL, NULL);
 }
 
-/* ---- Tile ------------------------------------------------------------------------------ */
+/* ---- Tile -------------------------------------------------------------------------------- */
 
 static void test_tile_repeats_along_each_dim(void **state)
 {
@@ -131,7 +131,7 @@ static void test_maps_of_empty_tensors_with_huge_dims(void **state)
     zf_tensor_unref(&out);
 }
 
-/* ---- Pad, PadV2, MirrorPad ---------------------------------------------------------------- */
+/* ---- Pad, PadV2, MirrorPad --------------------------------------------------------------- */
 
 static void test_pad_and_pad_v2_fill_around_the_input(void **state)
 {
@@ -226,7 +226,7 @@ static void test_mirror_pad_reflects_and_mirrors(void **state)
     }
 }
 
-/* ---- ReverseV2 ------------------------------------------------------------------------------ */
+/* ---- ReverseV2 --------------------------------------------------------------------------- */
 
 static void test_reverse_flips_the_named_axes(void **state)
 {
@@ -312,8 +312,7 @@ static void test_large_maps_on_a_pool_match_index_loops(void **state)
     zf_device_destroy(&dev);
 }
 
-/* ---- BroadcastTo ------------------------------------------------------------------------------
- */
+/* ---- BroadcastTo ------------------------------------------------------------------------- */
 
 static void test_broadcast_to_repeats_dims_of_one(void **state)
 {
@@ -351,7 +350,7 @@ static void test_broadcast_to_repeats_dims_of_one(void **state)
     }
 }
 
-/* ---- BroadcastGradientArgs ------------------------------------------------------------------ */
+/* ---- BroadcastGradientArgs --------------------------------------------------------------- */
 
 static void test_broadcast_gradient_args_lists_the_broadcast_dims(void **state)
 {

@@ -85,7 +85,7 @@ static zf_status_t s_strided_slice_grad(zf_shape_t shape, const spec_t *sp, zf_t
     return s;
 }
 
-/* ---- StridedSlice ------------------------------------------------------------------- */
+/* ---- StridedSlice ------------------------------------------------------------------------ */
 
 /* x[i, j, k] = 12 i + 4 j + k over [2, 3, 4]. */
 static void test_strided_slice_with_masks_and_negative_strides(void **state)
@@ -226,7 +226,7 @@ static void test_strided_slice_reports_bad_specs(void **state)
     zf_tensor_unref(&x);
 }
 
-/* ---- StridedSliceGrad ----------------------------------------------------------------- */
+/* ---- StridedSliceGrad -------------------------------------------------------------------- */
 
 static double s_dot(const zf_tensor_t *a, const zf_tensor_t *b)
 {
@@ -290,7 +290,7 @@ static void test_strided_slice_grad_checks_dy(void **state)
     zf_tensor_unref(&dy);
 }
 
-/* ---- Slice ------------------------------------------------------------------------------ */
+/* ---- Slice ------------------------------------------------------------------------------- */
 
 static zf_status_t s_slice(zf_tensor_t *x, zf_tensor_t *begin, zf_tensor_t *size, zf_tensor_t **out)
 {
@@ -333,7 +333,7 @@ static void test_slice_takes_a_box_and_size_minus_one_runs_to_the_end(void **sta
     assert_null(out);
 }
 
-/* ---- Split, SplitV, Unpack ---------------------------------------------------------------- */
+/* ---- Split, SplitV, Unpack --------------------------------------------------------------- */
 
 static zf_status_t s_run_n(const char *op, zf_tensor_t **in, int n_in, zf_dtype_t t,
                            zf_tensor_t **out, int n_out)
@@ -453,7 +453,7 @@ static void test_slicing_empty_tensors_with_huge_dims(void **state)
     zf_tensor_unref(&x);
 }
 
-/* ---- in a session --------------------------------------------------------------------------- */
+/* ---- in a session ------------------------------------------------------------------------ */
 
 /* x[:, 1::2] split in three, x[:, [5]], and x unpacked by rows, as one graph. */
 static const char s_graph[] =
