@@ -269,6 +269,10 @@ static const char *const s_table[] = {
     "OneHot(indices: TI, depth: int32, on_value: T, off_value: T) -> (output: "
     "T)"
     " {axis: int = -1, TI: type = int64}",
+    "ScatterNd(indices: Tindices, updates: T, shape: Tindices) -> (output: T)"
+    " {bad_indices_policy: string = ''}",
+    "UnsortedSegmentSum(data: T, segment_ids: Tindices, num_segments: Tnumsegments)"
+    " -> (output: T) {Tnumsegments: type = int32}",
 
     /* Random numbers */
     "RandomUniform(shape: T) -> (output: dtype) " S_SEED_DEFAULTS " stateful",

@@ -54,6 +54,10 @@ zf_status_t zf__kernels_register_control(void);
 zf_status_t zf__kernels_register_activation(void);
 zf_status_t zf__kernels_register_loss(void);
 zf_status_t zf__kernels_register_random(void);
+zf_status_t zf__kernels_register_slice(void);
+zf_status_t zf__kernels_register_pad(void);
+zf_status_t zf__kernels_register_gather(void);
+zf_status_t zf__kernels_register_order(void);
 
 /* ---- dtypes and attrs --------------------------------------------------- */
 
