@@ -135,6 +135,14 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF_HOST("_HostRecv", "CPU", "tensor_type", 0, 0, 1u),
     /* CPU: oneDNN (float; double on portable loops) */
     ZF_KDEF("DepthwiseConv2dNative", "CPU", "T", ZF_TYPES_FLOAT),
+    /* CPU: training (gradients and batch norm on oneDNN, float; batched
+     * GEMMs on OpenBLAS; optimizers) */
+    ZF_KDEF("MaxPoolV2", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("Conv2DBackpropInput", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("Conv2DBackpropFilter", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("MaxPoolGrad", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("AvgPoolGrad", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    /* end of training */
     /* CPU: control flow (frames, iterations and deadness live in the engine) */
     ZF_KDEF("Enter", "CPU", "T", 0),
     ZF_KDEF("RefEnter", "CPU", "T", 0),
