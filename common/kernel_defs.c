@@ -142,6 +142,10 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("Conv2DBackpropFilter", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
     ZF_KDEF("MaxPoolGrad", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
     ZF_KDEF("AvgPoolGrad", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("FusedBatchNorm", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("FusedBatchNormV2", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("FusedBatchNormV3", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("FusedBatchNormGradV3", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
     /* end of training */
     /* CPU: control flow (frames, iterations and deadness live in the engine) */
     ZF_KDEF("Enter", "CPU", "T", 0),

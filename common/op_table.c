@@ -189,6 +189,13 @@ static const char *const s_table[] = {
     " -> (y: T, batch_mean: U, batch_variance: U, reserve_space_1: U, "
     "reserve_space_2: U,"
     " reserve_space_3: U) " S_FUSED_BATCH_NORM_DEFAULTS,
+    "FusedBatchNormV2(x: T, scale: U, offset: U, mean: U, variance: U)"
+    " -> (y: T, batch_mean: U, batch_variance: U, reserve_space_1: U,"
+    " reserve_space_2: U) " S_FUSED_BATCH_NORM_DEFAULTS,
+    "FusedBatchNormGradV3(y_backprop: T, x: T, scale: float, reserve_space_1: U,"
+    " reserve_space_2: U, reserve_space_3: U) -> (x_backprop: T, scale_backprop: U,"
+    " offset_backprop: U, reserve_space_4: U, reserve_space_5: U)"
+    " {epsilon: float = 0.0001, data_format: string = 'NHWC', is_training: bool = true}",
     "ResizeBilinear(images: T, size: int32) -> (resized_images: float) " S_RESIZE_DEFAULTS,
     "ResizeNearestNeighbor(images: T, size: int32) -> (resized_images: T) " S_RESIZE_DEFAULTS,
 

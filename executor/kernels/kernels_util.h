@@ -51,6 +51,7 @@ zf_status_t zf__kernels_register_reduce(void);
 zf_status_t zf__kernels_register_state(void);
 zf_status_t zf__kernels_register_compare(void);
 zf_status_t zf__kernels_register_control(void);
+zf_status_t zf__kernels_register_batchnorm(void);
 
 /* ---- dtypes and attrs --------------------------------------------------- */
 
