@@ -146,6 +146,9 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("FusedBatchNormV2", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
     ZF_KDEF("FusedBatchNormV3", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
     ZF_KDEF("FusedBatchNormGradV3", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("BatchMatMul", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("BatchMatMulV2", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("BatchMatMulV3", "CPU", "Ta", ZF_TYPES_FLOAT),
     /* end of training */
     /* CPU: control flow (frames, iterations and deadness live in the engine) */
     ZF_KDEF("Enter", "CPU", "T", 0),

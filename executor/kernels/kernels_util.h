@@ -52,6 +52,7 @@ zf_status_t zf__kernels_register_state(void);
 zf_status_t zf__kernels_register_compare(void);
 zf_status_t zf__kernels_register_control(void);
 zf_status_t zf__kernels_register_batchnorm(void);
+zf_status_t zf__kernels_register_batch_matmul(void);
 
 /* ---- dtypes and attrs --------------------------------------------------- */
 
