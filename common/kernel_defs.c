@@ -149,6 +149,15 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("BatchMatMul", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("BatchMatMulV2", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("BatchMatMulV3", "CPU", "Ta", ZF_TYPES_FLOAT),
+    ZF_KDEF("ApplyMomentum", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ApplyAdam", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ApplyRMSProp", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ApplyAdagrad", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ResourceApplyMomentum", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ResourceApplyKerasMomentum", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ResourceApplyAdam", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ResourceApplyRMSProp", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ResourceApplyAdagrad", "CPU", "T", ZF_TYPES_FLOAT),
     /* end of training */
     /* CPU: control flow (frames, iterations and deadness live in the engine) */
     ZF_KDEF("Enter", "CPU", "T", 0),

@@ -303,6 +303,10 @@ static const char *const s_table[] = {
     "ApplyAdam(var: Ref(T), m: Ref(T), v: Ref(T), beta1_power: T, beta2_power: "
     "T, lr: T,"
     " beta1: T, beta2: T, epsilon: T, grad: T) -> (out: Ref(T)) " S_NESTEROV_DEFAULTS " stateful",
+    "ApplyRMSProp(var: Ref(T), ms: Ref(T), mom: Ref(T), lr: T, rho: T, momentum: T, epsilon: T,"
+    " grad: T) -> (out: Ref(T)) " S_LOCKING_OFF " stateful",
+    "ApplyAdagrad(var: Ref(T), accum: Ref(T), lr: T, grad: T) -> (out: Ref(T))"
+    " {use_locking: bool = false, update_slots: bool = true} stateful",
 
     /* Resource variables */
     "VarHandleOp() -> (resource: resource)"
@@ -326,6 +330,12 @@ static const char *const s_table[] = {
     "ResourceApplyAdam(var: resource, m: resource, v: resource, beta1_power: "
     "T, beta2_power: T,"
     " lr: T, beta1: T, beta2: T, epsilon: T, grad: T) -> () " S_NESTEROV_DEFAULTS " stateful",
+    "ResourceApplyRMSProp(var: resource, ms: resource, mom: resource, lr: T, rho: T,"
+    " momentum: T, epsilon: T, grad: T) -> () " S_LOCKING_OFF " stateful",
+    "ResourceApplyAdagrad(var: resource, accum: resource, lr: T, grad: T) -> ()"
+    " {use_locking: bool = false, update_slots: bool = true} stateful",
+    "ResourceApplyKerasMomentum(var: resource, accum: resource, lr: T, grad: T, momentum: T)"
+    " -> () " S_NESTEROV_DEFAULTS " stateful",
 
     /* Dataflow control flow: frames, iterations and deadness (the engine) */
     "Switch(data: T, pred: bool) -> (output_false: T, output_true: T) "

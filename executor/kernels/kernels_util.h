@@ -53,6 +53,7 @@ zf_status_t zf__kernels_register_compare(void);
 zf_status_t zf__kernels_register_control(void);
 zf_status_t zf__kernels_register_batchnorm(void);
 zf_status_t zf__kernels_register_batch_matmul(void);
+zf_status_t zf__kernels_register_optimizers(void);
 
 /* ---- dtypes and attrs --------------------------------------------------- */
 
