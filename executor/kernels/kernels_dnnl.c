@@ -1,12 +1,16 @@
-/* Float convolutions and pools on oneDNN (its 2.x C API, as Debian ships).
+/* Float convolutions, pools and batch normalisation on oneDNN (its 2.x C
+ * API, as Debian ships), forward and backward.
  *
  * Primitives: each node keeps its own (zf__dnnl_cache_t, made by the
- * kernel's create()), keyed by geometry (input shape, window, strides,
- * dilations, padding, layout) and the thread count they were built for;
- * a step finds its primitive there and builds none after the first step of
- * a shape. Inputs and outputs stay in TensorFlow's layout (NHWC or NCHW);
- * the filter is reordered from HWIO (or depthwise HW C M) to the
- * primitive's preferred layout.
+ * kernel's create()), keyed by geometry (kind, input shape, window,
+ * strides, dilations, padding, layout, epsilon) and the thread count they
+ * were built for; a step finds its primitive there and builds none after
+ * the first step of a shape. A backward primitive is built with its
+ * forward one as the hint; MaxPoolGrad keeps that forward primitive too,
+ * to record where the maxima are. Inputs and outputs stay in TensorFlow's
+ * layout (NHWC or NCHW); the filter is reordered from HWIO (or depthwise
+ * HW C M) to the primitive's preferred layout, and a filter's gradient
+ * from the primitive's layout back to HWIO.
  *
  * Filters: the engine cannot tell a kernel that an input is constant, so a
  * reordered filter is cached on first use, keyed by the identity of the
@@ -244,13 +248,11 @@ static zf_status_t s_build_conv(const zf_kernel_ctx_t *ctx, s_entry_t *e)
     dnnl_memory_desc_t any;
     ZF_TRY(s_filter_mds(ctx, g, &e->user_wei_md, &any));
     bool forward = g->kind == ZF__WIN_CONV || g->kind == ZF__WIN_DEPTHWISE;
-    /* the filter's gradient is written in TensorFlow's layout directly */
-    const dnnl_memory_desc_t *wei = g->kind == ZF__WIN_CONV_BWD_FILTER ? &e->user_wei_md : &any;
     dnnl_convolution_desc_t cd, bd;
     S_DNNL(ctx,
            dnnl_dilated_convolution_forward_desc_init(
                &cd, forward ? dnnl_forward_inference : dnnl_forward_training,
-               dnnl_convolution_direct, &e->src_md, wei, NULL, &e->dst_md, strides, dil, pad_l,
+               dnnl_convolution_direct, &e->src_md, &any, NULL, &e->dst_md, strides, dil, pad_l,
                pad_r),
            "convolution");
     dnnl_primitive_desc_t pd = NULL;
@@ -259,17 +261,16 @@ static zf_status_t s_build_conv(const zf_kernel_ctx_t *ctx, s_entry_t *e)
     if (forward) return s_prim_from(ctx, pd, "convolution", &e->prim);
     dnnl_status_t st;
     if (g->kind == ZF__WIN_CONV_BWD_FILTER)
-        st = dnnl_dilated_convolution_backward_weights_desc_init(
-            &bd, dnnl_convolution_direct, &e->src_md, &e->user_wei_md, NULL, &e->dst_md, strides,
-            dil, pad_l, pad_r);
+        st = dnnl_dilated_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct,
+                                                                 &e->src_md, &any, NULL, &e->dst_md,
+                                                                 strides, dil, pad_l, pad_r);
     else
         st = dnnl_dilated_convolution_backward_data_desc_init(
             &bd, dnnl_convolution_direct, &e->src_md, &any, &e->dst_md, strides, dil, pad_l, pad_r);
     ZF_TRY(s_backward_pd(ctx, st, &bd, pd, "convolution gradient", &pd));
-    if (g->kind == ZF__WIN_CONV_BWD_INPUT)
-        e->wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    else
-        e->wei_md = e->user_wei_md;
+    e->wei_md = *dnnl_primitive_desc_query_md(
+        pd, g->kind == ZF__WIN_CONV_BWD_INPUT ? dnnl_query_weights_md : dnnl_query_diff_weights_md,
+        0);
     return s_prim_from(ctx, pd, "convolution gradient", &e->prim);
 }
 
@@ -348,12 +349,13 @@ static zf_status_t s_entry_build(const zf_kernel_ctx_t *ctx, s_entry_t *e)
     ZF_TRY(s_data_md(ctx, g->nchw, g->n, g->oc, g->oh, g->ow, &e->dst_md));
     if (!s_is_conv(g)) return s_build_pool(ctx, e);
     ZF_TRY(s_build_conv(ctx, e));
-    if (g->kind == ZF__WIN_CONV_BWD_FILTER || dnnl_memory_desc_equal(&e->user_wei_md, &e->wei_md))
-        return ZF_STATUS_OK;
+    if (dnnl_memory_desc_equal(&e->user_wei_md, &e->wei_md)) return ZF_STATUS_OK;
+    /* the filter into the primitive's layout, or its gradient out of it */
+    bool out = g->kind == ZF__WIN_CONV_BWD_FILTER;
     dnnl_primitive_desc_t rpd = NULL;
     S_DNNL(ctx,
-           dnnl_reorder_primitive_desc_create(&rpd, &e->user_wei_md, s_engine, &e->wei_md, s_engine,
-                                              NULL),
+           dnnl_reorder_primitive_desc_create(&rpd, out ? &e->wei_md : &e->user_wei_md, s_engine,
+                                              out ? &e->user_wei_md : &e->wei_md, s_engine, NULL),
            "filter reorder");
     return s_prim_from(ctx, rpd, "filter reorder", &e->reorder);
 }
@@ -528,6 +530,8 @@ static zf_status_t s_args_fill(const zf_kernel_ctx_t *ctx, zf__dnnl_cache_t *c, 
     case ZF__WIN_CONV_BWD_FILTER:
         ZF_TRY(s_arg(ctx, a, DNNL_ARG_SRC, &e->src_md, s_data(t->src)));
         ZF_TRY(s_arg(ctx, a, DNNL_ARG_DIFF_DST, &e->dst_md, s_data(t->diff_dst)));
+        if (e->reorder) /* into a scratch filter, then reordered into out */
+            return s_arg(ctx, a, DNNL_ARG_DIFF_WEIGHTS, &e->wei_md, DNNL_MEMORY_ALLOCATE);
         return s_arg(ctx, a, DNNL_ARG_DIFF_WEIGHTS, &e->user_wei_md, s_data(t->out));
     case ZF__WIN_MAXPOOL:
     case ZF__WIN_AVGPOOL:
@@ -578,6 +582,15 @@ static zf_status_t s_run_entry(zf_kernel_ctx_t *ctx, zf__dnnl_cache_t *c, s_entr
         s_args_free(&f);
     }
     if (zf_ok(s)) s = s_execute(ctx, e->prim, a.args, a.n, what);
+    if (zf_ok(s) && e->g.kind == ZF__WIN_CONV_BWD_FILTER && e->reorder) {
+        s_args_t r = {.n = 0};
+        s = s_arg(ctx, &r, DNNL_ARG_TO, &e->user_wei_md, s_data(t->out));
+        if (zf_ok(s)) {
+            r.args[r.n] = (dnnl_exec_arg_t){DNNL_ARG_FROM, s_arg_memory(&a, DNNL_ARG_DIFF_WEIGHTS)};
+            s = s_execute(ctx, e->reorder, r.args, r.n + 1, "filter gradient reorder");
+        }
+        s_args_free(&r);
+    }
     for (int i = 0; w && i < a.n; i++)
         if (a.args[i].memory == w->mem) a.args[i].memory = NULL; /* the cache's */
     s_weights_unref(&w);
