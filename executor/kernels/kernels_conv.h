@@ -26,8 +26,8 @@ typedef enum {
     ZF__WIN_CONV_BWD_FILTER, /* Conv2DBackpropFilter: src, diff_dst -> diff filter (HWIO) */
     ZF__WIN_MAXPOOL_BWD,     /* MaxPoolGrad: src, diff_dst -> diff_src */
     ZF__WIN_AVGPOOL_BWD,     /* AvgPoolGrad: diff_dst -> diff_src */
-    /* batch normalisation over n x c x h (w = 1): NHWC as [n*h, c], NCHW as
-     * [n, c, h]; scale and shift always */
+    /* batch normalisation over n x c x h (h: the spatial size, w = 1);
+     * scale and shift always */
     ZF__WIN_BN_TRAIN,      /* batch statistics, written to mean and variance */
     ZF__WIN_BN_INFER,      /* the given mean and variance */
     ZF__WIN_BN_BWD,        /* gradients of BN_TRAIN */

@@ -305,19 +305,12 @@ static zf_status_t s_build_pool(const zf_kernel_ctx_t *ctx, s_entry_t *e)
     return s_prim_from(ctx, pd, "pool gradient", &e->prim);
 }
 
-/* Batch normalisation's data: NHWC as [n*h, c], NCHW as [n, c, h]. */
+/* Batch normalisation's data as an n x c x h x 1 image (oneDNN's fast
+ * kernels want 4-D or 5-D), channels last for NHWC. */
 static zf_status_t s_build_bn(const zf_kernel_ctx_t *ctx, s_entry_t *e)
 {
     const zf__win_geom_t *g = &e->g;
-    if (g->nchw) {
-        dnnl_dims_t dims = {g->n, g->c, g->h};
-        S_DNNL(ctx, dnnl_memory_desc_init_by_tag(&e->src_md, 3, dims, dnnl_f32, dnnl_abc),
-               "memory descriptor");
-    } else {
-        dnnl_dims_t dims = {g->n * g->h, g->c};
-        S_DNNL(ctx, dnnl_memory_desc_init_by_tag(&e->src_md, 2, dims, dnnl_f32, dnnl_ab),
-               "memory descriptor");
-    }
+    ZF_TRY(s_data_md(ctx, g->nchw, g->n, g->c, g->h, 1, &e->src_md));
     e->dst_md = e->src_md;
     dnnl_dims_t cdims = {g->c};
     S_DNNL(ctx, dnnl_memory_desc_init_by_tag(&e->stat_md, 1, cdims, dnnl_f32, dnnl_a),
