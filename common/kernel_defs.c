@@ -138,10 +138,10 @@ static const zf_kernel_def_t s_defs[] = {
     /* CPU: training (gradients and batch norm on oneDNN, float; batched
      * GEMMs on OpenBLAS; optimizers) */
     ZF_KDEF("MaxPoolV2", "CPU", "T", ZF_TYPES_FLOAT),
-    ZF_KDEF("Conv2DBackpropInput", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
-    ZF_KDEF("Conv2DBackpropFilter", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
-    ZF_KDEF("MaxPoolGrad", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
-    ZF_KDEF("AvgPoolGrad", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("Conv2DBackpropInput", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("Conv2DBackpropFilter", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("MaxPoolGrad", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("AvgPoolGrad", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("FusedBatchNorm", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
     ZF_KDEF("FusedBatchNormV2", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
     ZF_KDEF("FusedBatchNormV3", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),

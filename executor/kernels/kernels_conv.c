@@ -1,12 +1,12 @@
 /* CPU Conv2D, DepthwiseConv2dNative, MaxPool (and MaxPoolV2, its window
  * from inputs) and AvgPool with TensorFlow's attrs (strides, dilations,
- * SAME/VALID/EXPLICIT padding, NHWC or NCHW), and the float gradients
- * Conv2DBackpropInput, Conv2DBackpropFilter, MaxPoolGrad and AvgPoolGrad,
- * on oneDNN only.
+ * SAME/VALID/EXPLICIT padding, NHWC or NCHW), and the gradients
+ * Conv2DBackpropInput, Conv2DBackpropFilter, MaxPoolGrad and AvgPoolGrad.
  * Float runs on oneDNN (kernels_dnnl.c); double, which oneDNN lacks, on the
  * loops here, NHWC only: Conv2D by im2col + GEMM through OpenBLAS (patch
  * matrix built in tiles of output rows with the device pool; a 1x1 filter
- * with stride 1 skips it), depthwise and pools by direct window scans. */
+ * with stride 1 skips it), depthwise, pools and the gradients by direct
+ * window scans. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -559,7 +559,109 @@ static zf_status_t s_pool_compute(zf_kernel_ctx_t *ctx)
     return ZF_STATUS_OK;
 }
 
-/* ---- gradients: Conv2DBackpropInput/Filter, MaxPoolGrad, AvgPoolGrad (float) ------------ */
+/* ---- gradients: Conv2DBackpropInput/Filter, MaxPoolGrad, AvgPoolGrad ------------------- */
+
+/* The double gradients, NHWC, on loops. */
+typedef struct {
+    const zf__win_geom_t *g;
+    const double *x, *f, *dy; /* the forward input and filter, where used */
+    double *out;
+} s_grad_job_t;
+
+/* Conv2DBackpropInput: input rows r = (b, iy) in [begin, end) gather the
+ * gradients of the outputs whose windows cover them. */
+static void s_conv_grad_input_rows(void *arg, int64_t begin, int64_t end)
+{
+    const s_grad_job_t *j = arg;
+    const zf__win_geom_t *g = j->g;
+    for (int64_t r = begin; r < end; r++) {
+        int64_t b = r / g->h, iy = r % g->h;
+        double *dx = j->out + r * g->w * g->c;
+        memset(dx, 0, sizeof(double) * (size_t)(g->w * g->c));
+        for (int64_t ky = 0; ky < g->kh; ky++) {
+            int64_t ty = iy + g->pt - ky * g->dh;
+            if (ty < 0 || ty % g->sh || ty / g->sh >= g->oh) continue;
+            for (int64_t ix = 0; ix < g->w; ix++)
+                for (int64_t kx = 0; kx < g->kw; kx++) {
+                    int64_t tx = ix + g->pl - kx * g->dw;
+                    if (tx < 0 || tx % g->sw || tx / g->sw >= g->ow) continue;
+                    const double *d =
+                        j->dy + ((b * g->oh + ty / g->sh) * g->ow + tx / g->sw) * g->oc;
+                    const double *f = j->f + (ky * g->kw + kx) * g->c * g->oc;
+                    for (int64_t c = 0; c < g->c; c++) {
+                        double sum = 0;
+                        for (int64_t o = 0; o < g->oc; o++) sum += f[c * g->oc + o] * d[o];
+                        dx[ix * g->c + c] += sum;
+                    }
+                }
+        }
+    }
+}
+
+/* Conv2DBackpropFilter: filter taps t = (ky, kx) in [begin, end) sum over
+ * every output pixel. */
+static void s_conv_grad_filter_taps(void *arg, int64_t begin, int64_t end)
+{
+    const s_grad_job_t *j = arg;
+    const zf__win_geom_t *g = j->g;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t ky = t / g->kw, kx = t % g->kw;
+        double *df = j->out + t * g->c * g->oc;
+        memset(df, 0, sizeof(double) * (size_t)(g->c * g->oc));
+        for (int64_t b = 0; b < g->n; b++)
+            for (int64_t oy = 0; oy < g->oh; oy++) {
+                int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+                if (iy < 0 || iy >= g->h) continue;
+                for (int64_t ox = 0; ox < g->ow; ox++) {
+                    int64_t ix = ox * g->sw - g->pl + kx * g->dw;
+                    if (ix < 0 || ix >= g->w) continue;
+                    const double *x = j->x + ((b * g->h + iy) * g->w + ix) * g->c;
+                    const double *d = j->dy + ((b * g->oh + oy) * g->ow + ox) * g->oc;
+                    for (int64_t c = 0; c < g->c; c++)
+                        for (int64_t o = 0; o < g->oc; o++) df[c * g->oc + o] += x[c] * d[o];
+                }
+            }
+    }
+}
+
+/* MaxPoolGrad (each output's gradient to its window's first maximum) and
+ * AvgPoolGrad (shared by the window's in-bounds pixels), batches in
+ * [begin, end). */
+static void s_pool_grad_batches(void *arg, int64_t begin, int64_t end)
+{
+    const s_grad_job_t *j = arg;
+    const zf__win_geom_t *g = j->g;
+    bool max = g->kind == ZF__WIN_MAXPOOL_BWD;
+    for (int64_t b = begin; b < end; b++) {
+        double *dx = j->out + b * g->h * g->w * g->c;
+        const double *x = max ? j->x + b * g->h * g->w * g->c : NULL;
+        memset(dx, 0, sizeof(double) * (size_t)(g->h * g->w * g->c));
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            int64_t y0 = oy * g->sh - g->pt, y1 = y0 + g->kh;
+            y0 = y0 < 0 ? 0 : y0;
+            y1 = y1 > g->h ? g->h : y1;
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                int64_t x0 = ox * g->sw - g->pl, x1 = x0 + g->kw;
+                x0 = x0 < 0 ? 0 : x0;
+                x1 = x1 > g->w ? g->w : x1;
+                double count = (double)((y1 - y0) * (x1 - x0));
+                const double *d = j->dy + ((b * g->oh + oy) * g->ow + ox) * g->c;
+                for (int64_t c = 0; c < g->c && count > 0; c++) {
+                    int64_t best = -1;
+                    for (int64_t y = y0; y < y1; y++)
+                        for (int64_t xx = x0; xx < x1; xx++) {
+                            int64_t i = (y * g->w + xx) * g->c + c;
+                            if (!max)
+                                dx[i] += d[c] / count;
+                            else if (best < 0 || x[i] > x[best])
+                                best = i;
+                        }
+                    if (max) dx[best] += d[c];
+                }
+            }
+        }
+    }
+}
 
 /* A 4-D shape from input i, an int32 vector (input_sizes, filter_sizes,
  * orig_input_shape). */
@@ -595,19 +697,51 @@ static zf_status_t s_expect_shape(const zf_kernel_ctx_t *ctx, int i, const char 
                            zf_shape_to_string(got, c, sizeof c));
 }
 
-/* Allocates output 0 of shape and runs g on oneDNN, or writes zeros when a
- * sum is empty. */
+/* The gradients' dtype, that of input i (float or double), which input j
+ * (or none, -1) must share. */
+static zf_status_t s_grad_dtype(const zf_kernel_ctx_t *ctx, int i, int j, zf_dtype_t *t)
+{
+    *t = zf_tensor_dtype(ctx->inputs[i]);
+    if (*t != ZF_FLOAT && *t != ZF_DOUBLE)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
+                               zf_kernels_dtype_name((int)*t));
+    return j < 0 ? ZF_STATUS_OK : zf_kernels_check_dtype(ctx, j, *t);
+}
+
+/* Allocates output 0 of shape and dtype t and runs g: float on oneDNN,
+ * double on the loops (NHWC); zeros when a sum is empty. */
 static zf_status_t s_grad_run(zf_kernel_ctx_t *ctx, const zf__win_geom_t *g,
-                              const zf_shape_t *shape, zf__dnnl_args_t *a)
+                              const zf_shape_t *shape, zf_dtype_t t, zf__dnnl_args_t *a)
 {
     const s_window_t *win = ctx->state;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_FLOAT, shape, &a->out));
+    if (t != ZF_FLOAT && g->nchw)
+        return zf_kernel_error(ctx, ZF_UNIMPLEMENTED,
+                               "data_format NCHW is only supported for float on CPU, got %s",
+                               zf_kernels_dtype_name((int)t));
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, shape, &a->out));
     if (zf_tensor_num_elements(a->out) == 0) return ZF_STATUS_OK;
     if (zf_tensor_num_elements(a->diff_dst) == 0 || g->kh * g->kw == 0) {
         memset(zf_tensor_data(a->out), 0, zf_tensor_nbytes(a->out));
         return ZF_STATUS_OK;
     }
-    return zf__dnnl_exec(ctx, win->dnnl, g, a);
+    if (t == ZF_FLOAT) return zf__dnnl_exec(ctx, win->dnnl, g, a);
+    s_grad_job_t j = {g, a->src ? zf_tensor_data(a->src) : NULL,
+                      a->weights ? zf_tensor_data(a->weights) : NULL, zf_tensor_data(a->diff_dst),
+                      zf_tensor_data(a->out)};
+    int64_t taps = g->kh * g->kw, pixel = g->c * g->oc;
+    if (g->kind == ZF__WIN_CONV_BWD_INPUT)
+        zf_kernels_parallel_for(ctx, g->n * g->h,
+                                ZF_KERNELS_PARALLEL_MIN / (g->w * taps * pixel) + 1,
+                                s_conv_grad_input_rows, &j);
+    else if (g->kind == ZF__WIN_CONV_BWD_FILTER)
+        zf_kernels_parallel_for(ctx, taps,
+                                ZF_KERNELS_PARALLEL_MIN / (g->n * g->oh * g->ow * pixel) + 1,
+                                s_conv_grad_filter_taps, &j);
+    else
+        zf_kernels_parallel_for(ctx, g->n,
+                                ZF_KERNELS_PARALLEL_MIN / (g->oh * g->ow * g->c * taps) + 1,
+                                s_pool_grad_batches, &j);
+    return ZF_STATUS_OK;
 }
 
 /* Conv2DBackpropInput (input_sizes, filter, out_backprop) and
@@ -616,8 +750,8 @@ static zf_status_t s_conv_grad(zf_kernel_ctx_t *ctx, bool filter_grad)
 {
     ZF_TRY(zf_kernels_check_inputs(ctx, 3));
     const s_window_t *win = ctx->state;
-    ZF_TRY(zf_kernels_check_dtype(ctx, filter_grad ? 0 : 1, ZF_FLOAT));
-    ZF_TRY(zf_kernels_check_dtype(ctx, 2, ZF_FLOAT));
+    zf_dtype_t t;
+    ZF_TRY(s_grad_dtype(ctx, 2, filter_grad ? 0 : 1, &t));
     zf_shape_t sizes;
     ZF_TRY(s_shape_input(ctx, filter_grad ? 1 : 0, filter_grad ? "filter_sizes" : "input_sizes",
                          &sizes));
@@ -643,7 +777,7 @@ static zf_status_t s_conv_grad(zf_kernel_ctx_t *ctx, bool filter_grad)
     zf__dnnl_args_t a = {.src = filter_grad ? ctx->inputs[0] : NULL,
                          .weights = filter_grad ? NULL : ctx->inputs[1],
                          .diff_dst = ctx->inputs[2]};
-    return s_grad_run(ctx, &g, filter_grad ? fs : xs, &a);
+    return s_grad_run(ctx, &g, filter_grad ? fs : xs, t, &a);
 }
 
 static zf_status_t s_conv_grad_input_compute(zf_kernel_ctx_t *ctx)
@@ -668,15 +802,15 @@ static zf_status_t s_pool_grad(zf_kernel_ctx_t *ctx, bool max)
     ZF_TRY(zf_kernels_check_inputs(ctx, max ? 3 : 2));
     const s_window_t *win = ctx->state;
     int gi = max ? 2 : 1;
+    zf_dtype_t t;
+    ZF_TRY(s_grad_dtype(ctx, gi, max ? 0 : -1, &t));
     zf_shape_t xs;
     if (max) {
-        ZF_TRY(zf_kernels_check_dtype(ctx, 0, ZF_FLOAT));
-        ZF_TRY(zf_kernels_check_dtype(ctx, 1, ZF_FLOAT));
+        ZF_TRY(zf_kernels_check_dtype(ctx, 1, t));
         xs = *zf_tensor_shape(ctx->inputs[0]);
     } else {
         ZF_TRY(s_shape_input(ctx, 0, "orig_input_shape", &xs));
     }
-    ZF_TRY(zf_kernels_check_dtype(ctx, gi, ZF_FLOAT));
     zf__win_geom_t g;
     ZF_TRY(s_geometry_of(ctx, win, &xs, win->kh, win->kw, &g));
     g.kind = max ? ZF__WIN_MAXPOOL_BWD : ZF__WIN_AVGPOOL_BWD;
@@ -684,7 +818,7 @@ static zf_status_t s_pool_grad(zf_kernel_ctx_t *ctx, bool max)
     if (max) ZF_TRY(s_expect_shape(ctx, 1, "orig_output", &ys, &xs));
     ZF_TRY(s_expect_shape(ctx, gi, "grad", &ys, &xs));
     zf__dnnl_args_t a = {.src = max ? ctx->inputs[0] : NULL, .diff_dst = ctx->inputs[gi]};
-    return s_grad_run(ctx, &g, &xs, &a);
+    return s_grad_run(ctx, &g, &xs, t, &a);
 }
 
 static zf_status_t s_max_pool_grad_compute(zf_kernel_ctx_t *ctx)
@@ -716,24 +850,16 @@ static zf_status_t s_avg_pool_grad_create(const Tensorflow__NodeDef *node, void 
         .compute = (compute_)                                                                      \
     }
 
-/* The gradients run on oneDNN alone: float only. */
-#define S_KERNEL_F32(op_, create_, compute_)                                                       \
-    {                                                                                              \
-        .op = (op_), .device_type = "CPU", .allowed_types = ZF_TYPE_BIT(ZF_FLOAT),                 \
-        .flags = ZF_KERNEL_EXPENSIVE, .create = (create_), .destroy = s_window_destroy,            \
-        .compute = (compute_)                                                                      \
-    }
-
 static const zf_kernel_t s_defs[] = {
     S_KERNEL("Conv2D", s_conv_create, s_conv_compute),
     S_KERNEL("MaxPool", s_max_pool_create, s_pool_compute),
     S_KERNEL("AvgPool", s_avg_pool_create, s_pool_compute),
     S_KERNEL("DepthwiseConv2dNative", s_depthwise_create, s_conv_compute),
     S_KERNEL("MaxPoolV2", s_max_pool_create, s_pool_compute),
-    S_KERNEL_F32("Conv2DBackpropInput", s_conv_grad_create, s_conv_grad_input_compute),
-    S_KERNEL_F32("Conv2DBackpropFilter", s_conv_grad_create, s_conv_grad_filter_compute),
-    S_KERNEL_F32("MaxPoolGrad", s_max_pool_grad_create, s_max_pool_grad_compute),
-    S_KERNEL_F32("AvgPoolGrad", s_avg_pool_grad_create, s_avg_pool_grad_compute),
+    S_KERNEL("Conv2DBackpropInput", s_conv_grad_create, s_conv_grad_input_compute),
+    S_KERNEL("Conv2DBackpropFilter", s_conv_grad_create, s_conv_grad_filter_compute),
+    S_KERNEL("MaxPoolGrad", s_max_pool_grad_create, s_max_pool_grad_compute),
+    S_KERNEL("AvgPoolGrad", s_avg_pool_grad_create, s_avg_pool_grad_compute),
 };
 
 zf_status_t zf__kernels_register_conv(void)

@@ -1,5 +1,5 @@
-/* Tests for the float window gradients of executor/kernels/kernels_conv
- * (oneDNN): Conv2DBackpropInput, Conv2DBackpropFilter, MaxPoolGrad and
+/* Tests for the window gradients of executor/kernels/kernels_conv (float
+ * on oneDNN, double on loops): Conv2DBackpropInput, Conv2DBackpropFilter, MaxPoolGrad and
  * AvgPoolGrad against naive loops written here and against central finite
  * differences of the forward kernels (Conv2D, MaxPool, AvgPool; in double
  * for NHWC, where the forward kernels run double), over SAME/VALID/
@@ -190,38 +190,48 @@ static void s_conv_grads(const s_case_t *k, const zf_tensor_t *x, const zf_tenso
                 }
 }
 
-/* Both gradients of one case: against the loops and finite differences of
- * Conv2D (double for NHWC; Conv2D is linear in each input, so float
- * differences with a large step are exact up to rounding for NCHW). */
-static void s_check_conv_case(const s_case_t *k, zf_device_t *dev)
+/* Random values in [-1, 1) of dtype t. */
+static zf_tensor_t *s_random(zf_dtype_t t, zf_shape_t s, uint32_t seed)
+{
+    zf_tensor_t *f = kt_random_f32(s, seed), *d = s_as(t, f);
+    zf_tensor_unref(&f);
+    return d;
+}
+
+/* Both gradients of one case in dtype gt (float on oneDNN, double on the
+ * loops): against the loops here and finite differences of Conv2D (double
+ * for NHWC; Conv2D is linear in each input, so float differences with a
+ * large step are exact up to rounding for NCHW). */
+static void s_check_conv_case(const s_case_t *k, zf_dtype_t gt, zf_device_t *dev)
 {
     s_out_t o = s_out(k);
     zf_shape_t xs = s_shape(k->nchw, k->n, k->h, k->w, k->c);
     zf_shape_t fs = ZF_SHAPE(k->kh, k->kw, k->c, k->oc);
     zf_shape_t ys = s_shape(k->nchw, k->n, o.oh, o.ow, k->oc);
-    zf_tensor_t *x = kt_random_f32(xs, 41), *f = kt_random_f32(fs, 42);
-    zf_tensor_t *dy = kt_random_f32(ys, 43);
+    zf_tensor_t *x = s_random(gt, xs, 41), *f = s_random(gt, fs, 42);
+    zf_tensor_t *dy = s_random(gt, ys, 43);
+    double tol = gt == ZF_FLOAT ? 1e-4 : 1e-10;
     int64_t nx = zf_tensor_num_elements(x), nf = zf_tensor_num_elements(f);
     double *dx = calloc((size_t)nx + 1, sizeof *dx), *df = calloc((size_t)nf + 1, sizeof *df);
     s_conv_grads(k, x, f, dy, dx, df);
 
-    Tensorflow__NodeDef *bi = s_node("Conv2DBackpropInput", k, ZF_FLOAT, 3);
-    Tensorflow__NodeDef *bf = s_node("Conv2DBackpropFilter", k, ZF_FLOAT, 3);
+    Tensorflow__NodeDef *bi = s_node("Conv2DBackpropInput", k, gt, 3);
+    Tensorflow__NodeDef *bf = s_node("Conv2DBackpropFilter", k, gt, 3);
     zf_tensor_t *in_i[3] = {s_sizes(xs), f, dy}, *in_f[3] = {x, s_sizes(fs), dy};
     zf_tensor_t *gx = NULL, *gf = NULL;
     ASSERT_OK(kt_run_on(bi, in_i, 3, &gx, 1, NULL, dev));
     ASSERT_OK(kt_run_on(bf, in_f, 3, &gf, 1, NULL, dev));
     kt_expect_shape(gx, xs);
     kt_expect_shape(gf, fs);
-    s_expect_close("Conv2DBackpropInput vs loops", gx, dx, 1e-4);
-    s_expect_close("Conv2DBackpropFilter vs loops", gf, df, 1e-4);
+    s_expect_close("Conv2DBackpropInput vs loops", gx, dx, tol);
+    s_expect_close("Conv2DBackpropFilter vs loops", gf, df, tol);
 
     zf_dtype_t t = k->nchw ? ZF_FLOAT : ZF_DOUBLE;
     Tensorflow__NodeDef *fwd = s_node("Conv2D", k, t, 2);
     zf_tensor_t *in[2] = {s_as(t, x), s_as(t, f)};
     double *fdx = s_fd(fwd, in, 2, 0, dy, 0.5), *fdf = s_fd(fwd, in, 2, 1, dy, 0.5);
-    s_expect_close("Conv2DBackpropInput vs differences", gx, fdx, 1e-4);
-    s_expect_close("Conv2DBackpropFilter vs differences", gf, fdf, 1e-4);
+    s_expect_close("Conv2DBackpropInput vs differences", gx, fdx, gt == t ? tol : 1e-4);
+    s_expect_close("Conv2DBackpropFilter vs differences", gf, fdf, gt == t ? tol : 1e-4);
 
     free(dx);
     free(df);
@@ -250,8 +260,11 @@ static void test_conv_backprop_matches_loops_and_finite_differences(void **state
     (void)state;
     zf_device_t *dev = NULL;
     ASSERT_OK(zf_device_cpu_new("/job:localhost/replica:0/task:0/device:CPU:0", 2, &dev));
-    for (size_t i = 0; i < sizeof s_conv_cases / sizeof s_conv_cases[0]; i++)
-        s_check_conv_case(&s_conv_cases[i], i % 2 ? dev : NULL);
+    for (size_t i = 0; i < sizeof s_conv_cases / sizeof s_conv_cases[0]; i++) {
+        s_check_conv_case(&s_conv_cases[i], ZF_FLOAT, i % 2 ? dev : NULL);
+        if (!s_conv_cases[i].nchw)
+            s_check_conv_case(&s_conv_cases[i], ZF_DOUBLE, i % 2 ? NULL : dev);
+    }
     zf_device_destroy(&dev);
 }
 
@@ -385,15 +398,17 @@ static void s_pool_grad(const s_case_t *k, bool max, const zf_tensor_t *x, const
                 }
 }
 
-static void s_check_pool_case(const s_case_t *k, bool max, zf_device_t *dev)
+/* One pool gradient in dtype gt (float on oneDNN, double on the loops). */
+static void s_check_pool_case(const s_case_t *k, bool max, zf_dtype_t gt, zf_device_t *dev)
 {
     s_out_t o = s_out(k);
     zf_shape_t xs = s_shape(k->nchw, k->n, k->h, k->w, k->c);
     zf_shape_t ys = s_shape(k->nchw, k->n, o.oh, o.ow, k->c);
-    zf_tensor_t *x = s_distinct(xs, 7), *dy = kt_random_f32(ys, 8), *y = NULL, *gx = NULL;
-    Tensorflow__NodeDef *fwd32 = s_node(max ? "MaxPool" : "AvgPool", k, ZF_FLOAT, 1);
-    ASSERT_OK(kt_run(fwd32, &x, 1, &y, 1));
-    Tensorflow__NodeDef *g = s_node(max ? "MaxPoolGrad" : "AvgPoolGrad", k, ZF_FLOAT, max ? 3 : 2);
+    zf_tensor_t *x32 = s_distinct(xs, 7), *x = s_as(gt, x32), *dy = s_random(gt, ys, 8);
+    zf_tensor_t *y = NULL, *gx = NULL;
+    Tensorflow__NodeDef *fwd_gt = s_node(max ? "MaxPool" : "AvgPool", k, gt, 1);
+    ASSERT_OK(kt_run(fwd_gt, &x, 1, &y, 1));
+    Tensorflow__NodeDef *g = s_node(max ? "MaxPoolGrad" : "AvgPoolGrad", k, gt, max ? 3 : 2);
     zf_tensor_t *sizes = s_sizes(xs);
     zf_tensor_t *in_max[3] = {x, y, dy}, *in_avg[2] = {sizes, dy};
     ASSERT_OK(kt_run_on(g, max ? in_max : in_avg, max ? 3 : 2, &gx, 1, NULL, dev));
@@ -401,17 +416,20 @@ static void s_check_pool_case(const s_case_t *k, bool max, zf_device_t *dev)
     int64_t nx = zf_tensor_num_elements(x);
     double *want = calloc((size_t)nx + 1, sizeof *want);
     s_pool_grad(k, max, x, dy, want);
-    s_expect_close(max ? "MaxPoolGrad vs loops" : "AvgPoolGrad vs loops", gx, want, 1e-5);
+    double tol = gt == ZF_FLOAT ? 1e-5 : 1e-12;
+    s_expect_close(max ? "MaxPoolGrad vs loops" : "AvgPoolGrad vs loops", gx, want, tol);
     zf_dtype_t t = k->nchw ? ZF_FLOAT : ZF_DOUBLE;
     Tensorflow__NodeDef *fwd = s_node(max ? "MaxPool" : "AvgPool", k, t, 1);
     zf_tensor_t *xt = s_as(t, x);
     double *fd = s_fd(fwd, &xt, 1, 0, dy, 0.01);
     s_expect_close(max ? "MaxPoolGrad vs differences" : "AvgPoolGrad vs differences", gx, fd,
-                   k->nchw ? 2e-3 : 1e-5);
+                   k->nchw          ? 2e-3
+                   : gt == ZF_FLOAT ? 1e-5
+                                    : 1e-9);
     free(want);
     free(fd);
-    kt_unref_all((zf_tensor_t *[]){x, dy, y, gx, sizes, xt}, 6);
-    kt_node_free(&fwd32);
+    kt_unref_all((zf_tensor_t *[]){x32, x, dy, y, gx, sizes, xt}, 7);
+    kt_node_free(&fwd_gt);
     kt_node_free(&g);
     kt_node_free(&fwd);
 }
@@ -424,13 +442,16 @@ static const s_case_t s_pool_cases[] = {
     {false, 1, 6, 6, 2, 3, 3, 0, 1, 1, 1, 1, "SAME", {0}}, /* overlapping windows */
 };
 
-/* Every pool case, every other one on a device's pool. */
+/* Every pool case, every other one on a device's pool; NHWC in double too. */
 static void s_check_pool_cases(bool max)
 {
     zf_device_t *dev = NULL;
     ASSERT_OK(zf_device_cpu_new("/job:localhost/replica:0/task:0/device:CPU:0", 2, &dev));
-    for (size_t i = 0; i < sizeof s_pool_cases / sizeof s_pool_cases[0]; i++)
-        s_check_pool_case(&s_pool_cases[i], max, i % 2 ? dev : NULL);
+    for (size_t i = 0; i < sizeof s_pool_cases / sizeof s_pool_cases[0]; i++) {
+        s_check_pool_case(&s_pool_cases[i], max, ZF_FLOAT, i % 2 ? dev : NULL);
+        if (!s_pool_cases[i].nchw)
+            s_check_pool_case(&s_pool_cases[i], max, ZF_DOUBLE, i % 2 ? NULL : dev);
+    }
     zf_device_destroy(&dev);
 }
 
@@ -475,10 +496,20 @@ static void test_pool_grads_report_bad_shapes(void **state)
     zf_tensor_t *fsizes = KT_F32(ZF_SHAPE(4), 1, 4, 4, 1);
     in_a[0] = fsizes;
     zf_test_expect_error(kt_run(ag, in_a, 2, &out, 1), ZF_INVALID_ARGUMENT, "orig_input_shape");
+    s_case_t kc = k;
+    kc.nchw = true; /* double runs on the loops, which are NHWC only */
+    Tensorflow__NodeDef *agc = s_node("AvgPoolGrad", &kc, ZF_DOUBLE, 2);
+    zf_tensor_t *good = KT_I32(ZF_SHAPE(4), 1, 1, 4, 4),
+                *dyd = kt_zeros(ZF_DOUBLE, ZF_SHAPE(1, 1, 2, 2));
+    zf_tensor_t *in_c[2] = {good, dyd};
+    zf_test_expect_error(kt_run(agc, in_c, 2, &out, 1), ZF_UNIMPLEMENTED,
+                         "g (AvgPoolGrad): data_format NCHW is only supported for float on CPU, "
+                         "got double");
     assert_null(out);
-    kt_unref_all((zf_tensor_t *[]){x, y, dy, x3, sizes, fsizes}, 6);
+    kt_unref_all((zf_tensor_t *[]){x, y, dy, x3, sizes, fsizes, good, dyd}, 8);
     kt_node_free(&mg);
     kt_node_free(&ag);
+    kt_node_free(&agc);
 }
 
 /* ---- MaxPoolV2 ------------------------------------------------------------------------------ */
