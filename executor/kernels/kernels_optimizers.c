@@ -24,7 +24,8 @@
  *
  * Every slot has var's shape, grad too; the hyperparameters are scalars.
  * The variables of one update are locked together, in the order of their
- * names, so two updates sharing slots cannot deadlock. */
+ * names, so two updates sharing slots cannot deadlock; a large update is
+ * split over the device's pool. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,14 +135,22 @@ static zf_status_t s_check_slots(const zf_kernel_ctx_t *ctx, const s_opt_t *st,
 
 /* ---- the update rules ------------------------------------------------------------------ */
 
-/* The update of n elements in type T: s = slots' data, g = grad, h[k] =
- * the scalar input k (indexes into the op's inputs). */
+/* One update over elements [begin, end). */
+typedef struct {
+    const zf_kernel_ctx_t *ctx;
+    const s_opt_t *st;
+    zf_tensor_t *const *slots;
+} s_update_job_t;
+
+/* The update of elements [begin, end) in type T: var and the slots s1, s2,
+ * g = grad, h[k] = the scalar input k (indexes into the op's inputs). */
 #define S_UPDATE(T, SQRT)                                                                          \
     do {                                                                                           \
-        T *var = zf_tensor_data(slots[0]);                                                         \
-        T *s1 = zf_tensor_data(slots[1]);                                                          \
-        T *s2 = r->slots > 2 ? (T *)zf_tensor_data(slots[2]) : NULL;                               \
-        const T *g = zf_tensor_data(ctx->inputs[st->grad]);                                        \
+        T *var = (T *)zf_tensor_data(slots[0]) + begin;                                            \
+        T *s1 = (T *)zf_tensor_data(slots[1]) + begin;                                             \
+        T *s2 = r->slots > 2 ? (T *)zf_tensor_data(slots[2]) + begin : NULL;                       \
+        const T *g = (const T *)zf_tensor_data(ctx->inputs[st->grad]) + begin;                     \
+        int64_t n = end - begin;                                                                   \
         T h[S_MAX_INPUTS] = {0};                                                                   \
         for (int k = r->slots; k < r->inputs; k++)                                                 \
             if (k != st->grad) h[k] = *(const T *)zf_tensor_data(ctx->inputs[k]);                  \
@@ -193,16 +202,27 @@ static zf_status_t s_check_slots(const zf_kernel_ctx_t *ctx, const s_opt_t *st,
         }                                                                                          \
     } while (0)
 
-static zf_status_t s_update(const zf_kernel_ctx_t *ctx, const s_opt_t *st,
-                            zf_tensor_t *const *slots)
+static void s_update_chunk(void *arg, int64_t begin, int64_t end)
 {
-    ZF_TRY(s_check_slots(ctx, st, slots));
+    const s_update_job_t *j = arg;
+    const zf_kernel_ctx_t *ctx = j->ctx;
+    const s_opt_t *st = j->st;
     const s_rule_t *r = st->rule;
-    int64_t n = zf_tensor_num_elements(slots[0]);
+    zf_tensor_t *const *slots = j->slots;
     if (zf_tensor_dtype(slots[0]) == ZF_FLOAT)
         S_UPDATE(float, sqrtf);
     else
         S_UPDATE(double, sqrt);
+}
+
+/* Checks the slots and updates them, large variables over the device pool. */
+static zf_status_t s_update(const zf_kernel_ctx_t *ctx, const s_opt_t *st,
+                            zf_tensor_t *const *slots)
+{
+    ZF_TRY(s_check_slots(ctx, st, slots));
+    s_update_job_t j = {ctx, st, slots};
+    zf_kernels_parallel_for(ctx, zf_tensor_num_elements(slots[0]), ZF_KERNELS_PARALLEL_MIN,
+                            s_update_chunk, &j);
     return ZF_STATUS_OK;
 }
 

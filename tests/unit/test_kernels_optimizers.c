@@ -286,6 +286,50 @@ static void test_adagrad_can_leave_its_accumulator(void **state)
     zf_resource_mgr_destroy(&mgr);
 }
 
+/* A variable large enough to be split over a device's pool: every element
+ * takes its own step (Nesterov momentum, two steps). */
+static void test_large_updates_split_over_the_pool(void **state)
+{
+    (void)state;
+    enum { N = 100003 };
+    zf_resource_mgr_t *mgr = NULL;
+    ASSERT_OK(zf_resource_mgr_new(&mgr));
+    zf_device_t *dev = NULL;
+    ASSERT_OK(zf_device_cpu_new("/job:localhost/replica:0/task:0/device:CPU:0", 3, &dev));
+    double *w = calloc(N, sizeof *w), *acc = calloc(N, sizeof *acc), *g = calloc(N, sizeof *g);
+    assert_true(w && acc && g);
+    for (int i = 0; i < N; i++) {
+        w[i] = 0.001 * (i % 1000);
+        g[i] = (double)(i % 7) - 3;
+    }
+    zf_tensor_t *w0 = s_tensor(ZF_DOUBLE, ZF_SHAPE(N), w), *a0 = kt_zeros(ZF_DOUBLE, ZF_SHAPE(N));
+    zf_tensor_t *in[5] = {s_variable(mgr, "w", true, w0), s_variable(mgr, "slot1", true, a0),
+                          KT_F64(zf_shape_scalar(), 0.5), s_tensor(ZF_DOUBLE, ZF_SHAPE(N), g),
+                          KT_F64(zf_shape_scalar(), 0.25)};
+    Tensorflow__NodeDef *n = kt_node_new("opt", "ResourceApplyMomentum", 5);
+    kt_attr_type(n, "T", ZF_DOUBLE);
+    kt_attr_bool(n, "use_nesterov", true);
+    for (int step = 0; step < 2; step++) {
+        ASSERT_OK(kt_run_on(n, in, 5, NULL, 0, mgr, dev));
+        for (int i = 0; i < N; i++) {
+            acc[i] = acc[i] * 0.25 + g[i];
+            w[i] -= g[i] * 0.5 + acc[i] * 0.25 * 0.5;
+        }
+    }
+    zf_tensor_t *v = NULL;
+    ASSERT_OK(zf_resource_get_var(mgr, "w", &v));
+    for (int i = 0; i < N; i++)
+        if (fabs(s_get(v, i) - w[i]) > 1e-12)
+            fail_msg("w[%d]: %.17g vs %.17g", i, s_get(v, i), w[i]);
+    kt_unref_all((zf_tensor_t *[]){v, w0, a0, in[0], in[1], in[2], in[3], in[4]}, 8);
+    free(w);
+    free(acc);
+    free(g);
+    kt_node_free(&n);
+    zf_device_destroy(&dev);
+    zf_resource_mgr_destroy(&mgr);
+}
+
 static void test_updates_report_bad_inputs(void **state)
 {
     (void)state;
@@ -384,6 +428,7 @@ int main(void)
         cmocka_unit_test(test_updates_follow_the_rules_over_three_steps),
         cmocka_unit_test(test_first_steps_by_hand),
         cmocka_unit_test(test_adagrad_can_leave_its_accumulator),
+        cmocka_unit_test(test_large_updates_split_over_the_pool),
         cmocka_unit_test(test_updates_report_bad_inputs),
         cmocka_unit_test(test_ref_form_reports_an_uninitialised_slot),
     };
