@@ -112,8 +112,9 @@ typedef struct {
     dnnl_memory_desc_t src_md, dst_md;
     dnnl_memory_desc_t user_wei_md, wei_md; /* TensorFlow's filter layout; the primitive's */
     dnnl_memory_desc_t ws_md, stat_md;      /* MaxPoolGrad's workspace; batch norm's vectors */
-    dnnl_primitive_t reorder;               /* user_wei_md -> wei_md; NULL when equal */
-    s_weights_t *weights;                   /* the last filter, reordered; or NULL */
+    dnnl_primitive_t reorder; /* user_wei_md -> wei_md (the reverse for a filter's gradient);
+                                 NULL when equal */
+    s_weights_t *weights;     /* the last filter, reordered; or NULL */
 } s_entry_t;
 
 struct zf__dnnl_cache {
