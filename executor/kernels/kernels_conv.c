@@ -664,16 +664,26 @@ static void s_pool_grad_batches(void *arg, int64_t begin, int64_t end)
 }
 
 /* A 4-D shape from input i, an int32 vector (input_sizes, filter_sizes,
- * orig_input_shape). */
+ * orig_input_shape). With spatial (Conv2DBackpropInput), two values are
+ * the height and width: batch and depth come from spatial[0] and
+ * spatial[1] and the layout from nchw. */
 static zf_status_t s_shape_input(const zf_kernel_ctx_t *ctx, int i, const char *what,
-                                 zf_shape_t *out)
+                                 const int64_t *spatial, bool nchw, zf_shape_t *out)
 {
     int64_t v[4];
     int n = 0;
     ZF_TRY(zf_kernels_input_ints(ctx, i, what, v, 4, &n));
+    if (n == 2 && spatial) {
+        int64_t h = v[0], w = v[1];
+        v[0] = spatial[0];
+        v[nchw ? 1 : 3] = spatial[1];
+        v[nchw ? 2 : 1] = h;
+        v[nchw ? 3 : 2] = w;
+        n = 4;
+    }
     if (n != 4)
-        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "%s must have 4 elements, got %d", what,
-                               n);
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "%s must have 4 elements%s, got %d", what,
+                               spatial ? " (or 2, the height and width)" : "", n);
     for (int k = 0; k < 4; k++)
         if (v[k] < 0 || v[k] > INT32_MAX)
             return zf_kernel_error(
@@ -753,8 +763,10 @@ static zf_status_t s_conv_grad(zf_kernel_ctx_t *ctx, bool filter_grad)
     zf_dtype_t t;
     ZF_TRY(s_grad_dtype(ctx, 2, filter_grad ? 0 : 1, &t));
     zf_shape_t sizes;
+    const zf_shape_t *dys = zf_tensor_shape(ctx->inputs[2]), *fis = zf_tensor_shape(ctx->inputs[1]);
+    int64_t spatial[2] = {dys->rank > 0 ? dys->dims[0] : 0, fis->rank == 4 ? fis->dims[2] : 0};
     ZF_TRY(s_shape_input(ctx, filter_grad ? 1 : 0, filter_grad ? "filter_sizes" : "input_sizes",
-                         &sizes));
+                         filter_grad ? NULL : spatial, win->nchw, &sizes));
     const zf_shape_t *xs = filter_grad ? zf_tensor_shape(ctx->inputs[0]) : &sizes;
     const zf_shape_t *fs = filter_grad ? &sizes : zf_tensor_shape(ctx->inputs[1]);
     char s1[ZF_SHAPE_STRING_MAX], s2[ZF_SHAPE_STRING_MAX];
@@ -809,7 +821,7 @@ static zf_status_t s_pool_grad(zf_kernel_ctx_t *ctx, bool max)
         ZF_TRY(zf_kernels_check_dtype(ctx, 1, t));
         xs = *zf_tensor_shape(ctx->inputs[0]);
     } else {
-        ZF_TRY(s_shape_input(ctx, 0, "orig_input_shape", &xs));
+        ZF_TRY(s_shape_input(ctx, 0, "orig_input_shape", NULL, false, &xs));
     }
     zf__win_geom_t g;
     ZF_TRY(s_geometry_of(ctx, win, &xs, win->kh, win->kw, &g));

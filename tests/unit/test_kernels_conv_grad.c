@@ -217,7 +217,9 @@ static void s_check_conv_case(const s_case_t *k, zf_dtype_t gt, zf_device_t *dev
 
     Tensorflow__NodeDef *bi = s_node("Conv2DBackpropInput", k, gt, 3);
     Tensorflow__NodeDef *bf = s_node("Conv2DBackpropFilter", k, gt, 3);
-    zf_tensor_t *in_i[3] = {s_sizes(xs), f, dy}, *in_f[3] = {x, s_sizes(fs), dy};
+    /* NCHW cases give input_sizes as the height and width alone */
+    zf_tensor_t *isz = k->nchw ? KT_I32(ZF_SHAPE(2), (int32_t)k->h, (int32_t)k->w) : s_sizes(xs);
+    zf_tensor_t *in_i[3] = {isz, f, dy}, *in_f[3] = {x, s_sizes(fs), dy};
     zf_tensor_t *gx = NULL, *gf = NULL;
     ASSERT_OK(kt_run_on(bi, in_i, 3, &gx, 1, NULL, dev));
     ASSERT_OK(kt_run_on(bf, in_f, 3, &gf, 1, NULL, dev));
@@ -280,6 +282,11 @@ static void test_conv_backprop_of_a_hand_checked_image(void **state)
     zf_tensor_t *y = NULL;
     ASSERT_OK(kt_run(n, in, 3, &y, 1));
     KT_EXPECT_NEAR(y, ZF_SHAPE(1, 3, 3, 1), 1e-6, 1, 3, 2, 4, 10, 6, 3, 7, 4);
+    zf_tensor_unref(&y);
+    zf_tensor_unref(&in[0]); /* the height and width alone */
+    in[0] = KT_I32(ZF_SHAPE(2), 3, 3);
+    ASSERT_OK(kt_run(n, in, 3, &y, 1));
+    KT_EXPECT_NEAR(y, ZF_SHAPE(1, 3, 3, 1), 1e-6, 1, 3, 2, 4, 10, 6, 3, 7, 4);
     kt_unref_all((zf_tensor_t *[]){in[0], in[1], in[2], y}, 4);
     kt_node_free(&n);
 }
@@ -328,7 +335,7 @@ static void test_conv_backprop_reports_bad_shapes(void **state)
     zf_tensor_t *bad = KT_I32(ZF_SHAPE(3), 1, 5, 5);
     in[0] = bad;
     zf_test_expect_error(kt_run(bi, in, 3, &out, 1), ZF_INVALID_ARGUMENT,
-                         "input_sizes must have 4 elements, got 3");
+                         "input_sizes must have 4 elements (or 2, the height and width), got 3");
     zf_tensor_t *deep = KT_I32(ZF_SHAPE(4), 1, 5, 5, 4);
     in[0] = deep;
     zf_test_expect_error(kt_run(bi, in, 3, &out, 1), ZF_INVALID_ARGUMENT,
