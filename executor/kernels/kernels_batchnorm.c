@@ -12,7 +12,8 @@
  * - otherwise y from the given mean and variance, which batch_mean,
  *   batch_variance and both reserve spaces repeat.
  * - An empty x gives NaN batch statistics.
- * - reserve_space_3 (V3) and the gradient's reserve_space_4/5 are empty.
+ * - reserve_space_3 (V3) is a scalar 0; the gradient's reserve_space_4/5
+ *   are empty, as TensorFlow's CPU kernels give them.
  * - FusedBatchNormGradV3 takes the forward op's reserve spaces: with
  *   is_training the batch's mean and biased variance (x_backprop through
  *   the batch statistics), else the population ones (held constant).
@@ -133,15 +134,17 @@ static void s_fill(zf_tensor_t *t, float v)
     for (int64_t i = 0; i < zf_tensor_num_elements(t); i++) p[i] = v;
 }
 
-/* Allocates outputs first..last: [c] vectors, and empty ones after them
- * up to num_outputs. */
+/* Allocates outputs first .. first + count - 1 as [c] vectors, and the
+ * rest up to num_outputs as scalar zeros (scalar) or empty vectors. */
 static zf_status_t s_alloc_vectors(zf_kernel_ctx_t *ctx, int first, int count, int64_t c,
-                                   zf_tensor_t **out)
+                                   bool scalar, zf_tensor_t **out)
 {
     zf_shape_t vec = {.rank = 1, .dims = {c}}, empty = {.rank = 1, .dims = {0}};
-    for (int i = first; i < ctx->num_outputs; i++)
-        ZF_TRY(
-            zf_kernel_alloc_output(ctx, i, ZF_FLOAT, i < first + count ? &vec : &empty, &out[i]));
+    zf_shape_t rest = scalar ? zf_shape_scalar() : empty;
+    for (int i = first; i < ctx->num_outputs; i++) {
+        ZF_TRY(zf_kernel_alloc_output(ctx, i, ZF_FLOAT, i < first + count ? &vec : &rest, &out[i]));
+        if (i >= first + count && scalar) s_floats(out[i])[0] = 0;
+    }
     return ZF_STATUS_OK;
 }
 
@@ -164,7 +167,7 @@ static zf_status_t s_bn_compute(zf_kernel_ctx_t *ctx)
     ZF_TRY(s_check_vector(ctx, 4, "variance", g.c, running ? when : NULL));
     zf_tensor_t *out[6] = {NULL};
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_FLOAT, zf_tensor_shape(x), &out[0]));
-    ZF_TRY(s_alloc_vectors(ctx, 1, 4, g.c, out));
+    ZF_TRY(s_alloc_vectors(ctx, 1, 4, g.c, true, out));
     float *bmean = s_floats(out[1]), *bvar = s_floats(out[2]);
     float *smean = s_floats(out[3]), *svar = s_floats(out[4]);
     const float *mean = s_floats(ctx->inputs[3]), *var = s_floats(ctx->inputs[4]);
@@ -225,7 +228,7 @@ static zf_status_t s_bn_grad_compute(zf_kernel_ctx_t *ctx)
     ZF_TRY(s_check_vector(ctx, 4, "reserve_space_2", g.c, ""));
     zf_tensor_t *out[5] = {NULL};
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_FLOAT, zf_tensor_shape(x), &out[0]));
-    ZF_TRY(s_alloc_vectors(ctx, 1, 2, g.c, out));
+    ZF_TRY(s_alloc_vectors(ctx, 1, 2, g.c, false, out));
     if (zf_tensor_num_elements(x) == 0) {
         s_fill(out[1], 0);
         s_fill(out[2], 0);
