@@ -4,6 +4,7 @@
  * sharing one resource manager, against the update rules worked out here
  * step by step in double; first steps checked by hand; shape, dtype and
  * uninitialised-variable errors. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -330,6 +331,51 @@ static void test_large_updates_split_over_the_pool(void **state)
     zf_resource_mgr_destroy(&mgr);
 }
 
+/* Two threads updating the same pair of variables with the slots swapped
+ * (one's var is the other's accum): each update locks both in the order
+ * of their names, so neither waits on the other forever. */
+typedef struct {
+    zf_resource_mgr_t *mgr;
+    zf_tensor_t *in[5];
+    Tensorflow__NodeDef *node;
+    zf_status_t status;
+} s_racer_t;
+
+static void *s_race(void *arg)
+{
+    s_racer_t *r = arg;
+    for (int i = 0; i < 2000 && zf_ok(r->status); i++)
+        r->status = kt_run_on(r->node, r->in, 5, NULL, 0, r->mgr, NULL);
+    return NULL;
+}
+
+static void test_updates_sharing_variables_do_not_deadlock(void **state)
+{
+    (void)state;
+    zf_resource_mgr_t *mgr = NULL;
+    ASSERT_OK(zf_resource_mgr_new(&mgr));
+    /* large enough that the locks are held a while */
+    zf_tensor_t *zero = kt_zeros(ZF_FLOAT, ZF_SHAPE(4096));
+    zf_tensor_t *a = s_variable(mgr, "a", true, zero), *b = s_variable(mgr, "b", true, zero);
+    zf_tensor_t *lr = KT_F32(zf_shape_scalar(), 0.001f), *g = kt_zeros(ZF_FLOAT, ZF_SHAPE(4096));
+    zf_tensor_t *mu = KT_F32(zf_shape_scalar(), 0.5f);
+    s_racer_t r[2] = {{mgr, {a, b, lr, g, mu}, NULL, ZF_STATUS_OK},
+                      {mgr, {b, a, lr, g, mu}, NULL, ZF_STATUS_OK}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        r[i].node = kt_node_new("opt", "ResourceApplyMomentum", 5);
+        kt_attr_type(r[i].node, "T", ZF_FLOAT);
+        assert_int_equal(pthread_create(&t[i], NULL, s_race, &r[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+        ASSERT_OK(r[i].status);
+        kt_node_free(&r[i].node);
+    }
+    kt_unref_all((zf_tensor_t *[]){zero, a, b, lr, g, mu}, 6);
+    zf_resource_mgr_destroy(&mgr);
+}
+
 static void test_updates_report_bad_inputs(void **state)
 {
     (void)state;
@@ -429,6 +475,7 @@ int main(void)
         cmocka_unit_test(test_first_steps_by_hand),
         cmocka_unit_test(test_adagrad_can_leave_its_accumulator),
         cmocka_unit_test(test_large_updates_split_over_the_pool),
+        cmocka_unit_test(test_updates_sharing_variables_do_not_deadlock),
         cmocka_unit_test(test_updates_report_bad_inputs),
         cmocka_unit_test(test_ref_form_reports_an_uninitialised_slot),
     };
