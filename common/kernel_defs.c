@@ -145,6 +145,8 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("FusedBatchNorm", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
     ZF_KDEF("FusedBatchNormV2", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
     ZF_KDEF("FusedBatchNormV3", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("FusedBatchNormGrad", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("FusedBatchNormGradV2", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
     ZF_KDEF("FusedBatchNormGradV3", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
     ZF_KDEF("BatchMatMul", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("BatchMatMulV2", "CPU", "T", ZF_TYPES_FLOAT),

@@ -192,6 +192,14 @@ static const char *const s_table[] = {
     "FusedBatchNormV2(x: T, scale: U, offset: U, mean: U, variance: U)"
     " -> (y: T, batch_mean: U, batch_variance: U, reserve_space_1: U,"
     " reserve_space_2: U) " S_FUSED_BATCH_NORM_DEFAULTS,
+    "FusedBatchNormGrad(y_backprop: T, x: T, scale: T, reserve_space_1: T, reserve_space_2: T)"
+    " -> (x_backprop: T, scale_backprop: T, offset_backprop: T, reserve_space_3: T,"
+    " reserve_space_4: T)"
+    " {epsilon: float = 0.0001, data_format: string = 'NHWC', is_training: bool = true}",
+    "FusedBatchNormGradV2(y_backprop: T, x: T, scale: float, reserve_space_1: U,"
+    " reserve_space_2: U) -> (x_backprop: T, scale_backprop: U, offset_backprop: U,"
+    " reserve_space_3: U, reserve_space_4: U)"
+    " {epsilon: float = 0.0001, data_format: string = 'NHWC', is_training: bool = true}",
     "FusedBatchNormGradV3(y_backprop: T, x: T, scale: float, reserve_space_1: U,"
     " reserve_space_2: U, reserve_space_3: U) -> (x_backprop: T, scale_backprop: U,"
     " offset_backprop: U, reserve_space_4: U, reserve_space_5: U)"

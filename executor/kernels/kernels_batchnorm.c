@@ -1,5 +1,5 @@
-/* CPU FusedBatchNorm, FusedBatchNormV2, FusedBatchNormV3 and
- * FusedBatchNormGradV3 (float; U float) on oneDNN (kernels_dnnl.c, one
+/* CPU FusedBatchNorm, FusedBatchNormV2, FusedBatchNormV3 and their
+ * gradients FusedBatchNormGrad, V2 and V3 (float; U float) on oneDNN (kernels_dnnl.c, one
  * primitive cache per node), with TensorFlow's outputs:
  *
  * - is_training: y from the batch's mean and (biased) variance, which go to
@@ -13,8 +13,9 @@
  *   batch_variance and both reserve spaces repeat.
  * - An empty x gives NaN batch statistics.
  * - reserve_space_3 (V3) is a scalar 0; the gradient's reserve_space_4/5
- *   are empty, as TensorFlow's CPU kernels give them.
- * - FusedBatchNormGradV3 takes the forward op's reserve spaces: with
+ *   (reserve_space_3/4 of the older gradients) are empty, as TensorFlow's
+ *   CPU kernels give them.
+ * - The gradients take the forward op's reserve spaces: with
  *   is_training the batch's mean and biased variance (x_backprop through
  *   the batch statistics), else the population ones (held constant).
  *
@@ -206,7 +207,7 @@ static zf_status_t s_bn_compute(zf_kernel_ctx_t *ctx)
     return ZF_STATUS_OK;
 }
 
-/* ---- FusedBatchNormGradV3 ---------------------------------------------------------------- */
+/* ---- FusedBatchNormGrad, V2, V3 ------------------------------------------------------------ */
 
 static zf_status_t s_bn_grad_compute(zf_kernel_ctx_t *ctx)
 {
@@ -258,6 +259,8 @@ static const zf_kernel_t s_defs[] = {
     S_KERNEL("FusedBatchNorm", s_bn_compute),
     S_KERNEL("FusedBatchNormV2", s_bn_compute),
     S_KERNEL("FusedBatchNormV3", s_bn_compute),
+    S_KERNEL("FusedBatchNormGrad", s_bn_grad_compute),
+    S_KERNEL("FusedBatchNormGradV2", s_bn_grad_compute),
     S_KERNEL("FusedBatchNormGradV3", s_bn_grad_compute),
 };
 

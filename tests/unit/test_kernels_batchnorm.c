@@ -1,10 +1,10 @@
 /* Tests for executor/kernels/kernels_batchnorm (oneDNN, float):
  * FusedBatchNorm, V2 and V3 in training (batch statistics, Bessel-corrected
  * running variance, exponential_avg_factor) and inference, NHWC and NCHW,
- * 4-D and 5-D, against loops in double written here; FusedBatchNormGradV3
- * (training and frozen forms) against TensorFlow's gradient formulas and
- * against central finite differences of the forward kernel; empty inputs
- * and errors. */
+ * 4-D and 5-D, against loops in double written here; FusedBatchNormGrad,
+ * V2 and V3 (training and frozen forms) against TensorFlow's gradient
+ * formulas and against central finite differences of the forward kernel;
+ * empty inputs and errors. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -61,7 +61,8 @@ static Tensorflow__NodeDef *s_node(const char *op, const s_layout_t *l, bool tra
     bool grad = strstr(op, "Grad") != NULL;
     Tensorflow__NodeDef *n = kt_node_new("bn", op, grad ? 6 : 5);
     kt_attr_type(n, "T", ZF_FLOAT);
-    if (strcmp(op, "FusedBatchNorm") != 0) kt_attr_type(n, "U", ZF_FLOAT);
+    if (strcmp(op, "FusedBatchNorm") != 0 && strcmp(op, "FusedBatchNormGrad") != 0)
+        kt_attr_type(n, "U", ZF_FLOAT);
     s_attr_float(n, "epsilon", S_EPS);
     if (!grad) s_attr_float(n, "exponential_avg_factor", factor);
     kt_attr_bool(n, "is_training", training);
@@ -261,10 +262,11 @@ static void test_forward_reports_bad_inputs(void **state)
 static double s_loss(const Tensorflow__NodeDef *fwd, zf_tensor_t **in, const zf_tensor_t *w)
 {
     zf_tensor_t *out[6] = {NULL};
-    ASSERT_OK(kt_run(fwd, in, 5, out, 6));
+    int nout = strcmp(fwd->op, "FusedBatchNormV3") == 0 ? 6 : 5;
+    ASSERT_OK(kt_run(fwd, in, 5, out, nout));
     double l = 0;
     for (int64_t i = 0; i < zf_tensor_num_elements(w); i++) l += s_get(out[0], i) * s_get(w, i);
-    kt_unref_all(out, 6);
+    kt_unref_all(out, nout);
     return l;
 }
 
@@ -283,22 +285,28 @@ static void s_fd(const Tensorflow__NodeDef *fwd, zf_tensor_t **in, int k, const 
     }
 }
 
-static void s_check_grad(const s_layout_t *l, bool training, zf_device_t *dev)
+/* The gradient of version ver (1: FusedBatchNormGrad, 2, 3) against its
+ * forward op. */
+static void s_check_grad(const s_layout_t *l, int ver, bool training, zf_device_t *dev)
 {
+    static const char *const fwd_ops[] = {"FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"};
+    static const char *const grad_ops[] = {"FusedBatchNormGrad", "FusedBatchNormGradV2",
+                                           "FusedBatchNormGradV3"};
+    int nf = ver == 3 ? 6 : 5; /* the forward's outputs, the gradient's inputs */
     int64_t c = s_channels(l);
     zf_tensor_t *x = kt_random_f32(l->xs, 31), *dy = kt_random_f32(l->xs, 32);
     zf_tensor_t *scale = kt_random_f32(ZF_SHAPE(c), 33), *offset = kt_random_f32(ZF_SHAPE(c), 34);
     zf_tensor_t *pmean = kt_random_f32(ZF_SHAPE(c), 35), *pvar = kt_random_f32(ZF_SHAPE(c), 36);
     for (int64_t k = 0; k < c; k++) s_set(pvar, k, fabs(s_get(pvar, k)) + 0.2);
     /* the forward op gives the reserve spaces the gradient takes */
-    Tensorflow__NodeDef *fwd = s_node("FusedBatchNormV3", l, training, 1.0);
+    Tensorflow__NodeDef *fwd = s_node(fwd_ops[ver - 1], l, training, 1.0);
     zf_tensor_t *empty = kt_zeros(ZF_FLOAT, ZF_SHAPE(0));
     zf_tensor_t *fin[5] = {x, scale, offset, training ? empty : pmean, training ? empty : pvar};
     zf_tensor_t *fout[6] = {NULL};
-    ASSERT_OK(kt_run(fwd, fin, 5, fout, 6));
-    Tensorflow__NodeDef *g = s_node("FusedBatchNormGradV3", l, training, 1.0);
+    ASSERT_OK(kt_run(fwd, fin, 5, fout, nf));
+    Tensorflow__NodeDef *g = s_node(grad_ops[ver - 1], l, training, 1.0);
     zf_tensor_t *gin[6] = {dy, x, scale, fout[3], fout[4], fout[5]}, *gout[5] = {NULL};
-    ASSERT_OK(kt_run_on(g, gin, 6, gout, 5, NULL, dev));
+    ASSERT_OK(kt_run_on(g, gin, nf, gout, 5, NULL, dev));
     kt_expect_shape(gout[0], l->xs);
     kt_expect_shape(gout[3], ZF_SHAPE(0));
     kt_expect_shape(gout[4], ZF_SHAPE(0));
@@ -341,7 +349,7 @@ static void s_check_grad(const s_layout_t *l, bool training, zf_device_t *dev)
     s_expect("offset_backprop vs differences", gout[2], fd, c, 1e-3);
 
     kt_unref_all((zf_tensor_t *[]){x, dy, scale, offset, pmean, pvar, empty}, 7);
-    kt_unref_all(fout, 6);
+    kt_unref_all(fout, nf);
     kt_unref_all(gout, 5);
     kt_node_free(&fwd);
     kt_node_free(&g);
@@ -358,8 +366,8 @@ static void test_grad_matches_formulas_and_finite_differences(void **state)
         {false, ZF_SHAPE(1, 2, 2, 2, 3)},
     };
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
-        s_check_grad(&layouts[i], true, i % 2 ? dev : NULL);
-        s_check_grad(&layouts[i], false, i % 2 ? NULL : dev);
+        s_check_grad(&layouts[i], 3 - (int)i, true, i % 2 ? dev : NULL); /* V3, V2, V1 */
+        s_check_grad(&layouts[i], 3 - (int)i, false, i % 2 ? NULL : dev);
     }
     zf_device_destroy(&dev);
 }
