@@ -136,13 +136,14 @@ static void s_fill(zf_tensor_t *t, float v)
 }
 
 /* Allocates outputs first .. first + count - 1 as [c] vectors, and the
- * rest up to num_outputs as scalar zeros (scalar) or empty vectors. */
+ * rest up to num_outputs (at most cap) as scalar zeros (scalar) or empty
+ * vectors. */
 static zf_status_t s_alloc_vectors(zf_kernel_ctx_t *ctx, int first, int count, int64_t c,
-                                   bool scalar, zf_tensor_t **out)
+                                   bool scalar, zf_tensor_t **out, int cap)
 {
     zf_shape_t vec = {.rank = 1, .dims = {c}}, empty = {.rank = 1, .dims = {0}};
     zf_shape_t rest = scalar ? zf_shape_scalar() : empty;
-    for (int i = first; i < ctx->num_outputs; i++) {
+    for (int i = first; i < ctx->num_outputs && i < cap; i++) {
         ZF_TRY(zf_kernel_alloc_output(ctx, i, ZF_FLOAT, i < first + count ? &vec : &rest, &out[i]));
         if (i >= first + count && scalar) s_floats(out[i])[0] = 0;
     }
@@ -168,7 +169,7 @@ static zf_status_t s_bn_compute(zf_kernel_ctx_t *ctx)
     ZF_TRY(s_check_vector(ctx, 4, "variance", g.c, running ? when : NULL));
     zf_tensor_t *out[6] = {NULL};
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_FLOAT, zf_tensor_shape(x), &out[0]));
-    ZF_TRY(s_alloc_vectors(ctx, 1, 4, g.c, true, out));
+    ZF_TRY(s_alloc_vectors(ctx, 1, 4, g.c, true, out, 6));
     float *bmean = s_floats(out[1]), *bvar = s_floats(out[2]);
     float *smean = s_floats(out[3]), *svar = s_floats(out[4]);
     const float *mean = s_floats(ctx->inputs[3]), *var = s_floats(ctx->inputs[4]);
@@ -229,7 +230,7 @@ static zf_status_t s_bn_grad_compute(zf_kernel_ctx_t *ctx)
     ZF_TRY(s_check_vector(ctx, 4, "reserve_space_2", g.c, ""));
     zf_tensor_t *out[5] = {NULL};
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_FLOAT, zf_tensor_shape(x), &out[0]));
-    ZF_TRY(s_alloc_vectors(ctx, 1, 2, g.c, false, out));
+    ZF_TRY(s_alloc_vectors(ctx, 1, 2, g.c, false, out, 5));
     if (zf_tensor_num_elements(x) == 0) {
         s_fill(out[1], 0);
         s_fill(out[2], 0);
