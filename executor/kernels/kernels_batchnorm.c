@@ -152,9 +152,18 @@ static zf_status_t s_alloc_vectors(zf_kernel_ctx_t *ctx, int first, int count, i
 
 /* ---- forward --------------------------------------------------------------------------- */
 
+/* INVALID_ARGUMENT unless the node has at least n outputs. */
+static zf_status_t s_check_outputs(const zf_kernel_ctx_t *ctx, int n)
+{
+    if (ctx->num_outputs >= n) return ZF_STATUS_OK;
+    return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "expects %d outputs, got %d", n,
+                           ctx->num_outputs);
+}
+
 static zf_status_t s_bn_compute(zf_kernel_ctx_t *ctx)
 {
     ZF_TRY(zf_kernels_check_inputs(ctx, 5));
+    ZF_TRY(s_check_outputs(ctx, 5));
     const s_bn_t *st = ctx->state;
     const zf_tensor_t *x = ctx->inputs[0];
     ZF_TRY(zf_kernels_check_dtype(ctx, 0, ZF_FLOAT));
@@ -213,6 +222,7 @@ static zf_status_t s_bn_compute(zf_kernel_ctx_t *ctx)
 static zf_status_t s_bn_grad_compute(zf_kernel_ctx_t *ctx)
 {
     ZF_TRY(zf_kernels_check_inputs(ctx, 5));
+    ZF_TRY(s_check_outputs(ctx, 3));
     const s_bn_t *st = ctx->state;
     const zf_tensor_t *dy = ctx->inputs[0], *x = ctx->inputs[1];
     ZF_TRY(zf_kernels_check_dtype(ctx, 0, ZF_FLOAT));

@@ -245,6 +245,9 @@ static void test_forward_reports_bad_inputs(void **state)
     zf_test_expect_error(kt_run(train, in, 5, out, 6), ZF_INVALID_ARGUMENT,
                          "input 2 must be float, got double");
     for (int i = 0; i < 6; i++) assert_null(out[i]);
+    in[2] = c3;
+    zf_test_expect_error(kt_run(train, in, 5, out, 3), ZF_INVALID_ARGUMENT,
+                         "bn (FusedBatchNormV3): expects 5 outputs, got 3");
     Tensorflow__NodeDef *bad = s_node("FusedBatchNorm", &l, true, 1.0);
     kt_attr_string(bad, "data_format", "HWNC");
     in[2] = c3;
