@@ -174,6 +174,32 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF_HOST("_HostRecv", "CPU", "tensor_type", 0, 0, 1u),
     /* CPU: oneDNN (float; double on portable loops) */
     ZF_KDEF("DepthwiseConv2dNative", "CPU", "T", ZF_TYPES_FLOAT),
+    /* CPU: training (gradients and batch norm on oneDNN, float; batched
+     * GEMMs on OpenBLAS; optimizers) */
+    ZF_KDEF("MaxPoolV2", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("Conv2DBackpropInput", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("Conv2DBackpropFilter", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("MaxPoolGrad", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("AvgPoolGrad", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("FusedBatchNorm", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("FusedBatchNormV2", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("FusedBatchNormV3", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("FusedBatchNormGrad", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("FusedBatchNormGradV2", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("FusedBatchNormGradV3", "CPU", "T", ZF_TYPE_BIT(ZF_FLOAT)),
+    ZF_KDEF("BatchMatMul", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("BatchMatMulV2", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("BatchMatMulV3", "CPU", "Ta", ZF_TYPES_FLOAT),
+    ZF_KDEF("ApplyMomentum", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ApplyAdam", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ApplyRMSProp", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ApplyAdagrad", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ResourceApplyMomentum", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ResourceApplyKerasMomentum", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ResourceApplyAdam", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ResourceApplyRMSProp", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ResourceApplyAdagrad", "CPU", "T", ZF_TYPES_FLOAT),
+    /* end of training */
     /* CPU: control flow (frames, iterations and deadness live in the engine) */
     ZF_KDEF("Enter", "CPU", "T", 0),
     ZF_KDEF("RefEnter", "CPU", "T", 0),

@@ -58,6 +58,9 @@ zf_status_t zf__kernels_register_slice(void);
 zf_status_t zf__kernels_register_pad(void);
 zf_status_t zf__kernels_register_gather(void);
 zf_status_t zf__kernels_register_order(void);
+zf_status_t zf__kernels_register_batchnorm(void);
+zf_status_t zf__kernels_register_batch_matmul(void);
+zf_status_t zf__kernels_register_optimizers(void);
 
 /* ---- dtypes and attrs --------------------------------------------------- */
 
