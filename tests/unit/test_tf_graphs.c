@@ -58,8 +58,9 @@ typedef struct s_sess s_sess_t;
 /* One file: a runnable graph has check, which runs steps on a session and
  * checks their values; a graph that cannot run has none, and fails (when
  * loaded, when its session is created or when the step of feed, fetch and
- * target runs) with code and a message containing msg. soft: the pinned
- * modes need allow_soft_placement (the comment of the row says why). */
+ * target runs) with code and a message containing msg. soft: the graph
+ * needs allow_soft_placement, in every mode (the comment of the row says
+ * why). */
 typedef struct {
     const char *file;
     void (*check)(s_sess_t *s);
@@ -111,7 +112,7 @@ static zf_status_t s_open(s_sess_t *s, const s_row_t *row, s_mode_t mode)
     }
     zf_local_session_options_t o = ZF_LOCAL_SESSION_OPTIONS_DEFAULT;
     o.devices = mode == S_CPU1 ? "cpu:1" : "cpu:2";
-    o.allow_soft_placement = mode == S_CPU2 && row->soft;
+    o.allow_soft_placement = row->soft;
     return zf_local_session_new(s->gd, &o, &s->local);
 }
 
@@ -544,6 +545,19 @@ static void s_check_net_0025(s_sess_t *s)
     free(in);
 }
 
+static void s_check_tpu_rnn(s_sess_t *s)
+{
+    /* a TPU computation, run on CPUs by soft placement: one step of a cell
+     * whose output is its input + 1 (packed with a leading dim of 1) and
+     * whose state is ones [batch, 1] */
+    s_expect(s,
+             (s_step_t){.feed = {"placeholder_0_arg"},
+                        .value = {S_T(ZF_FLOAT, ZF_SHAPE(2, 2), 1, 2, 3, 4)},
+                        .fetch = {"tpu_identity_0_retval_RetVal", "tpu_identity_1_0_retval_RetVal"},
+                        .want = {S_T(ZF_FLOAT, ZF_SHAPE(1, 2, 2), 2, 3, 4, 5),
+                                 S_T(ZF_FLOAT, ZF_SHAPE(2, 1), 1, 1)}});
+}
+
 static void s_check_softmax(s_sess_t *s)
 {
     /* softmax([1, 2]) = [1, e] / (1 + e) */
@@ -615,8 +629,9 @@ static const s_row_t s_rows[] = {
     {"force_shared_name_for_resource_ops.pbtxt", .code = ZF_INVALID_ARGUMENT,
      .msg = NO_KERNEL "'HashTableV2'", .target = "hash_table_node"},
     {"functional-while-ops.pbtxt", .check = s_check_functional_while_ops},
-    {"graph-1383300d74bd0b22.pbtxt", .code = ZF_INVALID_ARGUMENT, .msg = NO_KERNEL "'StridedSlice'",
-     .fetch = "tpu_identity_1_0_retval_RetVal"},
+    /* its nodes are pinned to TPU_REPLICATED_CORE, and its cond's nodes are
+     * colocated (loc:@) across the pinned CPUs: soft placement */
+    {"graph-1383300d74bd0b22.pbtxt", .check = s_check_tpu_rnn, .soft = true},
     {"graph-as-function.pbtxt", .check = s_check_graph_as_function},
     /* the weights' read Identity is colocated with them (loc:@), and pinned
      * to the other CPU: strict pinning fails, "Cannot colocate nodes" */
