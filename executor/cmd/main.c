@@ -25,7 +25,8 @@
 static const char s_usage[] =
     "usage: zflow-executor --device CPU:N|GPU:N [--broker ENDPOINT] [--name FULLNAME]\n"
     "                      [--heartbeat-ms N] [--control ENDPOINT] [--rendezvous ENDPOINT]\n"
-    "                      [--threads N] [--max-unclaimed-mib N] [--keys DIR]\n"
+    "                      [--threads N] [--max-unclaimed-mib N] [--max-graphs N]\n"
+    "                      [--max-graph-bytes N] [--keys DIR]\n"
     "\n"
     "A zflow executor: one device, the partitions schedulers register on it,\n"
     "and its steps.\n"
@@ -47,6 +48,11 @@ static const char s_usage[] =
     "                          yet started here may hold (default 1024); past\n"
     "                          it the oldest such steps are dropped, and a\n"
     "                          tensor larger on its own fails its step\n"
+    "  --max-graphs N          partitions registered here at once, at most\n"
+    "                          (default 16384); one more is refused with\n"
+    "                          RESOURCE_EXHAUSTED\n"
+    "  --max-graph-bytes N     their serialized GraphDefs together, at most\n"
+    "                          (default 4294967296)\n"
     "  --keys DIR              CurveZMQ keys (env ZFLOW_KEYS): this executor's\n"
     "                          keypair DIR/executor.key and the keys it trusts;\n"
     "                          only scheduler keys may drive it and only executor\n"
@@ -58,7 +64,8 @@ static const char s_usage[] =
 
 typedef struct {
     const char *broker, *device, *name, *control, *rendezvous, *keys;
-    int heartbeat_ms, threads, max_unclaimed_mib;
+    int heartbeat_ms, threads, max_unclaimed_mib, max_graphs;
+    long max_graph_bytes;
     char type[16];
     int index;
 } s_flags_t;
@@ -118,11 +125,15 @@ static int s_parse(int argc, char **argv, s_flags_t *f)
                    : strcmp(a, "--threads") == 0           ? &f->threads
                    : strcmp(a, "--max-unclaimed-mib") == 0 ? &f->max_unclaimed_mib
                                                            : NULL;
-        if (!str && !num) return s_fail(2, "unknown argument", a);
+        if (strcmp(a, "--max-graphs") == 0) num = &f->max_graphs;
+        bool bytes = strcmp(a, "--max-graph-bytes") == 0;
+        if (!str && !num && !bytes) return s_fail(2, "unknown argument", a);
         if (i + 1 >= argc) return s_fail(2, "a value is missing after", a);
         const char *v = argv[++i];
         if (str) *str = v;
         if (num && !s_parse_int(v, 1, num)) return s_fail(2, "a positive number must follow", a);
+        if (bytes && !zf_parse_long(v, 1, LONG_MAX, &f->max_graph_bytes))
+            return s_fail(2, "a positive number must follow", a);
     }
     if (!f->broker) f->broker = getenv("ZFLOW_BROKER");
     if (f->broker && !*f->broker) f->broker = NULL;
@@ -171,6 +182,7 @@ static zf_status_t s_run(const s_flags_t *f)
     if (zf_ok(s)) s = zf_exec_service_new(ctx, dev, &opts, &svc);
     if (zf_ok(s) && f->max_unclaimed_mib > 0)
         zf_exec_service_set_max_unclaimed_bytes(svc, (size_t)f->max_unclaimed_mib << 20);
+    if (zf_ok(s)) zf_exec_service_set_graph_limits(svc, f->max_graphs, f->max_graph_bytes);
     zf_exec_member_config_t mc = {f->broker, f->name == NULL, f->heartbeat_ms};
     if (zf_ok(s) && f->broker) s = zf_exec_member_new(ctx, svc, dev, &mc, &m);
     if (zf_ok(s) && m) s = zf_exec_member_register(m, S_REGISTER_TIMEOUT_MS);
