@@ -584,6 +584,24 @@ static zf_status_t s_send_error(const zf_socket_t *s, int err)
     return zf__zmq_error(err, "sending an envelope");
 }
 
+/* Sends route's frames, then msg, which it closes. */
+static zf_status_t s_send_routed(zf_socket_t *s, const zf_route_t *route, zmq_msg_t *msg)
+{
+    for (int i = 0; route && i < route->n; i++) {
+        if (zmq_send(s->handle, route->frame[i], route->len[i], ZMQ_SNDMORE) < 0) {
+            int err = errno;
+            zmq_msg_close(msg);
+            return s_send_error(s, err);
+        }
+    }
+    if (zmq_msg_send(msg, s->handle, 0) < 0) {
+        int err = errno;
+        zmq_msg_close(msg);
+        return s_send_error(s, err);
+    }
+    return ZF_STATUS_OK;
+}
+
 zf_status_t zf_envelope_send(zf_socket_t *s, const zf_route_t *route, const Zflow__Envelope *env)
 {
     if (env->body_case == ZFLOW__ENVELOPE__BODY__NOT_SET)
@@ -595,19 +613,20 @@ zf_status_t zf_envelope_send(zf_socket_t *s, const zf_route_t *route, const Zflo
     zmq_msg_t msg;
     if (zmq_msg_init_size(&msg, len) != 0) return zf_out_of_memory("an envelope frame");
     zflow__envelope__pack(&copy, zmq_msg_data(&msg));
-    for (int i = 0; route && i < route->n; i++) {
-        if (zmq_send(s->handle, route->frame[i], route->len[i], ZMQ_SNDMORE) < 0) {
-            int err = errno;
-            zmq_msg_close(&msg);
-            return s_send_error(s, err);
-        }
-    }
-    if (zmq_msg_send(&msg, s->handle, 0) < 0) {
+    return s_send_routed(s, route, &msg);
+}
+
+zf_status_t zf_envelope_send_packed(zf_socket_t *s, const zf_route_t *route,
+                                    struct zmq_msg_t *frame)
+{
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_copy(&msg, frame) != 0) {
         int err = errno;
         zmq_msg_close(&msg);
-        return s_send_error(s, err);
+        return zf__zmq_error(err, "sharing an envelope frame");
     }
-    return ZF_STATUS_OK;
+    return s_send_routed(s, route, &msg);
 }
 
 zf_status_t zf_envelope_decode(const void *data, size_t len, Zflow__Envelope **out,
