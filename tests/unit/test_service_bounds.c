@@ -5,7 +5,8 @@
  * (--session-idle-timeout-ms), graphs past the size limits refused at
  * CreateSession and SubmitJob (--max-graph-nodes, --max-graph-bytes), and
  * a step that hangs ended by the default step timeout (--step-timeout-ms)
- * while the next one runs. */
+ * while the next one runs; and `zflow run` naming the job it submitted
+ * when its wait fails, so that the result can still be collected. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -289,6 +290,84 @@ static void test_scheduler_ends_a_hung_step_at_its_default_timeout(void **state)
     zf_graphdef_free(&gd);
 }
 
+/* ---- a job's id in the CLI's errors ---------------------------------------------- */
+
+static int s_setup_plain(void **state)
+{
+    s_start(state, NULL);
+    return 0;
+}
+
+/* Starts `zflow run` of the chain (written to path) as a job at the broker
+ * with timeout_ms; its stderr fd in *err_fd. */
+static pid_t s_cli_run(const fixture_t *f, const char *path, const char *timeout_ms, int *out_fd,
+                       int *err_fd)
+{
+    Tensorflow__GraphDef *gd = s_chain_graph();
+    ASSERT_OK(zf_graphdef_write_file(gd, path, ZF_FORMAT_PBTXT));
+    zf_graphdef_free(&gd);
+    const char *argv[] = {ZF_BIN_DIR "/zflow",
+                          "run",
+                          path,
+                          "--broker",
+                          f->svc.broker.endpoint,
+                          "--feed",
+                          "x=[1,-2,0.5,3]",
+                          "--fetch",
+                          "z",
+                          "--timeout-ms",
+                          timeout_ms,
+                          "--quiet",
+                          NULL};
+    return zf_test_spawn_piped(argv, out_fd, err_fd);
+}
+
+static void
+test_cli_run_names_its_job_when_its_wait_fails_so_the_result_can_be_collected(void **state)
+{
+    fixture_t *f = *state;
+    char path[] = "/tmp/zflow-bounds-XXXXXX.pbtxt";
+    int tmp = mkstemps(path, 6);
+    assert_true(tmp >= 0);
+    close(tmp);
+    /* the job's step hangs on a stopped CPU:1; then the broker falls
+     * silent under `zflow run`, which gives up on it after 3 s */
+    kill(f->svc.executors[1].pid, SIGSTOP);
+    zf_test_wait_stopped(f->svc.executors[1].pid, WAIT_MS);
+    int out_fd = -1, err_fd = -1;
+    pid_t cli = s_cli_run(f, path, "60000", &out_fd, &err_fd);
+    usleep(1000000); /* submitted by now: the job waits on CPU:1 */
+    kill(f->svc.broker.pid, SIGSTOP);
+    zf_test_wait_stopped(f->svc.broker.pid, WAIT_MS);
+    static char out[4096], err[4096];
+    int64_t deadline = zf_test_now_ms() + WAIT_MS;
+    zf_test_drain(out_fd, out, sizeof out, deadline);
+    zf_test_drain(err_fd, err, sizeof err, deadline);
+    close(out_fd);
+    close(err_fd);
+    assert_int_equal(zf_test_reap(cli, deadline), 1);
+    kill(f->svc.broker.pid, SIGCONT);
+    kill(f->svc.executors[1].pid, SIGCONT);
+    /* "... no result for job <id> (it goes on, and a later wait for <id> can
+     * still collect its result): UNAVAILABLE ..." */
+    const char *at = strstr(err, "no result for job ");
+    if (!at) fail_msg("zflow run's error does not name its job: %s", err);
+    char id[128];
+    assert_int_equal(sscanf(at + strlen("no result for job "), "%127s", id), 1);
+    assert_non_null(strstr(id, "/job-"));
+    assert_non_null(strstr(err, "a later wait for"));
+    assert_non_null(strstr(err, "can still collect its result"));
+    assert_non_null(strstr(err, "UNAVAILABLE"));
+
+    /* and so it can: the job ends once CPU:1 runs again */
+    zf_tensor_t *z = NULL;
+    ASSERT_OK(zf_client_wait(f->client, id, 1, WAIT_MS, &z));
+    const float *zv = zf_tensor_data(z);
+    assert_true(zv[0] == -1.0f && zv[1] == -4.0f && zv[2] == -0.25f && zv[3] == -9.0f);
+    zf_tensor_unref(&z);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -301,6 +380,9 @@ int main(void)
                                         s_setup_graphs, s_teardown),
         cmocka_unit_test_setup_teardown(test_scheduler_ends_a_hung_step_at_its_default_timeout,
                                         s_setup_step_timeout, s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_cli_run_names_its_job_when_its_wait_fails_so_the_result_can_be_collected,
+            s_setup_plain, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
