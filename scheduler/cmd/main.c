@@ -2,6 +2,7 @@
  * broker and serves sessions until SIGINT or SIGTERM. */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -197,8 +198,22 @@ static int s_fail(zf_status_t s)
     return 1;
 }
 
+/* Fixed thresholds for glibc's heap. By default it raises them as large
+ * blocks are freed (up to 32 MB to mmap, twice that to keep on top of an
+ * arena), so that after one large graph every worker thread's arena keeps
+ * a large graph's worth of freed memory for good (malloc_trim does not
+ * shrink the top of a thread's arena). Fixed, blocks from 256 KiB are
+ * mapped and unmapped on their own, and an arena gives back what it has
+ * free past 1 MiB on its top as soon as it is freed. */
+static void s_tune_heap(void)
+{
+    mallopt(M_MMAP_THRESHOLD, 256 << 10);
+    mallopt(M_TRIM_THRESHOLD, 1 << 20);
+}
+
 int main(int argc, char **argv)
 {
+    s_tune_heap();
     zf_log_init("zflow-scheduler");
     zf_sched_server_config_t cfg = {.broker = "tcp://127.0.0.1:5555"};
     const char *env = getenv("ZFLOW_BROKER");

@@ -222,6 +222,17 @@ zf_status_t zf_master_check_graph(zf_master_t *m, const Tensorflow__GraphDef *gd
  * from its loop. Returns the sessions closed. */
 int zf_master_sessions_tick(zf_master_t *m);
 
+/* A graph of at least this many nodes is large: once the scheduler frees
+ * one (a session closed, or the request that carried it), it gives the
+ * freed heap back to the system, zf_master_release_memory(). */
+#define ZF_MASTER_TRIM_NODES 10000
+
+/* Returns the heap's free pages to the system (malloc_trim): a large
+ * graph's memory, freed by one of many worker threads into that thread's
+ * arena, would otherwise stay with the process, every arena holding the
+ * largest graph it ever saw. Takes a few ms for a heap of hundreds of MB. */
+void zf_master_release_memory(void);
+
 /* Sessions open now (jobs' included); tests, logs. */
 int zf_master_num_sessions(zf_master_t *m);
 

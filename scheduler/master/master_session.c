@@ -16,11 +16,7 @@
 
 #define S_LOG "master"
 
-/* Closing a session of at least this many nodes gives the freed heap back
- * to the system (malloc_trim): a large graph's memory, freed by one worker
- * thread into its arena, would otherwise stay with the process. */
-#define S_TRIM_NODES 10000
-#define S_TICK_MS    100
+#define S_TICK_MS 100
 
 int64_t zf__master_now_ms(void)
 {
@@ -161,7 +157,7 @@ static bool s_close(zf_master_t *m, zf__master_session_t *s)
     zf_strmap_remove(m->sessions, s->id, NULL);
     s_count(m, s, -1);
     s->closed = true;
-    bool large = s->nodes >= S_TRIM_NODES;
+    bool large = s->nodes >= ZF_MASTER_TRIM_NODES;
     zf__master_drop_plans(m, s, NULL);
     zf__master_session_unref(m, &s);
     return large;
@@ -262,8 +258,7 @@ zf_status_t zf__master_create_job_session(zf_master_t *m, const Zflow__CreateSes
     return s_create(m, req, NULL, session);
 }
 
-/* Gives the memory of a large closed graph back to the system. */
-static void s_trim(void)
+void zf_master_release_memory(void)
 {
     malloc_trim(0);
 }
@@ -281,7 +276,7 @@ zf_status_t zf_master_close_session(zf_master_t *m, const char *session)
     }
     bool large = s_close(m, (zf__master_session_t *)v);
     pthread_mutex_unlock(&m->mu);
-    if (large) s_trim();
+    if (large) zf_master_release_memory();
     zf_log_info(S_LOG, "closed %s", session);
     return ZF_STATUS_OK;
 }
@@ -315,7 +310,7 @@ int zf_master_sessions_tick(zf_master_t *m)
         }
     }
     pthread_mutex_unlock(&m->mu);
-    if (large) s_trim();
+    if (large) zf_master_release_memory();
     return closed;
 }
 

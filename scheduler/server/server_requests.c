@@ -31,6 +31,21 @@ static Zflow__Envelope *s_envelope(uint64_t request_id)
     return e;
 }
 
+/* Frees a request; one that carried a large graph gives the freed heap
+ * back to the system (zf_master_release_memory). */
+static void s_request_free(Zflow__Envelope *env)
+{
+    const Tensorflow__GraphDef *gd = NULL;
+    if (env->body_case == ZFLOW__ENVELOPE__BODY_CREATE_SESSION && env->create_session)
+        gd = env->create_session->graph;
+    else if (env->body_case == ZFLOW__ENVELOPE__BODY_SUBMIT_JOB && env->submit_job &&
+             env->submit_job->session)
+        gd = env->submit_job->session->graph;
+    bool large = gd && gd->n_node >= ZF_MASTER_TRIM_NODES;
+    zflow__envelope__free_unpacked(env, NULL);
+    if (large) zf_master_release_memory();
+}
+
 /* ---- sessions' requests ---------------------------------------------------------- */
 
 /* A new session's reply names this scheduler's client endpoint, so that
@@ -78,7 +93,7 @@ static void s_work(void *arg)
     } else if (rep) {
         zf__sched_srv_queue_reply(req->srv, req->direct, &req->route, rep);
     }
-    zflow__envelope__free_unpacked(req->env, NULL);
+    s_request_free(req->env);
     free(req);
 }
 
@@ -150,7 +165,7 @@ struct zf__sched_srv_job {
 
 static void s_job_free(zf__sched_srv_job_t *job)
 {
-    zflow__envelope__free_unpacked(job->env, NULL);
+    s_request_free(job->env);
     free(job->id);
     free(job);
 }
