@@ -5,7 +5,8 @@
  * (--session-idle-timeout-ms), graphs past the size limits refused at
  * CreateSession and SubmitJob (--max-graph-nodes, --max-graph-bytes), and
  * a step that hangs ended by the default step timeout (--step-timeout-ms)
- * while the next one runs; and `zflow run` naming the job it submitted
+ * while the next one runs; an executor's graph limit (zflow-executor
+ * --max-graphs) as the step that met it sees it; and `zflow run` naming the job it submitted
  * when its wait fails, so that the result can still be collected. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -290,6 +291,49 @@ static void test_scheduler_ends_a_hung_step_at_its_default_timeout(void **state)
     zf_graphdef_free(&gd);
 }
 
+/* ---- an executor's graph limit through the service -------------------------------- */
+
+static int s_setup_one_graph_on_cpu1(void **state)
+{
+    fixture_t *f = s_start(state, NULL);
+    /* CPU:1 again, holding one graph at most */
+    zf_test_child_t *c = &f->svc.executors[1];
+    assert_int_equal(zf_test_child_stop(c, SIGTERM, WAIT_MS), 0);
+    const char *argv[] = {
+        ZF_TEST_EXECUTOR, "--broker", f->svc.broker.endpoint, "--device", "CPU:1", "--name", CPU1,
+        "--threads",      "1",        "--max-graphs",         "1",        NULL};
+    zf_test_spawn(c, argv, WAIT_MS);
+    assert_non_null(strstr(c->line, CPU1));
+    return 0;
+}
+
+static void test_service_reports_an_executors_graph_limit_and_runs_once_there_is_room(void **state)
+{
+    fixture_t *f = *state;
+    Tensorflow__GraphDef *gd = s_chain_graph();
+    /* each session's plan registers one partition on CPU:1; the scheduler
+     * may take a moment to see the restarted CPU:1 */
+    char *first = s_create(f->client, gd);
+    zf_status_t st = s_run(f->client, first, 1.0f, WAIT_MS);
+    for (int i = 0; i < 50 && st.code == ZF_UNAVAILABLE; i++) {
+        zf_status_clear(&st);
+        usleep(100000);
+        st = s_run(f->client, first, 1.0f, WAIT_MS);
+    }
+    ASSERT_OK(st);
+    char *second = s_create(f->client, gd);
+    zf_test_expect_error(s_run(f->client, second, 2.0f, WAIT_MS), ZF_RESOURCE_EXHAUSTED,
+                         "RegisterGraph refused: " CPU1 " holds 1 graphs, the most it "
+                         "registers at once (zflow-executor --max-graphs 1)");
+    ASSERT_OK(s_run(f->client, first, 3.0f, WAIT_MS)); /* the graph there runs on */
+    ASSERT_OK(zf_client_session_close(f->client, first));
+    ASSERT_OK(s_run(f->client, second, 2.0f, WAIT_MS)); /* its graph went: room */
+    ASSERT_OK(zf_client_session_close(f->client, second));
+    free(first);
+    free(second);
+    zf_graphdef_free(&gd);
+}
+
 /* ---- a job's id in the CLI's errors ---------------------------------------------- */
 
 static int s_setup_plain(void **state)
@@ -380,6 +424,9 @@ int main(void)
                                         s_setup_graphs, s_teardown),
         cmocka_unit_test_setup_teardown(test_scheduler_ends_a_hung_step_at_its_default_timeout,
                                         s_setup_step_timeout, s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_service_reports_an_executors_graph_limit_and_runs_once_there_is_room,
+            s_setup_one_graph_on_cpu1, s_teardown),
         cmocka_unit_test_setup_teardown(
             test_cli_run_names_its_job_when_its_wait_fails_so_the_result_can_be_collected,
             s_setup_plain, s_teardown),
