@@ -629,6 +629,20 @@ zf_status_t zf_envelope_send_packed(zf_socket_t *s, const zf_route_t *route,
     return s_send_routed(s, route, &msg);
 }
 
+/* The request id of an envelope that does not unpack, read from its top
+ * level when that much is well-formed (0 otherwise), so that its sender
+ * still hears about it: a large request passed on undecoded reaches its
+ * first decoder here. */
+static uint64_t s_salvage_request_id(const void *data, size_t len)
+{
+    const uint8_t *p = data, *end = p + len;
+    uint64_t id = 0;
+    zf_proto_field_t f;
+    while (p < end && zf_proto_next_field(&p, end, &f))
+        if (f.number == 2 && f.wire == 0) id = f.value;
+    return id;
+}
+
 zf_status_t zf_envelope_decode(const void *data, size_t len, Zflow__Envelope **out,
                                uint64_t *request_id)
 {
@@ -636,11 +650,16 @@ zf_status_t zf_envelope_decode(const void *data, size_t len, Zflow__Envelope **o
     if (request_id) *request_id = 0;
     if (len == 0) return zf_invalid_argument("malformed envelope: the frame is empty");
     zf_status_t s = zf_proto_check_wire(&zflow__envelope__descriptor, data, len);
-    if (!zf_ok(s)) return zf_status_prefix(s, "malformed envelope");
+    if (!zf_ok(s)) {
+        if (request_id) *request_id = s_salvage_request_id(data, len);
+        return zf_status_prefix(s, "malformed envelope");
+    }
     Zflow__Envelope *env = zflow__envelope__unpack(NULL, len, data);
-    if (!env)
+    if (!env) {
+        if (request_id) *request_id = s_salvage_request_id(data, len);
         return zf_invalid_argument("malformed envelope: protobuf unpack failed (a field has "
                                    "invalid contents)");
+    }
     if (request_id) *request_id = env->request_id;
     if (env->version != ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1) {
         int v = (int)env->version;

@@ -228,7 +228,8 @@ zf_status_t zf_envelope_recv(zf_socket_t *s, int timeout_ms, zf_route_t *route,
 /* The envelope checks of zf_envelope_recv on one frame's bytes (wire check,
  * unpack, version, body), for the receive path and for fuzzing. On OK the
  * caller owns *out. *request_id (may be NULL) receives the envelope's id
- * when the frame unpacked, even if a later check failed; 0 otherwise.
+ * when the frame unpacked, even if a later check failed, or else when its
+ * top level could be read; 0 otherwise.
  * Errors as zf_envelope_recv. */
 zf_status_t zf_envelope_decode(const void *data, size_t len, Zflow__Envelope **out,
                                uint64_t *request_id);

@@ -3,7 +3,9 @@
  * client sending a SubmitJob of about 115 MB (1.8 million nodes) and another
  * pinging the broker meanwhile. The pings must be answered while the big
  * job is on its way, before its SubmitJobReply comes back, and none may
- * wait for the broker to take the big message apart. */
+ * wait for the broker to take the big message apart. A large request that
+ * is malformed past its header still gets its answer, from the scheduler
+ * that decodes it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -185,10 +187,47 @@ static void test_broker_answers_pings_while_a_large_submit_job_passes(void **sta
     assert_int_equal(zf_test_broker_stop(&tb, SIGTERM), 0);
 }
 
+static void test_a_large_malformed_request_passed_on_is_answered_by_the_scheduler(void **state)
+{
+    (void)state;
+    zf_test_broker_t tb;
+    zf_test_broker_start(&tb, NULL);
+    zf_test_child_t sched;
+    zf_test_scheduler_start(&sched, tb.endpoint, NULL, 10000);
+    zf_zctx_t *ctx = NULL;
+    ASSERT_OK(zf_zctx_new(&ctx));
+    zf_socket_t *c = zf_test_dealer(ctx, tb.endpoint);
+    /* Envelope{version 1, request_id 9, RunStep{session "s", a feed of 2
+     * MiB that is no NamedTensor}}: its header reads, the rest does not */
+    size_t junk = (size_t)2 << 20, cap = junk + 64, n = 0;
+    uint8_t *msg = malloc(cap), hdr[16];
+    assert_non_null(msg);
+    size_t run_len = s_field(hdr, 1, "s", 1) + s_field(hdr, 2, NULL, junk) + junk;
+    msg[n++] = 0x08;
+    msg[n++] = 0x01;
+    msg[n++] = 0x10;
+    msg[n++] = 9;
+    n += s_field(msg + n, ZFLOW__ENVELOPE__BODY_RUN_STEP, NULL, run_len);
+    n += s_field(msg + n, 1, "s", 1);
+    n += s_field(msg + n, 2, NULL, junk);
+    memset(msg + n, 0xff, junk); /* a varint that never ends */
+    n += junk;
+    assert_int_equal(zmq_send(zf_socket_handle(c), msg, n, 0), (int)n);
+    free(msg);
+    /* the broker passed it on; the scheduler could not read it and said
+     * so to the request id its top level names */
+    zf_test_expect_status(c, 9, ZF_INVALID_ARGUMENT, "malformed envelope");
+    zf_socket_destroy(&c);
+    zf_zctx_destroy(&ctx);
+    assert_int_equal(zf_test_child_stop(&sched, SIGTERM, 10000), 0);
+    assert_int_equal(zf_test_broker_stop(&tb, SIGTERM), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_broker_answers_pings_while_a_large_submit_job_passes),
+        cmocka_unit_test(test_a_large_malformed_request_passed_on_is_answered_by_the_scheduler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
