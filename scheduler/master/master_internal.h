@@ -68,7 +68,8 @@ typedef struct zf__master_session {
     char *client;
     bool counted;
     int64_t used_ms;
-    int64_t nodes; /* the graph's, after lowering */
+    int64_t nodes;                        /* the graph's, after lowering */
+    struct zf__master_session *gone_next; /* closed ones freed after the lock */
     /* the latest step's calls while it runs, and its partition count (for
      * job progress; master_step.c sets them), under m->mu */
     const zf__master_call_t *step_calls;

@@ -25,9 +25,11 @@ int64_t zf__master_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void zf__master_session_free(zf_master_t *m, zf__master_session_t *s)
+/* Frees what a session holds but its plans (dropped already): its
+ * placement, graph and id. A large graph takes a while, so a closed
+ * session is freed without m->mu, where the loop thread's steps wait. */
+static void s_free_contents(zf__master_session_t *s)
 {
-    zf__master_drop_plans(m, s, NULL);
     zf__master_placement_free(s);
     zf_strmap_destroy(&s->plans);
     zf_graph_destroy(&s->graph);
@@ -35,6 +37,12 @@ void zf__master_session_free(zf_master_t *m, zf__master_session_t *s)
     free(s->client);
     free(s->id);
     free(s);
+}
+
+void zf__master_session_free(zf_master_t *m, zf__master_session_t *s)
+{
+    zf__master_drop_plans(m, s, NULL);
+    s_free_contents(s);
 }
 
 /* ---- sessions ------------------------------------------------------------------ */
@@ -150,17 +158,16 @@ static void s_count(zf_master_t *m, const zf__master_session_t *s, int delta)
 }
 
 /* Takes s out of the session table (found there; under m->mu), closes it
- * and drops the table's reference; true when its graph was large enough
- * to trim the heap after. */
-static bool s_close(zf_master_t *m, zf__master_session_t *s)
+ * and drops the table's reference. Returns s when that was the last one,
+ * for the caller to free with s_free_contents() once it has let go of
+ * m->mu; NULL when a step still holds it (its last reference frees it). */
+static zf__master_session_t *s_close(zf_master_t *m, zf__master_session_t *s)
 {
     zf_strmap_remove(m->sessions, s->id, NULL);
     s_count(m, s, -1);
     s->closed = true;
-    bool large = s->nodes >= ZF_MASTER_TRIM_NODES;
     zf__master_drop_plans(m, s, NULL);
-    zf__master_session_unref(m, &s);
-    return large;
+    return --s->refs == 0 ? s : NULL;
 }
 
 /* A private copy of gd, allocated as protobuf-c's unpack does. */
@@ -274,8 +281,11 @@ zf_status_t zf_master_close_session(zf_master_t *m, const char *session)
         pthread_mutex_unlock(&m->mu);
         return st;
     }
-    bool large = s_close(m, (zf__master_session_t *)v);
+    zf__master_session_t *s = (zf__master_session_t *)v;
+    bool large = s->nodes >= ZF_MASTER_TRIM_NODES;
+    zf__master_session_t *gone = s_close(m, s);
     pthread_mutex_unlock(&m->mu);
+    if (gone) s_free_contents(gone);
     if (large) zf_master_release_memory();
     zf_log_info(S_LOG, "closed %s", session);
     return ZF_STATUS_OK;
@@ -286,6 +296,7 @@ int zf_master_sessions_tick(zf_master_t *m)
     int64_t now = zf__master_now_ms();
     int closed = 0;
     bool large = false;
+    zf__master_session_t *gone = NULL; /* to free without the lock */
     pthread_mutex_lock(&m->mu);
     int64_t idle = m->limits.session_idle_ms;
     if (idle > 0 && now - m->sessions_tick_ms >= S_TICK_MS) {
@@ -304,12 +315,22 @@ int zf_master_sessions_tick(zf_master_t *m)
                 m->idle_closed[m->idle_next] = id;
                 m->idle_next = (m->idle_next + 1) % ZF__MASTER_IDLE_IDS;
             }
-            large |= s_close(m, s);
+            large |= s->nodes >= ZF_MASTER_TRIM_NODES;
+            zf__master_session_t *last = s_close(m, s);
+            if (last) {
+                last->gone_next = gone;
+                gone = last;
+            }
             closed++;
             iter = 0; /* the table changed: look again from the start */
         }
     }
     pthread_mutex_unlock(&m->mu);
+    while (gone) {
+        zf__master_session_t *next = gone->gone_next;
+        s_free_contents(gone);
+        gone = next;
+    }
     if (large) zf_master_release_memory();
     return closed;
 }
