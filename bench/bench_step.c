@@ -466,18 +466,7 @@ static bool s_measure(const char *keys, int reps, double *step, double *via_brok
 int main(int argc, char **argv)
 {
     (void)argc;
-    const char *env = getenv("ZFLOW_BIN_DIR");
-    if (env && env[0]) {
-        snprintf(s_bin, sizeof s_bin, "%s", env);
-    } else {
-        ssize_t n = readlink("/proc/self/exe", s_bin, sizeof s_bin - 16);
-        if (n <= 0)
-            snprintf(s_bin, sizeof s_bin, "%s", argv[0]);
-        else
-            s_bin[n] = '\0';
-        char *slash = strrchr(s_bin, '/');
-        if (slash) strcpy(slash, "/../bin");
-    }
+    zf_bench_bin_dir(argv[0], s_bin, sizeof s_bin);
     int reps = zf_bench_reps(2000);
     double base = s_reqrep_median(reps);
     double base_proc = s_reqrep_process_median(reps);

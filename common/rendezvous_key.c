@@ -23,6 +23,25 @@ char *zf_rendezvous_key(const char *src_device, uint64_t src_incarnation, const 
     return zf_rendezvous_key_in_frame(src_device, src_incarnation, dst_device, tensor_name, 0, 0);
 }
 
+static uint64_t s_mix(uint64_t h)
+{
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+uint64_t zf_rendezvous_frame_id(uint64_t parent_id, int64_t parent_iter, const uint8_t *name,
+                                size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the name */
+    for (size_t i = 0; i < len; i++) h = (h ^ name[i]) * 0x100000001b3ull;
+    h = s_mix(h ^ s_mix(parent_id + 0x9e3779b97f4a7c15ull));
+    h = s_mix(h ^ (uint64_t)parent_iter);
+    return h ? h : 1;
+}
+
 /* Reads the decimal number s[0..n) (1 to 20 digits, at most UINT64_MAX)
  * into *v. */
 static bool s_decimal(const char *s, size_t n, uint64_t *v)

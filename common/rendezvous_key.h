@@ -26,6 +26,15 @@ char *zf_rendezvous_key_in_frame(const char *src_device, uint64_t src_incarnatio
                                  const char *dst_device, const char *tensor_name, uint64_t frame_id,
                                  int64_t iter_id);
 
+/* The frame_id of a while-loop frame instance: the frame named name
+ * (len bytes), started in iteration parent_iter of the frame instance
+ * parent_id (0 for the root frame, whose id is 0). Every executor that
+ * runs a piece of the same loop computes the same id for the same
+ * instance, and the ids of the instances of one step differ (a 64-bit
+ * hash; never 0). */
+uint64_t zf_rendezvous_frame_id(uint64_t parent_id, int64_t parent_iter, const uint8_t *name,
+                                size_t len);
+
 /* A parsed key: pointers into the key string with their lengths. */
 typedef struct zf_rendezvous_parsed_key {
     const char *src_device;

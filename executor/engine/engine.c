@@ -11,6 +11,7 @@
 #include "common/graph.h"
 #include "common/op_registry.h"
 #include "executor/engine/engine.h"
+#include "common/rendezvous_key.h"
 #include "executor/engine/engine_frames.h"
 #include "executor/kernels/kernel.h"
 #include "common/thread_pool.h"
@@ -455,6 +456,7 @@ struct s_frame {
     s_frame_t *parent;
     s_iter_t *parent_iter;
     s_frame_t *next; /* sibling in parent_iter->children */
+    uint64_t id;     /* zf_rendezvous_frame_id(): the same on every executor of the loop */
     pthread_mutex_t mu;
     int64_t first, last;
     int32_t live_iters;
@@ -735,6 +737,7 @@ static s_frame_t *s_child_frame(s_step_t *st, s_frame_t *parent, s_iter_t *pit, 
     f->info = fi;
     f->parent = parent;
     f->parent_iter = pit;
+    f->id = zf_rendezvous_frame_id(parent->id, pit->num, fi->name, (size_t)fi->name_len);
     f->pending_inputs = fi->num_enters;
     pthread_mutex_init(&f->mu, NULL);
     atomic_fetch_add(&s_live_frames, 1);
@@ -1376,6 +1379,8 @@ static void s_run_node(s_step_t *st, s_tagged_t t, s_worklist_t *wl)
         .resources = ex->resources,
         .rendezvous = st->rendezvous,
         .step_id = st->step_id,
+        .frame_id = it->frame->id,
+        .iter_id = it->num,
         .is_dead_outputs = &it->out_dead[n->out_start],
         .input_is_dead = dead,
     };

@@ -46,6 +46,10 @@ typedef struct zf_kernel_ctx {
     zf_resource_mgr_t *resources; /* per-session resources (variables) */
     zf_rendezvous_t *rendezvous;  /* the step's rendezvous (Send/Recv) */
     int64_t step_id;
+    /* The while-loop frame instance (zf_rendezvous_frame_id(); 0: the root)
+     * and iteration the node runs in: _Send and _Recv put them in their keys. */
+    uint64_t frame_id;
+    int64_t iter_id;
     bool *is_dead_outputs; /* optional, num_outputs: dead-tensor flags */
     bool input_is_dead;    /* some input is dead (control flow) */
 } zf_kernel_ctx_t;

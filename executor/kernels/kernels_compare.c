@@ -6,10 +6,9 @@
  * broadcasting); Range; and integer division with TensorFlow's rounding
  * (FloorDiv, FloorMod, TruncateDiv, Div on integers).
  *
- * Broadcasting here handles up to three inputs: the output's dims of 1
- * drop out, neighbouring dims merge when every input either spans both or
- * is broadcast along both, and rows of the innermost dim run through one
- * loop per (op, dtype). Integer division by zero is an error, as in
+ * Broadcasting handles up to three inputs with the shared plan of
+ * broadcast.h; rows of the plan's innermost dim run through one loop per
+ * (op, dtype). Integer division by zero is an error, as in
  * TensorFlow ("Integer division by zero"); the most negative value divided
  * by -1 wraps around instead of trapping. */
 #include <float.h>
@@ -19,6 +18,7 @@
 #include <string.h>
 
 #include "common/graph.h"
+#include "executor/kernels/broadcast.h"
 #include "executor/kernels/kernels_util.h"
 
 /* ---- dtype sets ------------------------------------------------------------ */
@@ -29,7 +29,7 @@
 
 /* ---- broadcasting over up to three inputs ----------------------------------- */
 
-#define S_MAX_IN 3
+#define S_MAX_IN ZF_BROADCAST_MAX_INPUTS
 
 /* One row: out[0..n) from in[k][j * st[k]] (st[k] is 0 or 1). */
 typedef void (*s_row_fn)(const void *const *in, const int64_t *st, void *out, int64_t n);
@@ -37,55 +37,25 @@ typedef void (*s_row_fn)(const void *const *in, const int64_t *st, void *out, in
 typedef struct {
     s_row_fn fn;
     int nin;
-    int rank; /* >= 1 */
-    int64_t dims[ZF_MAX_RANK];
-    int64_t st[S_MAX_IN][ZF_MAX_RANK]; /* element strides; 0 = broadcast */
+    zf_broadcast_n_t p; /* rank >= 1 */
     const char *in[S_MAX_IN];
     size_t in_elem[S_MAX_IN];
     char *out;
     size_t out_elem;
 } s_bcast_t;
 
-static int64_t s_dim(const zf_shape_t *s, int rank, int k)
-{
-    int i = s->rank - rank + k;
-    return i >= 0 ? s->dims[i] : 1;
-}
-
 static void s_plan(s_bcast_t *bc, const zf_tensor_t *const *ins, const zf_shape_t *out)
 {
-    bool has[S_MAX_IN][ZF_MAX_RANK];
-    int r = 0;
-    for (int k = 0; k < out->rank; k++) {
-        int64_t d = out->dims[k];
-        if (d == 1) continue;
-        bool h[S_MAX_IN], same = r > 0;
-        for (int i = 0; i < bc->nin; i++) {
-            h[i] = s_dim(zf_tensor_shape(ins[i]), out->rank, k) != 1;
-            if (same && has[i][r - 1] != h[i]) same = false;
-        }
-        if (same) {
-            bc->dims[r - 1] *= d;
-            continue;
-        }
-        bc->dims[r] = d;
-        for (int i = 0; i < bc->nin; i++) has[i][r] = h[i];
-        r++;
-    }
-    if (r == 0) {
-        bc->dims[0] = 1;
-        for (int i = 0; i < bc->nin; i++) has[i][0] = false;
-        r = 1;
-    }
-    bc->rank = r;
+    const zf_shape_t *shapes[S_MAX_IN];
     for (int i = 0; i < bc->nin; i++) {
-        int64_t stride = 1;
-        for (int k = r - 1; k >= 0; k--) {
-            bc->st[i][k] = has[i][k] ? stride : 0;
-            if (has[i][k]) stride *= bc->dims[k];
-        }
+        shapes[i] = zf_tensor_shape(ins[i]);
         bc->in[i] = zf_tensor_data(ins[i]);
         bc->in_elem[i] = zf_dtype_size(zf_tensor_dtype(ins[i]));
+    }
+    zf_broadcast_plan_n(shapes, bc->nin, out, &bc->p);
+    if (bc->p.rank == 0) { /* one element: a row of one */
+        bc->p.rank = 1;
+        bc->p.dims[0] = 1;
     }
 }
 
@@ -93,10 +63,10 @@ static void s_plan(s_bcast_t *bc, const zf_tensor_t *const *ins, const zf_shape_
 static void s_offsets(const s_bcast_t *bc, int64_t flat, int64_t *off)
 {
     for (int i = 0; i < bc->nin; i++) off[i] = 0;
-    for (int k = bc->rank - 1; k >= 0; k--) {
-        int64_t idx = flat % bc->dims[k];
-        flat /= bc->dims[k];
-        for (int i = 0; i < bc->nin; i++) off[i] += idx * bc->st[i][k];
+    for (int k = bc->p.rank - 1; k >= 0; k--) {
+        int64_t idx = flat % bc->p.dims[k];
+        flat /= bc->p.dims[k];
+        for (int i = 0; i < bc->nin; i++) off[i] += idx * bc->p.st[i][k];
     }
 }
 
@@ -107,7 +77,7 @@ static void s_flat(void *arg, int64_t begin, int64_t end)
     const void *in[S_MAX_IN];
     int64_t st[S_MAX_IN];
     for (int i = 0; i < bc->nin; i++) {
-        st[i] = bc->st[i][0];
+        st[i] = bc->p.st[i][0];
         in[i] = bc->in[i] + (size_t)(begin * st[i]) * bc->in_elem[i];
     }
     bc->fn(in, st, bc->out + (size_t)begin * bc->out_elem, end - begin);
@@ -117,26 +87,26 @@ static void s_flat(void *arg, int64_t begin, int64_t end)
 static void s_rows(void *arg, int64_t begin, int64_t end)
 {
     const s_bcast_t *bc = arg;
-    int outer = bc->rank - 1;
-    int64_t inner = bc->dims[outer], idx[ZF_MAX_RANK], off[S_MAX_IN], st[S_MAX_IN];
+    int outer = bc->p.rank - 1;
+    int64_t inner = bc->p.dims[outer], idx[ZF_MAX_RANK], off[S_MAX_IN], st[S_MAX_IN];
     for (int i = 0; i < bc->nin; i++) {
         off[i] = 0;
-        st[i] = bc->st[i][outer];
+        st[i] = bc->p.st[i][outer];
     }
     int64_t row = begin;
     for (int k = outer - 1; k >= 0; k--) {
-        idx[k] = row % bc->dims[k];
-        row /= bc->dims[k];
-        for (int i = 0; i < bc->nin; i++) off[i] += idx[k] * bc->st[i][k];
+        idx[k] = row % bc->p.dims[k];
+        row /= bc->p.dims[k];
+        for (int i = 0; i < bc->nin; i++) off[i] += idx[k] * bc->p.st[i][k];
     }
     for (int64_t r = begin; r < end; r++) {
         const void *in[S_MAX_IN];
         for (int i = 0; i < bc->nin; i++) in[i] = bc->in[i] + (size_t)off[i] * bc->in_elem[i];
         bc->fn(in, st, bc->out + (size_t)(r * inner) * bc->out_elem, inner);
         for (int k = outer - 1; k >= 0; k--) {
-            for (int i = 0; i < bc->nin; i++) off[i] += bc->st[i][k];
-            if (++idx[k] < bc->dims[k]) break;
-            for (int i = 0; i < bc->nin; i++) off[i] -= bc->st[i][k] * bc->dims[k];
+            for (int i = 0; i < bc->nin; i++) off[i] += bc->p.st[i][k];
+            if (++idx[k] < bc->p.dims[k]) break;
+            for (int i = 0; i < bc->nin; i++) off[i] -= bc->p.st[i][k] * bc->p.dims[k];
             idx[k] = 0;
         }
     }
@@ -153,10 +123,10 @@ static void s_run(const zf_kernel_ctx_t *ctx, s_row_fn fn, const zf_tensor_t *co
                     .out = zf_tensor_data(out),
                     .out_elem = zf_dtype_size(zf_tensor_dtype(out))};
     s_plan(&bc, ins, zf_tensor_shape(out));
-    if (bc.rank == 1) {
+    if (bc.p.rank == 1) {
         zf_kernels_parallel_for(ctx, n, ZF_KERNELS_PARALLEL_MIN, s_flat, &bc);
     } else {
-        int64_t inner = bc.dims[bc.rank - 1];
+        int64_t inner = bc.p.dims[bc.p.rank - 1];
         zf_kernels_parallel_for(ctx, n / inner, ZF_KERNELS_PARALLEL_MIN / inner + 1, s_rows, &bc);
     }
 }

@@ -1,7 +1,10 @@
 /* CPU element-wise math kernels: unary (Neg, Abs, Square, Sqrt, Rsqrt,
- * Exp, Log, Reciprocal) and binary with NumPy broadcasting (Add, AddV2,
- * Sub, Mul, RealDiv, Div on floats, Maximum, Minimum, SquaredDifference).
- * Integer arithmetic wraps around, as TensorFlow's does. */
+ * Exp, Log, Reciprocal, Floor, Ceil, Round, Sign, Erf, Erfc), the
+ * predicates IsNan, IsInf and IsFinite, binary with NumPy broadcasting
+ * (Add, AddV2, Sub, Mul, RealDiv, Div on floats, Maximum, Minimum,
+ * SquaredDifference, Pow, Mod) and AddN. Integer arithmetic wraps around,
+ * as TensorFlow's does; Round rounds halves to even; integer Mod by zero
+ * and integer Pow to a negative power are errors, with TensorFlow's texts. */
 #include <math.h>
 #include <string.h>
 
@@ -13,6 +16,18 @@
 
 /* ---- unary ------------------------------------------------------------------
  */
+
+static double s_round_half_even(double x)
+{
+    double r = floor(x), d = x - r;
+    if (d > 0.5 || (d == 0.5 && fmod(r, 2.0) != 0.0)) r += 1.0;
+    return r;
+}
+
+static float s_round_half_even_f(float x)
+{
+    return (float)s_round_half_even((double)x);
+}
 
 #define S_UNARY(name, T, UT, EXPR)                                                                 \
     static void name(const void *vin, void *vout, int64_t n)                                       \
@@ -45,6 +60,16 @@ S_UNARY_FLOAT(rsqrt, 1.0f / sqrtf(x), 1.0 / sqrt(x))
 S_UNARY_FLOAT(exp, expf(x), exp(x))
 S_UNARY_FLOAT(log, logf(x), log(x))
 S_UNARY_FLOAT(reciprocal, 1.0f / x, 1.0 / x)
+S_UNARY_FLOAT(floor, floorf(x), floor(x))
+S_UNARY_FLOAT(ceil, ceilf(x), ceil(x))
+S_UNARY_FLOAT(erf, erff(x), erf(x))
+S_UNARY_FLOAT(erfc, erfcf(x), erfc(x))
+/* NaN stays NaN; integers compare in their own type. */
+S_UNARY_ALL(sign, x > 0 ? 1 : x < 0 ? -1 : x)
+/* Halves to even, whatever the rounding mode; integers are already round. */
+S_UNARY_FLOAT(round, s_round_half_even_f(x), s_round_half_even(x))
+S_UNARY(s_round_i32, int32_t, uint32_t, x)
+S_UNARY(s_round_i64, int64_t, uint64_t, x)
 
 /* One function per dtype: float, double, int32, int64. */
 typedef struct {
@@ -95,6 +120,74 @@ S_UNARY_KERNEL(rsqrt)
 S_UNARY_KERNEL(exp)
 S_UNARY_KERNEL(log)
 S_UNARY_KERNEL(reciprocal)
+S_UNARY_KERNEL(floor)
+S_UNARY_KERNEL(ceil)
+S_UNARY_KERNEL(erf)
+S_UNARY_KERNEL(erfc)
+S_UNARY_KERNEL_ALL(sign)
+S_UNARY_KERNEL_ALL(round)
+
+/* ---- IsNan, IsInf, IsFinite ------------------------------------------------------ */
+
+typedef void (*s_pred_fn)(const void *in, bool *out, int64_t n);
+
+#define S_PRED(name, T, EXPR)                                                                      \
+    static void name(const void *vin, bool *out, int64_t n)                                        \
+    {                                                                                              \
+        const T *in = vin;                                                                         \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T x = in[i];                                                                           \
+            out[i] = (EXPR);                                                                       \
+        }                                                                                          \
+    }
+#define S_PRED_FLOAT(op, EXPR)                                                                     \
+    S_PRED(s_##op##_f32, float, EXPR)                                                              \
+    S_PRED(s_##op##_f64, double, EXPR)
+
+S_PRED_FLOAT(is_nan, isnan(x))
+S_PRED_FLOAT(is_inf, isinf(x))
+S_PRED_FLOAT(is_finite, isfinite(x))
+
+typedef struct {
+    s_pred_fn fn;
+    const char *in;
+    bool *out;
+    size_t elem;
+} s_pred_job_t;
+
+static void s_pred_chunk(void *arg, int64_t begin, int64_t end)
+{
+    const s_pred_job_t *j = arg;
+    j->fn(j->in + (size_t)begin * j->elem, j->out + begin, end - begin);
+}
+
+/* A bool output of input 0's shape. */
+static zf_status_t s_predicate(zf_kernel_ctx_t *ctx, s_pred_fn f32, s_pred_fn f64)
+{
+    ZF_TRY(zf_kernels_check_inputs(ctx, 1));
+    const zf_tensor_t *x = ctx->inputs[0];
+    zf_dtype_t t = zf_tensor_dtype(x);
+    if (t != ZF_FLOAT && t != ZF_DOUBLE)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
+                               zf_kernels_dtype_name((int)t));
+    zf_tensor_t *out = NULL;
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_BOOL, zf_tensor_shape(x), &out));
+    s_pred_job_t job = {t == ZF_FLOAT ? f32 : f64, zf_tensor_data(x), zf_tensor_data(out),
+                        zf_dtype_size(t)};
+    zf_kernels_parallel_for(ctx, zf_tensor_num_elements(x), ZF_KERNELS_PARALLEL_MIN, s_pred_chunk,
+                            &job);
+    return ZF_STATUS_OK;
+}
+
+#define S_PRED_KERNEL(op)                                                                          \
+    static zf_status_t s_##op##_compute(zf_kernel_ctx_t *ctx)                                      \
+    {                                                                                              \
+        return s_predicate(ctx, s_##op##_f32, s_##op##_f64);                                       \
+    }
+
+S_PRED_KERNEL(is_nan)
+S_PRED_KERNEL(is_inf)
+S_PRED_KERNEL(is_finite)
 
 /* ---- binary loops
  * ------------------------------------------------------------- */
@@ -150,6 +243,30 @@ S_BINARY_ALL(maximum, x > y ? x : y)
 S_BINARY_ALL(minimum, x < y ? x : y)
 S_BINARY_ALL(sqdiff, ((U)x - (U)y) * ((U)x - (U)y))
 S_BINARY_FLOAT(div, x / y)
+
+/* x to the power y >= 0 by squaring, wrapping around (y < 0 is refused
+ * before the loop runs). */
+static uint64_t s_ipow(uint64_t x, int64_t y)
+{
+    uint64_t r = 1;
+    while (y > 0) {
+        if (y & 1) r *= x;
+        x *= x;
+        y >>= 1;
+    }
+    return r;
+}
+
+S_BINARY(s_pow_f32, float, float, powf(x, y))
+S_BINARY(s_pow_f64, double, double, pow(x, y))
+S_BINARY(s_pow_i32, int32_t, uint32_t, (U)s_ipow((U)x, y))
+S_BINARY(s_pow_i64, int64_t, uint64_t, s_ipow((U)x, y))
+/* Truncated remainder, the sign of x; y = 0 is refused before the loop
+ * runs, and the most negative value mod -1 is 0 instead of a trap. */
+S_BINARY(s_mod_f32, float, float, fmodf(x, y))
+S_BINARY(s_mod_f64, double, double, fmod(x, y))
+S_BINARY(s_mod_i32, int32_t, uint32_t, y == -1 ? 0 : x % y)
+S_BINARY(s_mod_i64, int64_t, uint64_t, y == -1 ? 0 : x % y)
 
 typedef struct {
     s_binary_fn f32, f64, i32, i64;
@@ -285,6 +402,95 @@ S_BINARY_KERNEL(minimum, S_ALL(minimum))
 S_BINARY_KERNEL(sqdiff, S_ALL(sqdiff))
 S_BINARY_KERNEL(div, S_FLOAT(div))
 
+/* True if some element of an INT32 or INT64 tensor is below 0 (negative)
+ * or equal to 0 (!negative). */
+static bool s_any_int(const zf_tensor_t *t, bool negative)
+{
+    int64_t n = zf_tensor_num_elements(t);
+    const void *d = zf_tensor_data(t);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v =
+            zf_tensor_dtype(t) == ZF_INT32 ? ((const int32_t *)d)[i] : ((const int64_t *)d)[i];
+        if (negative ? v < 0 : v == 0) return true;
+    }
+    return false;
+}
+
+/* Both inputs of one integer dtype (other cases fail in s_binary). */
+static bool s_both_int(const zf_kernel_ctx_t *ctx)
+{
+    zf_dtype_t t = zf_tensor_dtype(ctx->inputs[0]);
+    return (t == ZF_INT32 || t == ZF_INT64) && zf_tensor_dtype(ctx->inputs[1]) == t;
+}
+
+static zf_status_t s_pow_compute(zf_kernel_ctx_t *ctx)
+{
+    static const s_binary_fns_t fns = S_ALL(pow);
+    ZF_TRY(zf_kernels_check_inputs(ctx, 2));
+    if (s_both_int(ctx) && s_any_int(ctx->inputs[1], true))
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
+                               "Integers to negative integer powers are not allowed");
+    return s_binary(ctx, &fns);
+}
+
+static zf_status_t s_mod_compute(zf_kernel_ctx_t *ctx)
+{
+    static const s_binary_fns_t fns = S_ALL(mod);
+    ZF_TRY(zf_kernels_check_inputs(ctx, 2));
+    if (s_both_int(ctx) && s_any_int(ctx->inputs[1], false))
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "Integer division by zero");
+    return s_binary(ctx, &fns);
+}
+
+/* ---- AddN ------------------------------------------------------------------------- */
+
+typedef struct {
+    s_binary_fn add;
+    zf_tensor_t *const *in;
+    int n;
+    char *out;
+    size_t elem;
+} s_addn_job_t;
+
+static void s_addn_chunk(void *arg, int64_t begin, int64_t end)
+{
+    const s_addn_job_t *j = arg;
+    size_t off = (size_t)begin * j->elem;
+    char *o = j->out + off;
+    memcpy(o, (const char *)zf_tensor_data(j->in[0]) + off, (size_t)(end - begin) * j->elem);
+    for (int k = 1; k < j->n; k++)
+        j->add(o, 1, (const char *)zf_tensor_data(j->in[k]) + off, 1, o, end - begin);
+}
+
+static zf_status_t s_addn_compute(zf_kernel_ctx_t *ctx)
+{
+    static const s_binary_fns_t fns = S_ALL(add);
+    ZF_TRY(zf_kernels_check_inputs(ctx, 1));
+    const zf_tensor_t *x = ctx->inputs[0];
+    zf_dtype_t t = zf_tensor_dtype(x);
+    s_binary_fn add = s_pick_binary(&fns, t);
+    if (!add)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
+                               zf_kernels_dtype_name((int)t));
+    for (int k = 1; k < ctx->num_inputs; k++) {
+        ZF_TRY(zf_kernels_check_dtype(ctx, k, t));
+        const zf_tensor_t *y = ctx->inputs[k];
+        char sa[ZF_SHAPE_STRING_MAX], sb[ZF_SHAPE_STRING_MAX];
+        if (!zf_shape_equal(zf_tensor_shape(x), zf_tensor_shape(y)))
+            return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
+                                   "Inputs to operation %s of type AddN must have the same size "
+                                   "and shape.  Input 0: %s != input %d: %s",
+                                   ctx->node->name, zf_kernels_shape_str(x, sa), k,
+                                   zf_kernels_shape_str(y, sb));
+    }
+    zf_tensor_t *out = NULL;
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, zf_tensor_shape(x), &out));
+    s_addn_job_t job = {add, ctx->inputs, ctx->num_inputs, zf_tensor_data(out), zf_dtype_size(t)};
+    zf_kernels_parallel_for(ctx, zf_tensor_num_elements(x), ZF_KERNELS_PARALLEL_MIN, s_addn_chunk,
+                            &job);
+    return ZF_STATUS_OK;
+}
+
 /* ---- registration
  * ----------------------------------------------------------------- */
 
@@ -306,6 +512,18 @@ static const zf_kernel_t s_defs[] = {
     ZF_CPU_KERNEL("Maximum", ZF_TYPES_REAL, s_maximum_compute),
     ZF_CPU_KERNEL("Minimum", ZF_TYPES_REAL, s_minimum_compute),
     ZF_CPU_KERNEL("SquaredDifference", ZF_TYPES_REAL, s_sqdiff_compute),
+    ZF_CPU_KERNEL("Floor", ZF_TYPES_FLOAT, s_floor_compute),
+    ZF_CPU_KERNEL("Ceil", ZF_TYPES_FLOAT, s_ceil_compute),
+    ZF_CPU_KERNEL("Round", ZF_TYPES_REAL, s_round_compute),
+    ZF_CPU_KERNEL("Sign", ZF_TYPES_REAL, s_sign_compute),
+    ZF_CPU_KERNEL("Erf", ZF_TYPES_FLOAT, s_erf_compute),
+    ZF_CPU_KERNEL("Erfc", ZF_TYPES_FLOAT, s_erfc_compute),
+    ZF_CPU_KERNEL("IsNan", ZF_TYPES_FLOAT, s_is_nan_compute),
+    ZF_CPU_KERNEL("IsInf", ZF_TYPES_FLOAT, s_is_inf_compute),
+    ZF_CPU_KERNEL("IsFinite", ZF_TYPES_FLOAT, s_is_finite_compute),
+    ZF_CPU_KERNEL("Pow", ZF_TYPES_REAL, s_pow_compute),
+    ZF_CPU_KERNEL("Mod", ZF_TYPES_REAL, s_mod_compute),
+    ZF_CPU_KERNEL("AddN", ZF_TYPES_REAL, s_addn_compute),
 };
 
 zf_status_t zf__kernels_register_cwise(void)

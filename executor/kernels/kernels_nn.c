@@ -1,6 +1,6 @@
 /* CPU neural-network kernels (FLOAT and DOUBLE): BiasAdd (NHWC and NCHW),
- * the activations Relu, Relu6, Elu, Sigmoid and Tanh, and Softmax and
- * LogSoftmax over the last dim. Convolution and pooling are in
+ * the activations Relu, Relu6 (also INT32 and INT64), Elu, Sigmoid and
+ * Tanh, and Softmax and LogSoftmax over the last dim. Convolution and pooling are in
  * kernels_conv.c. */
 #include <math.h>
 #include <stdlib.h>
@@ -26,6 +26,10 @@ S_ACTIVATION(s_relu_f32, float, x > 0.0f ? x : 0.0f)
 S_ACTIVATION(s_relu_f64, double, x > 0.0 ? x : 0.0)
 S_ACTIVATION(s_relu6_f32, float, x > 0.0f ? (x < 6.0f ? x : 6.0f) : 0.0f)
 S_ACTIVATION(s_relu6_f64, double, x > 0.0 ? (x < 6.0 ? x : 6.0) : 0.0)
+S_ACTIVATION(s_relu_i32, int32_t, x > 0 ? x : 0)
+S_ACTIVATION(s_relu_i64, int64_t, x > 0 ? x : 0)
+S_ACTIVATION(s_relu6_i32, int32_t, x > 0 ? (x < 6 ? x : 6) : 0)
+S_ACTIVATION(s_relu6_i64, int64_t, x > 0 ? (x < 6 ? x : 6) : 0)
 S_ACTIVATION(s_elu_f32, float, x > 0.0f ? x : expm1f(x))
 S_ACTIVATION(s_elu_f64, double, x > 0.0 ? x : expm1(x))
 S_ACTIVATION(s_sigmoid_f32, float, 1.0f / (1.0f + expf(-x)))
@@ -33,25 +37,37 @@ S_ACTIVATION(s_sigmoid_f64, double, 1.0 / (1.0 + exp(-x)))
 S_ACTIVATION(s_tanh_f32, float, tanhf(x))
 S_ACTIVATION(s_tanh_f64, double, tanh(x))
 
+/* i32 and i64 may be NULL (floating types only). */
 static zf_status_t s_activation(zf_kernel_ctx_t *ctx, zf_kernels_unary_fn f32,
-                                zf_kernels_unary_fn f64)
+                                zf_kernels_unary_fn f64, zf_kernels_unary_fn i32,
+                                zf_kernels_unary_fn i64)
 {
     ZF_TRY(zf_kernels_check_inputs(ctx, 1));
     zf_dtype_t t = zf_tensor_dtype(ctx->inputs[0]);
-    if (t != ZF_FLOAT && t != ZF_DOUBLE)
+    zf_kernels_unary_fn fn = t == ZF_FLOAT    ? f32
+                             : t == ZF_DOUBLE ? f64
+                             : t == ZF_INT32  ? i32
+                             : t == ZF_INT64  ? i64
+                                              : NULL;
+    if (!fn)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
                                zf_kernels_dtype_name((int)t));
-    return zf_kernels_run_unary(ctx, t == ZF_FLOAT ? f32 : f64);
+    return zf_kernels_run_unary(ctx, fn);
 }
 
 #define S_ACTIVATION_KERNEL(op)                                                                    \
     static zf_status_t s_##op##_compute(zf_kernel_ctx_t *ctx)                                      \
     {                                                                                              \
-        return s_activation(ctx, s_##op##_f32, s_##op##_f64);                                      \
+        return s_activation(ctx, s_##op##_f32, s_##op##_f64, NULL, NULL);                          \
+    }
+#define S_ACTIVATION_KERNEL_REAL(op)                                                               \
+    static zf_status_t s_##op##_compute(zf_kernel_ctx_t *ctx)                                      \
+    {                                                                                              \
+        return s_activation(ctx, s_##op##_f32, s_##op##_f64, s_##op##_i32, s_##op##_i64);          \
     }
 
-S_ACTIVATION_KERNEL(relu)
-S_ACTIVATION_KERNEL(relu6)
+S_ACTIVATION_KERNEL_REAL(relu)
+S_ACTIVATION_KERNEL_REAL(relu6)
 S_ACTIVATION_KERNEL(elu)
 S_ACTIVATION_KERNEL(sigmoid)
 S_ACTIVATION_KERNEL(tanh)
@@ -234,8 +250,8 @@ static zf_status_t s_log_softmax_compute(zf_kernel_ctx_t *ctx)
  */
 
 static const zf_kernel_t s_defs[] = {
-    ZF_CPU_KERNEL("Relu", ZF_TYPES_FLOAT, s_relu_compute),
-    ZF_CPU_KERNEL("Relu6", ZF_TYPES_FLOAT, s_relu6_compute),
+    ZF_CPU_KERNEL("Relu", ZF_TYPES_REAL, s_relu_compute),
+    ZF_CPU_KERNEL("Relu6", ZF_TYPES_REAL, s_relu6_compute),
     ZF_CPU_KERNEL("Elu", ZF_TYPES_FLOAT, s_elu_compute),
     ZF_CPU_KERNEL("Sigmoid", ZF_TYPES_FLOAT, s_sigmoid_compute),
     ZF_CPU_KERNEL("Tanh", ZF_TYPES_FLOAT, s_tanh_compute),

@@ -1,5 +1,6 @@
-/* CPU reductions: Sum, Mean, Max, Min, Prod over the axes given by the
- * second input (keep_dims attr), and ArgMax/ArgMin over one axis.
+/* CPU reductions: Sum, Mean, Max, Min, Prod (float, double and every
+ * integer type) and All, Any (bool) over the axes given by the second input
+ * (keep_dims attr), and ArgMax/ArgMin over one axis.
  *
  * The input is viewed with its dims collapsed into alternating kept and
  * reduced runs; a walk over its rows then either folds a whole row into one
@@ -13,7 +14,7 @@
 #include "common/graph.h"
 #include "executor/kernels/kernels_util.h"
 
-typedef enum { S_SUM, S_MEAN, S_MAX, S_MIN, S_PROD } s_reduce_op_t;
+typedef enum { S_SUM, S_MEAN, S_MAX, S_MIN, S_PROD, S_ALL, S_ANY } s_reduce_op_t;
 
 typedef struct {
     s_reduce_op_t op;
@@ -67,6 +68,25 @@ S_FOLDS(min_f32, float, float, x < a ? x : a)
 S_FOLDS(min_f64, double, double, x < a ? x : a)
 S_FOLDS(min_i32, int32_t, int32_t, x < a ? x : a)
 S_FOLDS(min_i64, int64_t, int64_t, x < a ? x : a)
+S_FOLDS(all_b, bool, bool, a &&x)
+S_FOLDS(any_b, bool, bool, a || x)
+
+/* The other integer types: X(suffix, type, its unsigned type, min, max).
+ * Their sums and products go through uint64_t, which no promotion to int
+ * can overflow. */
+#define S_OTHER_INTS(X)                                                                            \
+    X(i8, int8_t, uint8_t, INT8_MIN, INT8_MAX)                                                     \
+    X(i16, int16_t, uint16_t, INT16_MIN, INT16_MAX)                                                \
+    X(u8, uint8_t, uint8_t, 0, UINT8_MAX)                                                          \
+    X(u16, uint16_t, uint16_t, 0, UINT16_MAX)                                                      \
+    X(u32, uint32_t, uint32_t, 0, UINT32_MAX)                                                      \
+    X(u64, uint64_t, uint64_t, 0, UINT64_MAX)
+#define S_INT_FOLDS(sfx, T, U, LO, HI)                                                             \
+    S_FOLDS(sum_##sfx, T, U, (U)((uint64_t)a + (uint64_t)x))                                       \
+    S_FOLDS(prod_##sfx, T, U, (U)((uint64_t)a * (uint64_t)x))                                      \
+    S_FOLDS(max_##sfx, T, T, x > a ? x : a)                                                        \
+    S_FOLDS(min_##sfx, T, T, x < a ? x : a)
+S_OTHER_INTS(S_INT_FOLDS)
 
 typedef struct {
     s_fold_row_fn row;
@@ -78,13 +98,26 @@ typedef struct {
         s_row_##name, s_cols_##name                                                                \
     }
 
-/* [op][dtype]: dtype order float, double, int32, int64; Mean folds as Sum. */
-static const s_fold_t s_folds[5][4] = {
-    [S_SUM] = {S_FOLD(sum_f32), S_FOLD(sum_f64), S_FOLD(sum_i32), S_FOLD(sum_i64)},
-    [S_MEAN] = {S_FOLD(sum_f32), S_FOLD(sum_f64), S_FOLD(sum_i32), S_FOLD(sum_i64)},
-    [S_MAX] = {S_FOLD(max_f32), S_FOLD(max_f64), S_FOLD(max_i32), S_FOLD(max_i64)},
-    [S_MIN] = {S_FOLD(min_f32), S_FOLD(min_f64), S_FOLD(min_i32), S_FOLD(min_i64)},
-    [S_PROD] = {S_FOLD(prod_f32), S_FOLD(prod_f64), S_FOLD(prod_i32), S_FOLD(prod_i64)},
+/* [op][dtype]: dtype order float, double, int32, int64, bool, then
+ * S_OTHER_INTS' order; Mean folds as Sum; only All and Any take bool, and
+ * only bool. */
+#define S_BOOL_INDEX 4
+#define S_NUM_TYPES  11
+#define S_OTHER_FOLDS(op)                                                                          \
+    [5] = S_FOLD(op##_i8), [6] = S_FOLD(op##_i16), [7] = S_FOLD(op##_u8), [8] = S_FOLD(op##_u16),  \
+    [9] = S_FOLD(op##_u32), [10] = S_FOLD(op##_u64)
+#define S_NUMERIC_FOLDS(op)                                                                        \
+    {                                                                                              \
+        S_FOLD(op##_f32), S_FOLD(op##_f64), S_FOLD(op##_i32), S_FOLD(op##_i64), S_OTHER_FOLDS(op)  \
+    }
+static const s_fold_t s_folds[7][S_NUM_TYPES] = {
+    [S_SUM] = S_NUMERIC_FOLDS(sum),
+    [S_MEAN] = S_NUMERIC_FOLDS(sum),
+    [S_MAX] = S_NUMERIC_FOLDS(max),
+    [S_MIN] = S_NUMERIC_FOLDS(min),
+    [S_PROD] = S_NUMERIC_FOLDS(prod),
+    [S_ALL] = {[S_BOOL_INDEX] = S_FOLD(all_b)},
+    [S_ANY] = {[S_BOOL_INDEX] = S_FOLD(any_b)},
 };
 
 static int s_dtype_index(zf_dtype_t t)
@@ -94,9 +127,26 @@ static int s_dtype_index(zf_dtype_t t)
     case ZF_DOUBLE: return 1;
     case ZF_INT32: return 2;
     case ZF_INT64: return 3;
+    case ZF_BOOL: return S_BOOL_INDEX;
+    case ZF_INT8: return 5;
+    case ZF_INT16: return 6;
+    case ZF_UINT8: return 7;
+    case ZF_UINT16: return 8;
+    case ZF_UINT32: return 9;
+    case ZF_UINT64: return 10;
     default: return -1;
     }
 }
+
+/* Cases of a switch on the dtype for the integer types but int32, int64:
+ * X(C type, min, max). */
+#define S_OTHER_INT_CASES(X)                                                                       \
+    case ZF_INT8: X(int8_t, INT8_MIN, INT8_MAX); break;                                            \
+    case ZF_INT16: X(int16_t, INT16_MIN, INT16_MAX); break;                                        \
+    case ZF_UINT8: X(uint8_t, 0, UINT8_MAX); break;                                                \
+    case ZF_UINT16: X(uint16_t, 0, UINT16_MAX); break;                                             \
+    case ZF_UINT32: X(uint32_t, 0, UINT32_MAX); break;                                             \
+    case ZF_UINT64: X(uint64_t, 0, UINT64_MAX); break;
 
 /* Fills n outputs with the op's identity (what an empty reduction gives). */
 static void s_fill_identity(s_reduce_op_t op, zf_dtype_t t, void *out, int64_t n)
@@ -104,14 +154,20 @@ static void s_fill_identity(s_reduce_op_t op, zf_dtype_t t, void *out, int64_t n
     for (int64_t i = 0; i < n; i++) {
         bool one = op == S_PROD, hi = op == S_MIN, lo = op == S_MAX;
         switch (t) {
+        case ZF_BOOL: ((bool *)out)[i] = op == S_ALL; break;
         case ZF_FLOAT:
             ((float *)out)[i] = one ? 1.0f : hi ? INFINITY : lo ? -INFINITY : 0.0f;
             break;
         case ZF_DOUBLE:
             ((double *)out)[i] = one ? 1.0 : hi ? INFINITY : lo ? -INFINITY : 0.0;
             break;
-        case ZF_INT32: ((int32_t *)out)[i] = one ? 1 : hi ? INT32_MAX : lo ? INT32_MIN : 0; break;
-        default: ((int64_t *)out)[i] = one ? 1 : hi ? INT64_MAX : lo ? INT64_MIN : 0;
+#define S_INT_IDENTITY(T, LO, HI) ((T *)out)[i] = (T)(one ? 1 : hi ? (HI) : lo ? (LO) : 0)
+        case ZF_INT32:
+            S_INT_IDENTITY(int32_t, INT32_MIN, INT32_MAX);
+            break;
+            S_OTHER_INT_CASES(S_INT_IDENTITY)
+        default: S_INT_IDENTITY(int64_t, INT64_MIN, INT64_MAX);
+#undef S_INT_IDENTITY
         }
     }
 }
@@ -227,6 +283,8 @@ static zf_status_t s_reduce_create(const Tensorflow__NodeDef *node, void **state
             : !strcmp(op, "Max")  ? S_MAX
             : !strcmp(op, "Min")  ? S_MIN
             : !strcmp(op, "Prod") ? S_PROD
+            : !strcmp(op, "All")  ? S_ALL
+            : !strcmp(op, "Any")  ? S_ANY
                                   : S_SUM;
     s_reduce_state_t *p = malloc(sizeof *p);
     if (!p) return zf_out_of_memory("reduction kernel");
@@ -238,15 +296,20 @@ static zf_status_t s_reduce_create(const Tensorflow__NodeDef *node, void **state
 /* Mean: the sums divided by the number of reduced elements. */
 static void s_divide(zf_dtype_t t, void *out, int64_t n, int64_t count)
 {
-    if (count == 0 && (t == ZF_INT32 || t == ZF_INT64)) return; /* empty: stays 0 */
+    if (count == 0 && t != ZF_FLOAT && t != ZF_DOUBLE) return; /* empty: stays 0 */
     for (int64_t i = 0; i < n; i++) {
         switch (t) {
         case ZF_FLOAT:
             ((float *)out)[i] = (float)((double)((float *)out)[i] / (double)count);
             break;
         case ZF_DOUBLE: ((double *)out)[i] /= (double)count; break;
-        case ZF_INT32: ((int32_t *)out)[i] = (int32_t)(((int32_t *)out)[i] / count); break;
+#define S_INT_DIVIDE(T, LO, HI) ((T *)out)[i] = (T)(((T *)out)[i] / count)
+        case ZF_INT32:
+            S_INT_DIVIDE(int32_t, 0, 0);
+            break;
+            S_OTHER_INT_CASES(S_INT_DIVIDE)
         default: ((int64_t *)out)[i] /= count;
+#undef S_INT_DIVIDE
         }
     }
 }
@@ -277,7 +340,7 @@ static zf_status_t s_reduce_compute(zf_kernel_ctx_t *ctx)
     const zf_shape_t *in = zf_tensor_shape(x);
     zf_dtype_t t = zf_tensor_dtype(x);
     int ti = s_dtype_index(t);
-    if (ti < 0)
+    if (ti < 0 || !s_folds[st->op][ti].row)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
                                zf_kernels_dtype_name((int)t));
     bool reduced[ZF_MAX_RANK];
@@ -341,6 +404,9 @@ static int64_t s_arg_index(zf_dtype_t t, const void *data, int64_t o, int64_t j,
     case ZF_FLOAT: S_ARG_SCAN(float); break;
     case ZF_DOUBLE: S_ARG_SCAN(double); break;
     case ZF_INT32: S_ARG_SCAN(int32_t); break;
+#define S_ARG_CASE(T, LO, HI) S_ARG_SCAN(T)
+        S_OTHER_INT_CASES(S_ARG_CASE)
+#undef S_ARG_CASE
     default: S_ARG_SCAN(int64_t);
     }
     return bi;
@@ -371,7 +437,7 @@ static zf_status_t s_arg_compute(zf_kernel_ctx_t *ctx)
     const zf_tensor_t *x = ctx->inputs[0];
     const zf_shape_t *in = zf_tensor_shape(x);
     zf_dtype_t t = zf_tensor_dtype(x);
-    if (s_dtype_index(t) < 0)
+    if (s_dtype_index(t) < 0 || t == ZF_BOOL)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
                                zf_kernels_dtype_name((int)t));
     int axis = 0;
@@ -400,11 +466,13 @@ static zf_status_t s_arg_compute(zf_kernel_ctx_t *ctx)
 /* ---- registration
  * ----------------------------------------------------------------------------------- */
 
-#define S_KERNEL(op_, create_, compute_)                                                           \
+#define S_KERNEL_TYPES(op_, types_, create_, compute_)                                             \
     {                                                                                              \
-        .op = (op_), .device_type = "CPU", .allowed_types = ZF_TYPES_REAL,                         \
+        .op = (op_), .device_type = "CPU", .allowed_types = (types_),                              \
         .flags = ZF_KERNEL_EXPENSIVE, .create = (create_), .destroy = free, .compute = (compute_)  \
     }
+#define S_KERNEL(op_, create_, compute_)                                                           \
+    S_KERNEL_TYPES(op_, ZF_TYPES_FLOAT | ZF_TYPES_INTEGER, create_, compute_)
 
 static const zf_kernel_t s_defs[] = {
     S_KERNEL("Sum", s_reduce_create, s_reduce_compute),
@@ -412,6 +480,8 @@ static const zf_kernel_t s_defs[] = {
     S_KERNEL("Max", s_reduce_create, s_reduce_compute),
     S_KERNEL("Min", s_reduce_create, s_reduce_compute),
     S_KERNEL("Prod", s_reduce_create, s_reduce_compute),
+    S_KERNEL_TYPES("All", 0, s_reduce_create, s_reduce_compute),
+    S_KERNEL_TYPES("Any", 0, s_reduce_create, s_reduce_compute),
     S_KERNEL("ArgMax", s_arg_create, s_arg_compute),
     S_KERNEL("ArgMin", s_arg_create, s_arg_compute),
 };

@@ -29,7 +29,14 @@ static zf_status_t s_attr_str(const Tensorflow__NodeDef *node, const char *key, 
     return ZF_STATUS_OK;
 }
 
-/* The state of every kernel of the family: its rendezvous key. */
+/* The state of every kernel of the family: its rendezvous key at the top
+ * level ("...;0:0"), and the length of the part before the frame and
+ * iteration, which a node inside a while loop replaces per iteration. */
+typedef struct {
+    char *key;
+    size_t prefix;
+} s_key_t;
+
 static zf_status_t s_create(const Tensorflow__NodeDef *node, void **state)
 {
     char *tensor_name = NULL, *send_device = NULL, *recv_device = NULL;
@@ -38,21 +45,48 @@ static zf_status_t s_create(const Tensorflow__NodeDef *node, void **state)
     if (zf_ok(s)) s = s_attr_str(node, "send_device", &send_device);
     if (zf_ok(s)) s = s_attr_str(node, "recv_device", &recv_device);
     if (zf_ok(s)) s = zf_node_attr_int(node, "send_device_incarnation", &incarnation);
-    char *key = NULL;
+    s_key_t *k = NULL;
     if (zf_ok(s)) {
-        key = zf_rendezvous_key(send_device, (uint64_t)incarnation, recv_device, tensor_name);
-        if (!key) s = zf_out_of_memory("rendezvous key");
+        k = calloc(1, sizeof *k);
+        if (k)
+            k->key =
+                zf_rendezvous_key(send_device, (uint64_t)incarnation, recv_device, tensor_name);
+        if (!k || !k->key) {
+            free(k);
+            k = NULL;
+            s = zf_out_of_memory("rendezvous key");
+        } else {
+            k->prefix = strlen(k->key) - strlen(";0:0");
+        }
     }
     free(tensor_name);
     free(send_device);
     free(recv_device);
-    *state = key;
+    *state = k;
     return s;
 }
 
 static void s_destroy(void *state)
 {
-    free(state);
+    s_key_t *k = state;
+    if (k) free(k->key);
+    free(k);
+}
+
+/* The key of this run: the node's own at the top level, else one with the
+ * frame and iteration the node runs in (into buf when it fits, or a new
+ * string the caller frees through *owned). NULL when out of memory. */
+static const char *s_run_key(const zf_kernel_ctx_t *ctx, char *buf, size_t size, char **owned)
+{
+    const s_key_t *k = ctx->state;
+    *owned = NULL;
+    if (ctx->frame_id == 0 && ctx->iter_id == 0) return k->key;
+    size_t need = k->prefix + 48;
+    char *out = need <= size ? buf : (*owned = malloc(need));
+    if (out)
+        snprintf(out, need, "%.*s;%llu:%lld", (int)k->prefix, k->key,
+                 (unsigned long long)ctx->frame_id, (long long)ctx->iter_id);
+    return out;
 }
 
 static zf_status_t s_no_rendezvous(const zf_kernel_ctx_t *ctx)
@@ -65,7 +99,12 @@ static zf_status_t s_send_compute(zf_kernel_ctx_t *ctx)
 {
     if (!ctx->rendezvous) return s_no_rendezvous(ctx);
     zf_tensor_t *t = ctx->num_inputs > 0 ? ctx->inputs[0] : NULL;
-    return zf_rendezvous_send(ctx->rendezvous, ctx->state, t, ctx->input_is_dead);
+    char buf[256], *owned = NULL;
+    const char *key = s_run_key(ctx, buf, sizeof buf, &owned);
+    if (!key) return zf_out_of_memory("rendezvous key");
+    zf_status_t s = zf_rendezvous_send(ctx->rendezvous, key, t, ctx->input_is_dead);
+    free(owned);
+    return s;
 }
 
 typedef struct {
@@ -112,7 +151,11 @@ static void s_recv_compute(zf_kernel_ctx_t *ctx, zf_kernel_done_fn done, void *a
         return;
     }
     *r = (s_recv_t){ctx, done, arg};
-    zf_status_t s = zf_rendezvous_recv_async(ctx->rendezvous, ctx->state, s_recv_done, r, NULL);
+    char buf[256], *owned = NULL;
+    const char *key = s_run_key(ctx, buf, sizeof buf, &owned);
+    zf_status_t s = key ? zf_rendezvous_recv_async(ctx->rendezvous, key, s_recv_done, r, NULL)
+                        : zf_out_of_memory("rendezvous key");
+    free(owned);
     if (zf_ok(s)) return;
     free(r);
     done(ctx, s, arg);

@@ -31,7 +31,7 @@ struct zf_rendezvous {
     atomic_int refs;
     int64_t step_id;
     pthread_mutex_t mu;
-    zf_strmap_t *queues; /* key -> s_queue_t *, keys copied */
+    zf_strmap_t *queues; /* key -> s_queue_t *, while it holds values or recvs */
     zf_status_t abort;   /* sticky; OK until aborted */
     uint64_t next_token;
     size_t values, recvs;
@@ -44,7 +44,7 @@ zf_status_t zf_rendezvous_new(int64_t step_id, zf_rendezvous_t **out)
 {
     *out = NULL;
     zf_rendezvous_t *r = calloc(1, sizeof *r);
-    if (!r || !(r->queues = zf_strmap_new(16, ZF_STRMAP_COPY_KEYS))) {
+    if (!r || !(r->queues = zf_strmap_new(16, ZF_STRMAP_OWN_KEYS))) {
         free(r);
         return zf_out_of_memory("rendezvous");
     }
@@ -163,6 +163,16 @@ static void s_push(s_queue_t *q, s_item_t *it)
     q->tail = it;
 }
 
+/* Forgets key's queue once it holds nothing: a loop makes a key per
+ * iteration, and a step's table must not keep them all. Caller holds the
+ * lock. */
+static void s_drop_if_empty(zf_rendezvous_t *r, const char *key, s_queue_t *q)
+{
+    if (q->head) return;
+    zf_strmap_remove(r->queues, key, NULL);
+    free(q);
+}
+
 static s_item_t *s_pop(s_queue_t *q)
 {
     s_item_t *it = q->head;
@@ -232,6 +242,7 @@ zf_status_t zf_rendezvous_send(zf_rendezvous_t *r, const char *key, zf_tensor_t 
     if (q && q->head && q->head->done) { /* a recv is waiting: hand it over */
         it = s_pop(q);
         r->recvs--;
+        s_drop_if_empty(r, key, q);
         pthread_mutex_unlock(&r->mu);
         it->done(ZF_STATUS_OK, tensor ? zf_tensor_ref(tensor) : NULL, is_dead, it->arg);
         free(it);
@@ -267,6 +278,7 @@ zf_status_t zf_rendezvous_recv_async(zf_rendezvous_t *r, const char *key,
     if (q && q->head && !q->head->done) { /* a value is waiting: take it */
         it = s_pop(q);
         r->values--;
+        s_drop_if_empty(r, key, q);
         pthread_mutex_unlock(&r->mu);
         done(ZF_STATUS_OK, it->tensor, it->is_dead, arg);
         free(it);
@@ -302,6 +314,7 @@ bool zf_rendezvous_cancel_recv(zf_rendezvous_t *r, const char *key, uint64_t tok
             if (q->tail == it) q->tail = prev;
             found = it;
             r->recvs--;
+            s_drop_if_empty(r, key, q);
             break;
         }
     }
@@ -345,6 +358,14 @@ void zf_rendezvous_pending(zf_rendezvous_t *r, size_t *values, size_t *recvs)
     if (values) *values = r->values;
     if (recvs) *recvs = r->recvs;
     pthread_mutex_unlock(&r->mu);
+}
+
+size_t zf_rendezvous_num_keys(zf_rendezvous_t *r)
+{
+    pthread_mutex_lock(&r->mu);
+    size_t n = zf_strmap_size(r->queues);
+    pthread_mutex_unlock(&r->mu);
+    return n;
 }
 
 /* ---- blocking recv ------------------------------------------------------ */

@@ -120,6 +120,11 @@ zf_status_t zf_rendezvous_status(zf_rendezvous_t *r);
  * diagnostics). */
 void zf_rendezvous_pending(zf_rendezvous_t *r, size_t *values, size_t *recvs);
 
+/* Keys the rendezvous holds something for (values or recvs): a key is
+ * forgotten once its last value is taken, so a loop that makes a key per
+ * iteration leaves none behind (tests, diagnostics). */
+size_t zf_rendezvous_num_keys(zf_rendezvous_t *r);
+
 /* ---- per-process table of step rendezvous ------------------------------
  * Maps step ids to rendezvous, so that tensors arriving from the network
  * before a step starts locally have somewhere to wait (executor/

@@ -459,6 +459,7 @@ void zf__pctx_free(zf__pctx_t *c)
     free(c->ref_recvs);
     free(c->frame);
     free(c->frames);
+    free(c->cloops);
     zf__pctx_cut_free(c);
     zf__pruned_free(&c->pruned);
 }

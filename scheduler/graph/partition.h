@@ -101,9 +101,16 @@ typedef struct zf_partition_set {
  * name; a node whose op wants more inputs than it has ("Incomplete graph,
  * missing N inputs for X"); a cut edge whose dtype cannot be resolved (an
  * unknown op); an empty or malformed device set; an assignment out of
- * range. UNIMPLEMENTED for an edge cut inside a while-loop frame
- * (TensorFlow adds control loops to run a loop across devices; zflow does
- * not). RESOURCE_EXHAUSTED when out of memory. Thread-safe; does not
+ * range; a while loop that spans partitions without a LoopCond ("A
+ * cross-device loop must have a pivot predicate: F"). UNIMPLEMENTED for a
+ * loop that spans partitions through a device other than a CPU.
+ * RESOURCE_EXHAUSTED when out of memory.
+ *
+ * A while loop may span partitions: each partition that receives a value
+ * inside a loop's frame gets a control loop that runs the frame's
+ * iterations in step with the partition of the loop's LoopCond, whose
+ * value it receives every iteration (partition_frames.c); the recvs of the
+ * frame hang off it, and their keys carry the frame and iteration. Thread-safe; does not
  * block. Cost is linear in the kept nodes and edges. */
 zf_status_t zf_partition_graph(const zf_graph_t *g, const zf_partition_device_t *devices,
                                int n_devices, const int *assignment,

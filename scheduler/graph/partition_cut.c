@@ -262,7 +262,7 @@ typedef struct {
     const char *src; /* the source node's name */
     bool control;
     zf_dtype_t dtype, wire; /* the edge's dtype and the dtype sent (bfloat16 cast) */
-    char *tensor;           /* edge_<id>_<src> */
+    char *tensor;           /* edge_<id>_<src>, or loop_pred_<src> */
 } s_cut_t;
 
 static bool s_sendrecv_attrs(Tensorflow__NodeDef *nd, const zf__pctx_t *c, const s_cut_t *k)
@@ -339,11 +339,13 @@ static Tensorflow__NodeDef *s_send_side(zf__pctx_t *c, const s_cut_t *k)
 }
 
 /* The destination side: _Recv [cast back | Identity for control]. Returns
- * the recv; *read is the node the destination reads. */
+ * the recv; *read is the node the destination reads. v is the destination
+ * node (-1: a control loop's, on a CPU). */
 static Tensorflow__NodeDef *s_recv_side(zf__pctx_t *c, const s_cut_t *k, int v, const char **read)
 {
     const char *dev = c->devs[k->dd].name;
-    bool host = !k->control && !c->devs[k->dd].cpu && zf__pctx_in_host(c, v, k->e->dst_port);
+    bool host =
+        !k->control && !c->devs[k->dd].cpu && v >= 0 && zf__pctx_in_host(c, v, k->e->dst_port);
     Tensorflow__NodeDef *recv =
         zf__node_new(zf__pctx_new_name(c, k->src, ""), host ? "_HostRecv" : "_Recv", dev);
     bool ok = recv && s_sendrecv_attrs(recv, c, k) &&
@@ -404,9 +406,29 @@ static bool s_remember(zf__pctx_t *c, const s_cut_t *k, Tensorflow__NodeDef *rec
            s_push_refc(c, read, -1, 0, false);
 }
 
+/* Makes k's _Send and _Recv (tensor name `<what>_<src>`), the recv
+ * driven by driver inside a loop; *read is what the destination reads. */
+static zf_status_t s_transfer(zf__pctx_t *c, s_cut_t *k, int v, const char *what,
+                              const char *driver, Tensorflow__NodeDef **recv_out, const char **read)
+{
+    size_t len = strlen(k->src) + strlen(what) + 2;
+    if (!(k->tensor = malloc(len))) return zf_out_of_memory("partition");
+    snprintf(k->tensor, len, "%s_%s", what, k->src);
+    Tensorflow__NodeDef *send = s_send_side(c, k);
+    Tensorflow__NodeDef *recv = send ? s_recv_side(c, k, v, read) : NULL;
+    free(k->tensor);
+    k->tensor = NULL;
+    /* A pair inside one partition: the recv must not be scheduled before the send. */
+    bool ok = recv &&
+              (c->devs[k->sd].slot != c->devs[k->dd].slot
+                   ? !driver || zf__node_add_input(recv, zf__input_string(driver, ZF_CONTROL_PORT))
+                   : zf__node_add_input(recv, zf__input_string(send->name, ZF_CONTROL_PORT)));
+    *recv_out = recv;
+    return ok ? ZF_STATUS_OK : zf_out_of_memory("partition");
+}
+
 static zf_status_t s_cut(zf__pctx_t *c, int v, const zf__pedge_t *e, bool on_host)
 {
-    ZF_TRY(zf__pctx_check_frame(c, v, e));
     s_cut_t k = {e,
                  c->node_dev[e->src],
                  c->node_dev[v],
@@ -415,23 +437,39 @@ static zf_status_t s_cut(zf__pctx_t *c, int v, const zf__pedge_t *e, bool on_hos
                  ZF_FLOAT,
                  ZF_FLOAT,
                  NULL};
+    const char *driver = NULL;
+    if (c->frame && c->devs[k.sd].slot != c->devs[k.dd].slot)
+        ZF_TRY(zf__pctx_loop_driver(c, e->src, k.dd, &driver));
     if (!k.control) ZF_TRY(s_edge_dtype(c, v, e, &k.dtype));
     /* Only transfers between devices are cast (a same-device pair is not). */
     bool cast = c->opts->bfloat16_sendrecv && !k.control && k.dtype == ZF_FLOAT && k.sd != k.dd;
     k.wire = cast ? ZF_BFLOAT16 : k.dtype;
-    size_t len = strlen(k.src) + 24;
-    if (!(k.tensor = malloc(len))) return zf_out_of_memory("partition");
-    snprintf(k.tensor, len, "edge_%d_%s", e->id, k.src);
+    char what[24];
+    snprintf(what, sizeof what, "edge_%d", e->id);
     const char *read = NULL;
-    Tensorflow__NodeDef *send = s_send_side(c, &k);
-    Tensorflow__NodeDef *recv = send ? s_recv_side(c, &k, v, &read) : NULL;
-    free(k.tensor);
-    /* A pair inside one partition: the recv must not be scheduled before the send. */
-    bool ok = recv && (c->devs[k.sd].slot != c->devs[k.dd].slot ||
-                       zf__node_add_input(recv, zf__input_string(send->name, ZF_CONTROL_PORT)));
-    ok = ok && s_remember(c, &k, recv, read, on_host) &&
-         s_push_input(c, read, k.control ? ZF_CONTROL_PORT : 0);
+    Tensorflow__NodeDef *recv = NULL;
+    ZF_TRY(s_transfer(c, &k, v, what, driver, &recv, &read));
+    bool ok = s_remember(c, &k, recv, read, on_host) &&
+              s_push_input(c, read, k.control ? ZF_CONTROL_PORT : 0);
     return ok ? ZF_STATUS_OK : zf_out_of_memory("partition");
+}
+
+zf_status_t zf__pctx_cut_pred(zf__pctx_t *c, int src, int dev, const char *driver,
+                              const char **read)
+{
+    int slot = c->devs[dev].slot;
+    const char *found = s_dup_get(c, src, 0, slot, true);
+    if (found) {
+        *read = found;
+        return ZF_STATUS_OK;
+    }
+    zf__pedge_t e = {src, 0, 1, -1};
+    s_cut_t k = {&e, c->node_dev[src], dev, zf__pctx_name(c, src), false, ZF_BOOL, ZF_BOOL, NULL};
+    Tensorflow__NodeDef *recv = NULL;
+    ZF_TRY(s_transfer(c, &k, -1, "loop_pred", driver, &recv, read));
+    c->parts[c->devs[k.sd].slot].n_send++;
+    c->parts[slot].n_recv++;
+    return s_dup_put(c, src, 0, slot, true, *read) ? ZF_STATUS_OK : zf_out_of_memory("partition");
 }
 
 zf_status_t zf__pctx_input(zf__pctx_t *c, int v, const zf__pedge_t *e)

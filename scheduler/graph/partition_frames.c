@@ -1,7 +1,20 @@
 /* While-loop frames of a graph being partitioned (TensorFlow's control-flow
- * info): which frame each node runs in, so that an edge cut inside a loop
- * is refused. TensorFlow adds "control loops" to run such a loop across
- * devices; zflow does not, and a partition without them would deadlock. */
+ * info and AddControlFlow): which frame each node runs in, and the control
+ * loops that let a loop run across partitions.
+ *
+ * A _Recv has no data input, so on its own it would run once, at the top
+ * level. Inside a loop it must run once per iteration, in the frame of its
+ * _Send. Each partition that receives inside frame F gets a control loop
+ * for F: Enter (from a Const, or from the control loop of F's parent
+ * frame) -> Merge -> Switch(pred) with Switch:1 -> NextIteration -> Merge,
+ * pred being F's LoopCond (received from its partition when it lives
+ * elsewhere). The Merge fires once per iteration, for as long as the
+ * LoopCond says, and drives the recvs of the frame. Two sources are
+ * driven otherwise: a non-constant Enter sends once per frame (iteration
+ * 0), so its recvs hang off the control loop's Enter; a NextIteration's
+ * value belongs to the next iteration, so its recvs hang off the control
+ * loop's NextIteration. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,7 +45,7 @@ static int s_intern(zf__pctx_t *c, const uint8_t *name, size_t len, int parent)
     zf__frame_t *grown = realloc(c->frames, (size_t)(c->n_frames + 1) * sizeof *grown);
     if (!grown) return -1;
     c->frames = grown;
-    c->frames[c->n_frames] = (zf__frame_t){name, len, parent};
+    c->frames[c->n_frames] = (zf__frame_t){name, len, parent, 10, -1};
     return c->n_frames++;
 }
 
@@ -60,9 +73,14 @@ static zf_status_t s_assign(zf__pctx_t *c, int v, const uint8_t *seen)
     const uint8_t *name = NULL;
     size_t len = 0;
     ZF_TRY(zf_node_attr_string(zf_graph_node_def(c->g, v), "frame_name", &name, &len));
-    int f = s_intern(c, name, len, from);
+    int known = c->n_frames, f = s_intern(c, name, len, from);
+    bool fresh = f >= known;
     if (f < 0) return zf_out_of_memory("partition");
     c->frame[v] = f;
+    int64_t parallel = 10;
+    ZF_TRY(zf_node_attr_int_or(zf_graph_node_def(c->g, v), "parallel_iterations", 10, &parallel));
+    if (fresh)
+        c->frames[f].parallel = parallel < 1 || parallel > INT32_MAX / 2 ? 10 : (int)parallel;
     return ZF_STATUS_OK;
 }
 
@@ -84,18 +102,146 @@ zf_status_t zf__pctx_frames_init(zf__pctx_t *c)
         s = s_assign(c, order[i], seen);
         seen[order[i]] = 1;
     }
+    for (int v = 0; zf_ok(s) && v < c->pruned.n_orig; v++)
+        if (strcmp(zf_graph_node_op(c->g, v), "LoopCond") == 0 && c->frame[v] > 0 &&
+            c->frames[c->frame[v]].loop_cond < 0)
+            c->frames[c->frame[v]].loop_cond = v;
+    if (zf_ok(s)) {
+        c->cloops = calloc((size_t)c->n_frames * (size_t)c->n_parts, sizeof *c->cloops);
+        if (!c->cloops) s = zf_out_of_memory("partition");
+    }
     free(order);
     free(seen);
     return s;
 }
 
-zf_status_t zf__pctx_check_frame(const zf__pctx_t *c, int v, const zf__pedge_t *e)
+/* ---- control loops ------------------------------------------------------- */
+
+/* A new control-loop node of frame f on device dev: `<LoopCond>/_cloop_<what>_S<n>`. */
+static Tensorflow__NodeDef *s_cnode(zf__pctx_t *c, int f, int dev, const char *what, const char *op)
 {
-    int f = zf__pctx_out_frame(c, e->src);
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, "/_cloop_%s", what);
+    Tensorflow__NodeDef *nd =
+        zf__node_new(zf__pctx_new_name(c, zf_graph_node_name(c->g, c->frames[f].loop_cond), suffix),
+                     op, c->devs[dev].name);
+    if (nd && strcmp(op, "Const") != 0 && !zf__node_add_attr(nd, "T", zf__attr_type(ZF_FLOAT))) {
+        zf__node_free(nd);
+        return NULL;
+    }
+    return nd;
+}
+
+static bool s_inputs(Tensorflow__NodeDef *nd, const char *a, int pa, const char *b, int pb)
+{
+    return nd && zf__node_add_input(nd, zf__input_string(a, pa)) &&
+           (!b || zf__node_add_input(nd, zf__input_string(b, pb)));
+}
+
+static zf_status_t s_control_loop(zf__pctx_t *c, int f, int dev, const zf__cloop_t **out);
+
+/* What the control loop's Enter reads: a Const at the top level, or the
+ * parent frame's control loop (entered once per parent iteration). */
+static zf_status_t s_loop_source(zf__pctx_t *c, int f, int dev, const char **src)
+{
+    int parent = c->frames[f].parent;
+    if (parent > 0) {
+        const zf__cloop_t *pl = NULL;
+        ZF_TRY(s_control_loop(c, parent, dev, &pl));
+        *src = pl->merge;
+        return ZF_STATUS_OK;
+    }
+    Tensorflow__NodeDef *k = s_cnode(c, f, dev, "const", "Const");
+    bool ok = k && zf__node_add_attr(k, "dtype", zf__attr_type(ZF_FLOAT)) &&
+              zf__node_add_attr(k, "value", zf__attr_empty_float_tensor());
+    if (!ok) zf__node_free(k);
+    if (!ok || !zf__pctx_push(c, dev, k)) return zf_out_of_memory("partition");
+    *src = k->name;
+    return ZF_STATUS_OK;
+}
+
+static zf_status_t s_frame_name_attr(const zf__pctx_t *c, int f, Tensorflow__NodeDef *nd)
+{
+    const zf__frame_t *fr = &c->frames[f];
+    char *name = malloc(fr->len + 1);
+    if (!name) return zf_out_of_memory("partition");
+    memcpy(name, fr->name, fr->len);
+    name[fr->len] = '\0';
+    bool ok = zf__node_add_attr(nd, "frame_name", zf__attr_string(name)) &&
+              zf__node_add_attr(nd, "is_constant", zf__attr_bool(false)) &&
+              zf__node_add_attr(nd, "parallel_iterations", zf__attr_int(fr->parallel));
+    free(name);
+    return ok ? ZF_STATUS_OK : zf_out_of_memory("partition");
+}
+
+/* Frame f's control loop in dev's partition, made (with its parents') when
+ * new. */
+static zf_status_t s_control_loop(zf__pctx_t *c, int f, int dev, const zf__cloop_t **out)
+{
+    zf__cloop_t *loop = &c->cloops[(size_t)f * (size_t)c->n_parts + (size_t)c->devs[dev].slot];
+    *out = loop;
+    if (loop->merge) return ZF_STATUS_OK;
+    const zf__frame_t *fr = &c->frames[f];
+    if (fr->loop_cond < 0)
+        return zf_invalid_argument("A cross-device loop must have a pivot predicate: %.*s",
+                                   (int)fr->len, (const char *)fr->name);
+    if (!c->devs[dev].cpu)
+        return zf_unimplemented("while-loop frame '%.*s' spans devices and reaches %s: a loop "
+                                "runs across devices only through CPU devices",
+                                (int)fr->len, (const char *)fr->name, c->devs[dev].name);
+    const char *src = NULL;
+    ZF_TRY(s_loop_source(c, f, dev, &src));
+    Tensorflow__NodeDef *enter = s_cnode(c, f, dev, "enter", "Enter");
+    if (!enter) return zf_out_of_memory("partition");
+    zf_status_t s = s_frame_name_attr(c, f, enter);
+    if (!zf_ok(s) || !s_inputs(enter, src, 0, NULL, 0)) {
+        zf__node_free(enter);
+        return zf_ok(s) ? zf_out_of_memory("partition") : s;
+    }
+    if (!zf__pctx_push(c, dev, enter)) return zf_out_of_memory("partition");
+    Tensorflow__NodeDef *merge = s_cnode(c, f, dev, "merge", "Merge");
+    Tensorflow__NodeDef *sw = s_cnode(c, f, dev, "switch", "Switch");
+    Tensorflow__NodeDef *next = s_cnode(c, f, dev, "next", "NextIteration");
+    bool ok = merge && sw && next && zf__node_add_attr(merge, "N", zf__attr_int(2)) &&
+              s_inputs(merge, enter->name, 0, next->name, 0) &&
+              s_inputs(next, sw->name, 1, NULL, 0) &&
+              zf__node_add_input(sw, zf__input_string(merge->name, 0));
+    if (!ok) {
+        zf__node_free(merge);
+        zf__node_free(sw);
+        zf__node_free(next);
+        return zf_out_of_memory("partition");
+    }
+    /* Pushed one by one: a failed push frees its node, the others are the partition's. */
+    bool pushed = zf__pctx_push(c, dev, merge);
+    pushed = zf__pctx_push(c, dev, sw) && pushed;
+    pushed = zf__pctx_push(c, dev, next) && pushed;
+    if (!pushed) return zf_out_of_memory("partition");
+    *loop = (zf__cloop_t){enter->name, merge->name, next->name};
+    /* The predicate: the LoopCond itself, or its value received in the frame. */
+    int lc = fr->loop_cond;
+    const char *pred = zf_graph_node_name(c->g, lc);
+    if (c->devs[c->node_dev[lc]].slot != c->devs[dev].slot)
+        ZF_TRY(zf__pctx_cut_pred(c, lc, dev, loop->merge, &pred));
+    return zf__node_add_input(sw, zf__input_string(pred, 0)) ? ZF_STATUS_OK
+                                                             : zf_out_of_memory("partition");
+}
+
+zf_status_t zf__pctx_loop_driver(zf__pctx_t *c, int src, int dev, const char **driver)
+{
+    *driver = NULL;
+    int f = zf__pctx_out_frame(c, src);
     if (f == 0) return ZF_STATUS_OK;
-    return zf_unimplemented("Cannot partition the edge %s -> %s: it goes from %s to %s inside "
-                            "while-loop frame '%.*s', and loops across devices are not supported",
-                            zf__pctx_name(c, e->src), zf__pctx_name(c, v),
-                            c->devs[c->node_dev[e->src]].name, c->devs[c->node_dev[v]].name,
-                            (int)c->frames[f].len, (const char *)c->frames[f].name);
+    const zf__cloop_t *loop = NULL;
+    ZF_TRY(s_control_loop(c, f, dev, &loop));
+    *driver = loop->merge;
+    if (s_is(c->g, src, "NextIteration", "RefNextIteration")) {
+        *driver = loop->next;
+    } else if (s_is(c->g, src, "Enter", "RefEnter")) {
+        bool is_constant = false;
+        ZF_TRY(
+            zf_node_attr_bool_or(zf_graph_node_def(c->g, src), "is_constant", false, &is_constant));
+        if (!is_constant) *driver = loop->enter;
+    }
+    return ZF_STATUS_OK;
 }

@@ -105,12 +105,22 @@ typedef struct zf__dup_slot {
     const char *name; /* NULL: empty slot */
 } zf__dup_slot_t;
 
-/* A while-loop frame: its name (borrowed from the Enter node) and parent. */
+/* A while-loop frame: its name (borrowed from the Enter node), parent,
+ * parallel_iterations (its first Enter's) and LoopCond node (-1: none). */
 typedef struct zf__frame {
     const uint8_t *name;
     size_t len;
     int parent;
+    int parallel;
+    int loop_cond;
 } zf__frame_t;
+
+/* A control loop (partition_frames.c): the Enter, Merge and NextIteration
+ * that run frame f's iterations in one partition, in step with the
+ * partition of the frame's LoopCond (borrowed names; NULL: none yet). */
+typedef struct zf__cloop {
+    const char *enter, *merge, *next;
+} zf__cloop_t;
 
 typedef struct zf__pctx {
     const zf_graph_t *g;
@@ -150,6 +160,7 @@ typedef struct zf__pctx {
     int *frame; /* per original node; 0 is the root frame */
     zf__frame_t *frames;
     int n_frames;
+    zf__cloop_t *cloops; /* per frame and partition slot: [f * n_parts + slot] */
 } zf__pctx_t;
 
 /* Validates the inputs, builds the pruned and names the client endpoints:
@@ -182,7 +193,16 @@ zf_status_t zf__pctx_read_controls(zf__pctx_t *c);
 zf_status_t zf__pctx_frames_init(zf__pctx_t *c);
 /* The frame a node's outputs are in (an Exit's are in its parent's). */
 int zf__pctx_out_frame(const zf__pctx_t *c, int node);
-/* UNIMPLEMENTED for an edge cut inside a while-loop frame. */
-zf_status_t zf__pctx_check_frame(const zf__pctx_t *c, int v, const zf__pedge_t *e);
+/* The node the _Recv of a cut edge out of src, received on device dev,
+ * takes a control input from so that it runs in src's frame, once per
+ * iteration (TensorFlow's control loops, made here on first use); *driver
+ * is NULL for an edge outside every loop. Errors: INVALID_ARGUMENT for a
+ * frame without a LoopCond, UNIMPLEMENTED when dev is not a CPU. */
+zf_status_t zf__pctx_loop_driver(zf__pctx_t *c, int src, int dev, const char **driver);
+/* Cuts src:0 (a LoopCond) towards device dev outside any node being
+ * built, its recv driven by driver; *read names the node to read
+ * (partition_cut.c). */
+zf_status_t zf__pctx_cut_pred(zf__pctx_t *c, int src, int dev, const char *driver,
+                              const char **read);
 
 #endif

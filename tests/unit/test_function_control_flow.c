@@ -230,9 +230,10 @@ static void test_control_flow_if_branch_spans_two_devices(void **state)
     zf_graphdef_free(&gd);
 }
 
-/* A loop body pinned to another device than its loop: the frame would be
- * cut, which the partitioner refuses, naming the edge and the frame. */
-static void test_control_flow_refuses_a_loop_cut_across_devices(void **state)
+/* A loop body pinned to another device than its loop: the frame is cut,
+ * and the partition of the body runs the frame's iterations through a
+ * control loop driven by the LoopCond on CPU:0. */
+static void test_control_flow_runs_a_loop_cut_across_devices(void **state)
 {
     (void)state;
     Tensorflow__GraphDef *gd = zf_test_tf_graphdef("functional-while-ops.pbtxt");
@@ -246,17 +247,16 @@ static void test_control_flow_refuses_a_loop_cut_across_devices(void **state)
         }
     }
     zf_local_session_t *s = zf_test_local_session(gd, "cpu:2");
-    zf_tensor_t *iter = s_scalar(ZF_INT32, 3), *val = s_scalar(ZF_FLOAT, 1.5), *out = NULL;
-    const char *names[2] = {"iter", "val"}, *fetch = "main";
-    zf_tensor_t *values[2] = {iter, val};
-    zf_status_t st = zf_local_session_run(s, names, values, 2, &fetch, 1, NULL, 0, &out);
-    assert_int_equal(st.code, ZF_UNIMPLEMENTED);
-    if (!strstr(zf_status_msg(&st), "inside while-loop frame 'StatefulWhile', and loops across "
-                                    "devices are not supported"))
-        fail_msg("%s", zf_status_msg(&st));
-    zf_status_clear(&st);
-    zf_tensor_unref(&iter);
-    zf_tensor_unref(&val);
+    /* while iter > 0 { iter -= 1; val += val }, the addition on CPU:1 */
+    for (int n = 0; n <= 5; n++) {
+        zf_tensor_t *iter = s_scalar(ZF_INT32, n), *val = s_scalar(ZF_FLOAT, 1.5);
+        double want = 1.5;
+        for (int k = 0; k < n; k++) want += want;
+        s_expect(s, "iter", iter, "val", val, "main", want, 1);
+        assert_int_equal(zf_local_session_last_num_partitions(s), 2);
+        zf_tensor_unref(&iter);
+        zf_tensor_unref(&val);
+    }
     zf_local_session_destroy(&s);
     zf_graphdef_free(&gd);
 }
@@ -268,7 +268,7 @@ int main(void)
         cmocka_unit_test(test_control_flow_case_runs_the_indexed_branch_or_the_last),
         cmocka_unit_test(test_control_flow_runs_tensorflows_functional_graphs),
         cmocka_unit_test(test_control_flow_if_branch_spans_two_devices),
-        cmocka_unit_test(test_control_flow_refuses_a_loop_cut_across_devices),
+        cmocka_unit_test(test_control_flow_runs_a_loop_cut_across_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

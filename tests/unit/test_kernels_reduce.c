@@ -233,6 +233,149 @@ static void test_argmax_rejects_empty_and_out_of_range_axes(void **state)
                          ZF_INVALID_ARGUMENT, "output_type must be int32 or int64, got float");
 }
 
+/* ---- All, Any ------------------------------------------------------------------------------ */
+
+#define S_B23() KT_BOOL(ZF_SHAPE(2, 3), true, false, true, true, true, true)
+
+static void test_all_and_any_over_axes(void **state)
+{
+    (void)state;
+    zf_tensor_t *y = s_reduce("All", S_B23(), KT_I32(zf_shape_scalar(), 1), false);
+    KT_EXPECT_INTS(y, ZF_SHAPE(2), 0, 1);
+    zf_tensor_unref(&y);
+    y = s_reduce("Any", S_B23(), KT_I64(ZF_SHAPE(1), -2), true);
+    KT_EXPECT_INTS(y, ZF_SHAPE(1, 3), 1, 1, 1);
+    zf_tensor_unref(&y);
+    y = s_reduce("All", S_B23(), KT_I64(ZF_SHAPE(1), 0), false);
+    KT_EXPECT_INTS(y, ZF_SHAPE(3), 1, 0, 1);
+    zf_tensor_unref(&y);
+    y = s_reduce("All", S_B23(), KT_I32(ZF_SHAPE(2), -1, 0), false);
+    KT_EXPECT_INTS(y, zf_shape_scalar(), 0);
+    zf_tensor_unref(&y);
+    y = s_reduce("Any", KT_BOOL(ZF_SHAPE(2, 2), false, false, false, true),
+                 KT_I32(ZF_SHAPE(2), 0, 1), true);
+    KT_EXPECT_INTS(y, ZF_SHAPE(1, 1), 1);
+    zf_tensor_unref(&y);
+    y = s_reduce("Any", KT_BOOL(zf_shape_scalar(), false), kt_zeros(ZF_INT32, ZF_SHAPE(0)), false);
+    KT_EXPECT_INTS(y, zf_shape_scalar(), 0);
+    zf_tensor_unref(&y);
+}
+
+static void test_empty_all_is_true_and_empty_any_is_false(void **state)
+{
+    (void)state;
+    zf_tensor_t *y =
+        s_reduce("All", kt_zeros(ZF_BOOL, ZF_SHAPE(2, 0)), KT_I32(ZF_SHAPE(1), 1), false);
+    KT_EXPECT_INTS(y, ZF_SHAPE(2), 1, 1);
+    zf_tensor_unref(&y);
+    y = s_reduce("Any", kt_zeros(ZF_BOOL, ZF_SHAPE(2, 0)), KT_I32(ZF_SHAPE(1), 1), false);
+    KT_EXPECT_INTS(y, ZF_SHAPE(2), 0, 0);
+    zf_tensor_unref(&y);
+}
+
+static void test_all_and_any_reject_bad_inputs(void **state)
+{
+    (void)state;
+    zf_tensor_t *y = NULL;
+    zf_test_expect_error(
+        s_reduce_on("Any", S_B23(), KT_I32(zf_shape_scalar(), -3), false, NULL, &y),
+        ZF_INVALID_ARGUMENT,
+        "r (Any): Invalid reduction dimension (-3 for input with 2 dimension(s)");
+    zf_test_expect_error(s_reduce_on("All", S_M23(), KT_I32(zf_shape_scalar(), 0), false, NULL, &y),
+                         ZF_INVALID_ARGUMENT, "r (All): no CPU kernel for float inputs");
+    zf_test_expect_error(s_reduce_on("Sum", S_B23(), KT_I32(zf_shape_scalar(), 0), false, NULL, &y),
+                         ZF_NOT_FOUND, "No OpKernel was registered to support Op 'Sum'");
+    assert_null(y);
+}
+
+/* ---- the other integer types ------------------------------------------------------------ */
+
+#define S_TYPED(dtype, T, shape, ...)                                                              \
+    kt_tensor((dtype), (shape), (const T[]){__VA_ARGS__}, KT_COUNT(T, __VA_ARGS__))
+
+/* Element i of an integer tensor of any width, as int64 (uint64 bits kept). */
+static int64_t s_int_at(const zf_tensor_t *t, int64_t i)
+{
+    const void *d = zf_tensor_data(t);
+    switch (zf_tensor_dtype(t)) {
+    case ZF_INT8: return ((const int8_t *)d)[i];
+    case ZF_INT16: return ((const int16_t *)d)[i];
+    case ZF_UINT8: return ((const uint8_t *)d)[i];
+    case ZF_UINT16: return ((const uint16_t *)d)[i];
+    case ZF_UINT32: return ((const uint32_t *)d)[i];
+    default: return (int64_t)((const uint64_t *)d)[i];
+    }
+}
+
+static void s_expect_typed(zf_tensor_t *y, zf_dtype_t dtype, zf_shape_t shape, const int64_t *want)
+{
+    assert_int_equal(zf_tensor_dtype(y), dtype);
+    kt_expect_shape(y, shape);
+    for (int64_t i = 0; i < zf_tensor_num_elements(y); i++)
+        assert_int_equal(s_int_at(y, i), want[i]);
+    zf_tensor_unref(&y);
+}
+#define S_EXPECT_TYPED(y, dtype, shape, ...)                                                       \
+    s_expect_typed((y), (dtype), (shape), (const int64_t[]){__VA_ARGS__})
+
+static void test_reductions_of_narrow_and_unsigned_integers(void **state)
+{
+    (void)state;
+    /* sums and products wrap in their own width */
+    S_EXPECT_TYPED(s_reduce("Sum", S_TYPED(ZF_INT8, int8_t, ZF_SHAPE(3), 100, 100, -50),
+                            KT_I32(zf_shape_scalar(), 0), false),
+                   ZF_INT8, zf_shape_scalar(), -106);
+    S_EXPECT_TYPED(s_reduce("Sum", S_TYPED(ZF_UINT8, uint8_t, ZF_SHAPE(2, 2), 200, 1, 100, 2),
+                            KT_I64(ZF_SHAPE(1), 0), false),
+                   ZF_UINT8, ZF_SHAPE(2), 44, 3);
+    S_EXPECT_TYPED(s_reduce("Prod", S_TYPED(ZF_UINT16, uint16_t, ZF_SHAPE(2), 65535, 65535),
+                            KT_I32(zf_shape_scalar(), -1), true),
+                   ZF_UINT16, ZF_SHAPE(1), 1);
+    S_EXPECT_TYPED(s_reduce("Prod", S_TYPED(ZF_INT16, int16_t, ZF_SHAPE(3), -3, 7, 2),
+                            KT_I32(zf_shape_scalar(), 0), false),
+                   ZF_INT16, zf_shape_scalar(), -42);
+    S_EXPECT_TYPED(s_reduce("Max", S_TYPED(ZF_UINT32, uint32_t, ZF_SHAPE(3), 0, 4000000000u, 5),
+                            KT_I32(zf_shape_scalar(), 0), false),
+                   ZF_UINT32, zf_shape_scalar(), 4000000000LL);
+    S_EXPECT_TYPED(s_reduce("Min", S_TYPED(ZF_UINT64, uint64_t, ZF_SHAPE(2), UINT64_MAX, 9),
+                            KT_I32(zf_shape_scalar(), 0), false),
+                   ZF_UINT64, zf_shape_scalar(), 9);
+    /* integer means truncate */
+    S_EXPECT_TYPED(s_reduce("Mean", S_TYPED(ZF_INT16, int16_t, ZF_SHAPE(2, 2), 1, 2, 3, 4),
+                            KT_I32(zf_shape_scalar(), 1), true),
+                   ZF_INT16, ZF_SHAPE(2, 1), 1, 3);
+    S_EXPECT_TYPED(s_reduce("Mean", S_TYPED(ZF_INT8, int8_t, ZF_SHAPE(3), -7, 0, 1),
+                            KT_I32(zf_shape_scalar(), 0), false),
+                   ZF_INT8, zf_shape_scalar(), -2);
+    /* identities of empty reductions */
+    S_EXPECT_TYPED(
+        s_reduce("Min", kt_zeros(ZF_UINT64, ZF_SHAPE(2, 0)), KT_I32(zf_shape_scalar(), 1), false),
+        ZF_UINT64, ZF_SHAPE(2), (int64_t)UINT64_MAX, (int64_t)UINT64_MAX);
+    S_EXPECT_TYPED(
+        s_reduce("Max", kt_zeros(ZF_INT8, ZF_SHAPE(1, 0)), KT_I32(zf_shape_scalar(), 1), false),
+        ZF_INT8, ZF_SHAPE(1), INT8_MIN);
+    S_EXPECT_TYPED(
+        s_reduce("Prod", kt_zeros(ZF_UINT8, ZF_SHAPE(0)), KT_I32(zf_shape_scalar(), 0), false),
+        ZF_UINT8, zf_shape_scalar(), 1);
+    S_EXPECT_TYPED(
+        s_reduce("Mean", kt_zeros(ZF_INT16, ZF_SHAPE(0)), KT_I32(zf_shape_scalar(), 0), false),
+        ZF_INT16, zf_shape_scalar(), 0);
+}
+
+static void test_argmax_of_narrow_and_unsigned_integers(void **state)
+{
+    (void)state;
+    zf_tensor_t *y =
+        s_reduce("ArgMax", S_TYPED(ZF_UINT8, uint8_t, ZF_SHAPE(2, 3), 1, 250, 250, 9, 3, 0),
+                 KT_I32(zf_shape_scalar(), 1), false);
+    KT_EXPECT_INTS(y, ZF_SHAPE(2), 1, 0);
+    zf_tensor_unref(&y);
+    y = s_reduce("ArgMin", S_TYPED(ZF_INT16, int16_t, ZF_SHAPE(2, 2), 5, -300, -301, 7),
+                 KT_I32(zf_shape_scalar(), 0), false);
+    KT_EXPECT_INTS(y, ZF_SHAPE(2), 1, 0);
+    zf_tensor_unref(&y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +387,11 @@ int main(void)
         cmocka_unit_test(test_reductions_reject_bad_axes),
         cmocka_unit_test(test_argmax_and_argmin_pick_the_first_extreme),
         cmocka_unit_test(test_argmax_rejects_empty_and_out_of_range_axes),
+        cmocka_unit_test(test_all_and_any_over_axes),
+        cmocka_unit_test(test_empty_all_is_true_and_empty_any_is_false),
+        cmocka_unit_test(test_all_and_any_reject_bad_inputs),
+        cmocka_unit_test(test_reductions_of_narrow_and_unsigned_integers),
+        cmocka_unit_test(test_argmax_of_narrow_and_unsigned_integers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

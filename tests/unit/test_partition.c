@@ -990,8 +990,8 @@ static void test_partition_rejects_incomplete_nodes_and_untyped_cut_edges(void *
 }
 
 /* TensorFlow's own test graphs, split node by node across two devices:
- * each partitions cleanly or fails with INVALID_ARGUMENT and a message (or
- * UNIMPLEMENTED for a loop across devices); whatever comes out re-imports. */
+ * each partitions cleanly or fails with INVALID_ARGUMENT and a message;
+ * whatever comes out re-imports. */
 static void test_partition_handles_tensorflow_test_graphs(void **state)
 {
     (void)state;
@@ -1021,9 +1021,7 @@ static void test_partition_handles_tensorflow_test_graphs(void **state)
         for (int i = 0; i < n; i++) f.assign[i] = i % 2;
         s = s_run(&f, NULL);
         if (!zf_ok(s)) {
-            bool loop = s.code == ZF_UNIMPLEMENTED &&
-                        strstr(zf_status_msg(&s), "loops across devices are not supported");
-            if (!loop && (s.code != ZF_INVALID_ARGUMENT || !*zf_status_msg(&s)))
+            if (s.code != ZF_INVALID_ARGUMENT || !*zf_status_msg(&s))
                 fail_msg("%s: %s %s", e->d_name, zf_code_name(s.code), zf_status_msg(&s));
             zf_status_clear(&s);
         } else {
@@ -1042,31 +1040,100 @@ static void test_partition_handles_tensorflow_test_graphs(void **state)
     assert_true(partitioned >= 10);
 }
 
-static void test_partition_refuses_cut_edges_inside_while_loops(void **state)
+/* TensorFlow's graph-while-loop.pbtxt over CPU:0 and dev, every node
+ * assigned to CPU:0. */
+static void s_load_while_loop(s_fx_t *f, const char *dev)
+{
+    memset(f, 0, sizeof *f);
+    assert_true(zf_ok(
+        zf_graphdef_read_file(ZF_TF_DATA_DIR "/graph-while-loop.pbtxt", ZF_FORMAT_PBTXT, &f->gd)));
+    assert_true(zf_ok(zf_graph_new_from_graphdef(f->gd, &f->g)));
+    s_devices(f, 2, CPU0, dev);
+    f->assign = calloc((size_t)zf_graph_num_nodes(f->g), sizeof *f->assign);
+    assert_non_null(f->assign);
+}
+
+static void test_partition_adds_control_loops_for_loops_cut_across_devices(void **state)
 {
     (void)state;
     s_fx_t f;
-    memset(&f, 0, sizeof f);
-    assert_true(zf_ok(
-        zf_graphdef_read_file(ZF_TF_DATA_DIR "/graph-while-loop.pbtxt", ZF_FORMAT_PBTXT, &f.gd)));
-    assert_true(zf_ok(zf_graph_new_from_graphdef(f.gd, &f.g)));
-    s_devices(&f, 2, CPU0, CPU1);
-    int n = zf_graph_num_nodes(f.g);
-    f.assign = calloc((size_t)n, sizeof *f.assign);
-    assert_non_null(f.assign);
-    /* Into the loop through its Enter, in the root frame: fine. */
+    s_load_while_loop(&f, CPU1);
+    /* Into the loop through its Enter, in the root frame: a plain transfer. */
     f.assign[zf_graph_find_node(f.g, "Const")] = 1;
     s_run_ok(&f, NULL);
     assert_int_equal(s_part(&f, CPU1)->n_send, 1);
     s_assert_transfer(s_node(s_part(&f, CPU1), "Const_S0"), "_Send", "edge_0_Const", CPU1, 0x101,
                       CPU0);
-    /* Out of the loop's Switch to an Exit elsewhere: inside the frame. */
+    s_assert_inputs(s_node(s_part(&f, CPU0), "Const_S1"), "");
+    zf_partition_set_destroy(&f.set);
+
+    /* Out of the loop's Switch to an Exit elsewhere: inside the frame. CPU:1
+     * gets a control loop for the frame, driven by the LoopCond it
+     * receives from CPU:0 every iteration, and the Switch's value arrives
+     * in the frame, once per iteration. */
     f.assign[zf_graph_find_node(f.g, "Const")] = 0;
     f.assign[zf_graph_find_node(f.g, "while/Exit")] = 1;
+    s_run_ok(&f, NULL);
+    const zf_partition_t *p1 = s_part(&f, CPU1), *p0 = s_part(&f, CPU0);
+    s_assert_nodes(p1, "while/Exit while/LoopCond/_cloop_const_S0 while/LoopCond/_cloop_enter_S1 "
+                       "while/LoopCond/_cloop_merge_S2 while/LoopCond/_cloop_switch_S3 "
+                       "while/LoopCond/_cloop_next_S4 while/LoopCond_S6 while/Switch_S8");
+    assert_int_equal(p1->n_recv, 2);
+    assert_int_equal(p0->n_send, 2);
+    const Tensorflow__NodeDef *enter = s_node(p1, "while/LoopCond/_cloop_enter_S1");
+    assert_string_equal(enter->op, "Enter");
+    s_assert_inputs(enter, "while/LoopCond/_cloop_const_S0");
+    s_assert_attr_s(enter, "frame_name", "while/while_context");
+    assert_false(s_attr_b(enter, "is_constant"));
+    assert_int_equal(s_attr_i(enter, "parallel_iterations"), 10);
+    s_assert_attr_type(enter, "T", ZF_FLOAT);
+    s_assert_inputs(s_node(p1, "while/LoopCond/_cloop_merge_S2"),
+                    "while/LoopCond/_cloop_enter_S1 while/LoopCond/_cloop_next_S4");
+    s_assert_inputs(s_node(p1, "while/LoopCond/_cloop_switch_S3"),
+                    "while/LoopCond/_cloop_merge_S2 while/LoopCond_S6");
+    s_assert_inputs(s_node(p1, "while/LoopCond/_cloop_next_S4"),
+                    "while/LoopCond/_cloop_switch_S3:1");
+    s_assert_transfer(s_node(p1, "while/LoopCond_S6"), "_Recv", "loop_pred_while/LoopCond", CPU0,
+                      0x100, CPU1);
+    s_assert_attr_type(s_node(p1, "while/LoopCond_S6"), "tensor_type", ZF_BOOL);
+    s_assert_inputs(s_node(p1, "while/LoopCond_S6"), "^while/LoopCond/_cloop_merge_S2");
+    s_assert_transfer(s_node(p0, "while/LoopCond_S5"), "_Send", "loop_pred_while/LoopCond", CPU0,
+                      0x100, CPU1);
+    s_assert_inputs(s_node(p0, "while/LoopCond_S5"), "while/LoopCond");
+    s_assert_transfer(s_node(p1, "while/Switch_S8"), "_Recv", "edge_14_while/Switch", CPU0, 0x100,
+                      CPU1);
+    s_assert_inputs(s_node(p1, "while/Switch_S8"), "^while/LoopCond/_cloop_merge_S2");
+    s_assert_inputs(s_node(p1, "while/Exit"), "while/Switch_S8");
+    /* CPU:0 receives nothing inside the frame: no control loop there. */
+    for (size_t i = 0; i < p0->graph->n_node; i++)
+        assert_null(strstr(p0->graph->node[i]->name, "_cloop_"));
+    s_free(&f);
+}
+
+/* A frame cut across devices needs its LoopCond (TensorFlow's words), and
+ * control loops run on CPU devices only. */
+static void test_partition_refuses_loops_it_cannot_run_across_devices(void **state)
+{
+    (void)state;
+    s_fx_t f;
+    s_load(&f,
+           "node { name: 'c' op: 'Const' attr { key: 'dtype' value { type: DT_FLOAT } }"
+           "  attr { key: 'value' value { tensor { dtype: DT_FLOAT float_val: 1 } } } }"
+           "node { name: 'e' op: 'Enter' input: 'c' attr { key: 'T' value { type: DT_FLOAT } }"
+           "  attr { key: 'frame_name' value { s: 'f' } } }"
+           "node { name: 'n' op: 'Neg' input: 'e' device: '/cpu:1'"
+           "  attr { key: 'T' value { type: DT_FLOAT } } }"
+           "node { name: 'x' op: 'Exit' input: 'n' attr { key: 'T' value { type: DT_FLOAT } } }");
+    s_devices(&f, 2, CPU0, CPU1);
+    s_run_fails(&f, NULL, ZF_INVALID_ARGUMENT,
+                "A cross-device loop must have a pivot predicate: f");
+    s_free(&f);
+
+    s_load_while_loop(&f, GPU0);
+    f.assign[zf_graph_find_node(f.g, "while/Exit")] = 1;
     s_run_fails(&f, NULL, ZF_UNIMPLEMENTED,
-                "Cannot partition the edge while/Switch -> while/Exit: it goes from " CPU0
-                " to " CPU1 " inside while-loop frame 'while/while_context', and loops across "
-                "devices are not supported");
+                "while-loop frame 'while/while_context' spans devices and reaches " GPU0
+                ": a loop runs across devices only through CPU devices");
     s_free(&f);
 }
 
@@ -1143,7 +1210,8 @@ int main(void)
         T(test_partition_rejects_bad_device_sets_and_assignments),
         T(test_partition_rejects_incomplete_nodes_and_untyped_cut_edges),
         T(test_partition_handles_tensorflow_test_graphs),
-        T(test_partition_refuses_cut_edges_inside_while_loops),
+        T(test_partition_adds_control_loops_for_loops_cut_across_devices),
+        T(test_partition_refuses_loops_it_cannot_run_across_devices),
         T(test_partition_of_an_empty_graph_has_no_partitions),
         T(test_partition_set_destroy_is_null_safe),
     };

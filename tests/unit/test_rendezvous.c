@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -148,6 +149,49 @@ static void test_rendezvous_cancelled_recv_fires_with_cancelled_and_skips_the_qu
     assert_false(zf_rendezvous_cancel_recv(r, KEY_A, tok1)); /* completed */
     zf_test_got_clear(&g0);
     zf_test_got_clear(&g1);
+    zf_tensor_unref(&t);
+    zf_rendezvous_unref(&r);
+}
+
+/* A loop makes a key per iteration (frame and iteration in its last
+ * field): each is forgotten once used, whichever side came first or when
+ * its recv is cancelled. */
+static void test_rendezvous_forgets_keys_once_used(void **state)
+{
+    (void)state;
+    zf_rendezvous_t *r = NULL;
+    assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
+    zf_tensor_t *t = zf_test_scalar(1.0f);
+    char key[256];
+    for (int i = 0; i < 10000; i++) {
+        snprintf(key, sizeof key,
+                 "/job:l/replica:0/task:0/device:CPU:0;0000000000000001;/job:l/replica:0/task:0/"
+                 "device:CPU:1;a:0;77:%d",
+                 i);
+        zf_test_got_t g = {0};
+        if (i % 2) {
+            assert_int_equal(zf_rendezvous_send(r, key, t, false).code, ZF_OK);
+            assert_int_equal(zf_rendezvous_num_keys(r), 1);
+            assert_int_equal(zf_rendezvous_recv_async(r, key, zf_test_record_recv, &g, NULL).code,
+                             ZF_OK);
+        } else {
+            assert_int_equal(zf_rendezvous_recv_async(r, key, zf_test_record_recv, &g, NULL).code,
+                             ZF_OK);
+            assert_int_equal(zf_rendezvous_num_keys(r), 1);
+            assert_int_equal(zf_rendezvous_send(r, key, t, false).code, ZF_OK);
+        }
+        assert_int_equal(g.fired, 1);
+        assert_ptr_equal(g.tensor, t);
+        zf_test_got_clear(&g);
+        assert_int_equal(zf_rendezvous_num_keys(r), 0);
+    }
+    zf_test_got_t g = {0};
+    uint64_t tok = 0;
+    assert_int_equal(zf_rendezvous_recv_async(r, KEY_A, zf_test_record_recv, &g, &tok).code, ZF_OK);
+    assert_true(zf_rendezvous_cancel_recv(r, KEY_A, tok));
+    assert_int_equal(zf_rendezvous_num_keys(r), 0);
+    zf_test_got_clear(&g);
+    assert_int_equal(zf_tensor_refcount(t), 1);
     zf_tensor_unref(&t);
     zf_rendezvous_unref(&r);
 }
@@ -343,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_rendezvous_pairs_sends_and_recvs_in_fifo_order_per_key),
         cmocka_unit_test(test_rendezvous_rejects_a_live_send_without_a_tensor),
         cmocka_unit_test(test_rendezvous_cancelled_recv_fires_with_cancelled_and_skips_the_queue),
+        cmocka_unit_test(test_rendezvous_forgets_keys_once_used),
         cmocka_unit_test(test_rendezvous_abort_is_sticky_and_fails_pending_and_later_calls),
         cmocka_unit_test(test_rendezvous_frees_unclaimed_values_when_the_step_ends),
         cmocka_unit_test(test_rendezvous_blocking_recv_keeps_order_across_threads),

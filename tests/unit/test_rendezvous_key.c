@@ -86,6 +86,29 @@ static void test_parse_refuses_malformed_keys(void **state)
     }
 }
 
+/* Frame ids: the same for the same frame instance on every executor,
+ * different for another name, parent or parent iteration, never 0 (the
+ * root's). */
+static void test_frame_ids_name_frame_instances(void **state)
+{
+    (void)state;
+    const uint8_t *w = (const uint8_t *)"while/while_context", *v = (const uint8_t *)"while/w2";
+    uint64_t a = zf_rendezvous_frame_id(0, 0, w, 19);
+    assert_true(a != 0);
+    assert_true(a == zf_rendezvous_frame_id(0, 0, w, 19));
+    assert_true(a != zf_rendezvous_frame_id(0, 0, v, 8));
+    assert_true(a != zf_rendezvous_frame_id(0, 0, w, 18)); /* a prefix of the name */
+    assert_true(a != zf_rendezvous_frame_id(a, 0, w, 19)); /* nested in itself */
+    /* The instances of an inner frame, one per outer iteration: all distinct. */
+    uint64_t seen[1000];
+    for (int i = 0; i < 1000; i++) {
+        seen[i] = zf_rendezvous_frame_id(a, i, v, 8);
+        assert_true(seen[i] != 0);
+        for (int k = 0; k < i; k++) assert_true(seen[k] != seen[i]);
+    }
+    assert_true(zf_rendezvous_frame_id(0, 0, NULL, 0) != 0);
+}
+
 static void test_src_device_is_the_first_field(void **state)
 {
     (void)state;
@@ -103,6 +126,7 @@ int main(void)
         cmocka_unit_test(test_parse_reads_back_the_fields_of_a_key),
         cmocka_unit_test(test_parse_reads_back_the_largest_numbers),
         cmocka_unit_test(test_parse_refuses_malformed_keys),
+        cmocka_unit_test(test_frame_ids_name_frame_instances),
         cmocka_unit_test(test_src_device_is_the_first_field),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

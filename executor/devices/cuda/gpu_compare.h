@@ -27,14 +27,9 @@ typedef enum zf__gpu_compare {
     ZF__GPU_LOGICAL_OR,  /* bool only */
 } zf__gpu_compare_t;
 
-/* Three inputs broadcast into an output of dims[0..rank) (row major, rank
- * 0 a single element); st[k][d] is input k's element stride along dim d,
- * 0 where it is broadcast. */
-typedef struct zf__gpu_bcast3 {
-    int rank;
-    int64_t dims[ZF__GPU_MAX_RANK];
-    int64_t st[3][ZF__GPU_MAX_RANK];
-} zf__gpu_bcast3_t;
+/* Select's three inputs broadcast into its output: the plan of
+ * executor/kernels/broadcast.h (rank 0 a single element). */
+typedef zf_broadcast_n_t zf__gpu_bcast3_t;
 
 /* out (bool) = op(a, b) over bc, n = the product of bc->dims. dtype is
  * ZF_HALF, ZF_FLOAT, ZF_DOUBLE, ZF_INT8, ZF_INT16, ZF_INT64 or ZF_UINT8,

@@ -77,32 +77,6 @@ static zf_status_t s_logical_not(zf_kernel_ctx_t *ctx)
 
 /* ---- Select and SelectV2 ---------------------------------------------------------- */
 
-/* The broadcast of cond, then and else (shapes[0..3)) into out: its dims
- * of 1 drop out, each input's strides are 0 where it is broadcast. */
-static void s_plan3(const zf_shape_t *const *shapes, const zf_shape_t *out, zf__gpu_bcast3_t *bc)
-{
-    memset(bc, 0, sizeof *bc);
-    int r = 0;
-    for (int k = 0; k < out->rank; k++) {
-        if (out->dims[k] == 1) continue;
-        bc->dims[r] = out->dims[k];
-        for (int i = 0; i < 3; i++) {
-            int j = shapes[i]->rank - out->rank + k;
-            bc->st[i][r] = j >= 0 && shapes[i]->dims[j] != 1; /* 1 = spans; strides below */
-        }
-        r++;
-    }
-    bc->rank = r;
-    for (int i = 0; i < 3; i++) {
-        int64_t stride = 1;
-        for (int k = r - 1; k >= 0; k--) {
-            bool spans = bc->st[i][k] != 0;
-            bc->st[i][k] = spans ? stride : 0;
-            if (spans) stride *= bc->dims[k];
-        }
-    }
-}
-
 static zf_status_t s_select(zf_kernel_ctx_t *ctx, bool broadcast)
 {
     zf__gpu_t *g = NULL;
@@ -121,7 +95,7 @@ static zf_status_t s_select(zf_kernel_ctx_t *ctx, bool broadcast)
     const zf_shape_t *shapes[3] = {&cond, zf_tensor_shape(ctx->inputs[1]),
                                    zf_tensor_shape(ctx->inputs[2])};
     zf__gpu_bcast3_t bc;
-    s_plan3(shapes, &shape, &bc);
+    zf_broadcast_plan_n(shapes, 3, &shape, &bc);
     return zf__gpu_kernel_launched(
         ctx, zf__gpu_launch_select(g->stream, zf_dtype_size(t), zf_tensor_data(ctx->inputs[0]),
                                    zf_tensor_data(ctx->inputs[1]), zf_tensor_data(ctx->inputs[2]),
