@@ -19,12 +19,17 @@
 #define S_STASH_MAX      64
 #define S_PROGRESS_MS    250  /* progress polls while a job is waited for */
 #define S_WAIT_MARGIN_MS 3000 /* a WaitJob's own timeout answers before ours */
-#define S_PEERS_MAX      9    /* the broker and up to 8 schedulers */
-#define S_PING_MS        1000
-#define S_SILENCE_MS     3000
-#define S_PING_BIT       ((uint64_t)1 << 63) /* marks the request ids of pings */
-#define S_SENT_MAX       256                 /* requests remembered for s_await */
-#define S_REACH_MS       1000                /* how long a new scheduler endpoint has to answer */
+/* The longest one WaitJob of zf_client_wait_result asks the service for:
+ * a waiter its client gave up on (the broker fell silent, the process was
+ * killed) leaves the scheduler within it, so that it cannot take a result
+ * that a later wait was told it could collect. */
+#define S_WAIT_SLICE_MS 1000
+#define S_PEERS_MAX     9 /* the broker and up to 8 schedulers */
+#define S_PING_MS       1000
+#define S_SILENCE_MS    3000
+#define S_PING_BIT      ((uint64_t)1 << 63) /* marks the request ids of pings */
+#define S_SENT_MAX      256                 /* requests remembered for s_await */
+#define S_REACH_MS      1000                /* how long a new scheduler endpoint has to answer */
 
 /* A socket requests go out on: peer 0 is the broker, the others are
  * schedulers reached directly. heard_ms: when it last sent us anything. */
@@ -743,6 +748,7 @@ zf_status_t zf_client_wait_result(zf_client_t *c, const char *job_id, int timeou
         int64_t left = deadline - s_now_ms();
         int slice = left < 1 ? 1 : left > INT32_MAX ? INT32_MAX : (int)left;
         if (progress && slice > S_PROGRESS_MS) slice = S_PROGRESS_MS;
+        if (slice > S_WAIT_SLICE_MS) slice = S_WAIT_SLICE_MS;
         Zflow__Envelope *rep = NULL;
         zf_status_t s = s_wait_once(c, job_id, slice, &rep);
         if (!zf_ok(s)) return s_wait_failed(s, job_id);

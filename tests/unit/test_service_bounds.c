@@ -390,7 +390,11 @@ test_cli_run_names_its_job_when_its_wait_fails_so_the_result_can_be_collected(vo
     close(out_fd);
     close(err_fd);
     assert_int_equal(zf_test_reap(cli, deadline), 1);
+    /* the broker back first: the WaitJob it still held reaches the
+     * scheduler, whose waiter ends within its 1 s slice, before the job
+     * can end and hand it the result */
     kill(f->svc.broker.pid, SIGCONT);
+    usleep(2000000);
     kill(f->svc.executors[1].pid, SIGCONT);
     /* "... no result for job <id> (it goes on, and a later wait for <id> can
      * still collect its result): UNAVAILABLE ..." */
