@@ -432,6 +432,7 @@ static Zflow__SessionOptions s_options(const zf_client_session_options_t *opts)
         o.allow_soft_placement = opts->allow_soft_placement;
         o.place_first = opts->place_first;
         o.step_timeout_ms = opts->step_timeout_ms;
+        o.opt_level = opts->opt_level;
     }
     return o;
 }

@@ -11,6 +11,7 @@
 
 #include "common/graphdef_io.h"
 #include "common/log.h"
+#include "executor/engine/graph_optimizer.h"
 #include "common/random.h"
 #include "executor/kernels/kernel.h"
 #include "executor/kernels/kernels_sendrecv.h"
@@ -92,6 +93,8 @@ static zf_status_t s_graph_new(zf_exec_service_t *svc, Zflow__RegisterGraph *req
     if (zf_ok(s) && !(g->handle = strdup(handle))) s = zf_out_of_memory("RegisterGraph");
     zf_engine_params_t params = {svc->device, g->session ? g->session->resources : NULL};
     if (zf_ok(s)) s = zf__svc_graph_peers(svc, g, req);
+    zf_optimizer_options_t oo = {req->opt_level, 0};
+    if (zf_ok(s)) s = zf_optimize_graph(req->graph, &oo, NULL);
     if (zf_ok(s)) s = zf_engine_new(req->graph, &params, &g->ex);
     if (zf_ok(s)) zf_engine_adopt_graphdef(g->ex, &req->graph); /* the envelope lets go */
     if (!zf_ok(s)) {
