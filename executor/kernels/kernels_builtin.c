@@ -17,6 +17,7 @@ static zf_status_t (*const s_cpu_families[])(void) = {
     zf__kernels_register_reduce,  zf__kernels_register_nn,      zf__kernels_register_conv,
     zf__kernels_register_compare, zf__kernels_register_control,
     zf__kernels_register_activation, zf__kernels_register_loss,   zf__kernels_register_random,
+    zf__kernels_register_checkpoint,
 };
 
 /* GPU kernel families: the GPU kernels add their registration function

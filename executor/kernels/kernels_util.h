@@ -54,6 +54,7 @@ zf_status_t zf__kernels_register_control(void);
 zf_status_t zf__kernels_register_activation(void);
 zf_status_t zf__kernels_register_loss(void);
 zf_status_t zf__kernels_register_random(void);
+zf_status_t zf__kernels_register_checkpoint(void);
 
 /* ---- dtypes and attrs --------------------------------------------------- */
 
