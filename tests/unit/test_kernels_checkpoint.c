@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include "common/graphdef_io.h"
 #include "kernel_test_util.h"
 
 typedef struct {
@@ -255,6 +256,43 @@ static void test_merge_joins_sharded_saves_and_removes_their_directories(void **
     kt_unref_all(ts, 2);
 }
 
+/* A graph that saves, as tf.train.Saver builds one, then a run of its
+ * restore op: the op table's signatures and the kernels through a session. */
+static void test_a_session_saves_and_restores_through_the_graph(void **state)
+{
+    s_fixture_t *f = *state;
+    Tensorflow__GraphDef *gd = zf_test_graphdef(
+        "node { name: 'prefix' op: 'Placeholder' attr { key: 'dtype' value { type: DT_STRING } } }"
+        "node { name: 'names' op: 'Const' attr { key: 'dtype' value { type: DT_STRING } }"
+        "  attr { key: 'value' value { tensor { dtype: DT_STRING tensor_shape { dim { size: 2 } }"
+        "    string_val: 'w' string_val: 'step' } } } }"
+        "node { name: 'slices' op: 'Const' attr { key: 'dtype' value { type: DT_STRING } }"
+        "  attr { key: 'value' value { tensor { dtype: DT_STRING tensor_shape { dim { size: 2 } }"
+        "    string_val: '' string_val: '' } } } }"
+        "node { name: 'w' op: 'Const' attr { key: 'dtype' value { type: DT_FLOAT } }"
+        "  attr { key: 'value' value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 2 } }"
+        "    float_val: 0.5 float_val: -2 } } } }"
+        "node { name: 'step' op: 'Const' attr { key: 'dtype' value { type: DT_INT64 } }"
+        "  attr { key: 'value' value { tensor { dtype: DT_INT64 tensor_shape { } int64_val: 9 } } "
+        "} }"
+        "node { name: 'save' op: 'SaveV2' input: 'prefix' input: 'names' input: 'slices'"
+        "  input: 'w' input: 'step'"
+        "  attr { key: 'dtypes' value { list { type: DT_FLOAT type: DT_INT64 } } } }"
+        "node { name: 'restore' op: 'RestoreV2' input: 'prefix' input: 'names' input: 'slices'"
+        "  attr { key: 'dtypes' value { list { type: DT_FLOAT type: DT_INT64 } } } }");
+    zf_local_session_t *s = zf_test_local_session(gd, "cpu:1");
+    zf_tensor_t *prefix = s_str(f->prefix), *out[2] = {0};
+    const char *feed = "prefix", *target = "save", *fetches[] = {"restore:0", "restore:1"};
+    ASSERT_OK(zf_local_session_run(s, &feed, &prefix, 1, NULL, 0, &target, 1, NULL));
+    ASSERT_OK(zf_local_session_run(s, &feed, &prefix, 1, fetches, 2, NULL, 0, out));
+    KT_EXPECT_NEAR(out[0], ZF_SHAPE(2), 0, 0.5, -2);
+    KT_EXPECT_INTS(out[1], zf_shape_scalar(), 9);
+    kt_unref_all(out, 2);
+    zf_tensor_unref(&prefix);
+    zf_local_session_destroy(&s);
+    zf_graphdef_free(&gd);
+}
+
 int main(void)
 {
     zf_kernels_register_builtin(false);
@@ -268,6 +306,8 @@ int main(void)
                                         s_teardown),
         cmocka_unit_test_setup_teardown(
             test_merge_joins_sharded_saves_and_removes_their_directories, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_a_session_saves_and_restores_through_the_graph,
+                                        s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
