@@ -565,6 +565,16 @@ static void test_merge_joins_bundles_and_renumbers_their_shards(void **state)
     ASSERT_OK(zf_bundle_write(b, &ka, (const zf_tensor_t *const *)ts, 1));
     zf_test_expect_error(zf_bundle_merge(srcs, 2, dest, false), ZF_INVALID_ARGUMENT,
                          "Duplicate tensor keyed by z encountered, when merging prefix");
+    /* allow_missing skips a prefix without an index, but not all of them */
+    char gone[300];
+    snprintf(gone, sizeof gone, "%s/gone", dir);
+    const char *with_gone[2] = {gone, a};
+    zf_test_expect_error(zf_bundle_merge(with_gone, 2, dest, false), ZF_NOT_FOUND, "gone.index");
+    ASSERT_OK(zf_bundle_merge(with_gone, 2, dest, true));
+    ASSERT_OK(zf_bundle_reader_open(dest, &r));
+    assert_int_equal(zf_bundle_reader_num_keys(r), 1);
+    zf_bundle_reader_destroy(&r);
+    zf_test_expect_error(zf_bundle_merge(with_gone, 1, dest, true), ZF_NOT_FOUND, "none of");
     kt_unref_all(ts, 2);
     zf_test_rm_rf(dir);
     free(dir);
