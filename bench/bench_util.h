@@ -3,6 +3,7 @@
 #ifndef ZF_BENCH_UTIL_H
 #define ZF_BENCH_UTIL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/status.h"
+#include "proto/node_def.pb-c.h"
 
 static inline double zf_bench_now(void)
 {
@@ -69,6 +71,57 @@ static inline void zf_bench_bin_dir(const char *argv0, char *buf, size_t size)
         buf[n] = '\0';
     char *slash = strrchr(buf, '/');
     if (slash && (size_t)(slash - buf) + 8 <= size) strcpy(slash, "/../bin");
+}
+
+/* A NodeDef built in place (no allocation) with up to 4 type or bool
+ * attrs, for benchmarks that run one kernel. */
+#define ZF_BENCH_MAX_ATTRS 4
+
+typedef struct {
+    Tensorflow__NodeDef node;
+    Tensorflow__NodeDef__AttrEntry entries[ZF_BENCH_MAX_ATTRS], *entry_ptrs[ZF_BENCH_MAX_ATTRS];
+    Tensorflow__AttrValue values[ZF_BENCH_MAX_ATTRS];
+    char *inputs[8];
+} zf_bench_node_t;
+
+/* A node called name running op with n_inputs inputs named "in". */
+static inline void zf_bench_node_init(zf_bench_node_t *n, const char *name, const char *op,
+                                      int n_inputs)
+{
+    tensorflow__node_def__init(&n->node);
+    for (int i = 0; i < n_inputs && i < 8; i++) n->inputs[i] = "in";
+    n->node.name = (char *)name;
+    n->node.op = (char *)op;
+    n->node.input = n->inputs;
+    n->node.n_input = (size_t)n_inputs;
+    n->node.attr = n->entry_ptrs;
+}
+
+static inline Tensorflow__AttrValue *zf_bench_node_attr(zf_bench_node_t *n, const char *key)
+{
+    size_t i = n->node.n_attr++;
+    if (i >= ZF_BENCH_MAX_ATTRS) abort();
+    tensorflow__node_def__attr_entry__init(&n->entries[i]);
+    tensorflow__attr_value__init(&n->values[i]);
+    n->entries[i].key = (char *)key;
+    n->entries[i].value = &n->values[i];
+    n->entry_ptrs[i] = &n->entries[i];
+    return &n->values[i];
+}
+
+/* The attr key: float, as a type. */
+static inline void zf_bench_node_float_type(zf_bench_node_t *n, const char *key)
+{
+    Tensorflow__AttrValue *v = zf_bench_node_attr(n, key);
+    v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_TYPE;
+    v->type = TENSORFLOW__DATA_TYPE__DT_FLOAT;
+}
+
+static inline void zf_bench_node_bool(zf_bench_node_t *n, const char *key, bool b)
+{
+    Tensorflow__AttrValue *v = zf_bench_node_attr(n, key);
+    v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_B;
+    v->b = b;
 }
 
 #endif

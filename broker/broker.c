@@ -25,6 +25,7 @@ static bool s_body_present(const Zflow__Envelope *env)
     switch (env->body_case) {
     case ZFLOW__ENVELOPE__BODY_REGISTER_EXECUTOR: return env->register_executor != NULL;
     case ZFLOW__ENVELOPE__BODY_HEARTBEAT: return env->heartbeat != NULL;
+    case ZFLOW__ENVELOPE__BODY_DEREGISTER_EXECUTOR: return env->deregister_executor != NULL;
     default: return true;
     }
 }
@@ -36,6 +37,7 @@ static unsigned s_allowed_roles(const zf_route_t *route, const Zflow__Envelope *
     if (route->n == 2) return ZF_ROLE_SCHEDULER;
     switch (env->body_case) {
     case ZFLOW__ENVELOPE__BODY_REGISTER_EXECUTOR:
+    case ZFLOW__ENVELOPE__BODY_DEREGISTER_EXECUTOR:
     case ZFLOW__ENVELOPE__BODY_HEARTBEAT: return ZF_ROLE_EXECUTOR;
     case ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER: return ZF_ROLE_SCHEDULER;
     case ZFLOW__ENVELOPE__BODY_LIST_EXECUTORS:
@@ -69,6 +71,8 @@ static void s_dispatch(zf_broker_t *b, const zf_route_t *route, const Zflow__Env
         zf__broker_on_register_executor(b, &from, env);
     else if (env->body_case == ZFLOW__ENVELOPE__BODY_HEARTBEAT)
         zf__broker_on_heartbeat(b, &from, env);
+    else if (env->body_case == ZFLOW__ENVELOPE__BODY_DEREGISTER_EXECUTOR)
+        zf__broker_on_deregister_executor(b, &from, env);
     else if (env->body_case == ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER)
         zf__broker_on_register_scheduler(b, &from, env);
     else if (env->body_case == ZFLOW__ENVELOPE__BODY_LIST_EXECUTORS)
@@ -152,7 +156,8 @@ static zf_status_t s_serve_one(zf_broker_t *b)
     return ZF_STATUS_OK;
 }
 
-/* Drops the schedulers and forgets the clients whose connections closed. A
+/* Drops the schedulers and executors and forgets the clients whose
+ * connections closed. A
  * monitor event is two frames: [u16 event, u32 value (the fd)][endpoint]. */
 void zf__broker_serve_monitor(zf_broker_t *b)
 {
@@ -174,6 +179,7 @@ void zf__broker_serve_monitor(zf_broker_t *b)
             else
                 i++;
         }
+        zf_registry_drop_conn(b->reg, (int)fd);
         zf__broker_clients_disconnected(b, (int)fd);
     }
     zmq_msg_close(&m);
@@ -247,8 +253,7 @@ static void s_set_endpoint(zf_broker_t *b, const char *bound)
 
 static zf_status_t s_open(zf_broker_t *b, const zf_broker_config_t *config)
 {
-    zf_registry_config_t rc = {config->heartbeat_ms, config->heartbeat_misses, NULL, NULL,
-                               config->keys != NULL};
+    zf_registry_config_t rc = {config->heartbeat_ms, config->heartbeat_misses, NULL, NULL, true};
     ZF_TRY(zf_registry_new(&rc, &b->reg));
     zf_registry_set_listener(b->reg, zf__broker_on_registry_event, b);
     ZF_TRY(zf_zctx_new(&b->ctx));

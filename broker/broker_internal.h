@@ -99,6 +99,8 @@ void zf__broker_on_registry_event(void *arg, zf_registry_event_t event,
                                   const Zflow__ExecutorInfo *info, const char *reason);
 void zf__broker_on_register_executor(zf_broker_t *b, const zf__broker_ident_t *from,
                                      const Zflow__Envelope *req);
+void zf__broker_on_deregister_executor(zf_broker_t *b, const zf__broker_ident_t *from,
+                                       const Zflow__Envelope *req);
 void zf__broker_on_heartbeat(zf_broker_t *b, const zf__broker_ident_t *from,
                              const Zflow__Envelope *req);
 void zf__broker_on_register_scheduler(zf_broker_t *b, const zf__broker_ident_t *from,

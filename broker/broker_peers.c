@@ -95,6 +95,7 @@ void zf__broker_on_register_executor(zf_broker_t *b, const zf__broker_ident_t *f
 {
     char name[ZF_DEVICE_NAME_MAX] = "";
     zf_status_t st = zf_registry_register(b->reg, req->register_executor->info, name, sizeof name);
+    if (zf_ok(st)) zf_registry_set_conn(b->reg, name, b->msg_fd);
     if (!zf_ok(st)) {
         zf_log_warn(ZF__BROKER_LOG, "RegisterExecutor refused: %s", zf_status_msg(&st));
         st = zf_status_prefix(st, "RegisterExecutor");
@@ -117,11 +118,21 @@ void zf__broker_on_register_executor(zf_broker_t *b, const zf__broker_ident_t *f
     zflow__status__free_unpacked(reply.status, NULL);
 }
 
+void zf__broker_on_deregister_executor(zf_broker_t *b, const zf__broker_ident_t *from,
+                                       const Zflow__Envelope *req)
+{
+    const Zflow__DeregisterExecutor *d = req->deregister_executor;
+    zf_status_t st = zf_registry_deregister(b->reg, d->device_name, d->incarnation);
+    zf__broker_send_status(b, from, req->request_id, &st);
+    zf_status_clear(&st);
+}
+
 void zf__broker_on_heartbeat(zf_broker_t *b, const zf__broker_ident_t *from,
                              const Zflow__Envelope *req)
 {
     const Zflow__Heartbeat *hb = req->heartbeat;
     zf_status_t st = zf_registry_heartbeat(b->reg, hb->device_name, hb->incarnation, hb->load);
+    if (zf_ok(st)) zf_registry_set_conn(b->reg, hb->device_name, b->msg_fd);
     Zflow__HeartbeatReply reply = ZFLOW__HEARTBEAT_REPLY__INIT;
     zf_status_t s = zf_status_to_proto(&st, &reply.status);
     zf_status_clear(&st);

@@ -17,6 +17,7 @@
 typedef struct s_entry {
     Zflow__ExecutorInfo *info; /* owned; info->device->name is the canonical name */
     int64_t last_seen_ms;
+    int conn; /* the connection it last spoke on (zf_registry_set_conn); -1: unknown */
 } s_entry_t;
 
 struct zf_registry {
@@ -219,7 +220,7 @@ static zf_status_t s_register(zf_registry_t *reg, const Zflow__ExecutorInfo *inf
                              name, reg->entries[old].info->device->incarnation,
                              reg->heartbeat_misses);
     ZF_TRY(s_reserve(reg));
-    s_entry_t e = {NULL, reg->now(reg->now_arg)};
+    s_entry_t e = {NULL, reg->now(reg->now_arg), -1};
     ZF_TRY(s_make_entry(info, name, &e));
     if (old >= 0) {
         char reason[96];
@@ -240,16 +241,35 @@ zf_status_t zf_registry_register(zf_registry_t *reg, const Zflow__ExecutorInfo *
     return s;
 }
 
-zf_status_t zf_registry_heartbeat(zf_registry_t *reg, const char *name, uint64_t incarnation,
-                                  int64_t load)
+/* The entry of name at incarnation, or NOT_FOUND. */
+static zf_status_t s_find_live(const zf_registry_t *reg, const char *name, uint64_t incarnation,
+                               int *at)
 {
     int i = s_find(reg, name ? name : "");
     if (i < 0) return zf_not_found("device '%s' is not registered", name ? name : "");
-    s_entry_t *e = &reg->entries[i];
+    const s_entry_t *e = &reg->entries[i];
     if (e->info->device->incarnation != incarnation)
         return zf_not_found("device '%s' is registered with incarnation 0x%016" PRIx64
                             ", not 0x%016" PRIx64,
                             name, e->info->device->incarnation, incarnation);
+    *at = i;
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_registry_deregister(zf_registry_t *reg, const char *name, uint64_t incarnation)
+{
+    int i = -1;
+    ZF_TRY(s_find_live(reg, name, incarnation, &i));
+    s_remove(reg, i, "stopped");
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_registry_heartbeat(zf_registry_t *reg, const char *name, uint64_t incarnation,
+                                  int64_t load)
+{
+    int i = -1;
+    ZF_TRY(s_find_live(reg, name, incarnation, &i));
+    s_entry_t *e = &reg->entries[i];
     e->last_seen_ms = reg->now(reg->now_arg);
     e->info->load = load;
     return ZF_STATUS_OK;
@@ -258,6 +278,26 @@ zf_status_t zf_registry_heartbeat(zf_registry_t *reg, const char *name, uint64_t
 static int64_t s_deadline_ms(const zf_registry_t *reg)
 {
     return (int64_t)reg->heartbeat_ms * reg->heartbeat_misses;
+}
+
+void zf_registry_set_conn(zf_registry_t *reg, const char *name, int conn)
+{
+    int i = s_find(reg, name ? name : "");
+    if (i >= 0) reg->entries[i].conn = conn;
+}
+
+int zf_registry_drop_conn(zf_registry_t *reg, int conn)
+{
+    int removed = 0;
+    for (int i = 0; i < reg->n;) {
+        if (conn < 0 || reg->entries[i].conn != conn) {
+            i++;
+            continue;
+        }
+        s_remove(reg, i, "its connection to the broker closed");
+        removed++;
+    }
+    return removed;
 }
 
 int zf_registry_expire(zf_registry_t *reg)

@@ -48,8 +48,9 @@ typedef struct zf_registry_config {
     zf_registry_clock_fn now; /* NULL: CLOCK_MONOTONIC */
     void *now_arg;
     /* Never replace a live executor: a name held by another incarnation is
-     * ALREADY_EXISTS until that one has missed its heartbeats (a secure
-     * broker). false: a new incarnation replaces the old one at once. */
+     * ALREADY_EXISTS until that one leaves, its connection closes or it
+     * misses its heartbeats (the broker's way). false: a new incarnation
+     * replaces the old one at once. */
     bool keep_live;
 } zf_registry_config_t;
 
@@ -85,6 +86,19 @@ zf_status_t zf_registry_register(zf_registry_t *reg, const Zflow__ExecutorInfo *
  * register again). */
 zf_status_t zf_registry_heartbeat(zf_registry_t *reg, const char *name, uint64_t incarnation,
                                   int64_t load);
+
+/* Removes the executor registered as name with incarnation (it stopped),
+ * reporting DIED with reason "stopped". NOT_FOUND as for a heartbeat. */
+zf_status_t zf_registry_deregister(zf_registry_t *reg, const char *name, uint64_t incarnation);
+
+/* Records that name last spoke on connection conn (the broker's socket's
+ * file descriptor). */
+void zf_registry_set_conn(zf_registry_t *reg, const char *name, int conn);
+
+/* Removes every executor whose connection conn closed (a process that
+ * died closes its connections at once), reporting DIED with reason "its
+ * connection to the broker closed". Returns how many it removed. */
+int zf_registry_drop_conn(zf_registry_t *reg, int conn);
 
 /* Removes every executor silent for longer than heartbeat_ms *
  * heartbeat_misses, reporting DIED with reason "no heartbeat for N ms".

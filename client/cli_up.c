@@ -1,5 +1,6 @@
 /* zflow up: runs a local cluster (broker, executors, scheduler) in the
- * foreground until SIGINT or SIGTERM, then stops every process. */
+ * foreground, starting again whatever process dies, until SIGINT or
+ * SIGTERM, then stops every process. */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -17,7 +18,11 @@ static const char s_usage[] =
     "\n"
     "Starts a local zflow cluster on 127.0.0.1 — a broker, one executor per\n"
     "device and a scheduler — prints the broker's address and runs until\n"
-    "Ctrl-C (SIGINT) or SIGTERM, which stop every process.\n"
+    "Ctrl-C (SIGINT) or SIGTERM, which stop every process. A process that\n"
+    "dies is started again (an executor under the same device name) after\n"
+    "a backoff of 100 ms doubling up to 5 s, each time said on stderr; one\n"
+    "that dies again after 5 restarts within 60 s stops the cluster (exit\n"
+    "status 1).\n"
     "\n"
     "  --cpu N         N CPU executors (default 1)\n"
     "  --devices LIST  devices as for `zflow run`, e.g. cpu:2\n"
@@ -69,13 +74,20 @@ static int s_parse(int argc, char **argv, char *devices, size_t size, zf_cluster
     return 0;
 }
 
-/* Waits for a stop signal or a child's exit; true for a signal. */
+static void s_log(const char *line, void *arg)
+{
+    (void)arg;
+    fprintf(stderr, "zflow up: %s\n", line);
+}
+
+/* Supervises until a stop signal (true) or a process that keeps dying. */
 static bool s_wait(zf_cluster_t *c)
 {
     while (!s_stop_signal) {
-        const char *what = NULL;
-        if (zf_cluster_poll_exited(c, &what)) {
-            fprintf(stderr, "zflow up: %s exited; stopping the cluster\n", what);
+        zf_status_t s = zf_cluster_supervise(c, s_log, NULL);
+        if (!zf_ok(s)) {
+            fprintf(stderr, "zflow up: %s\n", zf_status_msg(&s));
+            zf_status_clear(&s);
             return false;
         }
         struct timespec ts = {0, 50 * 1000 * 1000};

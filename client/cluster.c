@@ -25,7 +25,12 @@ typedef struct s_proc {
     pid_t pid; /* 0 once reaped */
     int out_fd;
     int status; /* wait status once reaped */
-    char what[64];
+    char what[96];
+    char **argv;        /* owned copy, to start it again */
+    const char *expect; /* what its startup line must contain (static) */
+    int restarts;       /* within the current window */
+    int64_t window_ms;  /* when that window began */
+    int64_t restart_ms; /* > 0: start it again at this time */
 } s_proc_t;
 
 struct zf_cluster {
@@ -101,18 +106,31 @@ static void s_child(pid_t parent, int out_fd, int read_fd, bool quiet, char *con
     _exit(127);
 }
 
-/* Starts argv and reads its startup line into line. */
-static zf_status_t s_spawn(zf_cluster_t *c, const char *what, char *const *argv, char *line)
+static void s_argv_free(char **argv)
 {
-    if (access(argv[0], X_OK) != 0)
-        return zf_not_found("%s: cannot run %s: %s", what, argv[0], strerror(errno));
-    if (c->n == c->cap) {
-        int cap = c->cap ? c->cap * 2 : 8;
-        s_proc_t *p = realloc(c->procs, (size_t)cap * sizeof *p);
-        if (!p) return zf_out_of_memory("cluster");
-        c->procs = p;
-        c->cap = cap;
+    for (char **a = argv; a && *a; a++) free(*a);
+    free(argv);
+}
+
+static char **s_argv_copy(char *const *argv)
+{
+    int n = 0;
+    while (argv[n]) n++;
+    char **copy = calloc((size_t)n + 1, sizeof *copy);
+    for (int i = 0; copy && i < n; i++) {
+        if (!(copy[i] = strdup(argv[i]))) {
+            s_argv_free(copy);
+            return NULL;
+        }
     }
+    return copy;
+}
+
+/* Forks p->argv into p and reads its startup line into line. */
+static zf_status_t s_fork(zf_cluster_t *c, s_proc_t *p, char *line)
+{
+    if (access(p->argv[0], X_OK) != 0)
+        return zf_not_found("%s: cannot run %s: %s", p->what, p->argv[0], strerror(errno));
     int fds[2];
     if (pipe(fds) != 0) return zf_status_new(ZF_UNKNOWN, "pipe: %s", strerror(errno));
     fflush(NULL);
@@ -123,12 +141,36 @@ static zf_status_t s_spawn(zf_cluster_t *c, const char *what, char *const *argv,
         close(fds[1]);
         return zf_status_new(ZF_UNKNOWN, "fork: %s", strerror(errno));
     }
-    if (pid == 0) s_child(parent, fds[1], fds[0], c->quiet, argv);
+    if (pid == 0) s_child(parent, fds[1], fds[0], c->quiet, p->argv);
     close(fds[1]);
-    s_proc_t *p = &c->procs[c->n++];
-    *p = (s_proc_t){.pid = pid, .out_fd = fds[0]};
+    if (p->out_fd >= 0) close(p->out_fd);
+    p->pid = pid;
+    p->out_fd = fds[0];
+    p->status = 0;
+    ZF_TRY(s_read_line(fds[0], p->what, c->timeout_ms, line, S_LINE_MAX));
+    if (p->expect && !strstr(line, p->expect))
+        return zf_status_new(ZF_UNAVAILABLE, "%s printed '%s', not '%s'", p->what, line, p->expect);
+    return ZF_STATUS_OK;
+}
+
+/* Starts argv (copied, for restarts) as a new process of the cluster and
+ * reads its startup line, which must contain expect (NULL: anything). */
+static zf_status_t s_spawn(zf_cluster_t *c, const char *what, char *const *argv, const char *expect,
+                           char *line)
+{
+    if (c->n == c->cap) {
+        int cap = c->cap ? c->cap * 2 : 8;
+        s_proc_t *p = realloc(c->procs, (size_t)cap * sizeof *p);
+        if (!p) return zf_out_of_memory("cluster");
+        c->procs = p;
+        c->cap = cap;
+    }
+    s_proc_t *p = &c->procs[c->n];
+    *p = (s_proc_t){.out_fd = -1, .expect = expect, .argv = s_argv_copy(argv)};
+    if (!p->argv) return zf_out_of_memory("cluster");
     snprintf(p->what, sizeof p->what, "%s", what);
-    return s_read_line(fds[0], what, c->timeout_ms, line, S_LINE_MAX);
+    c->n++;
+    return s_fork(c, p, line);
 }
 
 /* Puts "--keys DIR" at argv[at] for a secure cluster (argv has room). */
@@ -177,12 +219,16 @@ static zf_status_t s_start_broker(zf_cluster_t *c, int port)
     snprintf(listen, sizeof listen, "tcp://127.0.0.1:%d", port);
     char *argv[] = {prog, "--listen", listen, NULL, NULL, NULL};
     s_add_keys(c, argv, 3);
-    ZF_TRY(s_spawn(c, "zflow-broker", argv, line));
     const char *prefix = "zflow-broker listening on ";
+    ZF_TRY(s_spawn(c, "zflow-broker", argv, prefix, line));
     if (strncmp(line, prefix, strlen(prefix)) != 0)
         return zf_status_new(ZF_UNAVAILABLE, "zflow-broker printed '%s', not its address", line);
     snprintf(c->endpoint, sizeof c->endpoint, "%s", line + strlen(prefix));
-    return ZF_STATUS_OK;
+    /* a restart listens where everyone already connects, not on a new port */
+    s_proc_t *p = &c->procs[c->n - 1];
+    free(p->argv[2]);
+    p->argv[2] = strdup(c->endpoint);
+    return p->argv[2] ? ZF_STATUS_OK : zf_out_of_memory("cluster");
 }
 
 static zf_status_t s_start_executor(zf_cluster_t *c, const zf_device_name_t *dev)
@@ -196,7 +242,7 @@ static zf_status_t s_start_executor(zf_cluster_t *c, const zf_device_name_t *dev
     s_add_keys(c, argv, 7);
     char what[96];
     snprintf(what, sizeof what, "zflow-executor %s", device);
-    ZF_TRY(s_spawn(c, what, argv, line));
+    ZF_TRY(s_spawn(c, what, argv, NULL, line));
     if (!strstr(line, name))
         return zf_status_new(ZF_UNAVAILABLE, "%s printed '%s', not its name", what, line);
     return ZF_STATUS_OK;
@@ -208,10 +254,7 @@ static zf_status_t s_start_scheduler(zf_cluster_t *c)
     snprintf(prog, sizeof prog, "%s/zflow-scheduler", c->bin_dir);
     char *argv[] = {prog, "--broker", c->endpoint, NULL, NULL, NULL};
     s_add_keys(c, argv, 3);
-    ZF_TRY(s_spawn(c, "zflow-scheduler", argv, line));
-    if (!strstr(line, "zflow-scheduler connected"))
-        return zf_status_new(ZF_UNAVAILABLE, "zflow-scheduler printed '%s'", line);
-    return ZF_STATUS_OK;
+    return s_spawn(c, "zflow-scheduler", argv, "zflow-scheduler connected", line);
 }
 
 static zf_status_t s_start_all(zf_cluster_t *c, const zf_cluster_options_t *o)
@@ -285,6 +328,82 @@ pid_t zf_cluster_poll_exited(zf_cluster_t *c, const char **what)
     return 0;
 }
 
+/* How a process ended, for the log: "exited with status N" or "was
+ * killed by signal N". */
+static void s_describe_exit(int status, char *buf, size_t size)
+{
+    if (WIFSIGNALED(status))
+        snprintf(buf, size, "was killed by signal %d", WTERMSIG(status));
+    else
+        snprintf(buf, size, "exited with status %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+/* The wait before restart k (1, 2, ...) of a window: 100 ms, doubling, at
+ * most ZF_CLUSTER_MAX_BACKOFF_MS. */
+static int64_t s_backoff_ms(int k)
+{
+    int64_t ms = 100;
+    for (int i = 1; i < k && ms < ZF_CLUSTER_MAX_BACKOFF_MS; i++) ms *= 2;
+    return ms < ZF_CLUSTER_MAX_BACKOFF_MS ? ms : ZF_CLUSTER_MAX_BACKOFF_MS;
+}
+
+/* p died (its wait status in p->status): schedules its restart, or gives
+ * up when it died too often within the window. */
+static zf_status_t s_schedule_restart(s_proc_t *p, zf_cluster_log_fn log, void *arg)
+{
+    int64_t now = s_now_ms();
+    if (p->restarts == 0 || now - p->window_ms > ZF_CLUSTER_RESTART_WINDOW_MS) {
+        p->window_ms = now;
+        p->restarts = 0;
+    }
+    char how[64], msg[256];
+    s_describe_exit(p->status, how, sizeof how);
+    if (p->restarts >= ZF_CLUSTER_MAX_RESTARTS)
+        return zf_status_new(ZF_UNAVAILABLE,
+                             "%s keeps dying: it %s after %d restarts within %d s; stopping the "
+                             "cluster",
+                             p->what, how, p->restarts, ZF_CLUSTER_RESTART_WINDOW_MS / 1000);
+    p->restarts++;
+    int64_t wait = s_backoff_ms(p->restarts);
+    p->restart_ms = now + wait;
+    snprintf(msg, sizeof msg, "%s %s; starting it again in %lld ms (restart %d of %d within %d s)",
+             p->what, how, (long long)wait, p->restarts, ZF_CLUSTER_MAX_RESTARTS,
+             ZF_CLUSTER_RESTART_WINDOW_MS / 1000);
+    if (log) log(msg, arg);
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_cluster_supervise(zf_cluster_t *c, zf_cluster_log_fn log, void *arg)
+{
+    for (int i = 0; i < c->n; i++) {
+        s_proc_t *p = &c->procs[i];
+        if (p->pid > 0 && waitpid(p->pid, &p->status, WNOHANG) == p->pid) {
+            p->pid = 0;
+            ZF_TRY(s_schedule_restart(p, log, arg));
+        }
+        if (p->pid > 0 || p->restart_ms == 0 || s_now_ms() < p->restart_ms) continue;
+        p->restart_ms = 0;
+        char line[S_LINE_MAX], msg[S_LINE_MAX + 128];
+        zf_status_t s = s_fork(c, p, line);
+        if (zf_ok(s)) {
+            snprintf(msg, sizeof msg, "%s started again: %s", p->what, line);
+            if (log) log(msg, arg);
+            continue;
+        }
+        snprintf(msg, sizeof msg, "%s did not start again: %s", p->what, zf_status_msg(&s));
+        zf_status_clear(&s);
+        if (log) log(msg, arg);
+        if (p->pid > 0) { /* it runs but said the wrong thing, or nothing in time */
+            kill(p->pid, SIGKILL);
+            while (waitpid(p->pid, &p->status, 0) < 0 && errno == EINTR) {
+            }
+            p->pid = 0;
+        }
+        ZF_TRY(s_schedule_restart(p, log, arg));
+    }
+    return ZF_STATUS_OK;
+}
+
 /* Waits until every child is reaped or the deadline passes. */
 static void s_reap_until(zf_cluster_t *c, int64_t deadline)
 {
@@ -323,7 +442,8 @@ zf_status_t zf_cluster_stop(zf_cluster_t **c_p, int grace_ms)
                               WIFEXITED(p->status) ? WEXITSTATUS(p->status)
                                                    : 128 + WTERMSIG(p->status));
         }
-        close(p->out_fd);
+        if (p->out_fd >= 0) close(p->out_fd);
+        s_argv_free(p->argv);
     }
     s_remove_keys(c);
     free(c->procs);

@@ -48,6 +48,26 @@ int zf_cluster_process_count(const zf_cluster_t *c);
  * *what gets its program name (borrowed). Non-blocking. */
 pid_t zf_cluster_poll_exited(zf_cluster_t *c, const char **what);
 
+/* Supervision (what `zflow up` does): a process that dies is started
+ * again with the same arguments — an executor under the same device name,
+ * with a new incarnation; the broker on the same address — after a
+ * backoff of 100 ms doubling up to ZF_CLUSTER_MAX_BACKOFF_MS. A process
+ * that died ZF_CLUSTER_MAX_RESTARTS times within
+ * ZF_CLUSTER_RESTART_WINDOW_MS and dies again is given up on. */
+#define ZF_CLUSTER_MAX_RESTARTS      5
+#define ZF_CLUSTER_RESTART_WINDOW_MS 60000
+#define ZF_CLUSTER_MAX_BACKOFF_MS    5000
+
+/* Receives one line saying what supervision did (a death, a restart). */
+typedef void (*zf_cluster_log_fn)(const char *line, void *arg);
+
+/* One round of supervision: reaps the children that died and schedules
+ * their restarts (logging each), and starts again those whose backoff
+ * has passed (blocking while one starts). Call it often (every 50 ms).
+ * UNAVAILABLE "<process> keeps dying: ..." when one is given up on; the
+ * caller then stops the cluster. Not with zf_cluster_poll_exited. */
+zf_status_t zf_cluster_supervise(zf_cluster_t *c, zf_cluster_log_fn log, void *arg);
+
 /* Stops every process (scheduler, executors, broker, in that order):
  * SIGTERM, up to grace_ms for all to exit, then SIGKILL; reaps them all.
  * Returns OK when each exited 0 (or had already been reaped), else

@@ -50,6 +50,10 @@ typedef struct zf_kernel_def {
      ZF_TYPE_BIT(ZF_INT16) | ZF_TYPE_BIT(ZF_UINT16) | ZF_TYPE_BIT(ZF_UINT32) |                     \
      ZF_TYPE_BIT(ZF_UINT64) | ZF_TYPE_BIT(ZF_HALF) | ZF_TYPE_BIT(ZF_BFLOAT16) |                    \
      ZF_TYPE_BIT(ZF_COMPLEX64) | ZF_TYPE_BIT(ZF_COMPLEX128))
+/* TensorFlow's number types: what kernels that add elements accept. */
+#define ZF_TYPES_NUMBER                                                                            \
+    (ZF_TYPES_INTEGER | ZF_TYPES_FLOAT | ZF_TYPE_BIT(ZF_HALF) | ZF_TYPE_BIT(ZF_BFLOAT16) |         \
+     ZF_TYPE_BIT(ZF_COMPLEX64) | ZF_TYPE_BIT(ZF_COMPLEX128))
 /* The GPU kernels' floating types. */
 #define ZF_TYPES_GPU_FLOAT (ZF_TYPE_BIT(ZF_HALF) | ZF_TYPE_BIT(ZF_FLOAT) | ZF_TYPE_BIT(ZF_DOUBLE))
 /* Every fixed-size type except INT32, which lives in host memory on GPUs. */

@@ -199,6 +199,21 @@ static const char *const s_table[] = {
     " -> (y: T, batch_mean: U, batch_variance: U, reserve_space_1: U, "
     "reserve_space_2: U,"
     " reserve_space_3: U) " S_FUSED_BATCH_NORM_DEFAULTS,
+    "FusedBatchNormV2(x: T, scale: U, offset: U, mean: U, variance: U)"
+    " -> (y: T, batch_mean: U, batch_variance: U, reserve_space_1: U,"
+    " reserve_space_2: U) " S_FUSED_BATCH_NORM_DEFAULTS,
+    "FusedBatchNormGrad(y_backprop: T, x: T, scale: T, reserve_space_1: T, reserve_space_2: T)"
+    " -> (x_backprop: T, scale_backprop: T, offset_backprop: T, reserve_space_3: T,"
+    " reserve_space_4: T)"
+    " {epsilon: float = 0.0001, data_format: string = 'NHWC', is_training: bool = true}",
+    "FusedBatchNormGradV2(y_backprop: T, x: T, scale: float, reserve_space_1: U,"
+    " reserve_space_2: U) -> (x_backprop: T, scale_backprop: U, offset_backprop: U,"
+    " reserve_space_3: U, reserve_space_4: U)"
+    " {epsilon: float = 0.0001, data_format: string = 'NHWC', is_training: bool = true}",
+    "FusedBatchNormGradV3(y_backprop: T, x: T, scale: float, reserve_space_1: U,"
+    " reserve_space_2: U, reserve_space_3: U) -> (x_backprop: T, scale_backprop: U,"
+    " offset_backprop: U, reserve_space_4: U, reserve_space_5: U)"
+    " {epsilon: float = 0.0001, data_format: string = 'NHWC', is_training: bool = true}",
     "ResizeBilinear(images: T, size: int32) -> (resized_images: float) " S_RESIZE_DEFAULTS,
     "ResizeNearestNeighbor(images: T, size: int32) -> (resized_images: T) " S_RESIZE_DEFAULTS,
 
@@ -269,6 +284,10 @@ static const char *const s_table[] = {
     "OneHot(indices: TI, depth: int32, on_value: T, off_value: T) -> (output: "
     "T)"
     " {axis: int = -1, TI: type = int64}",
+    "ScatterNd(indices: Tindices, updates: T, shape: Tindices) -> (output: T)"
+    " {bad_indices_policy: string = ''}",
+    "UnsortedSegmentSum(data: T, segment_ids: Tindices, num_segments: Tnumsegments)"
+    " -> (output: T) {Tnumsegments: type = int32}",
 
     /* Random numbers */
     "RandomUniform(shape: T) -> (output: dtype) " S_SEED_DEFAULTS " stateful",
@@ -306,6 +325,10 @@ static const char *const s_table[] = {
     "ApplyAdam(var: Ref(T), m: Ref(T), v: Ref(T), beta1_power: T, beta2_power: "
     "T, lr: T,"
     " beta1: T, beta2: T, epsilon: T, grad: T) -> (out: Ref(T)) " S_NESTEROV_DEFAULTS " stateful",
+    "ApplyRMSProp(var: Ref(T), ms: Ref(T), mom: Ref(T), lr: T, rho: T, momentum: T, epsilon: T,"
+    " grad: T) -> (out: Ref(T)) " S_LOCKING_OFF " stateful",
+    "ApplyAdagrad(var: Ref(T), accum: Ref(T), lr: T, grad: T) -> (out: Ref(T))"
+    " {use_locking: bool = false, update_slots: bool = true} stateful",
 
     /* Resource variables */
     "VarHandleOp() -> (resource: resource)"
@@ -329,6 +352,12 @@ static const char *const s_table[] = {
     "ResourceApplyAdam(var: resource, m: resource, v: resource, beta1_power: "
     "T, beta2_power: T,"
     " lr: T, beta1: T, beta2: T, epsilon: T, grad: T) -> () " S_NESTEROV_DEFAULTS " stateful",
+    "ResourceApplyRMSProp(var: resource, ms: resource, mom: resource, lr: T, rho: T,"
+    " momentum: T, epsilon: T, grad: T) -> () " S_LOCKING_OFF " stateful",
+    "ResourceApplyAdagrad(var: resource, accum: resource, lr: T, grad: T) -> ()"
+    " {use_locking: bool = false, update_slots: bool = true} stateful",
+    "ResourceApplyKerasMomentum(var: resource, accum: resource, lr: T, grad: T, momentum: T)"
+    " -> () " S_NESTEROV_DEFAULTS " stateful",
 
     /* Dataflow control flow: frames, iterations and deadness (the engine) */
     "Switch(data: T, pred: bool) -> (output_false: T, output_true: T) "

@@ -19,11 +19,13 @@
 #include "executor/worker/member.h"
 #include "executor/worker/service.h"
 
-#define S_REGISTER_TIMEOUT_MS 10000
-#define S_LOOP_MS             100
+#define S_REGISTER_TIMEOUT_MS   10000
+#define S_LOOP_MS               100
+#define S_DEREGISTER_TIMEOUT_MS 1000
 
 static const char s_usage[] =
-    "usage: zflow-executor --device CPU:N|GPU:N [--broker ENDPOINT] [--name FULLNAME]\n"
+    "usage: zflow-executor --device CPU:N|GPU:N [--broker ENDPOINT]\n"
+    "                      [--name FULLNAME | --job NAME --task N]\n"
     "                      [--heartbeat-ms N] [--control ENDPOINT] [--rendezvous ENDPOINT]\n"
     "                      [--threads N] [--max-unclaimed-mib N] [--keys DIR]\n"
     "\n"
@@ -37,6 +39,11 @@ static const char s_usage[] =
     "  --name FULLNAME         the device's full name; default: the broker picks\n"
     "                          /job:worker/replica:0/task:<n>/device:<TYPE>:<i>\n"
     "                          (unregistered: /job:localhost/replica:0/task:0/...)\n"
+    "  --job NAME --task N     run as task N of job NAME: the device is\n"
+    "                          /job:NAME/replica:0/task:N/device:<TYPE>:<i>, a\n"
+    "                          stable name that a restart takes back (with a new\n"
+    "                          incarnation) once this process has left; while\n"
+    "                          it is registered a second claim is ALREADY_EXISTS\n"
     "  --heartbeat-ms N        heartbeat period (default: the broker's)\n"
     "  --control ENDPOINT      where the control ROUTER binds (default\n"
     "                          tcp://127.0.0.1:*, an ephemeral port)\n"
@@ -54,11 +61,13 @@ static const char s_usage[] =
     "\n"
     "Prints 'zflow-executor <device name> control <endpoint> rendezvous\n"
     "<endpoint>' once registered. Logs go to stderr (ZFLOW_LOG_LEVEL). SIGINT\n"
-    "or SIGTERM stops it.\n";
+    "or SIGTERM stops it; it then leaves the broker's registry at once.\n";
 
 typedef struct {
-    const char *broker, *device, *name, *control, *rendezvous, *keys;
-    int heartbeat_ms, threads, max_unclaimed_mib;
+    const char *broker, *device, *name, *control, *rendezvous, *keys, *job;
+    int heartbeat_ms, threads, max_unclaimed_mib, task;
+    bool task_set;
+    char job_name[ZF_DEVICE_NAME_MAX];
     char type[16];
     int index;
 } s_flags_t;
@@ -98,6 +107,15 @@ static bool s_parse_device(s_flags_t *f)
            s_parse_int(colon + 1, 0, &f->index);
 }
 
+/* TensorFlow's job names: a letter, then letters, digits and '_'. */
+static bool s_valid_job(const char *job)
+{
+    if (!isalpha((unsigned char)job[0]) || strlen(job) > 64) return false;
+    for (const char *c = job; *c; c++)
+        if (!isalnum((unsigned char)*c) && *c != '_') return false;
+    return true;
+}
+
 /* Returns -1 to go on, else the exit code. */
 static int s_parse(int argc, char **argv, s_flags_t *f)
 {
@@ -113,15 +131,23 @@ static int s_parse(int argc, char **argv, s_flags_t *f)
                            : strcmp(a, "--control") == 0    ? &f->control
                            : strcmp(a, "--rendezvous") == 0 ? &f->rendezvous
                            : strcmp(a, "--keys") == 0       ? &f->keys
+                           : strcmp(a, "--job") == 0        ? &f->job
                                                             : NULL;
         int *num = strcmp(a, "--heartbeat-ms") == 0        ? &f->heartbeat_ms
                    : strcmp(a, "--threads") == 0           ? &f->threads
                    : strcmp(a, "--max-unclaimed-mib") == 0 ? &f->max_unclaimed_mib
+                   : strcmp(a, "--task") == 0              ? &f->task
                                                            : NULL;
         if (!str && !num) return s_fail(2, "unknown argument", a);
         if (i + 1 >= argc) return s_fail(2, "a value is missing after", a);
         const char *v = argv[++i];
         if (str) *str = v;
+        if (strcmp(a, "--task") == 0) {
+            if (!s_parse_int(v, 0, &f->task))
+                return s_fail(2, "--task takes a number >= 0, not", v);
+            f->task_set = true;
+            continue;
+        }
         if (num && !s_parse_int(v, 1, num)) return s_fail(2, "a positive number must follow", a);
     }
     if (!f->broker) f->broker = getenv("ZFLOW_BROKER");
@@ -129,6 +155,15 @@ static int s_parse(int argc, char **argv, s_flags_t *f)
     f->keys = zf_keys_dir_from(f->keys);
     if (!f->device) return s_fail(2, "--device is required", NULL);
     if (!s_parse_device(f)) return s_fail(2, "--device takes CPU:N or GPU:N, not", f->device);
+    if (f->job || f->task_set) {
+        if (f->name) return s_fail(2, "--name and --job/--task exclude each other", NULL);
+        if (!f->job || !f->task_set) return s_fail(2, "--job and --task go together", NULL);
+        if (!s_valid_job(f->job))
+            return s_fail(2, "a job name is [A-Za-z][A-Za-z0-9_]*, not", f->job);
+        snprintf(f->job_name, sizeof f->job_name, "/job:%s/replica:0/task:%d/device:%s:%d", f->job,
+                 f->task, f->type, f->index);
+        f->name = f->job_name;
+    }
     return -1;
 }
 
@@ -181,6 +216,11 @@ static zf_status_t s_run(const s_flags_t *f)
         s = s_loop(m);
     }
     if (zf_ok(s)) zf_log_info("executor", "%s stopping", dev->name_str);
+    if (zf_ok(s) && m) {
+        zf_status_t d = zf_exec_member_deregister(m, S_DEREGISTER_TIMEOUT_MS);
+        if (!zf_ok(d)) zf_log_warn("executor", "leaving the broker: %s", zf_status_msg(&d));
+        zf_status_clear(&d);
+    }
     zf_exec_member_destroy(&m);
     zf_exec_service_destroy(&svc);
     zf_device_destroy(&dev);

@@ -1,9 +1,12 @@
-/* CPU Conv2D, DepthwiseConv2dNative, MaxPool and AvgPool with TensorFlow's
- * attrs (strides, dilations, SAME/VALID/EXPLICIT padding, NHWC or NCHW).
+/* CPU Conv2D, DepthwiseConv2dNative, MaxPool (and MaxPoolV2, its window
+ * from inputs) and AvgPool with TensorFlow's attrs (strides, dilations,
+ * SAME/VALID/EXPLICIT padding, NHWC or NCHW), and the gradients
+ * Conv2DBackpropInput, Conv2DBackpropFilter, MaxPoolGrad and AvgPoolGrad.
  * Float runs on oneDNN (kernels_dnnl.c); double, which oneDNN lacks, on the
  * loops here, NHWC only: Conv2D by im2col + GEMM through OpenBLAS (patch
  * matrix built in tiles of output rows with the device pool; a 1x1 filter
- * with stride 1 skips it), depthwise and pools by direct window scans. */
+ * with stride 1 skips it), depthwise, pools and the gradients by direct
+ * window scans. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -32,15 +35,12 @@ typedef struct {
     zf__dnnl_cache_t *dnnl;
 } s_window_t;
 
-/* Reads a 4-entry list attr (strides, ksize, dilations) in the node's
+/* Checks a 4-entry window list (strides, ksize, dilations) in the node's
  * layout, whose batch and depth entries must be 1; stores the H and W
  * entries. */
-static zf_status_t s_attr_hw(const Tensorflow__NodeDef *node, const char *key, bool nchw,
-                             int64_t *h, int64_t *w)
+static zf_status_t s_hw_values(const Tensorflow__NodeDef *node, const char *key, const int64_t *v,
+                               size_t n, bool nchw, int64_t *h, int64_t *w)
 {
-    const int64_t *v = NULL;
-    size_t n = 0;
-    ZF_TRY(zf_node_attr_list_int(node, key, &v, &n));
     if (n != 4)
         return zf_invalid_argument("%s (%s): %s must specify 4 dimensions, got %zu", node->name,
                                    node->op, key, n);
@@ -57,6 +57,16 @@ static zf_status_t s_attr_hw(const Tensorflow__NodeDef *node, const char *key, b
     *h = v[ih];
     *w = v[iw];
     return ZF_STATUS_OK;
+}
+
+/* The same for a list attr. */
+static zf_status_t s_attr_hw(const Tensorflow__NodeDef *node, const char *key, bool nchw,
+                             int64_t *h, int64_t *w)
+{
+    const int64_t *v = NULL;
+    size_t n = 0;
+    ZF_TRY(zf_node_attr_list_int(node, key, &v, &n));
+    return s_hw_values(node, key, v, n, nchw, h, w);
 }
 
 static zf_status_t s_attr_format(const Tensorflow__NodeDef *node, bool *nchw)
@@ -133,14 +143,16 @@ static zf_status_t s_window_create(const Tensorflow__NodeDef *node, zf__win_kind
                                    void **state)
 {
     s_window_t w = {.kind = kind, .kh = 1, .kw = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1};
-    bool pool = kind == ZF__WIN_MAXPOOL || kind == ZF__WIN_AVGPOOL;
+    bool pool = kind == ZF__WIN_MAXPOOL || kind == ZF__WIN_AVGPOOL || kind == ZF__WIN_MAXPOOL_BWD ||
+                kind == ZF__WIN_AVGPOOL_BWD;
+    bool v2 = strcmp(node->op, "MaxPoolV2") == 0; /* ksize and strides are inputs */
     ZF_TRY(s_attr_format(node, &w.nchw));
-    ZF_TRY(s_attr_hw(node, "strides", w.nchw, &w.sh, &w.sw));
+    if (!v2) ZF_TRY(s_attr_hw(node, "strides", w.nchw, &w.sh, &w.sw));
     if (pool) {
         bool same = false;
         ZF_TRY(zf_kernels_attr_padding(node, &same));
         w.padding = same ? S_SAME : S_VALID;
-        ZF_TRY(s_attr_hw(node, "ksize", w.nchw, &w.kh, &w.kw));
+        if (!v2) ZF_TRY(s_attr_hw(node, "ksize", w.nchw, &w.kh, &w.kw));
     } else {
         ZF_TRY(s_attr_conv_padding(node, &w));
         if (zf_node_attr(node, "dilations"))
@@ -188,16 +200,15 @@ static zf_status_t s_out_size(const zf_kernel_ctx_t *ctx, const s_window_t *win,
     return ZF_STATUS_OK;
 }
 
-/* The geometry of one window op on input 0, with a kh x kw window. */
-static zf_status_t s_geometry(const zf_kernel_ctx_t *ctx, const s_window_t *win, int64_t kh,
-                              int64_t kw, zf__win_geom_t *g)
+/* The geometry of one window op on an input of shape s, with a kh x kw
+ * window. */
+static zf_status_t s_geometry_of(const zf_kernel_ctx_t *ctx, const s_window_t *win,
+                                 const zf_shape_t *s, int64_t kh, int64_t kw, zf__win_geom_t *g)
 {
-    const zf_tensor_t *x = ctx->inputs[0];
-    const zf_shape_t *s = zf_tensor_shape(x);
     char sbuf[ZF_SHAPE_STRING_MAX];
     if (s->rank != 4)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "input must be 4-dimensional%s",
-                               zf_kernels_shape_str(x, sbuf));
+                               zf_shape_to_string(s, sbuf, sizeof sbuf));
     *g = (zf__win_geom_t){.kind = win->kind,
                           .nchw = win->nchw,
                           .n = s->dims[0],
@@ -213,6 +224,13 @@ static zf_status_t s_geometry(const zf_kernel_ctx_t *ctx, const s_window_t *win,
     g->oc = g->c;
     ZF_TRY(s_out_size(ctx, win, g->h, kh, g->sh, g->dh, &win->pads[0], &g->oh, &g->pt, &g->pb));
     return s_out_size(ctx, win, g->w, kw, g->sw, g->dw, &win->pads[2], &g->ow, &g->pl, &g->pr);
+}
+
+/* The same on input 0. */
+static zf_status_t s_geometry(const zf_kernel_ctx_t *ctx, const s_window_t *win, int64_t kh,
+                              int64_t kw, zf__win_geom_t *g)
+{
+    return s_geometry_of(ctx, win, zf_tensor_shape(ctx->inputs[0]), kh, kw, g);
 }
 
 static zf_shape_t s_out_shape(const zf__win_geom_t *g)
@@ -499,10 +517,28 @@ static zf_status_t s_avg_pool_create(const Tensorflow__NodeDef *node, void **sta
     return s_window_create(node, ZF__WIN_AVGPOOL, state);
 }
 
+/* MaxPoolV2's window from its ksize and strides inputs. */
+static zf_status_t s_window_from_inputs(const zf_kernel_ctx_t *ctx, s_window_t *w)
+{
+    ZF_TRY(zf_kernels_check_inputs(ctx, 3));
+    int64_t v[4];
+    int n = 0;
+    ZF_TRY(zf_kernels_input_ints(ctx, 1, "ksize", v, 4, &n));
+    ZF_TRY(s_hw_values(ctx->node, "ksize", v, (size_t)n, w->nchw, &w->kh, &w->kw));
+    ZF_TRY(zf_kernels_input_ints(ctx, 2, "strides", v, 4, &n));
+    return s_hw_values(ctx->node, "strides", v, (size_t)n, w->nchw, &w->sh, &w->sw);
+}
+
 static zf_status_t s_pool_compute(zf_kernel_ctx_t *ctx)
 {
     ZF_TRY(zf_kernels_check_inputs(ctx, 1));
     const s_window_t *win = ctx->state;
+    s_window_t v2;
+    if (strcmp(ctx->node->op, "MaxPoolV2") == 0) {
+        v2 = *win;
+        ZF_TRY(s_window_from_inputs(ctx, &v2));
+        win = &v2;
+    }
     zf_dtype_t t = zf_tensor_dtype(ctx->inputs[0]);
     if (t != ZF_FLOAT && t != ZF_DOUBLE)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
@@ -523,6 +559,300 @@ static zf_status_t s_pool_compute(zf_kernel_ctx_t *ctx)
     return ZF_STATUS_OK;
 }
 
+/* ---- gradients: Conv2DBackpropInput/Filter, MaxPoolGrad, AvgPoolGrad ------------------- */
+
+/* The double gradients, NHWC, on loops. */
+typedef struct {
+    const zf__win_geom_t *g;
+    const double *x, *f, *dy; /* the forward input and filter, where used */
+    double *out;
+} s_grad_job_t;
+
+/* Conv2DBackpropInput: input rows r = (b, iy) in [begin, end) gather the
+ * gradients of the outputs whose windows cover them. */
+static void s_conv_grad_input_rows(void *arg, int64_t begin, int64_t end)
+{
+    const s_grad_job_t *j = arg;
+    const zf__win_geom_t *g = j->g;
+    for (int64_t r = begin; r < end; r++) {
+        int64_t b = r / g->h, iy = r % g->h;
+        double *dx = j->out + r * g->w * g->c;
+        memset(dx, 0, sizeof(double) * (size_t)(g->w * g->c));
+        for (int64_t ky = 0; ky < g->kh; ky++) {
+            int64_t ty = iy + g->pt - ky * g->dh;
+            if (ty < 0 || ty % g->sh || ty / g->sh >= g->oh) continue;
+            for (int64_t ix = 0; ix < g->w; ix++)
+                for (int64_t kx = 0; kx < g->kw; kx++) {
+                    int64_t tx = ix + g->pl - kx * g->dw;
+                    if (tx < 0 || tx % g->sw || tx / g->sw >= g->ow) continue;
+                    const double *d =
+                        j->dy + ((b * g->oh + ty / g->sh) * g->ow + tx / g->sw) * g->oc;
+                    const double *f = j->f + (ky * g->kw + kx) * g->c * g->oc;
+                    for (int64_t c = 0; c < g->c; c++) {
+                        double sum = 0;
+                        for (int64_t o = 0; o < g->oc; o++) sum += f[c * g->oc + o] * d[o];
+                        dx[ix * g->c + c] += sum;
+                    }
+                }
+        }
+    }
+}
+
+/* Conv2DBackpropFilter: filter taps t = (ky, kx) in [begin, end) sum over
+ * every output pixel. */
+static void s_conv_grad_filter_taps(void *arg, int64_t begin, int64_t end)
+{
+    const s_grad_job_t *j = arg;
+    const zf__win_geom_t *g = j->g;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t ky = t / g->kw, kx = t % g->kw;
+        double *df = j->out + t * g->c * g->oc;
+        memset(df, 0, sizeof(double) * (size_t)(g->c * g->oc));
+        for (int64_t b = 0; b < g->n; b++)
+            for (int64_t oy = 0; oy < g->oh; oy++) {
+                int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+                if (iy < 0 || iy >= g->h) continue;
+                for (int64_t ox = 0; ox < g->ow; ox++) {
+                    int64_t ix = ox * g->sw - g->pl + kx * g->dw;
+                    if (ix < 0 || ix >= g->w) continue;
+                    const double *x = j->x + ((b * g->h + iy) * g->w + ix) * g->c;
+                    const double *d = j->dy + ((b * g->oh + oy) * g->ow + ox) * g->oc;
+                    for (int64_t c = 0; c < g->c; c++)
+                        for (int64_t o = 0; o < g->oc; o++) df[c * g->oc + o] += x[c] * d[o];
+                }
+            }
+    }
+}
+
+/* MaxPoolGrad (each output's gradient to its window's first maximum) and
+ * AvgPoolGrad (shared by the window's in-bounds pixels), batches in
+ * [begin, end). */
+static void s_pool_grad_batches(void *arg, int64_t begin, int64_t end)
+{
+    const s_grad_job_t *j = arg;
+    const zf__win_geom_t *g = j->g;
+    bool max = g->kind == ZF__WIN_MAXPOOL_BWD;
+    for (int64_t b = begin; b < end; b++) {
+        double *dx = j->out + b * g->h * g->w * g->c;
+        const double *x = max ? j->x + b * g->h * g->w * g->c : NULL;
+        memset(dx, 0, sizeof(double) * (size_t)(g->h * g->w * g->c));
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            int64_t y0 = oy * g->sh - g->pt, y1 = y0 + g->kh;
+            y0 = y0 < 0 ? 0 : y0;
+            y1 = y1 > g->h ? g->h : y1;
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                int64_t x0 = ox * g->sw - g->pl, x1 = x0 + g->kw;
+                x0 = x0 < 0 ? 0 : x0;
+                x1 = x1 > g->w ? g->w : x1;
+                double count = (double)((y1 - y0) * (x1 - x0));
+                const double *d = j->dy + ((b * g->oh + oy) * g->ow + ox) * g->c;
+                for (int64_t c = 0; c < g->c && count > 0; c++) {
+                    int64_t best = -1;
+                    for (int64_t y = y0; y < y1; y++)
+                        for (int64_t xx = x0; xx < x1; xx++) {
+                            int64_t i = (y * g->w + xx) * g->c + c;
+                            if (!max)
+                                dx[i] += d[c] / count;
+                            else if (best < 0 || x[i] > x[best])
+                                best = i;
+                        }
+                    if (max) dx[best] += d[c];
+                }
+            }
+        }
+    }
+}
+
+/* A 4-D shape from input i, an int32 vector (input_sizes, filter_sizes,
+ * orig_input_shape). With spatial (Conv2DBackpropInput), two values are
+ * the height and width: batch and depth come from spatial[0] and
+ * spatial[1] and the layout from nchw. */
+static zf_status_t s_shape_input(const zf_kernel_ctx_t *ctx, int i, const char *what,
+                                 const int64_t *spatial, bool nchw, zf_shape_t *out)
+{
+    int64_t v[4];
+    int n = 0;
+    ZF_TRY(zf_kernels_input_ints(ctx, i, what, v, 4, &n));
+    if (n == 2 && spatial) {
+        int64_t h = v[0], w = v[1];
+        v[0] = spatial[0];
+        v[nchw ? 1 : 3] = spatial[1];
+        v[nchw ? 2 : 1] = h;
+        v[nchw ? 3 : 2] = w;
+        n = 4;
+    }
+    if (n != 4)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "%s must have 4 elements%s, got %d", what,
+                               spatial ? " (or 2, the height and width)" : "", n);
+    for (int k = 0; k < 4; k++)
+        if (v[k] < 0 || v[k] > INT32_MAX)
+            return zf_kernel_error(
+                ctx, ZF_INVALID_ARGUMENT, "%s must be in [0, 2^31), got [%lld,%lld,%lld,%lld]",
+                what, (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+    *out = (zf_shape_t){.rank = 4, .dims = {v[0], v[1], v[2], v[3]}};
+    return ZF_STATUS_OK;
+}
+
+/* INVALID_ARGUMENT unless input i (named what) has shape want, the output
+ * shape of the forward op on an input of shape in. */
+static zf_status_t s_expect_shape(const zf_kernel_ctx_t *ctx, int i, const char *what,
+                                  const zf_shape_t *want, const zf_shape_t *in)
+{
+    const zf_shape_t *got = zf_tensor_shape(ctx->inputs[i]);
+    if (zf_shape_equal(got, want)) return ZF_STATUS_OK;
+    char a[ZF_SHAPE_STRING_MAX], b[ZF_SHAPE_STRING_MAX], c[ZF_SHAPE_STRING_MAX];
+    return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "%s must have shape %s for input %s, got %s",
+                           what, zf_shape_to_string(want, a, sizeof a),
+                           zf_shape_to_string(in, b, sizeof b),
+                           zf_shape_to_string(got, c, sizeof c));
+}
+
+/* The gradients' dtype, that of input i (float or double), which input j
+ * (or none, -1) must share. */
+static zf_status_t s_grad_dtype(const zf_kernel_ctx_t *ctx, int i, int j, zf_dtype_t *t)
+{
+    *t = zf_tensor_dtype(ctx->inputs[i]);
+    if (*t != ZF_FLOAT && *t != ZF_DOUBLE)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
+                               zf_kernels_dtype_name((int)*t));
+    return j < 0 ? ZF_STATUS_OK : zf_kernels_check_dtype(ctx, j, *t);
+}
+
+/* Allocates output 0 of shape and dtype t and runs g: float on oneDNN,
+ * double on the loops (NHWC); zeros when a sum is empty. */
+static zf_status_t s_grad_run(zf_kernel_ctx_t *ctx, const zf__win_geom_t *g,
+                              const zf_shape_t *shape, zf_dtype_t t, zf__dnnl_args_t *a)
+{
+    const s_window_t *win = ctx->state;
+    if (t != ZF_FLOAT && g->nchw)
+        return zf_kernel_error(ctx, ZF_UNIMPLEMENTED,
+                               "data_format NCHW is only supported for float on CPU, got %s",
+                               zf_kernels_dtype_name((int)t));
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, shape, &a->out));
+    if (zf_tensor_num_elements(a->out) == 0) return ZF_STATUS_OK;
+    if (zf_tensor_num_elements(a->diff_dst) == 0 || g->kh * g->kw == 0) {
+        memset(zf_tensor_data(a->out), 0, zf_tensor_nbytes(a->out));
+        return ZF_STATUS_OK;
+    }
+    if (t == ZF_FLOAT) return zf__dnnl_exec(ctx, win->dnnl, g, a);
+    s_grad_job_t j = {g, a->src ? zf_tensor_data(a->src) : NULL,
+                      a->weights ? zf_tensor_data(a->weights) : NULL, zf_tensor_data(a->diff_dst),
+                      zf_tensor_data(a->out)};
+    int64_t taps = g->kh * g->kw, pixel = g->c * g->oc;
+    if (g->kind == ZF__WIN_CONV_BWD_INPUT)
+        zf_kernels_parallel_for(ctx, g->n * g->h,
+                                ZF_KERNELS_PARALLEL_MIN / (g->w * taps * pixel) + 1,
+                                s_conv_grad_input_rows, &j);
+    else if (g->kind == ZF__WIN_CONV_BWD_FILTER)
+        zf_kernels_parallel_for(ctx, taps,
+                                ZF_KERNELS_PARALLEL_MIN / (g->n * g->oh * g->ow * pixel) + 1,
+                                s_conv_grad_filter_taps, &j);
+    else
+        zf_kernels_parallel_for(ctx, g->n,
+                                ZF_KERNELS_PARALLEL_MIN / (g->oh * g->ow * g->c * taps) + 1,
+                                s_pool_grad_batches, &j);
+    return ZF_STATUS_OK;
+}
+
+/* Conv2DBackpropInput (input_sizes, filter, out_backprop) and
+ * Conv2DBackpropFilter (input, filter_sizes, out_backprop). */
+static zf_status_t s_conv_grad(zf_kernel_ctx_t *ctx, bool filter_grad)
+{
+    ZF_TRY(zf_kernels_check_inputs(ctx, 3));
+    const s_window_t *win = ctx->state;
+    zf_dtype_t t;
+    ZF_TRY(s_grad_dtype(ctx, 2, filter_grad ? 0 : 1, &t));
+    zf_shape_t sizes;
+    const zf_shape_t *dys = zf_tensor_shape(ctx->inputs[2]), *fis = zf_tensor_shape(ctx->inputs[1]);
+    int64_t spatial[2] = {dys->rank > 0 ? dys->dims[0] : 0, fis->rank == 4 ? fis->dims[2] : 0};
+    ZF_TRY(s_shape_input(ctx, filter_grad ? 1 : 0, filter_grad ? "filter_sizes" : "input_sizes",
+                         filter_grad ? NULL : spatial, win->nchw, &sizes));
+    const zf_shape_t *xs = filter_grad ? zf_tensor_shape(ctx->inputs[0]) : &sizes;
+    const zf_shape_t *fs = filter_grad ? &sizes : zf_tensor_shape(ctx->inputs[1]);
+    char s1[ZF_SHAPE_STRING_MAX], s2[ZF_SHAPE_STRING_MAX];
+    if (fs->rank != 4)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "filter must be 4-dimensional: %s",
+                               zf_shape_to_string(fs, s1, sizeof s1));
+    zf__win_geom_t g;
+    ZF_TRY(s_geometry_of(ctx, win, xs, fs->dims[0], fs->dims[1], &g));
+    if (fs->dims[2] != g.c)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
+                               "input and filter must have the same depth: %lld vs %lld (input "
+                               "%s, filter %s)",
+                               (long long)g.c, (long long)fs->dims[2],
+                               zf_shape_to_string(xs, s1, sizeof s1),
+                               zf_shape_to_string(fs, s2, sizeof s2));
+    g.oc = fs->dims[3];
+    g.kind = filter_grad ? ZF__WIN_CONV_BWD_FILTER : ZF__WIN_CONV_BWD_INPUT;
+    zf_shape_t ys = s_out_shape(&g);
+    ZF_TRY(s_expect_shape(ctx, 2, "out_backprop", &ys, xs));
+    zf__dnnl_args_t a = {.src = filter_grad ? ctx->inputs[0] : NULL,
+                         .weights = filter_grad ? NULL : ctx->inputs[1],
+                         .diff_dst = ctx->inputs[2]};
+    return s_grad_run(ctx, &g, filter_grad ? fs : xs, t, &a);
+}
+
+static zf_status_t s_conv_grad_input_compute(zf_kernel_ctx_t *ctx)
+{
+    return s_conv_grad(ctx, false);
+}
+
+static zf_status_t s_conv_grad_filter_compute(zf_kernel_ctx_t *ctx)
+{
+    return s_conv_grad(ctx, true);
+}
+
+static zf_status_t s_conv_grad_create(const Tensorflow__NodeDef *node, void **state)
+{
+    return s_window_create(node, ZF__WIN_CONV_BWD_INPUT, state);
+}
+
+/* MaxPoolGrad (orig_input, orig_output, grad) and AvgPoolGrad
+ * (orig_input_shape, grad). */
+static zf_status_t s_pool_grad(zf_kernel_ctx_t *ctx, bool max)
+{
+    ZF_TRY(zf_kernels_check_inputs(ctx, max ? 3 : 2));
+    const s_window_t *win = ctx->state;
+    int gi = max ? 2 : 1;
+    zf_dtype_t t;
+    ZF_TRY(s_grad_dtype(ctx, gi, max ? 0 : -1, &t));
+    zf_shape_t xs;
+    if (max) {
+        ZF_TRY(zf_kernels_check_dtype(ctx, 1, t));
+        xs = *zf_tensor_shape(ctx->inputs[0]);
+    } else {
+        ZF_TRY(s_shape_input(ctx, 0, "orig_input_shape", NULL, false, &xs));
+    }
+    zf__win_geom_t g;
+    ZF_TRY(s_geometry_of(ctx, win, &xs, win->kh, win->kw, &g));
+    g.kind = max ? ZF__WIN_MAXPOOL_BWD : ZF__WIN_AVGPOOL_BWD;
+    zf_shape_t ys = s_out_shape(&g);
+    if (max) ZF_TRY(s_expect_shape(ctx, 1, "orig_output", &ys, &xs));
+    ZF_TRY(s_expect_shape(ctx, gi, "grad", &ys, &xs));
+    zf__dnnl_args_t a = {.src = max ? ctx->inputs[0] : NULL, .diff_dst = ctx->inputs[gi]};
+    return s_grad_run(ctx, &g, &xs, t, &a);
+}
+
+static zf_status_t s_max_pool_grad_compute(zf_kernel_ctx_t *ctx)
+{
+    return s_pool_grad(ctx, true);
+}
+
+static zf_status_t s_avg_pool_grad_compute(zf_kernel_ctx_t *ctx)
+{
+    return s_pool_grad(ctx, false);
+}
+
+static zf_status_t s_max_pool_grad_create(const Tensorflow__NodeDef *node, void **state)
+{
+    return s_window_create(node, ZF__WIN_MAXPOOL_BWD, state);
+}
+
+static zf_status_t s_avg_pool_grad_create(const Tensorflow__NodeDef *node, void **state)
+{
+    return s_window_create(node, ZF__WIN_AVGPOOL_BWD, state);
+}
+
 /* ---- registration ------------------------------------------------------------------------ */
 
 #define S_KERNEL(op_, create_, compute_)                                                           \
@@ -537,6 +867,11 @@ static const zf_kernel_t s_defs[] = {
     S_KERNEL("MaxPool", s_max_pool_create, s_pool_compute),
     S_KERNEL("AvgPool", s_avg_pool_create, s_pool_compute),
     S_KERNEL("DepthwiseConv2dNative", s_depthwise_create, s_conv_compute),
+    S_KERNEL("MaxPoolV2", s_max_pool_create, s_pool_compute),
+    S_KERNEL("Conv2DBackpropInput", s_conv_grad_create, s_conv_grad_input_compute),
+    S_KERNEL("Conv2DBackpropFilter", s_conv_grad_create, s_conv_grad_filter_compute),
+    S_KERNEL("MaxPoolGrad", s_max_pool_grad_create, s_max_pool_grad_compute),
+    S_KERNEL("AvgPoolGrad", s_avg_pool_grad_create, s_avg_pool_grad_compute),
 };
 
 zf_status_t zf__kernels_register_conv(void)

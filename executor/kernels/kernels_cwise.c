@@ -46,15 +46,19 @@ static float s_round_half_even_f(float x)
     S_UNARY(s_##op##_f32, float, float, EXPR_F)                                                    \
     S_UNARY(s_##op##_f64, double, double, EXPR_D)
 
-#define S_UNARY_ALL(op, EXPR)                                                                      \
-    S_UNARY(s_##op##_f32, float, float, EXPR)                                                      \
-    S_UNARY(s_##op##_f64, double, double, EXPR)                                                    \
+#define S_UNARY_INT(op, EXPR)                                                                      \
     S_UNARY(s_##op##_i32, int32_t, uint32_t, EXPR)                                                 \
     S_UNARY(s_##op##_i64, int64_t, uint64_t, EXPR)
 
-S_UNARY_ALL(neg, (U)0 - (U)x)
+#define S_UNARY_ALL(op, EXPR) S_UNARY_FLOAT(op, EXPR, EXPR) S_UNARY_INT(op, EXPR)
+
+/* Floats flip or clear the sign bit, as TensorFlow's -x and abs do, so
+ * Neg(0.0) is -0.0 and Abs(-0.0) is 0.0. */
+S_UNARY_FLOAT(neg, -x, -x)
+S_UNARY_INT(neg, (U)0 - (U)x)
 S_UNARY_ALL(square, (U)x *(U)x)
-S_UNARY_ALL(abs, x < 0 ? (U)0 - (U)x : (U)x)
+S_UNARY_FLOAT(abs, fabsf(x), fabs(x))
+S_UNARY_INT(abs, x < 0 ? (U)0 - (U)x : (U)x)
 S_UNARY_FLOAT(sqrt, sqrtf(x), sqrt(x))
 S_UNARY_FLOAT(rsqrt, 1.0f / sqrtf(x), 1.0 / sqrt(x))
 S_UNARY_FLOAT(exp, expf(x), exp(x))

@@ -13,6 +13,7 @@
 
 #include "common/graph.h"
 #include "executor/kernels/kernels_util.h"
+#include "executor/kernels/kernels_vars.h"
 #include "executor/kernels/resource.h"
 
 /* ---- names and handles ---------------------------------------------------- */
@@ -97,19 +98,24 @@ static zf_status_t s_ref_name(const zf_kernel_ctx_t *ctx, int i, const char **na
                            i);
 }
 
-/* The variable a resource handle input names. */
-static zf_status_t s_handle_name(const zf_kernel_ctx_t *ctx, const char **name)
+/* The variable resource handle input i names. */
+static zf_status_t s_handle_name_at(const zf_kernel_ctx_t *ctx, int i, const char **name)
 {
     ZF_TRY(s_need_resources(ctx));
-    const zf_tensor_t *h = ctx->inputs[0];
+    const zf_tensor_t *h = ctx->inputs[i];
     const zf_tstring_t *str = zf_tensor_dtype(h) == ZF_RESOURCE && zf_tensor_num_elements(h) == 1
                                   ? zf_tensor_string(h, 0)
                                   : NULL;
     if (!str || !str->data || strlen(str->data) != str->len)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
-                               "input 0 is not a resource handle (from a VarHandleOp node)");
+                               "input %d is not a resource handle (from a VarHandleOp node)", i);
     *name = str->data;
     return ZF_STATUS_OK;
+}
+
+static zf_status_t s_handle_name(const zf_kernel_ctx_t *ctx, const char **name)
+{
+    return s_handle_name_at(ctx, 0, name);
 }
 
 /* TensorFlow's text for reading a resource variable that was never set. */
@@ -407,6 +413,23 @@ static zf_status_t s_var_is_initialized_compute(zf_kernel_ctx_t *ctx)
     zf_kernel_set_output(ctx, 0, out);
     zf_tensor_unref(&out);
     return ZF_STATUS_OK;
+}
+
+/* ---- for other kernels on variables (kernels_vars.h) ------------------------------ */
+
+zf_status_t zf__kernels_var_ref_name(const zf_kernel_ctx_t *ctx, int i, const char **name)
+{
+    return s_ref_name(ctx, i, name);
+}
+
+zf_status_t zf__kernels_var_handle_name(const zf_kernel_ctx_t *ctx, int i, const char **name)
+{
+    return s_handle_name_at(ctx, i, name);
+}
+
+zf_status_t zf__kernels_var_not_found(const zf_kernel_ctx_t *ctx, const char *name)
+{
+    return s_not_found(ctx, name);
 }
 
 /* ---- registration ---------------------------------------------------------------- */

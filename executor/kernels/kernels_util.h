@@ -54,6 +54,13 @@ zf_status_t zf__kernels_register_control(void);
 zf_status_t zf__kernels_register_activation(void);
 zf_status_t zf__kernels_register_loss(void);
 zf_status_t zf__kernels_register_random(void);
+zf_status_t zf__kernels_register_slice(void);
+zf_status_t zf__kernels_register_pad(void);
+zf_status_t zf__kernels_register_gather(void);
+zf_status_t zf__kernels_register_order(void);
+zf_status_t zf__kernels_register_batchnorm(void);
+zf_status_t zf__kernels_register_batch_matmul(void);
+zf_status_t zf__kernels_register_optimizers(void);
 zf_status_t zf__kernels_register_checkpoint(void);
 
 /* ---- dtypes and attrs --------------------------------------------------- */

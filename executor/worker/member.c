@@ -30,6 +30,9 @@ struct zf_exec_member {
     uint64_t pending_register; /* request id of an unanswered registration */
     zf_status_t register_status;
     bool answered;
+    uint64_t pending_deregister; /* request id of an unanswered deregistration */
+    zf_status_t deregister_status;
+    bool deregistered;
     int64_t next_heartbeat_ms;
     int registrations, heartbeats;
 };
@@ -76,6 +79,7 @@ void zf_exec_member_destroy(zf_exec_member_t **m_p)
     *m_p = NULL;
     zf_socket_destroy(&m->dealer);
     zf_status_clear(&m->register_status);
+    zf_status_clear(&m->deregister_status);
     free(m);
 }
 
@@ -221,6 +225,12 @@ static zf_status_t s_handle(zf_exec_member_t *m, const Zflow__Envelope *env)
         break;
     case ZFLOW__ENVELOPE__BODY_STATUS_REPLY:
         s = zf_status_from_proto(env->status_reply->status);
+        if (m->pending_deregister && env->request_id == m->pending_deregister) {
+            zf_status_clear(&m->deregister_status);
+            m->deregister_status = s;
+            m->deregistered = true;
+            return ZF_STATUS_OK;
+        }
         break;
     default:
         s = zf_invalid_argument("unexpected message body %d from the broker", (int)env->body_case);
@@ -306,6 +316,37 @@ zf_status_t zf_exec_member_poll(zf_exec_member_t *m, int timeout_ms)
     int wait = timeout_ms;
     if (m->name[0] && until_beat < wait) wait = until_beat > 0 ? (int)until_beat : 0;
     return s_receive(m, wait);
+}
+
+zf_status_t zf_exec_member_deregister(zf_exec_member_t *m, int timeout_ms)
+{
+    if (!m->name[0]) return ZF_STATUS_OK;
+    Zflow__DeregisterExecutor body;
+    zflow__deregister_executor__init(&body);
+    body.device_name = m->name;
+    body.incarnation = m->device->incarnation;
+    Zflow__Envelope env;
+    zflow__envelope__init(&env);
+    env.body_case = ZFLOW__ENVELOPE__BODY_DEREGISTER_EXECUTOR;
+    env.deregister_executor = &body;
+    m->deregistered = false;
+    ZF_TRY(s_send(m, &env));
+    m->pending_deregister = env.request_id;
+    int64_t deadline = s_now_ms() + timeout_ms;
+    while (!m->deregistered) {
+        int64_t left = deadline - s_now_ms();
+        if (left <= 0)
+            return zf_status_new(ZF_DEADLINE_EXCEEDED,
+                                 "the broker at %s did not confirm the deregistration of %s "
+                                 "within %d ms",
+                                 m->broker, m->name, timeout_ms);
+        ZF_TRY(s_receive(m, (int)(left < 100 ? left : 100)));
+    }
+    m->pending_deregister = 0;
+    zf_status_t s = m->deregister_status;
+    m->deregister_status = ZF_STATUS_OK;
+    if (zf_ok(s)) m->name[0] = '\0';
+    return s;
 }
 
 const char *zf_exec_member_device_name(const zf_exec_member_t *m)

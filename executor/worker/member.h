@@ -51,6 +51,12 @@ void zf_exec_member_destroy(zf_exec_member_t **m_p);
  * within N ms", CANCELLED when the context terminates. */
 zf_status_t zf_exec_member_register(zf_exec_member_t *m, int timeout_ms);
 
+/* Leaves the broker's registry (a clean stop: the name is free for a
+ * restart at once) and waits up to timeout_ms for the broker to confirm.
+ * OK at once when not registered. Errors: the broker's (NOT_FOUND when it
+ * had already forgotten this incarnation), DEADLINE_EXCEEDED. */
+zf_status_t zf_exec_member_deregister(zf_exec_member_t *m, int timeout_ms);
+
 /* One round of the membership loop: sends what is due (heartbeat,
  * listing, registration again), then waits up to timeout_ms for the
  * broker and handles what arrived. Errors only for the member's own

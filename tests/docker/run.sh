@@ -256,4 +256,27 @@ while read -r line; do
 done <<< "$last"
 log "$(grep -c " rc=0 " "$stream") of $jobs jobs succeeded; $(grep -vc " rc=0 " "$stream") failed with UNAVAILABLE"
 wait_executors 3 > /dev/null
+
+# ---- an executor process that dies comes back (restart policy) ------------------------------
+
+# `docker kill` above stopped a container by hand, which docker leaves
+# stopped; a process that dies on its own is restarted in its container.
+crash=""
+for id in $(compose ps -q executor); do
+  [[ $(docker inspect -f '{{.State.Running}}' "$id") == true ]] && crash=$id && break
+done
+[[ -n "$crash" ]] || fail "no running executor container to crash"
+restarts=$(docker inspect -f '{{.RestartCount}}' "$crash")
+log "killing the executor process of $crash from the host"
+kill -9 "$(docker inspect -f '{{.State.Pid}}' "$crash")"
+for _ in $(seq 60); do
+  [[ $(docker inspect -f '{{.RestartCount}}' "$crash") -gt $restarts ]] && break
+  sleep 0.5
+done
+[[ $(docker inspect -f '{{.RestartCount}}' "$crash") -gt $restarts ]] ||
+  fail "the crashed executor's container was not restarted"
+wait_executors 3 > /dev/null
+out=$(client zflow run /opt/zflow/examples/mlp.pbtxt --broker "$broker" --timeout-ms 30000 \
+  --feed 'x=[[1,2,3,4],[-1,0.5,2,-3]]' --fetch probs 2>&1) || fail "a job after the restart: $out"
+[[ "$(echo $out)" == "$first_ok" ]] || fail "a job after the restart printed '$out'"
 log "PASS in $(($(date +%s) - t0)) s"

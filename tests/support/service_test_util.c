@@ -49,6 +49,25 @@ int zf_test_service_stop(zf_test_service_t *svc, int wait_ms)
     return rc;
 }
 
+int zf_test_service_setup(zf_test_service_t *svc, int n_executors, zf_client_t **client,
+                          int wait_ms)
+{
+    zf_test_service_start(svc, NULL, n_executors, wait_ms);
+    zf_status_t s = zf_client_connect(svc->broker.endpoint, client);
+    if (!zf_ok(s)) {
+        zf_status_clear(&s);
+        return -1;
+    }
+    zf_client_set_timeout(*client, wait_ms);
+    return 0;
+}
+
+int zf_test_service_teardown(zf_test_service_t *svc, zf_client_t **client, int wait_ms)
+{
+    zf_client_destroy(client);
+    return zf_test_service_stop(svc, wait_ms) == 0 ? 0 : -1;
+}
+
 Tensorflow__GraphDef *zf_test_neg_chain(const char *const *devices, int n)
 {
     static const char *const names[3] = {"x", "y", "z"};

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "broker_test_util.h"
+#include "client/zflow_client.h"
 #include "common/graphdef_io.h"
 #include "scheduler/graph/partition.h"
 #include "test_util.h"
@@ -47,6 +48,16 @@ void zf_test_service_start(zf_test_service_t *svc, const char *const *broker_arg
  * the broker; any of them may have stopped already. Returns the
  * scheduler's exit code, 0 when it was not running. */
 int zf_test_service_stop(zf_test_service_t *svc, int wait_ms);
+
+/* A test file's group setup: starts svc with n_executors (no broker
+ * arguments) and connects *client to its broker, with wait_ms as the
+ * client's reply timeout. Returns 0, or -1 when the client cannot connect. */
+int zf_test_service_setup(zf_test_service_t *svc, int n_executors, zf_client_t **client,
+                          int wait_ms);
+
+/* Its teardown: destroys *client and stops svc. Returns 0 when the
+ * scheduler exited with 0, else -1. */
+int zf_test_service_teardown(zf_test_service_t *svc, zf_client_t **client, int wait_ms);
 
 /* A float chain of n nodes: with n = 2, Placeholder x on devices[0] and
  * y = -x on devices[1]; with n = 3, y = Square(x) on devices[1] and

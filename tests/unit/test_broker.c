@@ -178,12 +178,25 @@ static void test_broker_tells_a_scheduler_about_joins_restarts_and_deaths(void *
     assert_string_equal(name, "/job:worker/replica:0/task:0/device:GPU:0");
     s_expect_event(sched, ZFLOW__DEVICE_EVENT__KIND__JOINED, name, 5, "");
 
-    /* Restarted with the same name: the old incarnation dies, the new joins. */
-    r = zf_test_register_executor(ex, 2, name, "GPU", 6, "tcp://127.0.0.1:7001",
-                                  "tcp://127.0.0.1:7002");
+    /* A second claim of the name while its holder lives: refused, naming it. */
+    zf_socket_t *ex2 = s_peer(f);
+    r = zf_test_register_executor(ex2, 2, name, "GPU", 6, "tcp://127.0.0.1:7003",
+                                  "tcp://127.0.0.1:7004");
+    assert_int_equal(r->register_executor_reply->status->code, ZF_ALREADY_EXISTS);
+    assert_non_null(strstr(r->register_executor_reply->status->message,
+                           "device '/job:worker/replica:0/task:0/device:GPU:0' is held by a live "
+                           "executor"));
+    zflow__envelope__free_unpacked(r, NULL);
+    /* Its holder's connection closes (its process died): it dies at once, and
+     * the restart takes the name with its new incarnation. */
+    s_close_peer(f, ex);
+    s_expect_event(sched, ZFLOW__DEVICE_EVENT__KIND__DIED, name, 5,
+                   "connection to the broker closed");
+    ex = ex2;
+    r = zf_test_register_executor(ex, 3, name, "GPU", 6, "tcp://127.0.0.1:7003",
+                                  "tcp://127.0.0.1:7004");
     assert_int_equal(r->register_executor_reply->status->code, ZF_OK);
     zflow__envelope__free_unpacked(r, NULL);
-    s_expect_event(sched, ZFLOW__DEVICE_EVENT__KIND__DIED, name, 5, "restarted");
     s_expect_event(sched, ZFLOW__DEVICE_EVENT__KIND__JOINED, name, 6, "");
 
     /* Heartbeats keep it alive well past 3 periods. */
@@ -199,6 +212,50 @@ static void test_broker_tells_a_scheduler_about_joins_restarts_and_deaths(void *
     assert_true(zf_test_now_ms() - t0 < 1000);
     assert_int_equal(zf_test_heartbeat(ex, 31, name, 6, 0), ZF_NOT_FOUND);
     assert_true(zf_test_broker_log_contains(&f->tb, "died: no heartbeat for"));
+}
+
+/* DeregisterExecutor: the executor leaves at once (DIED "stopped") and its
+ * name is free; a wrong incarnation is NOT_FOUND and changes nothing. */
+static int s_deregister(zf_socket_t *ex, uint64_t id, const char *name, uint64_t incarnation)
+{
+    Zflow__DeregisterExecutor d = ZFLOW__DEREGISTER_EXECUTOR__INIT;
+    d.device_name = (char *)name;
+    d.incarnation = incarnation;
+    zf_test_send_body(ex, id, ZFLOW__ENVELOPE__BODY_DEREGISTER_EXECUTOR, &d);
+    Zflow__Envelope *r = zf_test_recv(ex, 5000, NULL);
+    assert_non_null(r);
+    assert_int_equal(r->request_id, id);
+    assert_int_equal(r->body_case, ZFLOW__ENVELOPE__BODY_STATUS_REPLY);
+    int code = r->status_reply->status ? r->status_reply->status->code : 0;
+    zflow__envelope__free_unpacked(r, NULL);
+    return code;
+}
+
+static void test_broker_lets_a_stopping_executor_leave_at_once(void **state)
+{
+    s_fixture_t *f = *state;
+    zf_socket_t *sched = s_peer(f), *ex = s_peer(f);
+    assert_int_equal(s_register_scheduler(sched), 0);
+    const char *name = "/job:worker/replica:0/task:3/device:CPU:0";
+    Zflow__Envelope *r = zf_test_register_executor(ex, 1, name, "CPU", 7, "tcp://127.0.0.1:7001",
+                                                   "tcp://127.0.0.1:7002");
+    assert_int_equal(r->register_executor_reply->status->code, ZF_OK);
+    zflow__envelope__free_unpacked(r, NULL);
+    s_expect_event(sched, ZFLOW__DEVICE_EVENT__KIND__JOINED, name, 7, "");
+    assert_int_equal(s_deregister(ex, 2, name, 8), ZF_NOT_FOUND);
+    assert_int_equal(s_deregister(ex, 3, "/job:worker/replica:0/task:9/device:CPU:0", 7),
+                     ZF_NOT_FOUND);
+    assert_null(zf_test_recv(sched, 0, NULL));
+    assert_int_equal(s_deregister(ex, 4, name, 7), ZF_OK);
+    s_expect_event(sched, ZFLOW__DEVICE_EVENT__KIND__DIED, name, 7, "stopped");
+    assert_int_equal(zf_test_heartbeat(ex, 5, name, 7, 0), ZF_NOT_FOUND);
+    /* the restart takes the name back at once */
+    r = zf_test_register_executor(ex, 6, name, "CPU", 9, "tcp://127.0.0.1:7001",
+                                  "tcp://127.0.0.1:7002");
+    assert_int_equal(r->register_executor_reply->status->code, ZF_OK);
+    assert_string_equal(r->register_executor_reply->device_name, name);
+    zflow__envelope__free_unpacked(r, NULL);
+    s_expect_event(sched, ZFLOW__DEVICE_EVENT__KIND__JOINED, name, 9, "");
 }
 
 static void test_broker_passes_client_requests_to_a_scheduler_and_back(void **state)
@@ -454,6 +511,7 @@ int main(void)
         T(test_broker_prints_a_loopback_endpoint_and_stops_cleanly_on_sigterm),
         T(test_broker_names_unnamed_executors_and_keeps_given_names),
         T(test_broker_tells_a_scheduler_about_joins_restarts_and_deaths),
+        T(test_broker_lets_a_stopping_executor_leave_at_once),
         T(test_broker_passes_client_requests_to_a_scheduler_and_back),
         T(test_broker_spreads_requests_over_schedulers_by_outstanding_count),
         T(test_broker_answers_unavailable_when_no_scheduler_is_registered),

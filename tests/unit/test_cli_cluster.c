@@ -116,6 +116,158 @@ static void test_cli_up_serves_runs_and_stops_cleanly_on_sigterm(void **state)
     assert_int_equal(s_capture(list, got, sizeof got), 1);
 }
 
+/* ---- zflow up's supervision --------------------------------------------------- */
+
+/* The pid of zflow up's child whose command line contains needle, 0 when
+ * none (read from /proc: the children of up's main thread). */
+static pid_t s_child_with(pid_t up, const char *needle)
+{
+    char path[64], list[1024] = "";
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)up, (int)up);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(list, 1, sizeof list - 1, f);
+    list[n] = '\0';
+    fclose(f);
+    char *save = NULL;
+    for (char *tok = strtok_r(list, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
+        char cmd[1024] = "";
+        snprintf(path, sizeof path, "/proc/%s/cmdline", tok);
+        FILE *c = fopen(path, "r");
+        if (!c) continue;
+        size_t len = fread(cmd, 1, sizeof cmd - 1, c);
+        fclose(c);
+        for (size_t i = 0; i < len; i++)
+            if (cmd[i] == '\0') cmd[i] = ' ';
+        cmd[len] = '\0';
+        if (strstr(cmd, needle)) return (pid_t)atol(tok);
+    }
+    return 0;
+}
+
+/* Waits up to WAIT_MS for a child with needle other than old; 0 if none. */
+static pid_t s_new_child_with(pid_t up, const char *needle, pid_t old)
+{
+    for (int64_t deadline = zf_test_now_ms() + WAIT_MS; zf_test_now_ms() < deadline;) {
+        pid_t p = s_child_with(up, needle);
+        if (p > 0 && p != old) return p;
+        usleep(20000);
+    }
+    return 0;
+}
+
+/* `zflow up --cpu 2` on a free port; *endpoint gets the broker's address. */
+static pid_t s_up(int *out_fd, int *err_fd, char *endpoint, size_t size)
+{
+    const char *up[] = {ZFLOW, "up", "--port", "0", "--cpu", "2", NULL};
+    pid_t pid = zf_test_spawn_piped(up, out_fd, err_fd);
+    char line[512];
+    if (!zf_test_read_line(*out_fd, line, sizeof line, WAIT_MS)) line[0] = '\0';
+    const char *prefix = "zflow cluster listening on ";
+    endpoint[0] = '\0';
+    if (strncmp(line, prefix, strlen(prefix)) == 0) {
+        const char *at = line + strlen(prefix);
+        size_t len = strcspn(at, " ");
+        if (len < size) {
+            memcpy(endpoint, at, len);
+            endpoint[len] = '\0';
+        }
+    }
+    return pid;
+}
+
+/* TensorFlow's while loop counting to 10, its Exit pinned to CPU:1. */
+static void s_pinned_loop(char *path)
+{
+    Tensorflow__GraphDef *gd = NULL;
+    ASSERT_OK(zf_graphdef_read_file(ZF_TF_DATA_DIR "/graph-while-loop.pbtxt", ZF_FORMAT_AUTO, &gd));
+    for (size_t i = 0; i < gd->n_node; i++) {
+        Tensorflow__NodeDef *n = gd->node[i];
+        if (strcmp(n->name, "while/Exit") != 0) continue;
+        if (n->device != protobuf_c_empty_string) free(n->device);
+        n->device = strdup("/job:localhost/replica:0/task:0/device:CPU:1");
+    }
+    int fd = mkstemps(path, 6);
+    assert_true(fd >= 0);
+    close(fd);
+    ASSERT_OK(zf_graphdef_write_file(gd, path, ZF_FORMAT_PBTXT));
+    zf_graphdef_free(&gd);
+}
+
+/* Runs the pinned loop on endpoint until it prints its value (the executor
+ * may still be coming back), at most WAIT_MS. */
+static bool s_loop_runs(const char *path, const char *endpoint)
+{
+    const char *run[] = {ZFLOW, "run", path, "--broker", endpoint, "--fetch", "while/Exit", NULL};
+    static char out[4096];
+    for (int64_t deadline = zf_test_now_ms() + WAIT_MS; zf_test_now_ms() < deadline;) {
+        if (s_capture(run, out, sizeof out) == 0 && strcmp(out, "while/Exit =\n10\n") == 0)
+            return true;
+        usleep(100000);
+    }
+    return false;
+}
+
+static void test_cli_up_starts_a_killed_executor_again_under_its_name(void **state)
+{
+    (void)state;
+    int out = -1, err = -1;
+    char endpoint[256], path[] = "/tmp/zflow-up-loop-XXXXXX.pbtxt";
+    s_pinned_loop(path);
+    pid_t up = s_up(&out, &err, endpoint, sizeof endpoint);
+    bool before = endpoint[0] && s_loop_runs(path, endpoint);
+    pid_t ex = s_child_with(up, "--device CPU:1");
+    bool killed = ex > 0 && kill(ex, SIGKILL) == 0;
+    pid_t again = killed ? s_new_child_with(up, "--device CPU:1", ex) : 0;
+    bool after = again > 0 && s_loop_runs(path, endpoint);
+    kill(up, SIGTERM);
+    int rc = zf_test_reap(up, zf_test_now_ms() + WAIT_MS);
+    static char log[1 << 16];
+    zf_test_drain(err, log, sizeof log, zf_test_now_ms() + WAIT_MS);
+    close(out);
+    close(err);
+    unlink(path);
+    assert_true(before);
+    assert_true(killed);
+    assert_true(again > 0);
+    assert_true(after);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(log, "zflow up: zflow-executor CPU:1 was killed by signal 9; starting "
+                                "it again in 100 ms (restart 1 of 5 within 60 s)"));
+    assert_non_null(strstr(log, "zflow up: zflow-executor CPU:1 started again: zflow-executor "
+                                "/job:localhost/replica:0/task:0/device:CPU:1 control"));
+    /* the broker took the dead one out at once, not after missed heartbeats */
+    assert_non_null(strstr(log, "executor /job:localhost/replica:0/task:0/device:CPU:1 died: its "
+                                "connection to the broker closed"));
+    assert_null(strstr(log, "no heartbeat for"));
+}
+
+/* A process that keeps dying stops the cluster: the sixth death within a
+ * minute is not restarted, and zflow up exits 1 saying so. */
+static void test_cli_up_gives_up_on_a_process_that_keeps_dying(void **state)
+{
+    (void)state;
+    int out = -1, err = -1;
+    char endpoint[256];
+    pid_t up = s_up(&out, &err, endpoint, sizeof endpoint);
+    pid_t ex = endpoint[0] ? s_child_with(up, "--device CPU:0") : 0;
+    int kills = 0;
+    for (; ex > 0 && kills < 6; kills++) {
+        kill(ex, SIGKILL);
+        ex = kills < 5 ? s_new_child_with(up, "--device CPU:0", ex) : 0;
+    }
+    int rc = zf_test_reap(up, zf_test_now_ms() + WAIT_MS);
+    static char log[1 << 16];
+    zf_test_drain(err, log, sizeof log, zf_test_now_ms() + WAIT_MS);
+    close(out);
+    close(err);
+    assert_int_equal(kills, 6);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(log, "(restart 5 of 5 within 60 s)"));
+    assert_non_null(strstr(log, "zflow up: zflow-executor CPU:0 keeps dying: it was killed by "
+                                "signal 9 after 5 restarts within 60 s; stopping the cluster"));
+}
+
 static void test_cli_run_rejects_broker_with_inprocess_or_devices(void **state)
 {
     (void)state;
@@ -171,6 +323,8 @@ int main(void)
         cmocka_unit_test(
             test_cli_run_on_two_devices_with_pinned_nodes_prints_what_inprocess_prints),
         cmocka_unit_test(test_cli_up_serves_runs_and_stops_cleanly_on_sigterm),
+        cmocka_unit_test(test_cli_up_starts_a_killed_executor_again_under_its_name),
+        cmocka_unit_test(test_cli_up_gives_up_on_a_process_that_keeps_dying),
         cmocka_unit_test(test_cli_run_rejects_broker_with_inprocess_or_devices),
         cmocka_unit_test(test_cli_run_without_a_broker_fails_after_its_timeout),
         cmocka_unit_test(test_cluster_start_failing_midway_leaves_no_process_behind),

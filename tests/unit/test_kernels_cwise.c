@@ -1,5 +1,6 @@
 /* Tests for executor/kernels/kernels_cwise: element-wise unary and binary math with
  * NumPy broadcasting, dtypes, edge shapes and error texts. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -266,6 +267,22 @@ static void test_unary_ops_compute_hand_checked_values(void **state)
     zf_tensor_unref(&z);
 }
 
+/* Neg flips the sign of a zero and Abs clears it, as TensorFlow's do. */
+static void test_neg_and_abs_keep_the_sign_of_zero_right(void **state)
+{
+    (void)state;
+    zf_tensor_t *z = s_unary("Neg", KT_F32(ZF_SHAPE(2), 0.0f, -0.0f));
+    const float *f = zf_tensor_data(z);
+    assert_true(f[0] == 0 && signbit(f[0]));
+    assert_true(f[1] == 0 && !signbit(f[1]));
+    zf_tensor_unref(&z);
+    z = s_unary("Abs", KT_F64(ZF_SHAPE(2), -0.0, -NAN));
+    const double *d = zf_tensor_data(z);
+    assert_true(d[0] == 0 && !signbit(d[0]));
+    assert_true(isnan(d[1]) && !signbit(d[1]));
+    zf_tensor_unref(&z);
+}
+
 static void test_unary_ops_keep_rank4_shapes(void **state)
 {
     (void)state;
@@ -333,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_mismatched_dtypes_are_rejected),
         cmocka_unit_test(test_kernel_lookup_rejects_unsupported_dtypes),
         cmocka_unit_test(test_unary_ops_compute_hand_checked_values),
+        cmocka_unit_test(test_neg_and_abs_keep_the_sign_of_zero_right),
         cmocka_unit_test(test_unary_ops_keep_rank4_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -267,18 +267,13 @@ static zf_client_t *s_client;
 static int s_setup(void **state)
 {
     (void)state;
-    zf_test_service_start(&s_svc, NULL, 2, WAIT_MS);
-    zf_status_t s = zf_client_connect(s_svc.broker.endpoint, &s_client);
-    if (!zf_ok(s)) return -1;
-    zf_client_set_timeout(s_client, WAIT_MS);
-    return 0;
+    return zf_test_service_setup(&s_svc, 2, &s_client, WAIT_MS);
 }
 
 static int s_teardown(void **state)
 {
     (void)state;
-    zf_client_destroy(&s_client);
-    return zf_test_service_stop(&s_svc, WAIT_MS) == 0 ? 0 : -1;
+    return zf_test_service_teardown(&s_svc, &s_client, WAIT_MS);
 }
 
 /* A graph run both ways: an in-process session over two CPUs and a
