@@ -106,11 +106,11 @@ zf_status_t zf_bundle_write(const char *prefix, const zf_tstring_t *keys,
 
 /* MergeV2Checkpoints: merges the bundles at prefixes[0..n) into one at
  * dest: renames their data files to dest's shards, writes dest's index and
- * deletes the old indexes. With allow_missing, a prefix without an index is
- * skipped (but not all of them). Errors: those of zf_bundle_reader_open,
- * INVALID_ARGUMENT for a key two bundles hold ("Duplicate tensor keyed by
- * <key> encountered, when merging prefix: <prefix>") or differing headers,
- * and the file system's. */
+ * deletes the old indexes. dest's shards are the data files its entries
+ * use (TensorFlow counts every source shard, used or not). With allow_missing, a prefix without an
+ * index is skipped (but not all of them). Errors: those of zf_bundle_reader_open, INVALID_ARGUMENT
+ * for a key two bundles hold ("Duplicate tensor keyed by <key> encountered, when merging prefix:
+ * <prefix>") or differing headers, and the file system's. */
 zf_status_t zf_bundle_merge(const char *const *prefixes, size_t n, const char *dest,
                             bool allow_missing);
 

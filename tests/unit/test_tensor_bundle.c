@@ -575,6 +575,19 @@ static void test_merge_joins_bundles_and_renumbers_their_shards(void **state)
     assert_int_equal(zf_bundle_reader_num_keys(r), 1);
     zf_bundle_reader_destroy(&r);
     zf_test_expect_error(zf_bundle_merge(with_gone, 1, dest, true), ZF_NOT_FOUND, "none of");
+    /* a bundle without tensors adds no shard: the merged one stays readable */
+    char none[300];
+    snprintf(none, sizeof none, "%s/none", dir);
+    ASSERT_OK(zf_bundle_write(none, NULL, NULL, 0));
+    ASSERT_OK(zf_bundle_write(a, &ka, (const zf_tensor_t *const *)ts, 1));
+    const char *with_none[2] = {none, a};
+    ASSERT_OK(zf_bundle_merge(with_none, 2, dest, false));
+    ASSERT_OK(zf_bundle_reader_open(dest, &r));
+    assert_int_equal(zf_bundle_reader_num_shards(r), 1);
+    ASSERT_OK(zf_bundle_reader_lookup(r, "z", 1, &t));
+    assert_true(zf_tensor_equal(t, ts[0]));
+    zf_tensor_unref(&t);
+    zf_bundle_reader_destroy(&r);
     kt_unref_all(ts, 2);
     zf_test_rm_rf(dir);
     free(dir);
