@@ -35,7 +35,8 @@ typedef struct {
     zf_tensor_t **value; /* Const nodes without inputs: their value, once read */
     bool *is_const;      /* a Const without inputs (also one made by folding) */
     int *consumers_before;
-    zf_device_t *cpu; /* for folding, made on first use */
+    int *controls_before; /* of those, control inputs */
+    zf_device_t *cpu;     /* for folding, made on first use */
     size_t max_bytes;
     zf_optimizer_stats_t stats;
 } s_opt_t;
@@ -145,8 +146,9 @@ static zf_status_t s_table(s_opt_t *o, bool *readable)
     o->value = calloc(n, sizeof *o->value);
     o->is_const = calloc(n, sizeof *o->is_const);
     o->consumers_before = calloc(n, sizeof *o->consumers_before);
+    o->controls_before = calloc(n, sizeof *o->controls_before);
     if (!o->names || !o->in || !o->rep || !o->fwd || !o->value || !o->is_const ||
-        !o->consumers_before)
+        !o->consumers_before || !o->controls_before)
         return zf_out_of_memory("graph optimizer");
     for (int i = 0; i < o->n; i++) {
         o->rep[i] = i;
@@ -161,6 +163,7 @@ static zf_status_t s_table(s_opt_t *o, bool *readable)
         for (size_t k = 0; k < nd->n_input; k++) {
             if (!s_parse_input(o, nd->input[k], &o->in[i][k])) return ZF_STATUS_OK;
             o->consumers_before[o->in[i][k].src]++;
+            if (o->in[i][k].port < 0) o->controls_before[o->in[i][k].src]++;
         }
         o->is_const[i] = strcmp(nd->op, "Const") == 0 && nd->n_input == 0;
     }
@@ -183,6 +186,7 @@ static void s_table_free(s_opt_t *o)
     free(o->value);
     free(o->is_const);
     free(o->consumers_before);
+    free(o->controls_before);
     zf_device_destroy(&o->cpu);
 }
 
@@ -408,7 +412,13 @@ static bool s_cse_key(const s_opt_t *o, int i, s_key_t *k)
         else
             ok = s_key_add(k, &in, sizeof in);
     }
-    if (ok) qsort(ctrl, n_ctrl, sizeof *ctrl, s_cmp_int);
+    if (ok && n_ctrl > 1) { /* as a set: sorted, each once */
+        qsort(ctrl, n_ctrl, sizeof *ctrl, s_cmp_int);
+        size_t u = 1;
+        for (size_t j = 1; j < n_ctrl; j++)
+            if (ctrl[j] != ctrl[u - 1]) ctrl[u++] = ctrl[j];
+        n_ctrl = u;
+    }
     ok = ok && s_key_add(k, "|", 1) && (n_ctrl == 0 || s_key_add(k, ctrl, n_ctrl * sizeof *ctrl));
     free(ctrl);
     Tensorflow__NodeDef__AttrEntry **attrs = ok ? malloc((nd->n_attr + 1) * sizeof *attrs) : NULL;
@@ -468,10 +478,11 @@ static bool s_forwardable(const s_opt_t *o, int i)
     s_in_t in = s_resolve(o, o->in[i][0]);
     if (in.port < 0) return false;
     const Tensorflow__NodeDef *src = o->gd->node[in.src];
-    /* a Switch's branch pivot, and an Identity that turns a received dead
-     * value into a dead node (so that a control edge from it carries the
-     * deadness), must stay */
-    if (s_flags(src) & (ZF_OP_CONTROL_FLOW | ZF_OP_SEND_RECV)) return false;
+    /* Read from a Switch (a branch pivot) or a _Recv, the Identity is what
+     * turns a dead value into a dead node, so that a control edge from it
+     * carries the deadness: with control consumers it must stay. */
+    if ((s_flags(src) & (ZF_OP_CONTROL_FLOW | ZF_OP_SEND_RECV)) && o->controls_before[i] > 0)
+        return false;
     const zf_op_def_t *def = zf_op_lookup(src->op);
     zf_dtype_t types[64];
     int n = 0;

@@ -20,10 +20,10 @@
  *     the others' consumers read it.
  *   - Identity, Snapshot, StopGradient and PreventGradient removal: their
  *     consumers read their input directly, unless the node has control
- *     inputs, or its input is a reference or comes from a control-flow node
- *     or a _Recv (a Switch's branch pivot, and the Identity that makes a
- *     received dead value a dead node, whose control edges then carry the
- *     deadness, must stay nodes of their own).
+ *     inputs, or its input is a reference, or it has control consumers and
+ *     reads a control-flow node or a _Recv (a Switch's branch pivot, and the
+ *     Identity that makes a received dead value a dead node, whose control
+ *     edges then carry the deadness, must stay nodes of their own).
  * Nodes left without consumers by these rewrites are removed; nodes that
  * had none (targets) are kept.
  *
