@@ -540,7 +540,7 @@ zf_client_session_options_t zf_cli_session_options(const zf_cli_step_args_t *a)
 
 zf_client_job_options_t zf_cli_job_options(const zf_cli_step_args_t *a)
 {
-    return (zf_client_job_options_t){a->steps, a->inits, a->n_inits};
+    return (zf_client_job_options_t){a->steps, a->inits, a->n_inits, 0};
 }
 
 zf_status_t zf_cli_load_graph(const char *path, zf_graph_format_t format, zf_graph_t **g)

@@ -5,6 +5,7 @@
  * and jobs. */
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
+#include "common/proto_util.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -599,6 +600,7 @@ zf_status_t zf_client_submit_job(zf_client_t *c, const struct Tensorflow__GraphD
     sj.session = &cs;
     sj.step = &rs;
     sj.steps = jo.steps;
+    rs.trace_level = jo.trace_level;
     sj.n_init_targets = (size_t)jo.n_init_targets;
     sj.init_targets = (char **)jo.init_targets;
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
@@ -688,6 +690,8 @@ void zf_client_job_result_free(zf_client_job_result_t **r_p)
         if (r->names) free(r->names[j]);
         if (r->tensors) zf_tensor_unref(&r->tensors[j]);
     }
+    for (size_t k = 0; k < r->n_runs; k++) zflow__node_run__free_unpacked(r->runs[k], NULL);
+    free(r->runs);
     free(r->names);
     free(r->tensors);
     free(r);
@@ -713,6 +717,15 @@ static zf_status_t s_result(const Zflow__RunStepReply *r, zf_client_job_result_t
             s = nt && nt->tensor ? zf_tensor_from_proto(nt->tensor, &res->tensors[j])
                                  : zf_internal("the service returned no value");
         if (!zf_ok(s)) s = zf_status_prefix(s, "fetch '%s'", name);
+    }
+    if (zf_ok(s) && r->n_step_stats > 0) {
+        res->runs = calloc(r->n_step_stats, sizeof *res->runs);
+        if (!res->runs) s = zf_out_of_memory("job result");
+    }
+    for (size_t k = 0; zf_ok(s) && k < r->n_step_stats; k++) {
+        ProtobufCMessage *copy = NULL;
+        s = zf_proto_clone(&r->step_stats[k]->base, "job result", &copy);
+        if (zf_ok(s)) res->runs[res->n_runs++] = (Zflow__NodeRun *)copy;
     }
     if (!zf_ok(s)) zf_client_job_result_free(&res);
     *out = res;

@@ -132,9 +132,10 @@ typedef struct zf_client_job_options {
     int64_t steps;                   /* runs of the step (0 or 1: one) */
     const char *const *init_targets; /* run once before the first step */
     int n_init_targets;
+    int trace_level; /* RunOptions' trace level for the steps (0: none); the result's runs */
 } zf_client_job_options_t;
 
-#define ZF_CLIENT_JOB_OPTIONS_DEFAULT ((zf_client_job_options_t){1, NULL, 0})
+#define ZF_CLIENT_JOB_OPTIONS_DEFAULT ((zf_client_job_options_t){1, NULL, 0, 0})
 
 /* zf_client_submit for a job that first runs job->init_targets once (no
  * feeds, e.g. variable initializers), then its step job->steps times on
@@ -171,6 +172,10 @@ typedef struct zf_client_job_result {
     int n_fetches;
     char **names;
     zf_tensor_t **tensors;
+    /* With trace_level > 0: every kernel run of the last step, on every
+     * executor (proto/service.proto's NodeRun). */
+    struct Zflow__NodeRun **runs;
+    size_t n_runs;
 } zf_client_job_result_t;
 
 /* Frees a result and its tensors; NULL-safe, sets *r_p to NULL. */

@@ -27,6 +27,7 @@
 
 #include "common/dtype.h"
 #include "common/status.h"
+#include "executor/engine/engine.h"
 #include "common/tensor.h"
 #include "proto/graph.pb-c.h"
 
@@ -74,6 +75,14 @@ zf_status_t zf_local_session_run(zf_local_session_t *s, const char *const *feed_
                                  const char *const *fetches, int n_fetches,
                                  const char *const *targets, int n_targets,
                                  zf_tensor_t **fetch_out);
+
+/* The same, recording every kernel run of every partition into trace
+ * (zf_step_trace_init()ed by the caller; NULL: not traced). */
+zf_status_t zf_local_session_run_traced(zf_local_session_t *s, const char *const *feed_names,
+                                        zf_tensor_t *const *feed_values, int n_feeds,
+                                        const char *const *fetches, int n_fetches,
+                                        const char *const *targets, int n_targets,
+                                        zf_tensor_t **fetch_out, zf_step_trace_t *trace);
 
 /* The session's devices, in the order of the device list. */
 int zf_local_session_num_devices(const zf_local_session_t *s);

@@ -61,6 +61,8 @@ typedef struct zf__svc_step {
     size_t n_fetch_keys;
     Zflow__Envelope *reply; /* built when the step ends */
     zf_status_t status;     /* sent as a bare status when reply is NULL */
+    bool traced;            /* RunGraph.trace: every kernel run goes into trace */
+    zf_step_trace_t trace;
 } zf__svc_step_t;
 
 struct zf_exec_service {

@@ -52,6 +52,7 @@ static zf_status_t s_start_part(zf__master_step_t *st, int i, const Zflow__RunSt
     rg.feeds = fp;
     rg.n_fetch_keys = (size_t)part->n_fetches;
     rg.fetch_keys = fetch_keys;
+    rg.trace = req->trace_level > 0;
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_RUN_GRAPH;
     env.run_graph = &rg;
@@ -200,6 +201,28 @@ static zf_status_t s_collect(const zf__master_step_t *st, const Zflow__RunStep *
     return ZF_STATUS_OK;
 }
 
+/* A traced step's kernel runs: every partition's, moved into out. */
+static zf_status_t s_collect_runs(const zf__master_step_t *st, Zflow__RunStepReply *out)
+{
+    size_t total = 0;
+    for (int i = 0; i < st->p->set->n_parts; i++) {
+        const Zflow__Envelope *env = st->calls[i].reply;
+        if (env && env->body_case == ZFLOW__ENVELOPE__BODY_RUN_GRAPH_REPLY)
+            total += env->run_graph_reply->n_node_runs;
+    }
+    out->step_stats = calloc(total + 1, sizeof *out->step_stats);
+    if (!out->step_stats) return zf_out_of_memory("master");
+    for (int i = 0; i < st->p->set->n_parts; i++) {
+        Zflow__Envelope *env = st->calls[i].reply;
+        if (!env || env->body_case != ZFLOW__ENVELOPE__BODY_RUN_GRAPH_REPLY) continue;
+        Zflow__RunGraphReply *r = env->run_graph_reply;
+        for (size_t k = 0; k < r->n_node_runs; k++)
+            out->step_stats[out->n_step_stats++] = r->node_runs[k];
+        r->n_node_runs = 0;
+    }
+    return ZF_STATUS_OK;
+}
+
 /* Gives st a step id and sends RunGraph to every partition of plan p.
  * Under m->mu. */
 zf_status_t zf__master_step_begin(zf__master_step_t *st, zf__master_session_t *s,
@@ -242,6 +265,7 @@ zf_status_t zf__master_step_end(zf__master_step_t *st, zf__master_session_t *s,
     if (cleanup && !zf_ok(st->first)) zf__master_step_cleanup(st);
     zf_status_t res = st->first;
     if (zf_ok(res)) res = s_collect(st, req, nm, out);
+    if (zf_ok(res) && req->trace_level > 0) res = s_collect_runs(st, out);
     if (st->restarted || res.code == ZF_UNAVAILABLE) zf__master_plan_drop(st->m, s, nm->sig, st->p);
     for (int i = 0; i < st->p->set->n_parts; i++) zf__master_call_finish(st->m, &st->calls[i]);
     free(st->calls);
