@@ -294,10 +294,7 @@ static void test_the_example_trains_split_over_two_executors(void **state)
 /* ---- gradients against finite differences -------------------------------------------- */
 
 /* The loss with the variable read through read holding value, but for
- * element i, which holds value[i] + delta (fed to the read). Each probe is
- * a new tensor: kernels may cache what they derive from an input by its
- * buffer (the Conv2D filter's reordered copy), so a fed buffer must not
- * change under them. */
+ * element i, which holds value[i] + delta (fed to the read, as a copy). */
 static double s_loss_with(zf_local_session_t *s, const char *read, const zf_tensor_t *value,
                           int64_t i, float delta)
 {
