@@ -178,7 +178,8 @@ def variable(g, name, initial, device, inits):
                   ("shared_name", a_str(""))])
     g.const(name + "/initial_value", initial, device)
     inits.append(g.node(name + "/Assign", "Assign", [name, name + "/initial_value"], device,
-                        [("T", F), ("validate_shape", a_bool(True)), ("use_locking", a_bool(True))]))
+                        [("T", F), ("validate_shape", a_bool(True)),
+                         ("use_locking", a_bool(True))]))
     return g.node(name + "/read", "Identity", [name], device, [("T", F)])
 
 
@@ -188,14 +189,13 @@ def build():
     g = Graph()
     inits = []
 
-    # The dataset, each half on the device that uses it.
+    # The images with the conv layer, the labels with the loss.
     g.const("data/images", images, CPU0)
     g.const("data/labels", labels, CPU1)
 
-    # Variables, each with its layer.
-    fan = 3 * 3 * C_IN
-    filt = variable(g, "conv/filter", uniform(rng, (3, 3, C_IN, FILTERS),
-                                              np.sqrt(6.0 / (fan + 3 * 3 * FILTERS))), CPU0, inits)
+    # Variables, each with its layer; the filter Glorot-uniform.
+    limit = np.sqrt(6.0 / (3 * 3 * C_IN + 3 * 3 * FILTERS))
+    filt = variable(g, "conv/filter", uniform(rng, (3, 3, C_IN, FILTERS), limit), CPU0, inits)
     scale = variable(g, "bn/scale", np.ones(FILTERS, np.float32), CPU0, inits)
     offset = variable(g, "bn/offset", np.zeros(FILTERS, np.float32), CPU0, inits)
     weights = variable(g, "dense/weights", uniform(rng, (POOLED, CLASSES), 0.1), CPU1, inits)
@@ -258,8 +258,8 @@ def build():
             ("conv/filter", d_filter, CPU0, (3, 3, C_IN, FILTERS), []),
             ("bn/scale", bn_grad + ":1", CPU0, (FILTERS,), []),
             ("bn/offset", bn_grad + ":2", CPU0, (FILTERS,), []),
-            # the weights' update waits for the one other reader of the
-            # weights in the step, the input gradient
+            # ApplyAdam writes the weights in place: it waits for their one
+            # reader not already upstream of it, the input gradient
             ("dense/weights", d_weights, CPU1, (POOLED, CLASSES), [d_flat]),
             ("dense/bias", d_bias, CPU1, (CLASSES,), [])]:
         zeros = np.zeros(shape, np.float32)
