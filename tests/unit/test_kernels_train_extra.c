@@ -77,8 +77,8 @@ static void test_bias_add_grad_edge_shapes_and_errors(void **state)
     assert_null(y);
     zf_test_expect_error(s_bias_grad(kt_zeros(ZF_FLOAT, ZF_SHAPE(2, 3)), "HWCN", &y),
                          ZF_INVALID_ARGUMENT, "data_format must be NHWC or NCHW, got 'HWCN'");
-    zf_test_expect_error(s_bias_grad(kt_zeros(ZF_INT32, ZF_SHAPE(2, 3)), NULL, &y),
-                         ZF_NOT_FOUND, "[T=DT_INT32]");
+    zf_test_expect_error(s_bias_grad(kt_zeros(ZF_INT32, ZF_SHAPE(2, 3)), NULL, &y), ZF_NOT_FOUND,
+                         "[T=DT_INT32]");
 }
 
 int main(void)
