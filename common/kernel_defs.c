@@ -203,6 +203,7 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("ResourceApplyAdam", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("ResourceApplyRMSProp", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("ResourceApplyAdagrad", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("BiasAddGrad", "CPU", "T", ZF_TYPES_FLOAT),
     /* end of training */
     /* CPU: control flow (frames, iterations and deadness live in the engine) */
     ZF_KDEF("Enter", "CPU", "T", 0),

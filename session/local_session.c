@@ -495,6 +495,12 @@ zf_status_t zf_local_session_run_traced(zf_local_session_t *s, const char *const
     for (int i = 0; i < n_feeds && zf_ok(st); i++)
         st = feed_values[i] ? s_check_feed(s, nm.feeds[i], feed_values[i])
                             : zf_invalid_argument("feed '%s' has no value", nm.feeds[i]);
+    /* The caller may have written a feed's bytes since a run that fed it:
+     * what a kernel derived from them and keyed on the buffer (Conv2D's
+     * filter reordered for oneDNN) is stale. */
+    for (int i = 0; i < n_feeds && zf_ok(st); i++)
+        if (zf_tensor_buffer(feed_values[i]))
+            zf_buffer_bump_version(zf_tensor_buffer(feed_values[i]));
     s_callable_t *p = NULL;
     if (zf_ok(st))
         st = s_callable_get(s, &nm.sorted_feeds, nm.ns_feeds, &nm.sorted_fetches, nm.ns_fetches,

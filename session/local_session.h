@@ -62,7 +62,8 @@ zf_status_t zf_local_session_new(Tensorflow__GraphDef *gd, const zf_local_sessio
 void zf_local_session_destroy(zf_local_session_t **s_p);
 
 /* Runs one step. feed_names[i] ("x" or "x:0") is given the value
- * feed_values[i] (borrowed); fetches are tensor names, targets node names
+ * feed_values[i] (borrowed; the caller may change its bytes between runs,
+ * not during one); fetches are tensor names, targets node names
  * run for their effects. On success fetch_out[j] (caller-allocated,
  * n_fetches entries) holds an owned reference to fetch j's value; on error
  * every entry is NULL. Blocks until the step has ended everywhere.
