@@ -92,6 +92,7 @@ typedef struct zf_cli_step_args {
     int n_feeds, n_fetches, n_targets, n_inits;
     bool soft_placement;
     int opt_level; /* --opt-level L0|L1: -1 or 0 */
+    bool bf16;     /* --bf16 */
 } zf_cli_step_args_t;
 
 /* Sizes the arrays of *a for argc arguments. false when out of memory

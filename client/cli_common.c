@@ -428,6 +428,10 @@ static int s_take_option(const char *command, const char *usage, int argc, char 
         a->soft_placement = true;
         return 1;
     }
+    if (strcmp(arg, "--bf16") == 0) {
+        a->bf16 = true;
+        return 1;
+    }
     if (strcmp(arg, "--opt-level") == 0 && *i + 1 < argc) {
         const char *v = argv[++*i];
         if (strcmp(v, "L0") != 0 && strcmp(v, "L1") != 0)
@@ -534,6 +538,7 @@ zf_client_session_options_t zf_cli_session_options(const zf_cli_step_args_t *a)
     zf_client_session_options_t opts = ZF_CLIENT_SESSION_OPTIONS_DEFAULT;
     opts.allow_soft_placement = a->soft_placement;
     opts.opt_level = a->opt_level;
+    opts.bfloat16_sendrecv = a->bf16;
     opts.place_first = a->place && strcmp(a->place, "first") == 0;
     return opts;
 }

@@ -434,6 +434,7 @@ static Zflow__SessionOptions s_options(const zf_client_session_options_t *opts)
         o.place_first = opts->place_first;
         o.step_timeout_ms = opts->step_timeout_ms;
         o.opt_level = opts->opt_level;
+        o.bfloat16_sendrecv = opts->bfloat16_sendrecv;
     }
     return o;
 }

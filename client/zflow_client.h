@@ -26,9 +26,10 @@ typedef struct zf_client_session_options {
     bool place_first;        /* the first valid device instead of balanced */
     int64_t step_timeout_ms; /* 0: none */
     int opt_level;           /* 0 (L1): the graph optimizer runs on every partition; -1 (L0): not */
+    bool bfloat16_sendrecv;  /* FLOAT tensors cross between devices as BFLOAT16 */
 } zf_client_session_options_t;
 
-#define ZF_CLIENT_SESSION_OPTIONS_DEFAULT ((zf_client_session_options_t){false, false, 0, 0})
+#define ZF_CLIENT_SESSION_OPTIONS_DEFAULT ((zf_client_session_options_t){false, false, 0, 0, false})
 
 /* One step: feeds (names "x" or "x:0" with borrowed tensors), fetches and
  * targets. outputs of the run functions get n_fetches new tensors, in the

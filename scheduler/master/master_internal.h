@@ -57,7 +57,8 @@ typedef struct zf__master_session {
     Tensorflow__GraphDef *gd; /* owned by graph */
     zf_graph_t *graph;
     bool soft, place_first;
-    int opt_level; /* SessionOptions.opt_level, for RegisterGraph */
+    int opt_level;          /* SessionOptions.opt_level, for RegisterGraph */
+    bool bfloat16_sendrecv; /* SessionOptions' */
     int64_t timeout_ms;
     zf_strmap_t *plans;    /* signature -> zf__master_plan_t *, under m->mu */
     pthread_mutex_t build; /* one plan built at a time per session */

@@ -254,6 +254,36 @@ static void test_cli_run_writes_a_chrome_trace_of_the_step(void **state)
     zf_graphdef_free(&gd);
 }
 
+/* --bf16: a FLOAT crossing between devices travels as BFLOAT16 (8 bits of
+ * mantissa): 1 + 2^-8 arrives as 1, and -3.5 (exact in BFLOAT16) as
+ * itself; without it, both arrive exact. In process and on a cluster. */
+static void test_cli_run_sends_bfloat16_between_devices_when_asked(void **state)
+{
+    s_tmp_t *t = *state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/bf16.pbtxt", t->dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("node { name: 'a' op: 'Placeholder' device: '/cpu:0'"
+          " attr { key: 'dtype' value { type: DT_FLOAT } } }\n"
+          "node { name: 'b' op: 'Identity' input: 'a' device: '/device:CPU:1'"
+          " attr { key: 'T' value { type: DT_FLOAT } } }\n",
+          f);
+    fclose(f);
+    const char *modes[] = {"--inprocess", ""};
+    for (int m = 0; m < 2; m++) {
+        s_run_t r;
+        s_zflow(&r, "run %s %s --devices cpu:2 --feed a=[1.00390625,-3.5] --fetch b", path,
+                modes[m]);
+        s_expect(&r, 0, NULL);
+        assert_string_equal(r.out, "b =\n[ 1.0039062 -3.5      ]\n");
+        s_zflow(&r, "run %s %s --devices cpu:2 --bf16 --feed a=[1.00390625,-3.5] --fetch b", path,
+                modes[m]);
+        s_expect(&r, 0, NULL);
+        assert_string_equal(r.out, "b =\n[ 1.  -3.5]\n");
+    }
+}
+
 static void test_cli_run_runs_targets_and_multiple_fetches(void **state)
 {
     s_tmp_t *t = *state;
@@ -533,6 +563,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_run_checks_a_placeholders_shape_on_both_paths,
                                         s_setup, s_teardown),
         cmocka_unit_test(test_cli_run_answers_bad_usage_with_exit_code_2),
+        cmocka_unit_test_setup_teardown(test_cli_run_sends_bfloat16_between_devices_when_asked,
+                                        s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_writes_a_chrome_trace_of_the_step, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_runs_a_while_loop_in_process, s_setup,
