@@ -157,6 +157,7 @@ typedef struct zf_client_job_progress {
     int partitions_running; /* partitions of the current step still running */
     int partitions_total;   /* partitions of the job's plan; 0 before its first step */
     int64_t elapsed_ms;     /* since it started running; frozen once done */
+    int attempts;           /* times the broker handed it to a scheduler so far */
 } zf_client_job_progress_t;
 
 /* The progress of job_id; does not collect its result. Errors: NOT_FOUND
@@ -170,6 +171,7 @@ typedef struct zf_client_job_result {
     int n_fetches;
     char **names;
     zf_tensor_t **tensors;
+    int attempts; /* times the broker handed the job to a scheduler (> 1: one was lost) */
 } zf_client_job_result_t;
 
 /* Frees a result and its tensors; NULL-safe, sets *r_p to NULL. */

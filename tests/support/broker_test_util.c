@@ -42,7 +42,15 @@ void zf_test_broker_start(zf_test_broker_t *tb, const char *const *args)
     assert_int_equal(pipe(out), 0);
     const char *argv[32] = {ZF_BIN_DIR "/zflow-broker", "--listen", "tcp://127.0.0.1:0"};
     int argc = 3;
-    for (int i = 0; args && args[i] && argc < 31; i++) argv[argc++] = args[i];
+    bool state = false; /* a test's broker keeps its jobs in memory unless told */
+    for (int i = 0; args && args[i] && argc < 29; i++) {
+        state = state || strcmp(args[i], "--state") == 0;
+        argv[argc++] = args[i];
+    }
+    if (!state) {
+        argv[argc++] = "--state";
+        argv[argc++] = ":memory:";
+    }
     tb->pid = fork();
     assert_true(tb->pid >= 0);
     if (tb->pid == 0) {
