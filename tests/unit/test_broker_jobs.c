@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "broker_test_util.h"
 #include "test_util.h"
@@ -358,6 +359,35 @@ static void test_broker_jobs_survive_a_broker_restart(void **state)
     free(queued);
 }
 
+static void test_broker_jobs_end_a_job_whose_stored_record_is_bad_with_data_loss(void **state)
+{
+    fixture_t *f = *state;
+    s_start_broker(f, NULL, NULL); /* makes the store */
+    assert_int_equal(zf_test_broker_stop(&f->tb, SIGTERM), 0);
+    char path[128];
+    snprintf(path, sizeof path, "%s/jobs.db", f->state);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    const char *rows =
+        "INSERT INTO jobs(id, seq, state, request) VALUES('job-1-bad', 1, 1, x'0a0bffff');"
+        "INSERT INTO jobs(id, seq, state, result, ended_ms) VALUES('job-2-bad', 2, 3, "
+        "x'0a0bffff', CAST(strftime('%s', 'now') AS INTEGER) * 1000);"
+        "INSERT INTO jobs(id, seq, state) VALUES('job-3-bad', 3, 99);";
+    assert_int_equal(sqlite3_exec(db, rows, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    s_start_broker(f, NULL, NULL);
+    zf_socket_t *c = s_peer(f), *s1 = s_peer(f);
+    s_register(s1, "aaaa0001"); /* nothing reaches it: the request does not decode */
+    s_expect_wait_status(c, 1, "job-1-bad", ZF_DATA_LOSS,
+                         "the stored request of job 'job-1-bad' cannot be read");
+    s_expect_wait_status(c, 2, "job-2-bad", ZF_DATA_LOSS,
+                         "the stored result of job 'job-2-bad' cannot be read");
+    s_expect_wait_status(c, 3, "job-3-bad", ZF_NOT_FOUND, "not found"); /* skipped */
+    s_req_t r;
+    assert_false(s_next_req(s1, 300, &r));
+    free(s_submit(c, 4, "y")); /* and it goes on */
+}
+
 /* Runs zflow-broker with args, stderr folded in; returns its exit code. */
 static int s_run_broker(const char *args, char *out, size_t size)
 {
@@ -406,6 +436,7 @@ int main(void)
         T(test_broker_jobs_hand_a_lost_schedulers_jobs_to_another),
         T(test_broker_jobs_end_with_the_last_error_after_max_attempts),
         T(test_broker_jobs_survive_a_broker_restart),
+        T(test_broker_jobs_end_a_job_whose_stored_record_is_bad_with_data_loss),
         T(test_broker_jobs_refuse_a_bad_state_directory_at_start),
 #undef T
     };
