@@ -56,6 +56,8 @@ struct zf_job_store {
     sqlite3 *db;
     sqlite3_stmt *stmts[S_N_STMTS];
     bool in_tx;
+    bool file; /* on disk (not :memory:) */
+    bool full; /* synchronous=FULL is set */
     char path[PATH_MAX];
 };
 
@@ -118,7 +120,8 @@ static zf_status_t s_setup(zf_job_store_t *s, bool memory)
          * until close. WAL with FULL sync: a commit is on disk. */
         ZF_TRY(s_exec(s, "PRAGMA locking_mode=EXCLUSIVE", "setting the locking mode"));
         ZF_TRY(s_exec(s, "PRAGMA journal_mode=WAL", "setting WAL mode"));
-        ZF_TRY(s_exec(s, "PRAGMA synchronous=FULL", "setting synchronous writes"));
+        ZF_TRY(s_exec(s, "PRAGMA synchronous=NORMAL", "setting synchronous writes"));
+        s->file = true;
     }
     ZF_TRY(s_exec(s, "BEGIN IMMEDIATE", "locking the database"));
     sqlite3_stmt *st = NULL;
@@ -195,13 +198,40 @@ zf_status_t zf_job_store_begin(zf_job_store_t *s)
     return ZF_STATUS_OK;
 }
 
+/* A commit that records accepted jobs is on disk before it returns
+ * (synchronous=FULL: the WAL is synced); the others, which only move jobs
+ * along, are NORMAL: they survive the process, and a power loss can only
+ * take back their last moves (a job runs again, a collected result comes
+ * back until it expires). SQLite sets this between transactions only. */
+static zf_status_t s_set_sync(zf_job_store_t *s, bool full)
+{
+    if (!s->file || s->full == full) return ZF_STATUS_OK;
+    ZF_TRY(s_exec(s, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+                  "setting the commit's sync"));
+    s->full = full;
+    return ZF_STATUS_OK;
+}
+
 zf_status_t zf_job_store_commit(zf_job_store_t *s)
 {
     if (!s->in_tx) return ZF_STATUS_OK;
     s->in_tx = false;
     zf_status_t e = s_exec(s, "COMMIT", "committing");
     if (!zf_ok(e)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    if (zf_ok(e)) e = s_set_sync(s, false);
     return e;
+}
+
+/* Readies s for a put: its transaction, if one is open, becomes a
+ * synchronous one (what it holds so far is committed first), and a put
+ * outside of one commits synchronously on its own. */
+static zf_status_t s_ready_put(zf_job_store_t *s)
+{
+    if (!s->file || s->full) return ZF_STATUS_OK;
+    bool tx = s->in_tx;
+    if (tx) ZF_TRY(zf_job_store_commit(s));
+    ZF_TRY(s_set_sync(s, true));
+    return tx ? zf_job_store_begin(s) : ZF_STATUS_OK;
 }
 
 /* Runs statement i with its bindings made, to completion; the number of
@@ -245,6 +275,12 @@ zf_status_t zf_job_store_put(zf_job_store_t *s, const char *id, int64_t seq, int
     if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 3, steps);
     if (rc == SQLITE_OK) rc = s_bind_blob(st, 4, request, len);
     ZF_TRY(s_bound(s, S_PUT, rc, "storing a job"));
+    zf_status_t e = s_ready_put(s);
+    if (!zf_ok(e)) {
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        return e;
+    }
     return s_run(s, S_PUT, "storing a job", NULL);
 }
 

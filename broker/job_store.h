@@ -4,9 +4,14 @@
  * collected or expires.
  *
  * Design notes
- * - One SQLite database, jobs.db, in the state directory, in WAL mode with
- *   synchronous=FULL: a committed job survives the broker's death and the
- *   machine's. The database is opened with an exclusive lock, so a second
+ * - One SQLite database, jobs.db, in the state directory, in WAL mode. A
+ *   commit that records an accepted job (zf_job_store_put) is synchronous
+ *   (synchronous=FULL): once it returns, the job survives the broker's
+ *   death and the machine's. Commits that only move jobs along (dispatched,
+ *   queued again, finished, deleted) are synchronous=NORMAL: they survive
+ *   the broker's death, and a power loss can only take back the last of
+ *   them (a job runs again, a collected result comes back until it
+ *   expires). The database is opened with an exclusive lock, so a second
  *   broker on the same directory is refused at its start rather than both
  *   running the same jobs.
  * - Writes between zf_job_store_begin() and zf_job_store_commit() are one

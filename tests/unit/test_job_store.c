@@ -132,6 +132,35 @@ static void test_job_store_rolls_back_an_uncommitted_transaction_at_close(void *
     zf_job_store_close(&s);
 }
 
+/* A transaction that moves a job along and then records one (its commit
+ * becomes a synchronous one midway) keeps both. */
+static void test_job_store_keeps_moves_and_puts_of_one_transaction(void **state)
+{
+    fixture_t *f = *state;
+    zf_job_store_t *s = NULL;
+    ASSERT_OK(zf_job_store_open(f->dir, &s));
+    ASSERT_OK(zf_job_store_put(s, "job-1", 1, 1, "r", 1));
+    ASSERT_OK(zf_job_store_begin(s));
+    ASSERT_OK(zf_job_store_dispatched(s, "job-1", "aaaa0001", 1));
+    ASSERT_OK(zf_job_store_put(s, "job-2", 2, 1, "r", 1));
+    ASSERT_OK(zf_job_store_finished(s, "job-1", "done", 4, 5, 1));
+    ASSERT_OK(zf_job_store_commit(s));
+    ASSERT_OK(zf_job_store_begin(s)); /* moves only */
+    ASSERT_OK(zf_job_store_dispatched(s, "job-2", "aaaa0001", 1));
+    ASSERT_OK(zf_job_store_commit(s));
+    zf_job_store_close(&s);
+    ASSERT_OK(zf_job_store_open(f->dir, &s));
+    zf_job_store_record_t *r = NULL;
+    size_t n = 0;
+    ASSERT_OK(zf_job_store_list(s, &r, &n, NULL));
+    assert_int_equal(n, 2);
+    assert_int_equal(r[0].state, ZF_JOB_STORE_DONE);
+    assert_int_equal(r[1].state, ZF_JOB_STORE_DISPATCHED);
+    free(r);
+    s_expect_blob(s, true, "job-1", "done");
+    zf_job_store_close(&s);
+}
+
 static void test_job_store_skips_and_counts_rows_that_are_no_job(void **state)
 {
     fixture_t *f = *state;
@@ -232,6 +261,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, s_setup, s_teardown)
         T(test_job_store_keeps_jobs_through_every_state_and_a_reopen),
         T(test_job_store_rolls_back_an_uncommitted_transaction_at_close),
+        T(test_job_store_keeps_moves_and_puts_of_one_transaction),
         T(test_job_store_skips_and_counts_rows_that_are_no_job),
         T(test_job_store_refuses_a_bad_database_with_a_clear_error),
         T(test_job_store_in_memory_keeps_nothing),
