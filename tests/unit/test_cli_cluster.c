@@ -179,6 +179,18 @@ static pid_t s_up(int *out_fd, int *err_fd, char *endpoint, size_t size, const c
     return pid;
 }
 
+/* Stops zflow up with SIGTERM and closes its pipes; its stderr so far into
+ * log. Its exit code. */
+static int s_stop_up(pid_t up, int out, int err, char *log, size_t size)
+{
+    kill(up, SIGTERM);
+    int rc = zf_test_reap(up, zf_test_now_ms() + WAIT_MS);
+    zf_test_drain(err, log, size, zf_test_now_ms() + WAIT_MS);
+    close(out);
+    close(err);
+    return rc;
+}
+
 /* TensorFlow's while loop counting to 10, its Exit pinned to CPU:1. */
 static void s_pinned_loop(char *path)
 {
@@ -223,12 +235,8 @@ static void test_cli_up_starts_a_killed_executor_again_under_its_name(void **sta
     bool killed = ex > 0 && kill(ex, SIGKILL) == 0;
     pid_t again = killed ? s_new_child_with(up, "--device CPU:1", ex) : 0;
     bool after = again > 0 && s_loop_runs(path, endpoint);
-    kill(up, SIGTERM);
-    int rc = zf_test_reap(up, zf_test_now_ms() + WAIT_MS);
     static char log[1 << 16];
-    zf_test_drain(err, log, sizeof log, zf_test_now_ms() + WAIT_MS);
-    close(out);
-    close(err);
+    int rc = s_stop_up(up, out, err, log, sizeof log);
     unlink(path);
     assert_true(before);
     assert_true(killed);
@@ -267,12 +275,8 @@ static void test_cli_up_with_a_state_directory_keeps_jobs_through_a_killed_broke
     for (int64_t end = zf_test_now_ms() + WAIT_MS;
          again > 0 && rc_wait != 0 && zf_test_now_ms() < end; usleep(200000))
         rc_wait = s_capture(wait, got, sizeof got);
-    kill(up, SIGTERM);
-    int rc = zf_test_reap(up, zf_test_now_ms() + WAIT_MS);
     static char log[1 << 16];
-    zf_test_drain(err, log, sizeof log, zf_test_now_ms() + WAIT_MS);
-    close(out);
-    close(err);
+    int rc = s_stop_up(up, out, err, log, sizeof log);
     zf_test_state_dir_remove(dir);
     assert_int_equal(rc_submit, 0);
     assert_memory_equal(id, "job-", 4);
