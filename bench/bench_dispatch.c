@@ -92,7 +92,7 @@ int main(void)
     zf_tensor_t *start = NULL;
     s_check(zf_tensor_new_scalar_float(1.0f, &start), "tensor");
     double direct = 1e30, run = 1e30;
-    zf_engine_args_t args = {0, NULL};
+    zf_engine_args_t args = {0, NULL, NULL};
     for (int r = 0; r < reps; r++) {
         direct = zf_bench_min(direct, s_direct(k, gd, dev, start, n));
         args.step_id = r;

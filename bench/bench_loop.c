@@ -156,7 +156,7 @@ static double s_best_step(zf_engine_t *ex, int reps)
 {
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
-        zf_engine_args_t args = {r, NULL};
+        zf_engine_args_t args = {r, NULL, NULL};
         double t0 = zf_bench_now();
         s_check(zf_engine_run(ex, &args), "step");
         best = zf_bench_min(best, zf_bench_now() - t0);

@@ -8,7 +8,9 @@
  * by raw ZeroMQ processes (the least a step can cost with this design). Starts zflow-broker, two
  * zflow-executor and zflow-scheduler from the bin directory next to this program's (build/bin), or
  * ZFLOW_BIN_DIR. Then the same cluster again with CurveZMQ keys (a fresh key directory): the
- * direct step's median with CURVE against the plain one (target <= 1.2x).
+ * direct step's median with CURVE against the plain one (target <= 1.2x). Also the direct
+ * step with RunOptions' FULL_TRACE (every kernel run recorded and returned) against the plain
+ * one (target <= 1.2x).
  */
 #include <limits.h>
 #include <pthread.h>
@@ -361,8 +363,9 @@ static char *s_create_session(zf_socket_t *client, char **endpoint)
     return id;
 }
 
-/* Median seconds of a RunStep feeding a scalar x and fetching y. */
-static double s_step_median(zf_socket_t *client, const char *session, int reps)
+/* Median seconds of a RunStep feeding a scalar x and fetching y, at
+ * RunOptions' trace_level (0: untraced; 3: FULL_TRACE). */
+static double s_step_median(zf_socket_t *client, const char *session, int reps, int trace_level)
 {
     zf_tensor_t *x = NULL;
     Tensorflow__TensorProto *tp = NULL;
@@ -379,6 +382,7 @@ static double s_step_median(zf_socket_t *client, const char *session, int reps)
     rs.feeds = feeds;
     rs.n_fetches = 1;
     rs.fetches = fetches;
+    rs.trace_level = trace_level;
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP;
     env.run_step = &rs;
@@ -423,8 +427,9 @@ static bool s_start_cluster(char *broker, size_t size, const char *keys)
 }
 
 /* The medians of a direct step and of one through the broker on a fresh
- * cluster (keys: CURVE with that key directory, NULL: plain). */
-static bool s_measure(const char *keys, int reps, double *step, double *via_broker)
+ * cluster (keys: CURVE with that key directory, NULL: plain), and with
+ * traced non-NULL of a direct FULL_TRACE step. */
+static bool s_measure(const char *keys, int reps, double *step, double *via_broker, double *traced)
 {
     char broker[256];
     if (!s_start_cluster(broker, sizeof broker, keys)) {
@@ -446,13 +451,14 @@ static bool s_measure(const char *keys, int reps, double *step, double *via_brok
     }
     char *endpoint = NULL;
     char *session = s_create_session(client, &endpoint);
-    *via_broker = session ? s_step_median(client, session, reps) : -1;
+    *via_broker = session ? s_step_median(client, session, reps, 0) : -1;
     zf_socket_t *direct = NULL;
     if (!endpoint || !zf_ok(zf_socket_new(ctx, ZF_SOCKET_DEALER, &direct)) ||
         !zf_ok(zf_socket_secure_client(direct, ZF_ROLE_SCHEDULER)) ||
         !zf_ok(zf_socket_connect(direct, endpoint)))
         *via_broker = -1;
-    *step = *via_broker > 0 ? s_step_median(direct, session, reps) : -1;
+    *step = *via_broker > 0 ? s_step_median(direct, session, reps, 0) : -1;
+    if (traced) *traced = *step > 0 ? s_step_median(direct, session, reps, 3) : -1;
     free(session);
     free(endpoint);
     zf_socket_destroy(&direct);
@@ -471,14 +477,14 @@ int main(int argc, char **argv)
     double base = s_reqrep_median(reps);
     double base_proc = s_reqrep_process_median(reps);
     double pattern = s_pattern_median(reps);
-    double step = -1, via_broker = -1, step_curve = -1, via_broker_curve = -1;
+    double step = -1, via_broker = -1, step_curve = -1, via_broker_curve = -1, step_traced = -1;
     char keys[] = "/tmp/zflow-bench-keys-XXXXXX";
     if (!mkdtemp(keys) || !zf_ok(zf_keygen_cluster(keys))) {
         fprintf(stderr, "bench_step: cannot make keys in %s\n", keys);
         return 1;
     }
-    bool ok = s_measure(NULL, reps, &step, &via_broker) &&
-              s_measure(keys, reps, &step_curve, &via_broker_curve);
+    bool ok = s_measure(NULL, reps, &step, &via_broker, &step_traced) &&
+              s_measure(keys, reps, &step_curve, &via_broker_curve, NULL);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", keys);
     if (system(cmd) != 0) fprintf(stderr, "bench_step: cannot remove %s\n", keys);
@@ -500,6 +506,8 @@ int main(int argc, char **argv)
     printf("\n  RunStep through the broker      %8.1f us   %.2fx the one-process round trip, %.2fx "
            "the two-process one\n",
            via_broker * 1e6, via_broker / base, via_broker / base_proc);
+    printf("  RunStep with FULL_TRACE         %8.1f us   %.2fx the plain step (target <= 1.2x)\n",
+           step_traced * 1e6, step_traced / step);
     printf("  RunStep with CurveZMQ keys      %8.1f us   %.2fx the plain step (target <= 1.2x)\n",
            step_curve * 1e6, step_curve / step);
     printf("  ... through the broker          %8.1f us   %.2fx the plain one\n",

@@ -109,11 +109,10 @@ bool zf__broker_jobs_is_self(const zf__broker_ident_t *id)
     return id->len == S_SELF_LEN && memcmp(id->id, s_self, S_SELF_LEN) == 0;
 }
 
-bool zf__broker_jobs_serves(const Zflow__Envelope *env)
+bool zf__broker_jobs_serves(Zflow__Envelope__BodyCase body)
 {
-    return env->body_case == ZFLOW__ENVELOPE__BODY_SUBMIT_JOB ||
-           env->body_case == ZFLOW__ENVELOPE__BODY_WAIT_JOB ||
-           env->body_case == ZFLOW__ENVELOPE__BODY_POLL_JOB;
+    return body == ZFLOW__ENVELOPE__BODY_SUBMIT_JOB || body == ZFLOW__ENVELOPE__BODY_WAIT_JOB ||
+           body == ZFLOW__ENVELOPE__BODY_POLL_JOB;
 }
 
 /* Opens the round's transaction when none is: the writes of a round are

@@ -91,6 +91,7 @@ typedef struct zf_cli_step_args {
     const char **feed_specs, **fetches, **targets, **inits;
     int n_feeds, n_fetches, n_targets, n_inits;
     bool soft_placement;
+    int opt_level; /* --opt-level L0|L1: -1 or 0 */
 } zf_cli_step_args_t;
 
 /* Sizes the arrays of *a for argc arguments. false when out of memory
@@ -180,5 +181,11 @@ void zf_cli_progress_draw(void *arg, const char *job_id, const zf_client_job_pro
 
 /* Erases the line when one was drawn, before results are printed. */
 void zf_cli_progress_end(zf_cli_progress_t *pr);
+
+/* Writes the kernel runs of a traced step (between start_us and end_us) to
+ * path as Chrome trace-event JSON (cli_trace.c). */
+struct Zflow__NodeRun;
+zf_status_t zf_cli_write_trace(const char *path, struct Zflow__NodeRun *const *runs, size_t n,
+                               int64_t start_us, int64_t end_us);
 
 #endif

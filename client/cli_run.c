@@ -52,12 +52,19 @@ static const char s_usage[] =
     "  --place MODE      first (the first valid device, TensorFlow's rule;\n"
     "                    the --inprocess default) or balanced (the least\n"
     "                    loaded valid device; the service's default)\n"
+    "  --opt-level L0|L1 L1 (the default) runs the graph optimizer on every\n"
+    "                    partition (constant folding, common subexpressions,\n"
+    "                    Identity removal); L0 runs the graph as written\n"
     "  --allow-soft-placement  put a node whose device has no kernel for it\n"
     "                    on a valid device of the same task instead\n"
     "  --steps N         run the step N times (default 1) on one session, so\n"
     "                    variables carry over; prints the last run's fetches\n"
     "  --init N          node to run once, without feeds, before the first\n"
     "                    step, e.g. a variable's initializer (repeatable)\n"
+    "  --trace FILE.json write the (last) step as a Chrome trace (trace-event\n"
+    "                    JSON for chrome://tracing and Perfetto): a process per\n"
+    "                    device, every kernel run, an arrow per tensor that\n"
+    "                    crossed between devices\n"
     "  --quiet           print nothing but errors (and no progress line)\n"
     "  --timeout-ms N    how long to wait for the service's answer (default\n"
     "                    60000; not for --inprocess)\n";
@@ -66,7 +73,7 @@ static const char s_usage[] =
 
 typedef struct {
     zf_cli_step_args_t step;
-    const char *devices, *out_dir, *broker, *timeout_text, *keys;
+    const char *devices, *out_dir, *broker, *timeout_text, *keys, *trace;
     int timeout_ms;
     bool inprocess, quiet;
 } s_args_t;
@@ -92,10 +99,23 @@ static zf_dtype_t s_graph_dtype(void *arg, const char *name)
     return dtype;
 }
 
+/* The in-process step's trace, written as the service's would be. */
+static zf_status_t s_write_local_trace(const char *path, const zf_step_trace_t *t, int64_t start,
+                                       int64_t end)
+{
+    Zflow__NodeRun **runs = NULL;
+    size_t n = 0;
+    zf_status_t s = zf_step_trace_to_protos(t, &runs, &n);
+    if (zf_ok(s)) s = zf_cli_write_trace(path, runs, n, start, end);
+    for (size_t k = 0; k < n; k++) zflow__node_run__free_unpacked(runs[k], NULL);
+    free(runs);
+    return s;
+}
+
 /* Runs the step a->steps times in this process; got holds the last run's
  * fetches. */
 static zf_status_t s_run_local(const s_runner_t *r, const zf_cli_step_args_t *a,
-                               const zf_cli_feeds_t *f, zf_tensor_t **got)
+                               const char *trace_path, const zf_cli_feeds_t *f, zf_tensor_t **got)
 {
     if (a->n_inits > 0)
         ZF_TRY(zf_status_prefix(
@@ -103,9 +123,16 @@ static zf_status_t s_run_local(const s_runner_t *r, const zf_cli_step_args_t *a,
             "init targets"));
     for (long k = 1; k <= a->steps; k++) {
         for (int j = 0; j < a->n_fetches; j++) zf_tensor_unref(&got[j]);
-        zf_status_t s =
-            zf_local_session_run(r->sess, (const char *const *)f->names, f->values, f->n,
-                                 a->fetches, a->n_fetches, a->targets, a->n_targets, got);
+        bool traced = trace_path && k == a->steps;
+        zf_step_trace_t trace;
+        if (traced) zf_step_trace_init(&trace);
+        int64_t start = zf_step_trace_now_us();
+        zf_status_t s = zf_local_session_run_traced(
+            r->sess, (const char *const *)f->names, f->values, f->n, a->fetches, a->n_fetches,
+            a->targets, a->n_targets, got, traced ? &trace : NULL);
+        int64_t end = zf_step_trace_now_us();
+        if (traced && zf_ok(s)) s = s_write_local_trace(trace_path, &trace, start, end);
+        if (traced) zf_step_trace_destroy(&trace);
         if (!zf_ok(s))
             return a->steps > 1 ? zf_status_prefix(s, "step %ld of %ld", k, a->steps) : s;
     }
@@ -120,6 +147,8 @@ static zf_status_t s_run_job(const s_runner_t *r, const s_args_t *a, const zf_cl
     char *id = NULL;
     int n_fetches = a->step.n_fetches;
     zf_client_job_options_t job = zf_cli_job_options(&a->step);
+    job.trace_level = a->trace ? 3 : 0; /* FULL_TRACE */
+    int64_t start = zf_step_trace_now_us();
     ZF_TRY(zf_client_submit_job(r->client, r->gd, opts, step, &job, &id));
     zf_cli_progress_t pr = {false};
     zf_client_job_result_t *res = NULL;
@@ -133,6 +162,9 @@ static zf_status_t s_run_job(const s_runner_t *r, const s_args_t *a, const zf_cl
         got[j] = res->tensors[j];
         res->tensors[j] = NULL;
     }
+    /* the job's wall time bounds its last step's */
+    if (zf_ok(s) && a->trace)
+        s = zf_cli_write_trace(a->trace, res->runs, res->n_runs, start, zf_step_trace_now_us());
     zf_client_job_result_free(&res);
     free(id);
     return s;
@@ -141,7 +173,7 @@ static zf_status_t s_run_job(const s_runner_t *r, const s_args_t *a, const zf_cl
 static zf_status_t s_run_step(const s_runner_t *r, const s_args_t *a, const zf_cli_feeds_t *f,
                               zf_tensor_t **got)
 {
-    if (r->sess) return s_run_local(r, &a->step, f, got);
+    if (r->sess) return s_run_local(r, &a->step, a->trace, f, got);
     zf_client_step_t step = zf_cli_client_step(&a->step, f);
     zf_client_set_timeout(r->client, a->timeout_ms);
     zf_client_session_options_t opts = zf_cli_session_options(&a->step);
@@ -183,6 +215,8 @@ static zf_status_t s_set_option(void *arg, const char *opt, const char *value)
         a->broker = value;
     else if (strcmp(opt, "--keys") == 0)
         a->keys = value;
+    else if (strcmp(opt, "--trace") == 0)
+        a->trace = value;
     else
         a->timeout_text = value;
     return ZF_STATUS_OK;
@@ -205,8 +239,8 @@ static int s_parse_timeout(s_args_t *a)
 static int s_parse_args(int argc, char **argv, s_args_t *a)
 {
     static const char *const flags[] = {"--inprocess", "--quiet", "-q", NULL};
-    static const char *const valued[] = {"--devices",    "--out-dir", "--broker",
-                                         "--timeout-ms", "--keys",    NULL};
+    static const char *const valued[] = {"--devices", "--out-dir", "--broker", "--timeout-ms",
+                                         "--keys",    "--trace",   NULL};
     const zf_cli_own_options_t own = {flags, valued, s_set_option, a};
     int rc = zf_cli_step_args_parse("run", s_usage, argc, argv, &own, &a->step);
     if (rc) return rc;
@@ -225,6 +259,7 @@ static int s_run_inprocess(const s_args_t *a, Tensorflow__GraphDef *gd)
     zf_local_session_options_t opts = ZF_LOCAL_SESSION_OPTIONS_DEFAULT;
     opts.devices = a->devices;
     opts.allow_soft_placement = a->step.soft_placement;
+    opts.opt_level = a->step.opt_level;
     opts.balanced_placement = a->step.place && strcmp(a->step.place, "balanced") == 0;
     zf_status_t s = zf_status_prefix(zf_local_session_new(gd, &opts, &r.sess), "%s", a->step.graph);
     int rc = zf_ok(s) ? s_execute(a, &r) : zf_cli_fail("run", &s);

@@ -5,6 +5,7 @@
  * and jobs. */
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
+#include "common/proto_util.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -19,12 +20,17 @@
 #define S_STASH_MAX      64
 #define S_PROGRESS_MS    250  /* progress polls while a job is waited for */
 #define S_WAIT_MARGIN_MS 3000 /* a WaitJob's own timeout answers before ours */
-#define S_PEERS_MAX      9    /* the broker and up to 8 schedulers */
-#define S_PING_MS        1000
-#define S_SILENCE_MS     3000
-#define S_PING_BIT       ((uint64_t)1 << 63) /* marks the request ids of pings */
-#define S_SENT_MAX       256                 /* requests remembered for s_await */
-#define S_REACH_MS       1000                /* how long a new scheduler endpoint has to answer */
+/* The longest one WaitJob of zf_client_wait_result asks the service for:
+ * a waiter its client gave up on (the broker fell silent, the process was
+ * killed) leaves the scheduler within it, so that it cannot take a result
+ * that a later wait was told it could collect. */
+#define S_WAIT_SLICE_MS 1000
+#define S_PEERS_MAX     9 /* the broker and up to 8 schedulers */
+#define S_PING_MS       1000
+#define S_SILENCE_MS    3000
+#define S_PING_BIT      ((uint64_t)1 << 63) /* marks the request ids of pings */
+#define S_SENT_MAX      256                 /* requests remembered for s_await */
+#define S_REACH_MS      1000                /* how long a new scheduler endpoint has to answer */
 
 /* A socket requests go out on: peer 0 is the broker, the others are
  * schedulers reached directly. heard_ms: when it last sent us anything. */
@@ -427,6 +433,7 @@ static Zflow__SessionOptions s_options(const zf_client_session_options_t *opts)
         o.allow_soft_placement = opts->allow_soft_placement;
         o.place_first = opts->place_first;
         o.step_timeout_ms = opts->step_timeout_ms;
+        o.opt_level = opts->opt_level;
     }
     return o;
 }
@@ -593,6 +600,7 @@ zf_status_t zf_client_submit_job(zf_client_t *c, const struct Tensorflow__GraphD
     sj.session = &cs;
     sj.step = &rs;
     sj.steps = jo.steps;
+    rs.trace_level = jo.trace_level;
     sj.n_init_targets = (size_t)jo.n_init_targets;
     sj.init_targets = (char **)jo.init_targets;
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
@@ -686,6 +694,8 @@ void zf_client_job_result_free(zf_client_job_result_t **r_p)
         if (r->names) free(r->names[j]);
         if (r->tensors) zf_tensor_unref(&r->tensors[j]);
     }
+    for (size_t k = 0; k < r->n_runs; k++) zflow__node_run__free_unpacked(r->runs[k], NULL);
+    free(r->runs);
     free(r->names);
     free(r->tensors);
     free(r);
@@ -713,9 +723,30 @@ static zf_status_t s_result(const Zflow__RunStepReply *r, zf_client_job_result_t
         if (!zf_ok(s)) s = zf_status_prefix(s, "fetch '%s'", name);
     }
     if (zf_ok(s)) res->attempts = r->attempts;
+    if (zf_ok(s) && r->n_step_stats > 0) {
+        res->runs = calloc(r->n_step_stats, sizeof *res->runs);
+        if (!res->runs) s = zf_out_of_memory("job result");
+    }
+    for (size_t k = 0; zf_ok(s) && k < r->n_step_stats; k++) {
+        ProtobufCMessage *copy = NULL;
+        s = zf_proto_clone(&r->step_stats[k]->base, "job result", &copy);
+        if (zf_ok(s)) res->runs[res->n_runs++] = (Zflow__NodeRun *)copy;
+    }
     if (!zf_ok(s)) zf_client_job_result_free(&res);
     *out = res;
     return s;
+}
+
+/* A wait for job_id that got no result (the service did not answer, or
+ * answered with an error of its own): named, and, unless the job is gone,
+ * said to be collectable later, for the job goes on without its waiter. */
+static zf_status_t s_wait_failed(zf_status_t s, const char *job_id)
+{
+    if (s.code == ZF_NOT_FOUND) return s; /* names the job, and why it is gone */
+    return zf_status_prefix(s,
+                            "no result for job %s (it goes on, and a later wait for %s can "
+                            "still collect its result)",
+                            job_id, job_id);
 }
 
 zf_status_t zf_client_wait_result(zf_client_t *c, const char *job_id, int timeout_ms,
@@ -729,17 +760,21 @@ zf_status_t zf_client_wait_result(zf_client_t *c, const char *job_id, int timeou
     for (;;) {
         if (progress) {
             zf_client_job_progress_t p;
-            ZF_TRY(zf_client_poll(c, job_id, &p));
+            zf_status_t s = zf_client_poll(c, job_id, &p);
+            if (!zf_ok(s)) return s_wait_failed(s, job_id);
             progress(arg, job_id, &p);
         }
         int64_t left = deadline - s_now_ms();
         int slice = left < 1 ? 1 : left > INT32_MAX ? INT32_MAX : (int)left;
         if (progress && slice > S_PROGRESS_MS) slice = S_PROGRESS_MS;
+        if (slice > S_WAIT_SLICE_MS) slice = S_WAIT_SLICE_MS;
         Zflow__Envelope *rep = NULL;
-        ZF_TRY(s_wait_once(c, job_id, slice, &rep));
+        zf_status_t s = s_wait_once(c, job_id, slice, &rep);
+        if (!zf_ok(s)) return s_wait_failed(s, job_id);
         const Zflow__RunStepReply *r = rep->run_step_reply;
         bool unfinished = r->unfinished;
-        zf_status_t s = unfinished ? ZF_STATUS_OK : zf_status_from_proto(r->status);
+        s = unfinished ? ZF_STATUS_OK : zf_status_from_proto(r->status);
+        if (!zf_ok(s)) s = zf_status_prefix(s, "job %s", job_id); /* the job's own failure */
         if (!unfinished && zf_ok(s)) s = s_result(r, out);
         zflow__envelope__free_unpacked(rep, NULL);
         if (!unfinished) return s;

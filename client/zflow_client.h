@@ -25,9 +25,10 @@ typedef struct zf_client_session_options {
     bool allow_soft_placement;
     bool place_first;        /* the first valid device instead of balanced */
     int64_t step_timeout_ms; /* 0: none */
+    int opt_level;           /* 0 (L1): the graph optimizer runs on every partition; -1 (L0): not */
 } zf_client_session_options_t;
 
-#define ZF_CLIENT_SESSION_OPTIONS_DEFAULT ((zf_client_session_options_t){false, false, 0})
+#define ZF_CLIENT_SESSION_OPTIONS_DEFAULT ((zf_client_session_options_t){false, false, 0, 0})
 
 /* One step: feeds (names "x" or "x:0" with borrowed tensors), fetches and
  * targets. outputs of the run functions get n_fetches new tensors, in the
@@ -131,9 +132,10 @@ typedef struct zf_client_job_options {
     int64_t steps;                   /* runs of the step (0 or 1: one) */
     const char *const *init_targets; /* run once before the first step */
     int n_init_targets;
+    int trace_level; /* RunOptions' trace level for the steps (0: none); the result's runs */
 } zf_client_job_options_t;
 
-#define ZF_CLIENT_JOB_OPTIONS_DEFAULT ((zf_client_job_options_t){1, NULL, 0})
+#define ZF_CLIENT_JOB_OPTIONS_DEFAULT ((zf_client_job_options_t){1, NULL, 0, 0})
 
 /* zf_client_submit for a job that first runs job->init_targets once (no
  * feeds, e.g. variable initializers), then its step job->steps times on
@@ -171,6 +173,10 @@ typedef struct zf_client_job_result {
     int n_fetches;
     char **names;
     zf_tensor_t **tensors;
+    /* With trace_level > 0: every kernel run of the last step, on every
+     * executor (proto/service.proto's NodeRun). */
+    struct Zflow__NodeRun **runs;
+    size_t n_runs;
     int attempts; /* times the broker handed the job to a scheduler (> 1: one was lost) */
 } zf_client_job_result_t;
 
@@ -188,7 +194,11 @@ typedef void (*zf_client_progress_fn)(void *arg, const char *job_id,
  * finished in time is DEADLINE_EXCEEDED "job <id> has not finished within
  * N ms ...": it goes on, and its result waits for a later wait. A result
  * is collected once: NOT_FOUND afterwards. The job's own failure comes back
- * as its status. */
+ * as its status, prefixed "job <id>"; a wait that got no result (the
+ * service went silent or refused the wait) names the job and says that a
+ * later wait can still collect its result. Each WaitJob it sends asks for
+ * at most 1 s, so that a wait given up on leaves the scheduler within a
+ * second and never takes the result with it. */
 zf_status_t zf_client_wait_result(zf_client_t *c, const char *job_id, int timeout_ms,
                                   zf_client_progress_fn progress, void *arg,
                                   zf_client_job_result_t **out);

@@ -46,6 +46,10 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("AssignSubVariableOp", "CPU", "dtype", ZF_TYPES_REAL),
     ZF_KDEF("ResourceApplyGradientDescent", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("VarIsInitializedOp", "CPU", NULL, 0),
+    /* checkpoints */
+    ZF_KDEF("SaveV2", "CPU", NULL, 0),
+    ZF_KDEF("RestoreV2", "CPU", NULL, 0),
+    ZF_KDEF("MergeV2Checkpoints", "CPU", NULL, 0),
     ZF_KDEF("Neg", "CPU", "T", ZF_TYPES_REAL),
     ZF_KDEF("Abs", "CPU", "T", ZF_TYPES_REAL),
     ZF_KDEF("Square", "CPU", "T", ZF_TYPES_REAL),
@@ -199,6 +203,7 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("ResourceApplyAdam", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("ResourceApplyRMSProp", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("ResourceApplyAdagrad", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("BiasAddGrad", "CPU", "T", ZF_TYPES_FLOAT),
     /* end of training */
     /* CPU: control flow (frames, iterations and deadness live in the engine) */
     ZF_KDEF("Enter", "CPU", "T", 0),

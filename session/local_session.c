@@ -13,6 +13,7 @@
 #include "common/strmap.h"
 #include "executor/devices/device.h"
 #include "executor/engine/engine.h"
+#include "executor/engine/graph_optimizer.h"
 #include "executor/kernels/kernel.h"
 #include "executor/kernels/kernels_sendrecv.h"
 #include "executor/devices/gpu.h"
@@ -46,6 +47,7 @@ struct zf_local_session {
     int *assignment; /* per node: index into devices */
     zf_resource_mgr_t *resources;
     int64_t timeout_ms;
+    int opt_level;
     atomic_int_fast64_t next_step;
     pthread_mutex_t mu;     /* guards callables and last_parts */
     zf_strmap_t *callables; /* signature -> s_callable_t *, keys copied */
@@ -206,6 +208,8 @@ static zf_status_t s_callable_executors(zf_local_session_t *s, s_callable_t *p)
         if (part->device_index < 0 || part->device_index >= s->n_devices)
             return zf_internal("partition %s has no device", part->device);
         zf_engine_params_t params = {s->devices[part->device_index], s->resources};
+        zf_optimizer_options_t oo = {s->opt_level, 0};
+        ZF_TRY(zf_optimize_graph(part->graph, &oo, NULL));
         ZF_TRY(zf_engine_new(part->graph, &params, &p->executors[i]));
     }
     return ZF_STATUS_OK;
@@ -342,7 +346,8 @@ static void s_wait_partitions(s_wait_t *w, zf_rendezvous_t *r, int64_t timeout_m
 
 /* Starts every partition (each on its device's pool, the last one here) and
  * waits for all of them. */
-static void s_run_partitions(zf_local_session_t *s, const s_callable_t *p, zf_rendezvous_t *r)
+static void s_run_partitions(zf_local_session_t *s, const s_callable_t *p, zf_rendezvous_t *r,
+                             zf_step_trace_t *trace)
 {
     int n = p->set->n_parts;
     s_wait_t w = {.remaining = n, .r = r};
@@ -350,7 +355,7 @@ static void s_run_partitions(zf_local_session_t *s, const s_callable_t *p, zf_re
     pthread_cond_init(&w.cv, NULL);
     s_start_t *starts = calloc((size_t)n + 1, sizeof *starts);
     for (int i = 0; i < n; i++) {
-        zf_engine_args_t args = {zf_rendezvous_step_id(r), r};
+        zf_engine_args_t args = {zf_rendezvous_step_id(r), r, trace};
         if (!starts) { /* no memory to hand off: run them one after another */
             zf_engine_run_async(p->executors[i], &args, s_partition_done, &w);
             continue;
@@ -415,13 +420,13 @@ static zf_status_t s_collect_fetches(const s_callable_t *p, char **user_fetches,
 /* Runs one step of callable p; the root cause wins over what followed from it. */
 static zf_status_t s_step(zf_local_session_t *s, const s_callable_t *p, char **user_feeds,
                           zf_tensor_t *const *values, int n_feeds, char **user_fetches,
-                          int n_fetches, zf_tensor_t **out)
+                          int n_fetches, zf_tensor_t **out, zf_step_trace_t *trace)
 {
     zf_rendezvous_t *r = NULL;
     ZF_TRY(zf_rendezvous_new(atomic_fetch_add(&s->next_step, 1), &r));
     zf_status_t st = s_send_feeds(p, user_feeds, values, n_feeds, r);
     if (zf_ok(st)) {
-        s_run_partitions(s, p, r);
+        s_run_partitions(s, p, r, trace);
         st = zf_rendezvous_status(r);
     }
     if (zf_ok(st)) st = s_collect_fetches(p, user_fetches, n_fetches, r, out);
@@ -472,6 +477,16 @@ zf_status_t zf_local_session_run(zf_local_session_t *s, const char *const *feed_
                                  const char *const *fetches, int n_fetches,
                                  const char *const *targets, int n_targets, zf_tensor_t **fetch_out)
 {
+    return zf_local_session_run_traced(s, feed_names, feed_values, n_feeds, fetches, n_fetches,
+                                       targets, n_targets, fetch_out, NULL);
+}
+
+zf_status_t zf_local_session_run_traced(zf_local_session_t *s, const char *const *feed_names,
+                                        zf_tensor_t *const *feed_values, int n_feeds,
+                                        const char *const *fetches, int n_fetches,
+                                        const char *const *targets, int n_targets,
+                                        zf_tensor_t **fetch_out, zf_step_trace_t *trace)
+{
     for (int j = 0; j < n_fetches; j++) fetch_out[j] = NULL;
     if (n_feeds < 0 || n_fetches < 0 || n_targets < 0)
         return zf_invalid_argument("negative feed, fetch or target count");
@@ -480,12 +495,18 @@ zf_status_t zf_local_session_run(zf_local_session_t *s, const char *const *feed_
     for (int i = 0; i < n_feeds && zf_ok(st); i++)
         st = feed_values[i] ? s_check_feed(s, nm.feeds[i], feed_values[i])
                             : zf_invalid_argument("feed '%s' has no value", nm.feeds[i]);
+    /* The caller may have written a feed's bytes since a run that fed it:
+     * what a kernel derived from them and keyed on the buffer (Conv2D's
+     * filter reordered for oneDNN) is stale. */
+    for (int i = 0; i < n_feeds && zf_ok(st); i++)
+        if (zf_tensor_buffer(feed_values[i]))
+            zf_buffer_bump_version(zf_tensor_buffer(feed_values[i]));
     s_callable_t *p = NULL;
     if (zf_ok(st))
         st = s_callable_get(s, &nm.sorted_feeds, nm.ns_feeds, &nm.sorted_fetches, nm.ns_fetches,
                             nm.sorted_targets, nm.ns_targets, &p);
     if (zf_ok(st))
-        st = s_step(s, p, nm.feeds, feed_values, n_feeds, nm.fetches, n_fetches, fetch_out);
+        st = s_step(s, p, nm.feeds, feed_values, n_feeds, nm.fetches, n_fetches, fetch_out, trace);
     if (zf_ok(st)) {
         pthread_mutex_lock(&s->mu);
         s->last_parts = p->set->n_parts;
@@ -559,6 +580,7 @@ zf_status_t zf_local_session_new(Tensorflow__GraphDef *gd, const zf_local_sessio
     if (!s) return zf_out_of_memory("session");
     pthread_mutex_init(&s->mu, NULL);
     s->timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : 0;
+    s->opt_level = o.opt_level;
     atomic_init(&s->next_step, 1);
     zf_status_t st = (s->callables = zf_strmap_new(8, ZF_STRMAP_COPY_KEYS))
                          ? ZF_STATUS_OK

@@ -27,6 +27,7 @@
 
 #include "common/dtype.h"
 #include "common/status.h"
+#include "executor/engine/engine.h"
 #include "common/tensor.h"
 #include "proto/graph.pb-c.h"
 
@@ -41,10 +42,11 @@ typedef struct zf_local_session_options {
                                 first valid one, as TensorFlow does */
     bool log_placement;
     int64_t timeout_ms; /* per run; 0: no limit */
+    int opt_level; /* ZF_OPT_L1 (0, the default): optimize every partition; ZF_OPT_L0 (-1): not */
 } zf_local_session_options_t;
 
 #define ZF_LOCAL_SESSION_OPTIONS_DEFAULT                                                           \
-    ((zf_local_session_options_t){NULL, 0, false, false, false, 0})
+    ((zf_local_session_options_t){NULL, 0, false, false, false, 0, 0})
 
 /* Creates the session's devices and resource store, builds the graph of gd
  * (BORROWED: it must outlive the session) and places it. opts may be NULL.
@@ -60,7 +62,8 @@ zf_status_t zf_local_session_new(Tensorflow__GraphDef *gd, const zf_local_sessio
 void zf_local_session_destroy(zf_local_session_t **s_p);
 
 /* Runs one step. feed_names[i] ("x" or "x:0") is given the value
- * feed_values[i] (borrowed); fetches are tensor names, targets node names
+ * feed_values[i] (borrowed; the caller may change its bytes between runs,
+ * not during one); fetches are tensor names, targets node names
  * run for their effects. On success fetch_out[j] (caller-allocated,
  * n_fetches entries) holds an owned reference to fetch j's value; on error
  * every entry is NULL. Blocks until the step has ended everywhere.
@@ -73,6 +76,14 @@ zf_status_t zf_local_session_run(zf_local_session_t *s, const char *const *feed_
                                  const char *const *fetches, int n_fetches,
                                  const char *const *targets, int n_targets,
                                  zf_tensor_t **fetch_out);
+
+/* The same, recording every kernel run of every partition into trace
+ * (zf_step_trace_init()ed by the caller; NULL: not traced). */
+zf_status_t zf_local_session_run_traced(zf_local_session_t *s, const char *const *feed_names,
+                                        zf_tensor_t *const *feed_values, int n_feeds,
+                                        const char *const *fetches, int n_fetches,
+                                        const char *const *targets, int n_targets,
+                                        zf_tensor_t **fetch_out, zf_step_trace_t *trace);
 
 /* The session's devices, in the order of the device list. */
 int zf_local_session_num_devices(const zf_local_session_t *s);

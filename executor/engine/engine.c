@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/graph.h"
 #include "common/op_registry.h"
@@ -473,6 +474,7 @@ typedef struct {
     zf_engine_t *ex;
     int64_t step_id;
     zf_rendezvous_t *rendezvous;
+    zf_step_trace_t *trace; /* NULL: not traced */
     zf_engine_done_fn done;
     void *done_arg;
     atomic_int_fast64_t outstanding; /* nodes ready or running */
@@ -1284,12 +1286,41 @@ typedef struct {
     s_tagged_t t;
     atomic_int phase;
     zf_status_t status;
+    int64_t start_us, end_us; /* traced steps */
 } s_async_t;
+
+/* ---- tracing --------------------------------------------------------------------- */
+
+/* Records the run of ctx's node from start_us to end_us. */
+static void s_trace_run(s_step_t *st, const zf_kernel_ctx_t *ctx, int64_t start_us, int64_t end_us)
+{
+    zf_step_trace_t *t = st->trace;
+    int64_t bytes = 0;
+    for (int k = 0; k < ctx->num_outputs; k++)
+        if (ctx->outputs[k]) bytes += (int64_t)zf_tensor_nbytes(ctx->outputs[k]);
+    zf_node_run_t run = {
+        ctx->node, st->ex->device->name_str, start_us, end_us, ctx->frame_id, ctx->iter_id, bytes};
+    pthread_mutex_lock(&t->mu);
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        zf_node_run_t *runs = realloc(t->runs, cap * sizeof *runs);
+        if (runs) {
+            t->runs = runs;
+            t->cap = cap;
+        }
+    }
+    if (t->n < t->cap)
+        t->runs[t->n++] = run;
+    else
+        t->truncated = true;
+    pthread_mutex_unlock(&t->mu);
+}
 
 static void s_async_resume(void *arg)
 {
     s_async_t *a = arg;
     s_step_t *st = a->st;
+    if (st->trace) s_trace_run(st, &a->ctx, a->start_us, a->end_us);
     s_tagged_t t = a->t;
     zf_status_t s = a->status;
     free(a);
@@ -1315,6 +1346,7 @@ static void s_async_done(zf_kernel_ctx_t *ctx, zf_status_t status, void *arg)
     (void)ctx;
     s_async_t *a = arg;
     a->status = status;
+    if (a->st->trace) a->end_us = zf_step_trace_now_us();
     if (atomic_fetch_add(&a->phase, 1) == 0) return; /* the starter continues */
     if (s_continue_inline(a)) {
         s_async_resume(a);
@@ -1338,9 +1370,11 @@ static void s_start_async(s_step_t *st, s_tagged_t t, const zf_kernel_ctx_t *ctx
     a->st = st;
     a->t = t;
     a->status = ZF_STATUS_OK;
+    a->start_us = st->trace ? zf_step_trace_now_us() : 0;
     atomic_init(&a->phase, 0);
     st->ex->nodes[t.id].kernel->compute_async(&a->ctx, s_async_done, a);
     if (atomic_fetch_add(&a->phase, 1) == 0) return; /* the callback continues */
+    if (st->trace) s_trace_run(st, &a->ctx, a->start_us, a->end_us);
     zf_status_t s = a->status;
     free(a);
     s_after_compute(st, t, s, wl);
@@ -1388,7 +1422,14 @@ static void s_run_node(s_step_t *st, s_tagged_t t, s_worklist_t *wl)
         s_start_async(st, t, &ctx, wl);
         return;
     }
-    s_after_compute(st, t, n->kernel->compute(&ctx), wl);
+    if (!st->trace) {
+        s_after_compute(st, t, n->kernel->compute(&ctx), wl);
+        return;
+    }
+    int64_t start = zf_step_trace_now_us();
+    zf_status_t s = n->kernel->compute(&ctx);
+    s_trace_run(st, &ctx, start, zf_step_trace_now_us());
+    s_after_compute(st, t, s, wl);
 }
 
 /* True when node id, ready, should not run on this thread because it is an
@@ -1453,6 +1494,7 @@ static zf_status_t s_step_new(zf_engine_t *ex, const zf_engine_args_t *args, s_s
     if (ex->has_cf) pthread_mutex_init(&st->root_frame.mu, NULL);
     st->ex = ex;
     st->step_id = args->step_id;
+    st->trace = args->trace;
     atomic_init(&st->outstanding, ex->num_roots);
     atomic_init(&st->failed, false);
     pthread_mutex_init(&st->mu, NULL);

@@ -41,10 +41,12 @@
 #define ZF_ENGINE_H
 
 #include <stdbool.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "common/status.h"
 #include "executor/devices/device.h"
+#include "executor/engine/step_trace.h"
 #include "executor/rendezvous/rendezvous.h"
 #include "executor/kernels/resource.h"
 #include "proto/graph.pb-c.h"
@@ -104,6 +106,9 @@ typedef struct zf_engine_args {
      * client's feeds and fetches; the step holds its own reference while it
      * runs. NULL: a private one for this step only. */
     zf_rendezvous_t *rendezvous;
+    /* NULL, or where every kernel run of the step is recorded (RunOptions'
+     * trace_level above NONE): borrowed, must outlive the step. */
+    zf_step_trace_t *trace;
 } zf_engine_args_t;
 
 /* Called once when a step ends; owns status (OK or the step's error). The

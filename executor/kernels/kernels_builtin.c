@@ -12,17 +12,18 @@
 
 /* The CPU kernel families, one registration function per kernels_*.c. */
 static zf_status_t (*const s_cpu_families[])(void) = {
-    zf__kernels_register_basic,      zf__kernels_register_state,
-    zf__kernels_register_cwise,      zf__kernels_register_matmul,
-    zf__kernels_register_shape,      zf__kernels_register_cast,
-    zf__kernels_register_reduce,     zf__kernels_register_nn,
-    zf__kernels_register_conv,       zf__kernels_register_compare,
-    zf__kernels_register_control,    zf__kernels_register_activation,
-    zf__kernels_register_loss,       zf__kernels_register_random,
-    zf__kernels_register_slice,      zf__kernels_register_pad,
-    zf__kernels_register_gather,     zf__kernels_register_order,
-    zf__kernels_register_batchnorm,  zf__kernels_register_batch_matmul,
-    zf__kernels_register_optimizers,
+    zf__kernels_register_basic,       zf__kernels_register_state,
+    zf__kernels_register_cwise,       zf__kernels_register_matmul,
+    zf__kernels_register_shape,       zf__kernels_register_cast,
+    zf__kernels_register_reduce,      zf__kernels_register_nn,
+    zf__kernels_register_conv,        zf__kernels_register_compare,
+    zf__kernels_register_control,     zf__kernels_register_activation,
+    zf__kernels_register_loss,        zf__kernels_register_random,
+    zf__kernels_register_slice,       zf__kernels_register_pad,
+    zf__kernels_register_gather,      zf__kernels_register_order,
+    zf__kernels_register_batchnorm,   zf__kernels_register_batch_matmul,
+    zf__kernels_register_optimizers,  zf__kernels_register_checkpoint,
+    zf__kernels_register_train_extra,
 };
 
 /* GPU kernel families: the GPU kernels add their registration function

@@ -74,11 +74,7 @@ S_ACTIVATION_KERNEL(tanh)
 
 /* ---- BiasAdd ------------------------------------------------------------------------- */
 
-typedef struct {
-    bool nchw;
-} s_bias_state_t;
-
-static zf_status_t s_bias_create(const Tensorflow__NodeDef *node, void **state)
+zf_status_t zf__kernels_bias_create(const Tensorflow__NodeDef *node, void **state)
 {
     const uint8_t *fmt = NULL;
     size_t len = 0;
@@ -88,8 +84,8 @@ static zf_status_t s_bias_create(const Tensorflow__NodeDef *node, void **state)
         return zf_invalid_argument("%s (%s): data_format must be NHWC or NCHW, got '%.*s'",
                                    node->name, node->op, (int)(len > 16 ? 16 : len),
                                    (const char *)fmt);
-    s_bias_state_t *st = malloc(sizeof *st);
-    if (!st) return zf_out_of_memory("BiasAdd kernel");
+    zf__kernels_bias_state_t *st = malloc(sizeof *st);
+    if (!st) return zf_out_of_memory(node->op);
     st->nchw = nchw;
     *state = st;
     return ZF_STATUS_OK;
@@ -147,7 +143,7 @@ static zf_status_t s_bias_check(const zf_kernel_ctx_t *ctx, int channel_dim, boo
 static zf_status_t s_bias_compute(zf_kernel_ctx_t *ctx)
 {
     ZF_TRY(zf_kernels_check_inputs(ctx, 2));
-    const s_bias_state_t *st = ctx->state;
+    const zf__kernels_bias_state_t *st = ctx->state;
     const zf_tensor_t *v = ctx->inputs[0];
     const zf_shape_t *vs = zf_tensor_shape(v);
     zf_dtype_t t = zf_tensor_dtype(v);
@@ -260,7 +256,7 @@ static const zf_kernel_t s_defs[] = {
     {.op = "BiasAdd",
      .device_type = "CPU",
      .allowed_types = ZF_TYPES_FLOAT,
-     .create = s_bias_create,
+     .create = zf__kernels_bias_create,
      .destroy = free,
      .compute = s_bias_compute},
 };

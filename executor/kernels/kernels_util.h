@@ -61,6 +61,16 @@ zf_status_t zf__kernels_register_order(void);
 zf_status_t zf__kernels_register_batchnorm(void);
 zf_status_t zf__kernels_register_batch_matmul(void);
 zf_status_t zf__kernels_register_optimizers(void);
+zf_status_t zf__kernels_register_checkpoint(void);
+zf_status_t zf__kernels_register_train_extra(void);
+
+/* BiasAdd's and BiasAddGrad's state (kernels_nn.c): the data_format attr,
+ * NHWC (the default) or NCHW, anything else INVALID_ARGUMENT. Destroy with
+ * free(). */
+typedef struct {
+    bool nchw;
+} zf__kernels_bias_state_t;
+zf_status_t zf__kernels_bias_create(const Tensorflow__NodeDef *node, void **state);
 
 /* ---- dtypes and attrs --------------------------------------------------- */
 

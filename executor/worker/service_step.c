@@ -79,6 +79,8 @@ static void s_build_reply(zf__svc_step_t *st, zf_status_t status)
     env->body_case = ZFLOW__ENVELOPE__BODY_RUN_GRAPH_REPLY;
     env->run_graph_reply = body;
     if (zf_ok(status)) status = s_collect_fetches(st, body);
+    if (zf_ok(status) && st->traced)
+        status = zf_step_trace_to_protos(&st->trace, &body->node_runs, &body->n_node_runs);
     if (!zf_ok(status)) { /* no partial fetches next to an error */
         for (size_t i = 0; i < body->n_fetches; i++)
             zflow__named_tensor__free_unpacked(body->fetches[i], NULL);
@@ -257,7 +259,7 @@ static void s_step_start(void *arg)
         s_step_done(s, st);
         return;
     }
-    zf_engine_args_t args = {st->step_id, st->r};
+    zf_engine_args_t args = {st->step_id, st->r, st->traced ? &st->trace : NULL};
     zf_engine_run_async(st->graph->ex, &args, s_step_done, st);
 }
 
@@ -280,6 +282,7 @@ void zf__svc_step_free_locked(zf_exec_service_t *svc, zf__svc_step_t *st)
     for (size_t i = 0; i < st->n_fetch_keys; i++) free(st->fetch_keys[i]);
     free(st->fetch_keys);
     zf_status_clear(&st->status);
+    if (st->traced) zf_step_trace_destroy(&st->trace);
     zf_rendezvous_unref(&st->r);
     zf__svc_graph_unref_locked(svc, &st->graph);
     free(st);
@@ -365,6 +368,8 @@ zf_status_t zf__svc_run_graph(zf_exec_service_t *svc, const zf_route_t *route, u
     if (!st) return zf_out_of_memory("RunGraph");
     st->svc = svc;
     st->step_id = req->step_id;
+    st->traced = req->trace;
+    if (st->traced) zf_step_trace_init(&st->trace);
     st->route = *route;
     st->request_id = request_id;
     size_t feed_bytes = 0;

@@ -52,6 +52,7 @@ static zf_status_t s_start_part(zf__master_step_t *st, int i, const Zflow__RunSt
     rg.feeds = fp;
     rg.n_fetch_keys = (size_t)part->n_fetches;
     rg.fetch_keys = fetch_keys;
+    rg.trace = req->trace_level > 0;
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_RUN_GRAPH;
     env.run_graph = &rg;
@@ -107,6 +108,16 @@ bool zf__master_step_scan(zf__master_step_t *st)
     return all;
 }
 
+zf_status_t zf__master_step_deadline(const zf__master_step_t *st)
+{
+    return zf_status_new(ZF_DEADLINE_EXCEEDED,
+                         "step %" PRId64 " did not finish within %" PRId64 " ms%s", st->step_id,
+                         st->timeout_ms,
+                         st->default_timeout ? " (the scheduler's default step timeout, "
+                                               "zflow-scheduler --step-timeout-ms)"
+                                             : "");
+}
+
 /* Waits for the partitions: the first error aborts the others; the
  * deadline aborts them all; stragglers are given abort_grace_ms. Under
  * m->mu. */
@@ -128,9 +139,7 @@ static void s_wait_step(zf__master_step_t *st)
             rc = pthread_cond_wait(&st->m->cv, &st->m->mu);
         if (rc != ETIMEDOUT) continue;
         if (st->aborted) break; /* the stragglers are given up on */
-        st->first = zf_status_new(ZF_DEADLINE_EXCEEDED,
-                                  "step %" PRId64 " did not finish within %" PRId64 " ms",
-                                  st->step_id, st->timeout_ms);
+        st->first = zf__master_step_deadline(st);
         st->failed = -1;
     }
 }
@@ -192,6 +201,28 @@ static zf_status_t s_collect(const zf__master_step_t *st, const Zflow__RunStep *
     return ZF_STATUS_OK;
 }
 
+/* A traced step's kernel runs: every partition's, moved into out. */
+static zf_status_t s_collect_runs(const zf__master_step_t *st, Zflow__RunStepReply *out)
+{
+    size_t total = 0;
+    for (int i = 0; i < st->p->set->n_parts; i++) {
+        const Zflow__Envelope *env = st->calls[i].reply;
+        if (env && env->body_case == ZFLOW__ENVELOPE__BODY_RUN_GRAPH_REPLY)
+            total += env->run_graph_reply->n_node_runs;
+    }
+    out->step_stats = calloc(total + 1, sizeof *out->step_stats);
+    if (!out->step_stats) return zf_out_of_memory("master");
+    for (int i = 0; i < st->p->set->n_parts; i++) {
+        Zflow__Envelope *env = st->calls[i].reply;
+        if (!env || env->body_case != ZFLOW__ENVELOPE__BODY_RUN_GRAPH_REPLY) continue;
+        Zflow__RunGraphReply *r = env->run_graph_reply;
+        for (size_t k = 0; k < r->n_node_runs; k++)
+            out->step_stats[out->n_step_stats++] = r->node_runs[k];
+        r->n_node_runs = 0;
+    }
+    return ZF_STATUS_OK;
+}
+
 /* Gives st a step id and sends RunGraph to every partition of plan p.
  * Under m->mu. */
 zf_status_t zf__master_step_begin(zf__master_step_t *st, zf__master_session_t *s,
@@ -203,7 +234,8 @@ zf_status_t zf__master_step_begin(zf__master_step_t *st, zf__master_session_t *s
     *st = (zf__master_step_t){.m = m, .p = p, .failed = -1};
     /* random and positive: no executor's peer can guess the next one */
     st->step_id = (int64_t)((zf_random_id() >> 1) | 1);
-    st->timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : s->timeout_ms;
+    st->timeout_ms = zf__master_step_timeout(m, s, req->timeout_ms);
+    st->default_timeout = req->timeout_ms <= 0 && s->timeout_ms <= 0 && st->timeout_ms > 0;
     st->calls = calloc((size_t)n + 1, sizeof *st->calls);
     st->seen = calloc((size_t)n + 1, sizeof *st->seen);
     if (!st->calls || !st->seen) {
@@ -233,6 +265,7 @@ zf_status_t zf__master_step_end(zf__master_step_t *st, zf__master_session_t *s,
     if (cleanup && !zf_ok(st->first)) zf__master_step_cleanup(st);
     zf_status_t res = st->first;
     if (zf_ok(res)) res = s_collect(st, req, nm, out);
+    if (zf_ok(res) && req->trace_level > 0) res = s_collect_runs(st, out);
     if (st->restarted || res.code == ZF_UNAVAILABLE) zf__master_plan_drop(st->m, s, nm->sig, st->p);
     for (int i = 0; i < st->p->set->n_parts; i++) zf__master_call_finish(st->m, &st->calls[i]);
     free(st->calls);
@@ -298,14 +331,10 @@ zf_status_t zf_master_run_step(zf_master_t *m, const Zflow__RunStep *req, Zflow_
     *out = NULL;
     if (!req) return zf_invalid_argument("RunStep is empty");
     pthread_mutex_lock(&m->mu);
-    uintptr_t v = 0;
-    zf__master_session_t *s = NULL;
-    if (req->session && zf_strmap_get(m->sessions, req->session, &v)) {
-        s = (zf__master_session_t *)v;
-        s->refs++;
-    }
+    zf_status_t missing = ZF_STATUS_OK;
+    zf__master_session_t *s = zf__master_session_find(m, req->session, &missing);
     pthread_mutex_unlock(&m->mu);
-    if (!s) return zf_not_found("session '%s' not found", req->session ? req->session : "");
+    if (!s) return missing;
     zf__master_names_t nm = {0};
     zf__master_plan_t *p = NULL;
     zf_status_t st = zf__master_names(req, &nm);

@@ -186,7 +186,7 @@ static void mt_handle_run(fake_t *f, const Zflow__Envelope *req)
         mt_run_done(st, run);
         return;
     }
-    zf_engine_args_t args = {rg->step_id, run->r};
+    zf_engine_args_t args = {rg->step_id, run->r, NULL};
     zf_engine_run_async(g->ex, &args, mt_run_done, run);
 }
 

@@ -11,7 +11,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "common/graphdef_io.h"
 #include "common/npy.h"
+#include "test_util.h"
 #include "common/tensor.h"
 
 #define EXAMPLES ZF_TEST_DATA_DIR "/../../examples"
@@ -170,6 +172,86 @@ static void test_cli_run_uses_the_devices_it_is_given(void **state)
     assert_string_equal(r.out, "c =\n[3.75 2.  ]\n");
     s_zflow(&r, "run %s --inprocess --feed a=[1.5,-2] --fetch c", path);
     s_expect(&r, 1, "Cannot assign a device for operation b");
+}
+
+/* The value of the first "key": in text after from, as a number. */
+static long long s_json_num(const char *from, const char *key)
+{
+    const char *at = strstr(from, key);
+    if (!at) fail_msg("no %s in the trace", key);
+    return atoll(at + strlen(key));
+}
+
+/* Checks a trace zflow run wrote for the MLP of gd (its second layer on
+ * CPU:1): a process per device, a complete event for every node (each
+ * within the step's wall time), and an arrow for each tensor between the
+ * devices, its two ends with one id. */
+static void s_check_mlp_trace(const char *trace, const Tensorflow__GraphDef *gd)
+{
+    FILE *f = fopen(trace, "r");
+    assert_non_null(f);
+    static char text[1 << 16];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    assert_true(len > 0 && len < sizeof text - 1);
+    long long wall = s_json_num(text, "\"step_wall_us\":");
+    assert_true(wall > 0);
+    assert_non_null(
+        strstr(text, "\"args\":{\"name\":\"/job:localhost/replica:0/task:0/device:CPU:0\"}"));
+    assert_non_null(
+        strstr(text, "\"args\":{\"name\":\"/job:localhost/replica:0/task:0/device:CPU:1\"}"));
+    for (size_t i = 0; i < gd->n_node; i++) {
+        if (strcmp(gd->node[i]->name, "x") == 0) continue; /* fed: its _Recv runs instead */
+        char needle[256];
+        snprintf(needle, sizeof needle, "{\"ph\":\"X\",\"name\":\"%s\",", gd->node[i]->name);
+        const char *ev = strstr(text, needle);
+        if (!ev) fail_msg("%s: no event for node %s", trace, gd->node[i]->name);
+        long long ts = s_json_num(ev, "\"ts\":"), dur = s_json_num(ev, "\"dur\":");
+        if (ts < 0 || dur < 0 || ts + dur > wall)
+            fail_msg("%s: %s runs from %lld for %lld us, outside the step's %lld us", trace,
+                     gd->node[i]->name, ts, dur, wall);
+    }
+    assert_non_null(strstr(text, "{\"ph\":\"X\",\"name\":\"_recv_x_0\",\"cat\":\"_Recv\""));
+    /* layer1/relu goes to CPU:1: at least one arrow, each with both ends */
+    int flows = 0;
+    for (const char *at = text; (at = strstr(at, "{\"ph\":\"s\",\"id\":")) != NULL; at++) {
+        long long id = s_json_num(at, "\"id\":");
+        char finish[64];
+        snprintf(finish, sizeof finish, "{\"ph\":\"f\",\"bp\":\"e\",\"id\":%lld,", id);
+        assert_non_null(strstr(text, finish));
+        flows++;
+    }
+    assert_true(flows >= 1);
+}
+
+/* zflow run --trace, in this process and on a local cluster of two
+ * executors (the runs come back from both). */
+static void test_cli_run_writes_a_chrome_trace_of_the_step(void **state)
+{
+    s_tmp_t *t = *state;
+    Tensorflow__GraphDef *gd = NULL;
+    ASSERT_OK(zf_graphdef_read_file(EXAMPLES "/mlp.pbtxt", ZF_FORMAT_AUTO, &gd));
+    for (size_t i = 0; i < gd->n_node; i++) {
+        Tensorflow__NodeDef *n = gd->node[i];
+        if (strncmp(n->name, "layer2/", 7) != 0 && strcmp(n->name, "probs") != 0) continue;
+        if (n->device != protobuf_c_empty_string) free(n->device);
+        n->device = strdup("/job:localhost/replica:0/task:0/device:CPU:1");
+    }
+    char path[160], trace[160];
+    snprintf(path, sizeof path, "%s/mlp2.pbtxt", t->dir);
+    ASSERT_OK(zf_graphdef_write_file(gd, path, ZF_FORMAT_PBTXT));
+    const char *modes[] = {"--inprocess", ""};
+    for (int m = 0; m < 2; m++) {
+        snprintf(trace, sizeof trace, "%s/step%d.json", t->dir, m);
+        s_run_t r;
+        s_zflow(&r,
+                "run %s %s --devices cpu:2 --feed " MLP_FEED " --fetch probs --trace %s --quiet",
+                path, modes[m], trace);
+        s_expect(&r, 0, NULL);
+        s_check_mlp_trace(trace, gd);
+    }
+    zf_graphdef_free(&gd);
 }
 
 static void test_cli_run_runs_targets_and_multiple_fetches(void **state)
@@ -451,6 +533,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_run_checks_a_placeholders_shape_on_both_paths,
                                         s_setup, s_teardown),
         cmocka_unit_test(test_cli_run_answers_bad_usage_with_exit_code_2),
+        cmocka_unit_test_setup_teardown(test_cli_run_writes_a_chrome_trace_of_the_step, s_setup,
+                                        s_teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_runs_a_while_loop_in_process, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_places_softly_and_by_mode_when_asked, s_setup,

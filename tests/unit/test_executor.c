@@ -459,7 +459,7 @@ static void s_expect(zf_rendezvous_t *r, const char *key, float v0, float v1)
 
 static zf_status_t s_run(zf_engine_t *ex, zf_rendezvous_t *r)
 {
-    zf_engine_args_t args = {1, r};
+    zf_engine_args_t args = {1, r, NULL};
     return zf_engine_run(ex, &args);
 }
 
@@ -671,7 +671,7 @@ static void test_executor_async_recv_arriving_before_and_after_its_consumer_is_r
         assert_int_equal(zf_rendezvous_send(r, "k1", x, false).code, ZF_OK);
         s_wait_t w;
         s_wait_init(&w);
-        zf_engine_args_t args = {step, r};
+        zf_engine_args_t args = {step, r, NULL};
         zf_engine_run_async(ex, &args, s_wait_done, &w);
         if (step == 0) {
             usleep(10000);
@@ -721,7 +721,7 @@ static void test_executor_step_waiting_on_a_recv_ends_with_the_abort_status(void
     assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
     s_wait_t w;
     s_wait_init(&w);
-    zf_engine_args_t args = {1, r};
+    zf_engine_args_t args = {1, r, NULL};
     zf_engine_run_async(ex, &args, s_wait_done, &w);
     usleep(5000);
     assert_false(s_is_done(&w));
@@ -753,7 +753,7 @@ static void test_executor_failure_in_one_partition_is_the_cause_reported_by_the_
     assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
     s_wait_t w1;
     s_wait_init(&w1);
-    zf_engine_args_t args = {1, r};
+    zf_engine_args_t args = {1, r, NULL};
     zf_engine_run_async(p1, &args, s_wait_done, &w1);
     zf_status_t s0 = s_run(p0, r);
     zf_status_t s1 = s_wait(&w1);
@@ -785,7 +785,7 @@ static void *s_concurrent_steps(void *arg)
         zf_status_clear(&s);
         s = zf_rendezvous_send(r, "k2", x, false);
         zf_status_clear(&s);
-        zf_engine_args_t args = {i, r};
+        zf_engine_args_t args = {i, r, NULL};
         s = zf_engine_run(c->ex, &args);
         zf_tensor_t *t = NULL;
         if (zf_ok(s)) s = zf_rendezvous_recv(r, "sum", 1000, &t, NULL);
@@ -1006,7 +1006,7 @@ static pthread_t s_recv_continues_on(s_fixture_t *f, bool heavy, int64_t n)
     ASSERT_OK(zf_rendezvous_new(1, &r));
     s_where_t w = {.status = ZF_STATUS_OK};
     atomic_init(&w.done, false);
-    zf_engine_args_t args = {1, r};
+    zf_engine_args_t args = {1, r, NULL};
     zf_engine_run_async(ex, &args, s_where_done, &w);
     size_t values = 9, recvs = 0;
     zf_rendezvous_pending(r, &values, &recvs); /* the cheap root ran inside run_async */
@@ -1066,7 +1066,7 @@ static pthread_t s_loop_runs(s_fixture_t *f, s_gb_t *gb, bool mul, int64_t eleme
     ASSERT_OK(zf_rendezvous_new(1, &r));
     s_where_t w = {.status = ZF_STATUS_OK};
     atomic_init(&w.done, false);
-    zf_engine_args_t args = {1, r};
+    zf_engine_args_t args = {1, r, NULL};
     zf_engine_set_inline_thread(true);
     zf_engine_run_async(ex, &args, s_where_done, &w);
     zf_engine_set_inline_thread(false);
@@ -1133,7 +1133,7 @@ test_executor_sends_nodes_that_may_take_long_from_an_event_loop_to_the_pool(void
     zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
     zf_rendezvous_t *r = NULL;
     ASSERT_OK(zf_rendezvous_new(2, &r));
-    zf_engine_args_t args = {2, r};
+    zf_engine_args_t args = {2, r, NULL};
     ASSERT_OK(zf_engine_run(ex, &args));
     pthread_mutex_lock(&s_log_mu);
     assert_true(pthread_equal(s_square_thread, me));
