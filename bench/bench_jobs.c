@@ -1,9 +1,12 @@
 /* Throughput of independent one-shot jobs (the MLP example: SubmitJob then
  * WaitJob) from several concurrent clients against local clusters of 1, 2
  * and 4 CPU executors, in jobs/s and as a ratio to the 1-executor cluster
- * measured in the same run. Each client runs ZFLOW_BENCH_REPS jobs (default
- * 60) after a few to warm up; ZFLOW_BENCH_GRAPH names another graph with
- * the same feed and fetch. Starts the cluster's programs from the bin
+ * measured in the same run; then, on one executor, the broker's durable job
+ * queue (--state in a directory of the disk that holds $TMPDIR, or /tmp)
+ * against the same run with --state on a RAM disk (/dev/shm), which costs
+ * no disk writes. Each client runs ZFLOW_BENCH_REPS jobs (default 60)
+ * after a few to warm up; ZFLOW_BENCH_GRAPH names another graph with the
+ * same feed and fetch. Starts the cluster's programs from the bin
  * directory next to this program's (build/bin), or ZFLOW_BIN_DIR. */
 #include <limits.h>
 #include <pthread.h>
@@ -70,9 +73,10 @@ static void *s_client(void *p)
     return NULL;
 }
 
-/* Jobs per second with S_CLIENTS clients on a cluster of n executors; -1
- * when something failed (said on stderr). */
-static double s_throughput(int n_exec, const Tensorflow__GraphDef *gd, int jobs)
+/* Jobs per second with S_CLIENTS clients on a cluster of n executors whose
+ * broker keeps its jobs in directory state (NULL: in memory); -1 when
+ * something failed (said on stderr). */
+static double s_throughput(int n_exec, const Tensorflow__GraphDef *gd, int jobs, const char *state)
 {
     char devices[16];
     snprintf(devices, sizeof devices, "cpu:%d", n_exec);
@@ -80,6 +84,7 @@ static double s_throughput(int n_exec, const Tensorflow__GraphDef *gd, int jobs)
     o.devices = devices;
     o.bin_dir = s_bin;
     o.quiet = true;
+    o.state = state;
     zf_cluster_t *cl = NULL;
     zf_status_t s = zf_cluster_start(&o, &cl);
     if (!zf_ok(s)) {
@@ -108,6 +113,18 @@ static double s_throughput(int n_exec, const Tensorflow__GraphDef *gd, int jobs)
     pthread_barrier_destroy(&go);
     zf_cluster_destroy(&cl);
     return failed ? -1 : (double)(S_CLIENTS * jobs) / dt;
+}
+
+/* Removes a state directory and the job store in it; any may be missing. */
+static void s_remove_state(const char *dir)
+{
+    const char *files[] = {"jobs.db", "jobs.db-wal", "jobs.db-shm", "jobs.db-journal"};
+    char path[PATH_MAX + 32];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
 }
 
 static void s_find_bin(const char *argv0)
@@ -145,20 +162,26 @@ int main(int argc, char **argv)
     }
     int jobs = zf_bench_reps(60);
     const int sizes[3] = {1, 2, 4};
-    double rate[3];
-    for (int i = 0; i < 3; i++) {
-        rate[i] = s_throughput(sizes[i], gd, jobs);
-        if (rate[i] < 0) {
-            zf_graphdef_free(&gd);
-            return 1;
-        }
-    }
+    double rate[3], durable[2] = {0, 0};
+    const char *tmp = getenv("TMPDIR");
+    char dirs[2][PATH_MAX];
+    snprintf(dirs[0], sizeof dirs[0], "%s/zflow-bench-state-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    snprintf(dirs[1], sizeof dirs[1], "/dev/shm/zflow-bench-state-XXXXXX");
+    bool ok = mkdtemp(dirs[0]) && mkdtemp(dirs[1]);
+    for (int i = 0; ok && i < 3; i++) ok = (rate[i] = s_throughput(sizes[i], gd, jobs, NULL)) > 0;
+    for (int i = 0; ok && i < 2; i++) ok = (durable[i] = s_throughput(1, gd, jobs, dirs[i])) > 0;
+    for (int i = 0; i < 2; i++) s_remove_state(dirs[i]);
     zf_graphdef_free(&gd);
+    if (!ok) return 1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     printf("one-shot jobs (MLP example), %d clients x %d jobs, %ld CPU cores\n", S_CLIENTS, jobs,
            cores);
     for (int i = 0; i < 3; i++)
         printf("  %d CPU executor%s   %8.1f jobs/s   %.2fx one executor\n", sizes[i],
                sizes[i] > 1 ? "s" : " ", rate[i], rate[i] / rate[0]);
+    printf("durable job queue, 1 CPU executor (jobs in memory: %.1f jobs/s)\n", rate[0]);
+    printf("  --state on disk      %8.1f jobs/s   %.2fx --state on a RAM disk\n", durable[0],
+           durable[0] / durable[1]);
+    printf("  --state in /dev/shm  %8.1f jobs/s\n", durable[1]);
     return 0;
 }

@@ -83,6 +83,8 @@ static void s_dispatch(zf_broker_t *b, const zf_route_t *route, const Zflow__Env
                                     zf_role_of_identity(route->peer) == ZF_ROLE_CLIENT);
     else if (env->body_case == ZFLOW__ENVELOPE__BODY_PING)
         zf__broker_send_status(b, &from, env->request_id, &st); /* OK: the broker is alive */
+    else if (zf__broker_jobs_serves(env->body_case))
+        zf__broker_jobs_on_request(b, &from, env);
     else if (zf__broker_is_client_request(env->body_case))
         zf__broker_forward_request(b, &from, &m);
     else
@@ -133,8 +135,12 @@ static bool s_pass_raw(zmq_msg_t *frame, const zf_route_t *route, zf__broker_msg
         !zf__broker_peek(zmq_msg_data(frame), zmq_msg_size(frame), m, &version) ||
         version != ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1)
         return false;
-    if (route->n == 2) return m->body != ZFLOW__ENVELOPE__BODY__NOT_SET;
-    return route->n == 1 && zf__broker_is_client_request(m->body);
+    if (route->n == 2) { /* a reply to the broker's own job requests is read here */
+        zf__broker_ident_t to = zf__broker_ident_at(route, 1);
+        return m->body != ZFLOW__ENVELOPE__BODY__NOT_SET && !zf__broker_jobs_is_self(&to);
+    }
+    return route->n == 1 && zf__broker_is_client_request(m->body) &&
+           !zf__broker_jobs_serves(m->body); /* jobs are the broker's own */
 }
 
 /* zf_envelope_recv's checks on the next ready message, also telling which
@@ -264,6 +270,7 @@ zf_status_t zf_broker_poll(zf_broker_t *b, int timeout_ms)
         }
         ZF_TRY(st);
     }
+    zf__broker_jobs_round(b);
     zf_registry_expire(b->reg);
     return ZF_STATUS_OK;
 }
@@ -341,6 +348,18 @@ zf_status_t zf_broker_new(const zf_broker_config_t *config, zf_broker_t **out)
         return zf_invalid_argument("a client's requests in flight must be limited to 1 or more "
                                    "(0: the default, %d), not %d",
                                    ZF_BROKER_MAX_CLIENT_REQUESTS, config->max_client_requests);
+    if (config->max_job_steps < 0)
+        return zf_invalid_argument("a job's steps must be limited to 1 or more (0: the default, "
+                                   "%d), not %" PRId64,
+                                   ZF_BROKER_JOB_STEPS_MAX, config->max_job_steps);
+    if (config->job_results < 0 || config->job_ttl_ms < 0)
+        return zf_invalid_argument("job results must be kept 1 or more at a time (not %d) for "
+                                   "1 ms or more (not %d), or 0 for the defaults",
+                                   config->job_results, config->job_ttl_ms);
+    if (config->max_attempts < 0)
+        return zf_invalid_argument("a job's attempts must be limited to 1 or more (0: the "
+                                   "default, %d), not %d",
+                                   ZF_BROKER_MAX_ATTEMPTS, config->max_attempts);
     if (config->max_requests < 0 || config->max_requests > ZF_PENDING_MAX)
         return zf_invalid_argument("the broker's requests in flight from all clients must be "
                                    "limited to 1 to %d (0: the default, %d), not %d",
@@ -355,6 +374,7 @@ zf_status_t zf_broker_new(const zf_broker_config_t *config, zf_broker_t **out)
     b->max_requests = config->max_requests > 0 ? config->max_requests : ZF_BROKER_MAX_REQUESTS;
     zf_status_t s = zf__broker_requests_init(b);
     if (zf_ok(s)) s = s_open(b, config);
+    if (zf_ok(s)) s = zf__broker_jobs_open(b, config);
     if (!zf_ok(s)) {
         zf_broker_destroy(&b);
         return s;
@@ -389,6 +409,7 @@ void zf_broker_destroy(zf_broker_t **b_p)
     zf_zctx_destroy(&b->ctx);
     zf_registry_destroy(&b->reg);
     zf__broker_requests_free(b);
+    zf__broker_jobs_close(b);
     free(b->scheds);
     free(b);
 }

@@ -7,12 +7,18 @@
  *   [peer][envelope] as the ROUTER sees it. Executors send
  *   RegisterExecutor and Heartbeat; schedulers RegisterScheduler; anyone
  *   ListExecutors.
- * - Client requests (CreateSession, RunStep, CloseSession, SubmitJob,
- *   WaitJob) go to the registered scheduler with the fewest outstanding
- *   requests as [client][envelope] on its DEALER; the scheduler answers
- *   with [client][envelope], which the broker passes back to the client
- *   unchanged. Request ids are the client's own, so a scheduler tells
- *   requests apart by (client, request id).
+ * - Session requests (CreateSession, RunStep, CloseSession) go to the
+ *   scheduler that holds the session, or for a new one the registered
+ *   scheduler with the fewest outstanding requests, as [client][envelope]
+ *   on its DEALER; the scheduler answers with [client][envelope], which the
+ *   broker passes back to the client unchanged. Request ids are the
+ *   client's own, so a scheduler tells requests apart by (client, request
+ *   id).
+ * - Jobs (SubmitJob, WaitJob, PollJob) are the broker's own
+ *   (broker_jobs.c): recorded in a job store (broker/job_store.h) before
+ *   SubmitJob is answered, handed to schedulers as the broker's own
+ *   requests, handed on when their scheduler goes, and kept, with their
+ *   results, across a restart on the same state directory.
  * - A scheduler is dropped when its connection closes (the broker watches
  *   its socket's disconnect events and knows each scheduler's connection),
  *   when ZeroMQ's connection heartbeat (the executor heartbeat period and
@@ -55,7 +61,20 @@ typedef struct zf_broker_config {
     int max_client_requests; /* a client's requests in flight at most; 0: the default */
     int max_requests;        /* all clients' requests in flight at most; 0: the default */
     const char *keys;        /* key directory (CURVE, docs/service.md "Security"); NULL: plain */
+    const char *state; /* directory of the job store (jobs.db); NULL or ":memory:": not durable */
+    int max_attempts;  /* times a job is handed to a scheduler at most; 0: the default */
+    int job_results;   /* uncollected job results kept at most; 0: the default */
+    int job_ttl_ms;    /* ... each for at most this long after its job ended; 0: the default */
+    int64_t max_job_steps; /* steps a job may ask for at most; 0: the default */
 } zf_broker_config_t;
+
+/* Times a job whose scheduler is lost is handed to a scheduler by default. */
+#define ZF_BROKER_MAX_ATTEMPTS 3
+/* Uncollected job results kept by default, and for how long. */
+#define ZF_BROKER_JOB_RESULTS 1024
+#define ZF_BROKER_JOB_TTL_MS  600000
+/* Steps one job may ask for by default (as a scheduler runs by default). */
+#define ZF_BROKER_JOB_STEPS_MAX 1000000
 
 /* Requests one client may have in flight through the broker by default. */
 #define ZF_BROKER_MAX_CLIENT_REQUESTS 4096
@@ -65,7 +84,9 @@ typedef struct zf_broker_config {
 /* A broker bound at config->listen. Caller owns *out.
  * Errors: INVALID_ARGUMENT for a bad endpoint or settings (a negative
  * max_client_requests or max_requests among them), UNAVAILABLE
- * when the address cannot be bound, RESOURCE_EXHAUSTED. */
+ * when the address cannot be bound, RESOURCE_EXHAUSTED; FAILED_PRECONDITION
+ * or DATA_LOSS naming the file for a job store that cannot be opened
+ * (broker/job_store.h). */
 zf_status_t zf_broker_new(const zf_broker_config_t *config, zf_broker_t **out);
 
 /* Closes the socket and frees everything; NULL-safe; sets *b_p to NULL.

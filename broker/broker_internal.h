@@ -30,7 +30,10 @@ typedef struct zf__broker_sched {
     int fd;          /* its connection, to match disconnect events */
     char sid[24];    /* its own id, the prefix of its session and job ids */
     uint64_t serial; /* names it in the pending table; never reused */
+    int jobs;        /* jobs the broker handed it (broker_jobs.c) */
 } zf__broker_sched_t;
+
+typedef struct zf__broker_jobs zf__broker_jobs_t;
 
 /* A client with requests in flight; the clients map's key points into id,
  * and the pending table names it by this record's address. */
@@ -59,7 +62,8 @@ struct zf_broker {
     zf__broker_client_t *spare_clients; /* records kept for reuse, n_spare_clients of them */
     int n_spare_clients;
     int max_client_requests;
-    int max_requests; /* across all clients */
+    int max_requests;        /* across all clients */
+    zf__broker_jobs_t *jobs; /* accepted jobs and their store (broker_jobs.c) */
     volatile sig_atomic_t stop;
 };
 
@@ -167,6 +171,31 @@ void zf__broker_on_scheduler_reply(zf_broker_t *b, const zf_route_t *route,
 void zf__broker_client_done(zf_broker_t *b, zf__broker_client_t *c);
 /* Forgets the clients whose connection fd closed. */
 void zf__broker_clients_disconnected(zf_broker_t *b, int fd);
+
+/* ---- durable jobs (broker_jobs.c) --------------------------------------------- */
+
+/* Opens the job store in config->state (NULL: in memory only) and takes up
+ * the jobs it holds. Errors as zf_job_store_open. */
+zf_status_t zf__broker_jobs_open(zf_broker_t *b, const zf_broker_config_t *config);
+/* Frees the jobs and closes the store; safe after a failed open. */
+void zf__broker_jobs_close(zf_broker_t *b);
+/* The store's database path, for logs. */
+const char *zf__broker_jobs_store_path(const zf_broker_t *b);
+/* True for SubmitJob, WaitJob and PollJob, which the broker serves itself
+ * (and so decodes, whatever their size). */
+bool zf__broker_jobs_serves(Zflow__Envelope__BodyCase body);
+void zf__broker_jobs_on_request(zf_broker_t *b, const zf__broker_ident_t *client,
+                                const Zflow__Envelope *env);
+/* True for the client frame of the broker's own requests to schedulers. */
+bool zf__broker_jobs_is_self(const zf__broker_ident_t *id);
+/* A reply of scheduler i to one of them; env is the caller's, but a
+ * result may be taken out of it. */
+void zf__broker_jobs_on_reply(zf_broker_t *b, int i, Zflow__Envelope *env);
+/* The scheduler of this serial and id is gone: its jobs are handed on. */
+void zf__broker_jobs_sched_gone(zf_broker_t *b, uint64_t serial, const char *sid, const char *why);
+/* At the end of each round: commits its writes, answers the SubmitJobs
+ * they hold, hands queued jobs to schedulers, expires waits and results. */
+void zf__broker_jobs_round(zf_broker_t *b);
 
 /* ---- the loop (broker.c) ------------------------------------------------------ */
 

@@ -42,6 +42,7 @@ void zf__broker_sched_drop(zf_broker_t *b, int i, const char *why)
         zf__broker_send_status(b, &c->id, p.request_id, &st);
         zf__broker_client_done(b, c); /* after the send: this may let c's record go */
     }
+    zf__broker_jobs_sched_gone(b, gone.serial, gone.sid, why);
 }
 
 /* The scheduler with the fewest outstanding requests, or -1; ties go round
@@ -234,7 +235,7 @@ void zf__broker_on_register_scheduler(zf_broker_t *b, const zf__broker_ident_t *
     }
     if (known < 0) {
         known = b->n_scheds++;
-        b->scheds[known] = (zf__broker_sched_t){*from, 0, b->msg_fd, "", ++b->sched_serial};
+        b->scheds[known] = (zf__broker_sched_t){*from, 0, b->msg_fd, "", ++b->sched_serial, 0};
         char hex[40];
         zf_log_info(ZF__BROKER_LOG, "scheduler %s (id '%s', clients at %s) registered (%d in all)",
                     zf__broker_ident_str(from, hex, sizeof hex), sid,

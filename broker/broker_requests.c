@@ -246,6 +246,10 @@ void zf__broker_on_scheduler_reply(zf_broker_t *b, const zf_route_t *route,
         zf__broker_send_status(b, &sched, m->request_id, &st);
         return;
     }
+    if (zf__broker_jobs_is_self(&client)) { /* the broker's own job traffic, always decoded */
+        if (m->env) zf__broker_jobs_on_reply(b, i, (Zflow__Envelope *)m->env); /* s_serve_one's */
+        return;
+    }
     zf__broker_client_t *c = s_client_find(b, &client);
     zf_pending_req_t key = {(uintptr_t)c, b->scheds[i].serial, m->request_id};
     int k = c ? zf_pending_find(b->pending, &key) : -1;

@@ -637,6 +637,9 @@ void zf_cli_progress_format(char *buf, size_t size, const char *job_id,
         snprintf(buf, size, "%s: step %lld/%lld, %d/%d partitions running, %.1f s", job_id,
                  (long long)step, (long long)p->steps_total, p->partitions_running,
                  p->partitions_total, secs);
+    size_t n = strlen(buf);
+    if (p->attempts > 1 && n < size) /* handed on after a scheduler was lost */
+        snprintf(buf + n, size - n, " (attempt %d)", p->attempts);
 }
 
 bool zf_cli_progress_wanted(bool quiet)

@@ -15,6 +15,7 @@
 
 static const char s_usage[] =
     "usage: zflow up [--cpu N | --devices LIST] [--port P] [--secure | --keys DIR]\n"
+    "                [--state DIR]\n"
     "\n"
     "Starts a local zflow cluster on 127.0.0.1 — a broker, one executor per\n"
     "device and a scheduler — prints the broker's address and runs until\n"
@@ -30,6 +31,8 @@ static const char s_usage[] =
     "  --secure        CurveZMQ on every connection, with a fresh key directory\n"
     "                  (printed as 'keys: DIR'; removed when the cluster stops)\n"
     "  --keys DIR      CurveZMQ with the keys of DIR (see `zflow keygen`)\n"
+    "  --state DIR     keep the broker's accepted jobs in DIR/jobs.db, so that a\n"
+    "                  restarted broker runs or returns them (default: in memory)\n"
     "\n"
     "Run graphs on it with `zflow run GRAPH --broker ADDRESS ...`; on a secure\n"
     "cluster with ZFLOW_KEYS=DIR (or --keys DIR) as well.\n";
@@ -66,6 +69,8 @@ static int s_parse(int argc, char **argv, char *devices, size_t size, zf_cluster
             o->secure = true;
         } else if (strcmp(argv[i], "--keys") == 0 && has_value) {
             o->keys = argv[++i];
+        } else if (strcmp(argv[i], "--state") == 0 && has_value) {
+            o->state = argv[++i];
         } else {
             fprintf(stderr, "zflow up: unexpected argument '%s'\n%s", argv[i], s_usage);
             return 2;

@@ -90,6 +90,9 @@ static int s_wait(int argc, char **argv)
         s = zf_client_wait_result(c, a.job, (int)a.timeout_ms, draw, &pr, &res);
         zf_cli_progress_end(&pr);
     }
+    if (zf_ok(s) && res->attempts > 1 && !a.quiet)
+        fprintf(stderr, "zflow wait: job %s ran %d times: a scheduler running it was lost\n", a.job,
+                res->attempts);
     if (zf_ok(s))
         s = zf_cli_print_fetches((const char *const *)res->names, res->tensors, res->n_fetches,
                                  a.out_dir, a.quiet);

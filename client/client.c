@@ -676,9 +676,13 @@ zf_status_t zf_client_poll(zf_client_t *c, const char *job_id, zf_client_job_pro
                      r->state > ZFLOW__JOB_STATE__JOB_STATE_DONE))
         s = zf_internal("the service answered PollJob with job state %d", (int)r->state);
     if (zf_ok(s))
-        *out = (zf_client_job_progress_t){
-            (zf_client_job_state_t)r->state, r->steps_done,       r->steps_total,
-            r->partitions_running,           r->partitions_total, r->elapsed_ms};
+        *out = (zf_client_job_progress_t){(zf_client_job_state_t)r->state,
+                                          r->steps_done,
+                                          r->steps_total,
+                                          r->partitions_running,
+                                          r->partitions_total,
+                                          r->elapsed_ms,
+                                          r->attempts};
     zflow__envelope__free_unpacked(rep, NULL);
     return s;
 }
@@ -719,6 +723,7 @@ static zf_status_t s_result(const Zflow__RunStepReply *r, zf_client_job_result_t
                                  : zf_internal("the service returned no value");
         if (!zf_ok(s)) s = zf_status_prefix(s, "fetch '%s'", name);
     }
+    if (zf_ok(s)) res->attempts = r->attempts;
     if (zf_ok(s) && r->n_step_stats > 0) {
         res->runs = calloc(r->n_step_stats, sizeof *res->runs);
         if (!res->runs) s = zf_out_of_memory("job result");

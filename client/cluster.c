@@ -212,13 +212,16 @@ static void s_remove_keys(zf_cluster_t *c)
     rmdir(c->keys);
 }
 
-static zf_status_t s_start_broker(zf_cluster_t *c, int port)
+static zf_status_t s_start_broker(zf_cluster_t *c, int port, const char *state)
 {
     char prog[PATH_MAX + 32], listen[64], line[S_LINE_MAX];
     snprintf(prog, sizeof prog, "%s/zflow-broker", c->bin_dir);
     snprintf(listen, sizeof listen, "tcp://127.0.0.1:%d", port);
-    char *argv[] = {prog, "--listen", listen, NULL, NULL, NULL};
-    s_add_keys(c, argv, 3);
+    /* without a state directory its jobs live as long as the cluster
+     * (docs/service.md, "Durable jobs") */
+    char *argv[] = {
+        prog, "--listen", listen, "--state", state ? (char *)state : ":memory:", NULL, NULL, NULL};
+    s_add_keys(c, argv, 5);
     const char *prefix = "zflow-broker listening on ";
     ZF_TRY(s_spawn(c, "zflow-broker", argv, prefix, line));
     if (strncmp(line, prefix, strlen(prefix)) != 0)
@@ -268,7 +271,7 @@ static zf_status_t s_start_all(zf_cluster_t *c, const zf_cluster_options_t *o)
         if (!devs[i].has_type || !devs[i].has_id)
             s = zf_invalid_argument("cluster devices: entry %d names no single device", i);
     }
-    if (zf_ok(s)) s = s_start_broker(c, o->port);
+    if (zf_ok(s)) s = s_start_broker(c, o->port, o->state);
     for (int i = 0; i < n && zf_ok(s); i++) s = s_start_executor(c, &devs[i]);
     if (zf_ok(s)) s = s_start_scheduler(c);
     free(devs);

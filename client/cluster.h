@@ -20,9 +20,11 @@ typedef struct zf_cluster_options {
     bool quiet;           /* children's stderr to /dev/null (else inherited) */
     const char *keys;     /* key directory every process gets as --keys; NULL: plain */
     bool secure;          /* without keys: make a fresh key directory (zf_cluster_keys) */
+    const char *state;    /* the broker's job store directory (--state); NULL: in memory */
 } zf_cluster_options_t;
 
-#define ZF_CLUSTER_OPTIONS_DEFAULT ((zf_cluster_options_t){NULL, 0, NULL, 0, false, NULL, false})
+#define ZF_CLUSTER_OPTIONS_DEFAULT                                                                 \
+    ((zf_cluster_options_t){NULL, 0, NULL, 0, false, NULL, false, NULL})
 
 /* Starts the broker, then the executors (named
  * /job:localhost/replica:0/task:0/device:<TYPE>:<i>, like the in-process

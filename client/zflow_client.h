@@ -160,6 +160,7 @@ typedef struct zf_client_job_progress {
     int partitions_running; /* partitions of the current step still running */
     int partitions_total;   /* partitions of the job's plan; 0 before its first step */
     int64_t elapsed_ms;     /* since it started running; frozen once done */
+    int attempts;           /* times the broker handed it to a scheduler so far */
 } zf_client_job_progress_t;
 
 /* The progress of job_id; does not collect its result. Errors: NOT_FOUND
@@ -177,6 +178,7 @@ typedef struct zf_client_job_result {
      * executor (proto/service.proto's NodeRun). */
     struct Zflow__NodeRun **runs;
     size_t n_runs;
+    int attempts; /* times the broker handed the job to a scheduler (> 1: one was lost) */
 } zf_client_job_result_t;
 
 /* Frees a result and its tensors; NULL-safe, sets *r_p to NULL. */

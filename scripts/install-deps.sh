@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(cmake make gcc pkg-config
           libzmq3-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler
-          libcmocka-dev libopenblas-dev libdnnl-dev
+          libsqlite3-dev libcmocka-dev libopenblas-dev libdnnl-dev
           protobuf-compiler python3 python3-zmq python3-protobuf python3-numpy
           python3-pytest)
 for arg in "$@"; do

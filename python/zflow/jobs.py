@@ -13,11 +13,12 @@ _WAIT_MARGIN_MS = 3000  # a WaitJob's own timeout answers before ours
 
 JobProgress = collections.namedtuple(
     "JobProgress", ["state", "steps_done", "steps_total", "partitions_running",
-                    "partitions_total", "elapsed_ms"])
+                    "partitions_total", "elapsed_ms", "attempts"])
 JobProgress.__doc__ = """What PollJob reports: state ("QUEUED", "RUNNING" or "DONE": finished or
 failed, its result waiting to be collected), steps done and in all, the
 partitions of the current step still running and of the plan (0 before
-the first step), and ms since it started running (frozen once done)."""
+the first step), ms since it started running (frozen once done), and the
+times the broker handed it to a scheduler (more than 1: one was lost)."""
 
 _STATES = {service_pb2.JOB_STATE_QUEUED: "QUEUED", service_pb2.JOB_STATE_RUNNING: "RUNNING",
            service_pb2.JOB_STATE_DONE: "DONE"}
@@ -79,7 +80,7 @@ class Job:
                 raise errors.InternalError("the service answered PollJob with job state %d"
                                            % r.state)
             return JobProgress(state, r.steps_done, r.steps_total, r.partitions_running,
-                               r.partitions_total, r.elapsed_ms)
+                               r.partitions_total, r.elapsed_ms, r.attempts)
 
     def done(self):
         """True once the job has finished (or failed)."""

@@ -1,4 +1,5 @@
 /* Definitions of broker_test_util.h. */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -41,7 +42,15 @@ void zf_test_broker_start(zf_test_broker_t *tb, const char *const *args)
     assert_int_equal(pipe(out), 0);
     const char *argv[32] = {ZF_BIN_DIR "/zflow-broker", "--listen", "tcp://127.0.0.1:0"};
     int argc = 3;
-    for (int i = 0; args && args[i] && argc < 31; i++) argv[argc++] = args[i];
+    bool state = false; /* a test's broker keeps its jobs in memory unless told */
+    for (int i = 0; args && args[i] && argc < 29; i++) {
+        state = state || strcmp(args[i], "--state") == 0;
+        argv[argc++] = args[i];
+    }
+    if (!state) {
+        argv[argc++] = "--state";
+        argv[argc++] = ":memory:";
+    }
     tb->pid = fork();
     assert_true(tb->pid >= 0);
     if (tb->pid == 0) {
@@ -61,6 +70,23 @@ void zf_test_broker_start(zf_test_broker_t *tb, const char *const *args)
     const char *prefix = "zflow-broker listening on ";
     assert_memory_equal(line, prefix, strlen(prefix));
     snprintf(tb->endpoint, sizeof tb->endpoint, "%s", line + strlen(prefix));
+}
+
+void zf_test_state_dir(char *dir, size_t size)
+{
+    snprintf(dir, size, "/tmp/zflow-state-test-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+}
+
+void zf_test_state_dir_remove(const char *dir)
+{
+    const char *files[] = {"jobs.db", "jobs.db-wal", "jobs.db-shm", "jobs.db-journal"};
+    char path[PATH_MAX];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
 }
 
 bool zf_test_broker_log_contains(const zf_test_broker_t *tb, const char *text)

@@ -32,6 +32,12 @@ int zf_test_broker_stop(zf_test_broker_t *tb, int sig);
  * --listen tcp://127.0.0.1:0 and fills in its endpoint. */
 void zf_test_broker_start(zf_test_broker_t *tb, const char *const *args);
 
+/* A fresh directory for a broker's --state (its job store), in dir. */
+void zf_test_state_dir(char *dir, size_t size);
+
+/* Removes a state directory and the job store in it. */
+void zf_test_state_dir_remove(const char *dir);
+
 /* True when the broker's stderr so far contains text. */
 bool zf_test_broker_log_contains(const zf_test_broker_t *tb, const char *text);
 

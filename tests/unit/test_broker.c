@@ -264,10 +264,10 @@ static void test_broker_passes_client_requests_to_a_scheduler_and_back(void **st
     zf_socket_t *sched = s_peer(f), *c1 = s_peer(f), *c2 = s_peer(f);
     s_register_scheduler(sched);
     Zflow__CreateSession cs = ZFLOW__CREATE_SESSION__INIT;
-    Zflow__WaitJob wj = ZFLOW__WAIT_JOB__INIT;
-    wj.job_id = "job-1";
+    Zflow__CloseSession cl = ZFLOW__CLOSE_SESSION__INIT;
+    cl.session = "session-1";
     zf_test_send_body(c1, 42, ZFLOW__ENVELOPE__BODY_CREATE_SESSION, &cs);
-    zf_test_send_body(c2, 42, ZFLOW__ENVELOPE__BODY_WAIT_JOB, &wj);
+    zf_test_send_body(c2, 42, ZFLOW__ENVELOPE__BODY_CLOSE_SESSION, &cl);
     /* The scheduler gets [client][envelope], request ids untouched. */
     zf_route_t from[2];
     for (int i = 0; i < 2; i++) {
@@ -275,13 +275,13 @@ static void test_broker_passes_client_requests_to_a_scheduler_and_back(void **st
         assert_non_null(req);
         assert_int_equal(from[i].n, 1);
         assert_int_equal(req->request_id, 42);
-        if (req->body_case == ZFLOW__ENVELOPE__BODY_WAIT_JOB)
-            assert_string_equal(req->wait_job->job_id, "job-1");
+        if (req->body_case == ZFLOW__ENVELOPE__BODY_CLOSE_SESSION)
+            assert_string_equal(req->close_session->session, "session-1");
         else
             assert_int_equal(req->body_case, ZFLOW__ENVELOPE__BODY_CREATE_SESSION);
         /* Answer each client with its own session name. */
         Zflow__CreateSessionReply rep = ZFLOW__CREATE_SESSION_REPLY__INIT;
-        rep.session = req->body_case == ZFLOW__ENVELOPE__BODY_WAIT_JOB ? "for-c2" : "for-c1";
+        rep.session = req->body_case == ZFLOW__ENVELOPE__BODY_CLOSE_SESSION ? "for-c2" : "for-c1";
         Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
         env.request_id = 42;
         env.body_case = ZFLOW__ENVELOPE__BODY_CREATE_SESSION_REPLY;
@@ -354,8 +354,8 @@ static void test_broker_fails_the_requests_of_a_scheduler_that_disconnects(void 
     s_fixture_t *f = *state;
     zf_socket_t *sched = s_peer(f), *c = s_peer(f);
     s_register_scheduler(sched);
-    Zflow__SubmitJob sj = ZFLOW__SUBMIT_JOB__INIT;
-    zf_test_send_body(c, 5, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &sj);
+    Zflow__CreateSession cs = ZFLOW__CREATE_SESSION__INIT;
+    zf_test_send_body(c, 5, ZFLOW__ENVELOPE__BODY_CREATE_SESSION, &cs);
     Zflow__Envelope *req = zf_test_recv(sched, 5000, NULL);
     assert_non_null(req);
     zflow__envelope__free_unpacked(req, NULL);
@@ -494,8 +494,8 @@ static void test_broker_drops_a_scheduler_that_stops_answering(void **state)
     close(ready[0]);
     assert_true(got && byte == 'r');
     zf_socket_t *c = s_peer(f);
-    Zflow__WaitJob wj = ZFLOW__WAIT_JOB__INIT;
-    zf_test_send_body(c, 9, ZFLOW__ENVELOPE__BODY_WAIT_JOB, &wj);
+    Zflow__CreateSession cs = ZFLOW__CREATE_SESSION__INIT;
+    zf_test_send_body(c, 9, ZFLOW__ENVELOPE__BODY_CREATE_SESSION, &cs);
     usleep(100000);
     /* A stopped process answers nothing, not even ZeroMQ's pings. */
     kill(f->child, SIGSTOP);

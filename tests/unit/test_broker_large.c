@@ -1,9 +1,11 @@
 /* The broker keeps answering while a large message passes through it: the
  * real zflow-broker and zflow-scheduler on 127.0.0.1 ephemeral ports, one
- * client sending a SubmitJob of about 115 MB (1.8 million nodes) and another
- * pinging the broker meanwhile. The pings must be answered while the big
- * job is on its way, before its SubmitJobReply comes back, and none may
- * wait for the broker to take the big message apart. A large request that
+ * client sending a CreateSession of about 115 MB (1.8 million nodes) and
+ * another pinging the broker meanwhile. The pings must be answered while
+ * the big session is on its way, before its CreateSessionReply comes back,
+ * and none may wait for the broker to take the big message apart. (A
+ * SubmitJob is the broker's own, recorded in its job store: it is decoded
+ * there, whatever its size.) A large request that
  * is malformed past its header still gets its answer, from the scheduler
  * that decodes it. */
 #include <setjmp.h>
@@ -48,10 +50,10 @@ static size_t s_field(uint8_t *p, uint32_t field, const void *data, size_t len)
     return n + (data ? len : 0);
 }
 
-/* A packed Envelope{version 1, request_id, SubmitJob{CreateSession{graph
- * of NODES Const nodes}, RunStep{fetch n0000000}}}, built from one packed
- * node renamed NODES times; *len_out its size. */
-static uint8_t *s_big_submit(uint64_t request_id, size_t *len_out)
+/* A packed Envelope{version 1, request_id, CreateSession{graph of NODES
+ * NoOp nodes}}, built from one packed node renamed NODES times; *len_out
+ * its size. */
+static uint8_t *s_big_create(uint64_t request_id, size_t *len_out)
 {
     Tensorflow__NodeDef node = TENSORFLOW__NODE_DEF__INIT;
     char name[16];
@@ -71,12 +73,7 @@ static uint8_t *s_big_submit(uint64_t request_id, size_t *len_out)
     uint8_t hdr[16];
     size_t node_field = s_field(hdr, 1, NULL, node_len) + node_len;
     size_t graph_len = node_field * NODES;
-    Zflow__RunStep step = ZFLOW__RUN_STEP__INIT;
-    char *fetches[1] = {name};
-    step.n_fetches = 1;
-    step.fetches = fetches;
-    size_t step_len = zflow__run_step__get_packed_size(&step);
-    size_t cap = graph_len + step_len + 64;
+    size_t cap = graph_len + 64;
     uint8_t *buf = malloc(cap);
     assert_non_null(buf);
     size_t n = 0;
@@ -85,19 +82,14 @@ static uint8_t *s_big_submit(uint64_t request_id, size_t *len_out)
     buf[n++] = 0x10; /* request_id */
     n += s_varint(buf + n, request_id);
     size_t create_len = s_varint(hdr, 1 << 3 | 2) + s_varint(hdr, graph_len) + graph_len;
-    size_t submit_len = s_varint(hdr, 1 << 3 | 2) + s_varint(hdr, create_len) + create_len +
-                        s_varint(hdr, 2 << 3 | 2) + s_varint(hdr, step_len) + step_len;
-    n += s_field(buf + n, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, NULL, submit_len);
-    n += s_field(buf + n, 1, NULL, create_len); /* SubmitJob.session */
-    n += s_field(buf + n, 1, NULL, graph_len);  /* CreateSession.graph */
+    n += s_field(buf + n, ZFLOW__ENVELOPE__BODY_CREATE_SESSION, NULL, create_len);
+    n += s_field(buf + n, 1, NULL, graph_len); /* CreateSession.graph */
     for (int k = 0; k < NODES; k++) {
         n += s_field(buf + n, 1, one, node_len); /* GraphDef.node */
         char digits[16];
         snprintf(digits, sizeof digits, NAME_FMT, k);
         memcpy(buf + n - node_len + name_off, digits, strlen(digits));
     }
-    n += s_field(buf + n, 2, NULL, step_len); /* SubmitJob.step */
-    n += zflow__run_step__pack(&step, buf + n);
     assert_true(n <= cap);
     free(one);
     *len_out = n;
@@ -110,7 +102,7 @@ static void s_ping(zf_socket_t *s, uint64_t id)
     zf_test_send_body(s, id, ZFLOW__ENVELOPE__BODY_PING, &ping);
 }
 
-static void test_broker_answers_pings_while_a_large_submit_job_passes(void **state)
+static void test_broker_answers_pings_while_a_large_create_session_passes(void **state)
 {
     (void)state;
     zf_test_broker_t tb;
@@ -127,13 +119,13 @@ static void test_broker_answers_pings_while_a_large_submit_job_passes(void **sta
     zf_test_expect_status(big, 2, ZF_OK, NULL);
 
     size_t len = 0;
-    uint8_t *msg = s_big_submit(7, &len);
+    uint8_t *msg = s_big_create(7, &len);
     assert_true(len > (size_t)100 << 20);
     int64_t t0 = zf_test_now_ms();
     assert_int_equal(zmq_send(zf_socket_handle(big), msg, len, 0), (int)len);
     free(msg);
 
-    /* ping every PING_MS until the job's answer; the longest wait for a
+    /* ping every PING_MS until the session's answer; the longest wait for a
      * ping's answer meanwhile, and how many were answered before it */
     uint64_t next_id = 100, waiting = 0;
     int64_t sent_at = 0, longest = 0, acked_at = -1;
@@ -166,14 +158,14 @@ static void test_broker_answers_pings_while_a_large_submit_job_passes(void **sta
     }
     assert_non_null(ack);
     /* the scheduler got it whole and measured it */
-    assert_int_equal(ack->body_case, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB_REPLY);
+    assert_int_equal(ack->body_case, ZFLOW__ENVELOPE__BODY_CREATE_SESSION_REPLY);
     assert_int_equal(ack->request_id, 7);
-    zf_status_t st = zf_status_from_proto(ack->submit_job_reply->status);
+    zf_status_t st = zf_status_from_proto(ack->create_session_reply->status);
     zf_test_expect_error(st, ZF_RESOURCE_EXHAUSTED,
                          "the graph has 1800000 nodes; this scheduler takes at most 1000 "
                          "(zflow-scheduler --max-graph-nodes)");
     zflow__envelope__free_unpacked(ack, NULL);
-    print_message("pings answered before the %zu-byte SubmitJob's reply (%" PRId64
+    print_message("pings answered before the %zu-byte CreateSession's reply (%" PRId64
                   " ms): %d, the longest %" PRId64 " ms\n",
                   len, acked_at - t0, answered, longest);
     assert_true(answered >= 1);
@@ -226,7 +218,7 @@ static void test_a_large_malformed_request_passed_on_is_answered_by_the_schedule
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_broker_answers_pings_while_a_large_submit_job_passes),
+        cmocka_unit_test(test_broker_answers_pings_while_a_large_create_session_passes),
         cmocka_unit_test(test_a_large_malformed_request_passed_on_is_answered_by_the_scheduler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

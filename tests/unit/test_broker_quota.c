@@ -332,8 +332,8 @@ static int s_start(void **state, int max_client_requests, int max_requests)
     fixture_t *f = calloc(1, sizeof *f);
     assert_non_null(f);
     *state = f;
-    zf_broker_config_t cfg = {"tcp://127.0.0.1:0", 1000,         3,
-                              max_client_requests, max_requests, NULL};
+    zf_broker_config_t cfg = {
+        "tcp://127.0.0.1:0", 1000, 3, max_client_requests, max_requests, NULL, NULL, 0, 0, 0, 0};
     ASSERT_OK(zf_broker_new(&cfg, &f->broker));
     ASSERT_OK(zf_zctx_new(&f->ctx));
     const char *ep = zf_broker_endpoint(f->broker);
@@ -515,7 +515,7 @@ static void test_broker_passes_back_each_reply_to_a_reused_request_id(void **sta
 static void test_broker_refuses_a_negative_client_limit(void **state)
 {
     (void)state;
-    zf_broker_config_t cfg = {"tcp://127.0.0.1:0", 1000, 3, -1, 0, NULL};
+    zf_broker_config_t cfg = {"tcp://127.0.0.1:0", 1000, 3, -1, 0, NULL, NULL, 0, 0, 0, 0};
     zf_broker_t *b = NULL;
     zf_test_expect_error(zf_broker_new(&cfg, &b), ZF_INVALID_ARGUMENT,
                          "a client's requests in flight must be limited to 1 or more (0: the "
@@ -528,7 +528,7 @@ static void test_broker_refuses_a_negative_or_too_large_broker_wide_limit(void *
     (void)state;
     int bad[2] = {-1, ZF_PENDING_MAX + 1};
     for (int i = 0; i < 2; i++) {
-        zf_broker_config_t cfg = {"tcp://127.0.0.1:0", 1000, 3, 0, bad[i], NULL};
+        zf_broker_config_t cfg = {"tcp://127.0.0.1:0", 1000, 3, 0, bad[i], NULL, NULL, 0, 0, 0, 0};
         zf_broker_t *b = NULL;
         char want[200];
         snprintf(want, sizeof want,

@@ -15,6 +15,7 @@
 
 #include "client/cluster.h"
 #include "common/graphdef_io.h"
+#include "broker_test_util.h"
 #include "process_test_util.h"
 #include "test_util.h"
 
@@ -156,10 +157,12 @@ static pid_t s_new_child_with(pid_t up, const char *needle, pid_t old)
     return 0;
 }
 
-/* `zflow up --cpu 2` on a free port; *endpoint gets the broker's address. */
-static pid_t s_up(int *out_fd, int *err_fd, char *endpoint, size_t size)
+/* `zflow up --cpu 2` on a free port, with --state state when it is not
+ * NULL; *endpoint gets the broker's address. */
+static pid_t s_up(int *out_fd, int *err_fd, char *endpoint, size_t size, const char *state)
 {
-    const char *up[] = {ZFLOW, "up", "--port", "0", "--cpu", "2", NULL};
+    const char *up[] = {ZFLOW, "up", "--port", "0", "--cpu", "2", "--state", state, NULL};
+    if (!state) up[6] = NULL;
     pid_t pid = zf_test_spawn_piped(up, out_fd, err_fd);
     char line[512];
     if (!zf_test_read_line(*out_fd, line, sizeof line, WAIT_MS)) line[0] = '\0';
@@ -174,6 +177,18 @@ static pid_t s_up(int *out_fd, int *err_fd, char *endpoint, size_t size)
         }
     }
     return pid;
+}
+
+/* Stops zflow up with SIGTERM and closes its pipes; its stderr so far into
+ * log. Its exit code. */
+static int s_stop_up(pid_t up, int out, int err, char *log, size_t size)
+{
+    kill(up, SIGTERM);
+    int rc = zf_test_reap(up, zf_test_now_ms() + WAIT_MS);
+    zf_test_drain(err, log, size, zf_test_now_ms() + WAIT_MS);
+    close(out);
+    close(err);
+    return rc;
 }
 
 /* TensorFlow's while loop counting to 10, its Exit pinned to CPU:1. */
@@ -214,18 +229,14 @@ static void test_cli_up_starts_a_killed_executor_again_under_its_name(void **sta
     int out = -1, err = -1;
     char endpoint[256], path[] = "/tmp/zflow-up-loop-XXXXXX.pbtxt";
     s_pinned_loop(path);
-    pid_t up = s_up(&out, &err, endpoint, sizeof endpoint);
+    pid_t up = s_up(&out, &err, endpoint, sizeof endpoint, NULL);
     bool before = endpoint[0] && s_loop_runs(path, endpoint);
     pid_t ex = s_child_with(up, "--device CPU:1");
     bool killed = ex > 0 && kill(ex, SIGKILL) == 0;
     pid_t again = killed ? s_new_child_with(up, "--device CPU:1", ex) : 0;
     bool after = again > 0 && s_loop_runs(path, endpoint);
-    kill(up, SIGTERM);
-    int rc = zf_test_reap(up, zf_test_now_ms() + WAIT_MS);
     static char log[1 << 16];
-    zf_test_drain(err, log, sizeof log, zf_test_now_ms() + WAIT_MS);
-    close(out);
-    close(err);
+    int rc = s_stop_up(up, out, err, log, sizeof log);
     unlink(path);
     assert_true(before);
     assert_true(killed);
@@ -242,6 +253,41 @@ static void test_cli_up_starts_a_killed_executor_again_under_its_name(void **sta
     assert_null(strstr(log, "no heartbeat for"));
 }
 
+/* zflow up --state: a job accepted before its broker is killed is returned
+ * by the broker zflow up starts again, under the same id. */
+static void test_cli_up_with_a_state_directory_keeps_jobs_through_a_killed_broker(void **state)
+{
+    (void)state;
+    char dir[64], endpoint[256], id[128] = "";
+    zf_test_state_dir(dir, sizeof dir);
+    int out = -1, err = -1;
+    pid_t up = s_up(&out, &err, endpoint, sizeof endpoint, dir);
+    static char got[8192];
+    const char *submit[] = {ZFLOW,    "submit", MLP,       "--broker", endpoint,
+                            "--feed", FEED,     "--fetch", "probs",    NULL};
+    int rc_submit = endpoint[0] ? s_capture(submit, got, sizeof got) : -1;
+    sscanf(got, "%127s", id);
+    pid_t broker = s_child_with(up, "zflow-broker");
+    bool killed = broker > 0 && kill(broker, SIGKILL) == 0;
+    pid_t again = killed ? s_new_child_with(up, "zflow-broker", broker) : 0;
+    const char *wait[] = {ZFLOW, "wait", id, "--broker", endpoint, NULL};
+    int rc_wait = -1; /* UNAVAILABLE while the new broker starts */
+    for (int64_t end = zf_test_now_ms() + WAIT_MS;
+         again > 0 && rc_wait != 0 && zf_test_now_ms() < end; usleep(200000))
+        rc_wait = s_capture(wait, got, sizeof got);
+    static char log[1 << 16];
+    int rc = s_stop_up(up, out, err, log, sizeof log);
+    zf_test_state_dir_remove(dir);
+    assert_int_equal(rc_submit, 0);
+    assert_memory_equal(id, "job-", 4);
+    assert_true(killed);
+    assert_true(again > 0);
+    assert_int_equal(rc_wait, 0);
+    assert_non_null(strstr(got, "probs =\n[[0.1978161  0.8021839 ]"));
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(log, "zflow up: zflow-broker was killed by signal 9"));
+}
+
 /* A process that keeps dying stops the cluster: the sixth death within a
  * minute is not restarted, and zflow up exits 1 saying so. */
 static void test_cli_up_gives_up_on_a_process_that_keeps_dying(void **state)
@@ -249,7 +295,7 @@ static void test_cli_up_gives_up_on_a_process_that_keeps_dying(void **state)
     (void)state;
     int out = -1, err = -1;
     char endpoint[256];
-    pid_t up = s_up(&out, &err, endpoint, sizeof endpoint);
+    pid_t up = s_up(&out, &err, endpoint, sizeof endpoint, NULL);
     pid_t ex = endpoint[0] ? s_child_with(up, "--device CPU:0") : 0;
     int kills = 0;
     for (; ex > 0 && kills < 6; kills++) {
@@ -324,6 +370,7 @@ int main(void)
             test_cli_run_on_two_devices_with_pinned_nodes_prints_what_inprocess_prints),
         cmocka_unit_test(test_cli_up_serves_runs_and_stops_cleanly_on_sigterm),
         cmocka_unit_test(test_cli_up_starts_a_killed_executor_again_under_its_name),
+        cmocka_unit_test(test_cli_up_with_a_state_directory_keeps_jobs_through_a_killed_broker),
         cmocka_unit_test(test_cli_up_gives_up_on_a_process_that_keeps_dying),
         cmocka_unit_test(test_cli_run_rejects_broker_with_inprocess_or_devices),
         cmocka_unit_test(test_cli_run_without_a_broker_fails_after_its_timeout),

@@ -4,6 +4,7 @@
  * another SubmitJob, and the jobs waiting for them are bounded
  * (--max-queued-jobs). Real broker, executor and zflow-scheduler processes on
  * 127.0.0.1 ephemeral ports. */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -35,6 +36,7 @@ typedef struct {
     zf_socket_t *jobs;    /* the client submitting jobs, on the broker */
     zf_socket_t *session; /* another client, on the broker */
     zf_socket_t *direct;  /* that client on the scheduler's client endpoint */
+    char state[64];       /* the broker's --state directory, when it has one */
 } cluster_t;
 
 /* Broker, executors CPU:0 and CPU:1, and a scheduler with one request
@@ -57,6 +59,43 @@ static int s_setup(void **state)
     return 0;
 }
 
+/* The scheduler of the durable tests: one job worker, so that of the jobs
+ * it holds one runs and the others wait in its queue. */
+static const char *const s_durable_sched_args[] = {"--job-workers", "1", NULL};
+
+/* The broker of the durable tests on the state directory c->state, listening
+ * at listen (NULL: an ephemeral port). */
+static void s_start_durable_broker(cluster_t *c, const char *listen)
+{
+    const char *bargs[] = {"--heartbeat-ms",
+                           "1000",
+                           "--heartbeat-misses",
+                           "60",
+                           "--state",
+                           c->state,
+                           listen ? "--listen" : NULL,
+                           listen,
+                           NULL};
+    zf_test_broker_start(&c->broker, bargs);
+}
+
+/* A broker keeping its jobs in a fresh state directory, executors CPU:0 and
+ * CPU:1, and the durable tests' scheduler. */
+static int s_setup_durable(void **state)
+{
+    cluster_t *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    *state = c;
+    zf_test_state_dir(c->state, sizeof c->state);
+    s_start_durable_broker(c, NULL);
+    for (int k = 0; k < 2; k++)
+        zf_test_executor_start(&c->executors[k], c->broker.endpoint, k, WAIT_MS);
+    zf_test_scheduler_start(&c->scheduler, c->broker.endpoint, s_durable_sched_args, WAIT_MS);
+    ASSERT_OK(zf_zctx_new(&c->ctx));
+    c->jobs = zf_test_dealer(c->ctx, c->broker.endpoint);
+    return 0;
+}
+
 static int s_teardown(void **state)
 {
     cluster_t *c = *state;
@@ -70,6 +109,7 @@ static int s_teardown(void **state)
         zf_test_child_stop(&c->executors[k], SIGTERM, WAIT_MS);
     }
     zf_test_broker_stop(&c->broker, SIGTERM);
+    if (c->state[0]) zf_test_state_dir_remove(c->state);
     free(c);
     return rc == 0 ? 0 : -1;
 }
@@ -175,7 +215,7 @@ static char *s_submit(cluster_t *c, uint64_t id, const char *device, char fetch,
     ASSERT_OK(zf_status_from_proto(rep->submit_job_reply->status));
     const char *job = rep->submit_job_reply->job_id;
     assert_non_null(job);
-    assert_non_null(strstr(job, "/job-"));
+    assert_memory_equal(job, "job-", 4); /* the broker's id */
     char *out = strdup(job);
     zflow__envelope__free_unpacked(rep, NULL);
     return out;
@@ -198,8 +238,9 @@ static Zflow__JobState s_poll(cluster_t *c, uint64_t id, const char *job, int64_
     return state;
 }
 
-/* Waits for job `job` and checks its value as s_expect_value. */
-static void s_expect_job(cluster_t *c, uint64_t id, const char *job, char fetch)
+/* Waits for job `job` and checks its value as s_expect_value, and that it
+ * was handed to a scheduler `attempts` times. */
+static void s_expect_job(cluster_t *c, uint64_t id, const char *job, char fetch, int attempts)
 {
     Zflow__WaitJob wj = ZFLOW__WAIT_JOB__INIT;
     wj.job_id = (char *)job;
@@ -209,7 +250,17 @@ static void s_expect_job(cluster_t *c, uint64_t id, const char *job, char fetch)
     Zflow__Envelope *rep = zf_test_call(c->jobs, &env, id, WAIT_MS);
     assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY);
     s_expect_value(rep->run_step_reply, fetch);
+    assert_int_equal(rep->run_step_reply->attempts, attempts);
     zflow__envelope__free_unpacked(rep, NULL);
+}
+
+/* A second WaitJob for `job` finds nothing: its result went once. */
+static void s_expect_collected(cluster_t *c, uint64_t id, const char *job)
+{
+    Zflow__WaitJob wj = ZFLOW__WAIT_JOB__INIT;
+    wj.job_id = (char *)job;
+    zf_test_send_body(c->jobs, id, ZFLOW__ENVELOPE__BODY_WAIT_JOB, &wj);
+    zf_test_expect_status(c->jobs, id, ZF_NOT_FOUND, "not found");
 }
 
 /* Opens a session of the graph on CPU:0 through the broker; connects
@@ -260,16 +311,10 @@ static void test_a_job_that_cannot_finish_holds_up_no_session_and_no_other_submi
     assert_int_equal(s_poll(c, id++, b, &done), ZFLOW__JOB_STATE__JOB_STATE_QUEUED);
     assert_int_equal(done, 0);
 
-    /* One more job finds the queue full. */
-    Zflow__Envelope *rep = s_submit_reply(c, 3, CPU0, 'z', 1);
-    zf_status_t full = zf_status_from_proto(rep->submit_job_reply->status);
-    assert_int_equal(full.code, ZF_RESOURCE_EXHAUSTED);
-    assert_string_equal(zf_status_msg(&full),
-                        "SubmitJob refused: the scheduler's queue of jobs waiting for a job "
-                        "worker is full (zflow-scheduler --max-queued-jobs 1; 1 run at once, "
-                        "--job-workers); submit again once some have started");
-    zf_status_clear(&full);
-    zflow__envelope__free_unpacked(rep, NULL);
+    /* One more job finds the scheduler's queue full: the broker keeps it
+     * queued and hands it on once there is room. */
+    char *e = s_submit(c, 3, CPU0, 'z', 1);
+    assert_int_equal(s_poll(c, id++, e, &done), ZFLOW__JOB_STATE__JOB_STATE_QUEUED);
 
     /* Another client's session is served by the one request worker: its
      * CreateSession, and RunSteps whose plans are built on that worker,
@@ -291,12 +336,73 @@ static void test_a_job_that_cannot_finish_holds_up_no_session_and_no_other_submi
 
     /* CPU:1 goes on: A ends with its value, then B runs all its steps. */
     kill(c->executors[1].pid, SIGCONT);
-    s_expect_job(c, id++, a, 'z');
-    s_expect_job(c, id++, b, 'y');
+    s_expect_job(c, id++, a, 'z', 1);
+    s_expect_job(c, id++, b, 'y', 1);
+    s_expect_job(c, id++, e, 'z', 1);
     free(a);
     free(b);
+    free(e);
     char *d = s_submit(c, 4, CPU0, 'z', 2); /* the queue has room again */
-    s_expect_job(c, id++, d, 'z');
+    s_expect_job(c, id++, d, 'z', 1);
+    free(d);
+}
+
+/* Polls job until it is in state `want` with at least min_done steps done,
+ * failing the test after WAIT_MS. */
+static void s_poll_until(cluster_t *c, uint64_t *id, const char *job, Zflow__JobState want,
+                         int64_t min_done)
+{
+    int64_t done = -1, end = zf_test_now_ms() + WAIT_MS;
+    for (Zflow__JobState st; (st = s_poll(c, (*id)++, job, &done)) != want || done < min_done;
+         usleep(5000))
+        assert_true(zf_test_now_ms() < end);
+}
+
+static void test_the_jobs_of_a_killed_scheduler_run_once_more_on_the_next(void **state)
+{
+    cluster_t *c = *state;
+    /* a runs long enough to be killed midway; b, d and e wait behind it */
+    const char fetch[4] = {'z', 'y', 'z', 'y'};
+    const int64_t steps[4] = {2000, 2, 1, 3};
+    char *jobs[4];
+    for (int k = 0; k < 4; k++) jobs[k] = s_submit(c, 1 + (uint64_t)k, CPU0, fetch[k], steps[k]);
+    uint64_t id = 100;
+    s_poll_until(c, &id, jobs[0], ZFLOW__JOB_STATE__JOB_STATE_RUNNING, 1);
+    int64_t done = 0;
+    assert_int_equal(s_poll(c, id++, jobs[2], &done), ZFLOW__JOB_STATE__JOB_STATE_QUEUED);
+    int64_t t0 = zf_test_now_ms();
+    assert_int_equal(zf_test_child_stop(&c->scheduler, SIGKILL, WAIT_MS), 128 + SIGKILL);
+    zf_test_scheduler_start(&c->scheduler, c->broker.endpoint, s_durable_sched_args, WAIT_MS);
+    int64_t t1 = zf_test_now_ms();
+    s_poll_until(c, &id, jobs[0], ZFLOW__JOB_STATE__JOB_STATE_RUNNING, 0); /* on the new one */
+    print_message("the new scheduler ran the lost job %" PRId64 " ms after the kill (%" PRId64
+                  " ms to start it)\n",
+                  zf_test_now_ms() - t0, t1 - t0);
+    for (int k = 0; k < 4; k++) {
+        s_expect_job(c, id++, jobs[k], fetch[k], 2); /* once more, from its start */
+        s_expect_collected(c, id++, jobs[k]);        /* and its result once */
+        free(jobs[k]);
+    }
+}
+
+static void test_a_restarted_broker_returns_every_accepted_job_by_its_id(void **state)
+{
+    cluster_t *c = *state;
+    uint64_t id = 100;
+    char *a = s_submit(c, 1, CPU0, 'z', 1); /* done, its result not collected */
+    s_poll_until(c, &id, a, ZFLOW__JOB_STATE__JOB_STATE_DONE, 1);
+    char *b = s_submit(c, 2, CPU0, 'y', 400); /* running */
+    char *d = s_submit(c, 3, CPU0, 'z', 2);   /* waiting behind it */
+    s_poll_until(c, &id, b, ZFLOW__JOB_STATE__JOB_STATE_RUNNING, 1);
+    char endpoint[256];
+    snprintf(endpoint, sizeof endpoint, "%s", c->broker.endpoint);
+    assert_int_equal(zf_test_broker_stop(&c->broker, SIGKILL), 128 + SIGKILL);
+    s_start_durable_broker(c, endpoint); /* where the others reconnect */
+    s_expect_job(c, id++, a, 'z', 1);
+    s_expect_job(c, id++, b, 'y', 2); /* its run was lost with the broker: once more */
+    s_expect_job(c, id++, d, 'z', 2);
+    free(a);
+    free(b);
     free(d);
 }
 
@@ -352,6 +458,12 @@ int main(void)
             s_teardown),
         cmocka_unit_test(
             test_scheduler_checks_job_workers_and_max_queued_jobs_and_lists_them_in_help),
+        cmocka_unit_test_setup_teardown(
+            test_the_jobs_of_a_killed_scheduler_run_once_more_on_the_next, s_setup_durable,
+            s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_restarted_broker_returns_every_accepted_job_by_its_id, s_setup_durable,
+            s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,12 +27,15 @@ typedef struct {
 } fixture_t;
 
 /* The broker declares an executor dead after heartbeat_ms * misses. */
-static int s_setup_cluster(void **state, const char *heartbeat_ms, const char *misses)
+static int s_setup_cluster(void **state, const char *heartbeat_ms, const char *misses,
+                           const char *job_results, const char *job_ttl_ms)
 {
     fixture_t *f = calloc(1, sizeof *f);
     if (!f) return -1;
     *state = f;
-    const char *bargs[] = {"--heartbeat-ms", heartbeat_ms, "--heartbeat-misses", misses, NULL};
+    const char *bargs[] = {"--heartbeat-ms", heartbeat_ms,    "--heartbeat-misses",
+                           misses,           "--job-results", job_results,
+                           "--job-ttl-ms",   job_ttl_ms,      NULL};
     zf_test_service_start(&f->svc, bargs, 2, WAIT_MS);
     ASSERT_OK(zf_client_connect(f->svc.broker.endpoint, &f->client));
     zf_client_set_timeout(f->client, WAIT_MS);
@@ -43,13 +46,19 @@ static int s_setup_cluster(void **state, const char *heartbeat_ms, const char *m
  * machine makes a live executor miss it. */
 static int s_setup_fast(void **state)
 {
-    return s_setup_cluster(state, "200", "10");
+    return s_setup_cluster(state, "200", "10", "1024", "600000");
 }
 
 /* Dead only after 30 s: a stopped executor stays a member. */
 static int s_setup_slow(void **state)
 {
-    return s_setup_cluster(state, "1000", "30");
+    return s_setup_cluster(state, "1000", "30", "1024", "600000");
+}
+
+/* As slow, with room for one job result, kept 1.5 s. */
+static int s_setup_retention(void **state)
+{
+    return s_setup_cluster(state, "1000", "30", "1", "1500");
 }
 
 static int s_teardown(void **state)
@@ -291,12 +300,9 @@ static char *s_submit_done(zf_client_t *c, Tensorflow__GraphDef *gd, float v)
     return id;
 }
 
-static void test_service_keeps_job_results_within_the_schedulers_limits(void **state)
+static void test_service_keeps_job_results_within_the_brokers_limits(void **state)
 {
     fixture_t *f = *state;
-    assert_int_equal(zf_test_child_stop(&f->svc.scheduler, SIGTERM, WAIT_MS), 0);
-    const char *args[] = {"--job-results", "1", "--job-ttl-ms", "1500", NULL};
-    zf_test_scheduler_start(&f->svc.scheduler, f->svc.broker.endpoint, args, WAIT_MS);
     Tensorflow__GraphDef *gd = s_chain_graph();
     zf_tensor_t *z = NULL;
 
@@ -327,8 +333,8 @@ int main(void)
      * would crowd the executors' heartbeats off a small machine. */
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_service_keeps_job_results_within_the_schedulers_limits,
-                                        s_setup_slow, s_teardown),
+        cmocka_unit_test_setup_teardown(test_service_keeps_job_results_within_the_brokers_limits,
+                                        s_setup_retention, s_teardown),
         cmocka_unit_test_setup_teardown(
             test_service_reports_an_executor_killed_mid_step_and_replaces, s_setup_fast,
             s_teardown),

@@ -1,0 +1,1046 @@
+/* The broker's durable jobs (docs/service.md, "Jobs: submit, poll, wait"):
+ * SubmitJob is recorded in the job store (broker/job_store.h) and answered
+ * with the broker's job id once committed; each job is then handed to a
+ * scheduler as the broker's own SubmitJob and WaitJob, and its result is
+ * stored until a client's WaitJob collects it. A job whose scheduler goes
+ * away is handed to another one (or the same once it is back), up to
+ * max_attempts times; a broker started on the same store picks up every
+ * job not yet collected. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "broker/broker_internal.h"
+#include "broker/job_store.h"
+#include "common/log.h"
+#include "common/random.h"
+
+#define S_TICK_MS     50    /* how often waiters' deadlines are checked */
+#define S_EXPIRE_MS   1000  /* how often old results are looked for */
+#define S_RETRY_MS    200   /* a job a scheduler refused for now waits this long */
+#define S_WINDOW      1024  /* jobs one scheduler holds at most */
+#define S_MAX_JOBS    65536 /* jobs the broker keeps (queued, running, results) */
+#define S_MAX_WAITERS 65536 /* WaitJobs waiting, all jobs together */
+
+/* The routing identity the broker's own requests to schedulers carry as
+ * their client frame. ZeroMQ's generated identities are 5 bytes and a
+ * peer's own may not start with a zero byte, so no client has this one. */
+static const char s_self[] = "\0zflow-broker-jobs";
+#define S_SELF_LEN (sizeof s_self - 1)
+
+typedef struct s_waiter {
+    zf__broker_ident_t client;
+    uint64_t request_id;
+    int64_t timeout_ms, deadline_ms; /* monotonic deadline; 0: none */
+    struct s_waiter *next;
+} s_waiter_t;
+
+typedef struct s_job {
+    char id[64];
+    int64_t seq, steps;
+    zf_job_store_state_t state;
+    int attempts;
+    uint64_t sched;      /* the serial of its scheduler while dispatched */
+    char sid[32];        /* that scheduler's id */
+    char sched_job[128]; /* the scheduler's id for it, once known */
+    uint64_t call;       /* the broker's request about it in flight, 0 when none */
+    int64_t started_ms;  /* wall clock, when a scheduler accepted it last */
+    int64_t ended_ms;    /* wall clock, once done */
+    bool ok;             /* done with an OK status */
+    int64_t steps_done;  /* progress last heard from its scheduler */
+    int parts_total;
+    int64_t retry_at_ms; /* monotonic: not dispatched before */
+    s_waiter_t *waiters;
+    struct s_job *next_queued;
+} s_job_t;
+
+/* A client's PollJob passed on to the job's scheduler. */
+typedef struct s_poll {
+    zf__broker_ident_t client;
+    uint64_t request_id, call, sched;
+    char job[64];
+} s_poll_t;
+
+/* A SubmitJob committed at the end of the round, then answered. */
+typedef struct s_ack {
+    zf__broker_ident_t client;
+    uint64_t request_id;
+    s_job_t *job;
+} s_ack_t;
+
+struct zf__broker_jobs {
+    zf_job_store_t *store;
+    zf_strmap_t *by_id; /* job id -> s_job_t * */
+    zf_strmap_t *calls; /* 8-byte call id -> s_job_t * */
+    zf_strmap_t *polls; /* 8-byte call id -> s_poll_t * */
+    s_job_t *q_head, *q_tail;
+    int64_t next_seq;
+    uint64_t next_call;
+    int max_attempts;
+    int64_t max_steps;
+    int keep_results; /* uncollected results kept at most ... */
+    int64_t keep_ms;  /* ... and for at most this long after their job ended */
+    s_ack_t *acks;
+    int n_acks, cap_acks;
+    int n_done, n_waiters, n_timed;
+    int64_t last_tick_ms, last_expire_ms;
+    int64_t hold_until_ms; /* monotonic: nothing is dispatched before (after a restart) */
+    int rr;                /* where the next pick starts */
+};
+
+static int64_t s_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t s_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+bool zf__broker_jobs_is_self(const zf__broker_ident_t *id)
+{
+    return id->len == S_SELF_LEN && memcmp(id->id, s_self, S_SELF_LEN) == 0;
+}
+
+bool zf__broker_jobs_serves(Zflow__Envelope__BodyCase body)
+{
+    return body == ZFLOW__ENVELOPE__BODY_SUBMIT_JOB || body == ZFLOW__ENVELOPE__BODY_WAIT_JOB ||
+           body == ZFLOW__ENVELOPE__BODY_POLL_JOB;
+}
+
+/* Opens the round's transaction when none is: the writes of a round are
+ * committed together at its end (zf__broker_jobs_round). A failure leaves
+ * each write to commit on its own. */
+static void s_begin(zf__broker_jobs_t *J)
+{
+    zf_status_t s = zf_job_store_begin(J->store);
+    if (!zf_ok(s)) zf_log_warn(ZF__BROKER_LOG, "%s", zf_status_msg(&s));
+    zf_status_clear(&s);
+}
+
+/* ---- the in-memory table ----------------------------------------------------------- */
+
+static s_job_t *s_find(zf__broker_jobs_t *J, const char *id)
+{
+    uintptr_t v = 0;
+    return id && zf_strmap_get(J->by_id, id, &v) ? (s_job_t *)v : NULL;
+}
+
+static void s_queue_push(zf__broker_jobs_t *J, s_job_t *j, bool front)
+{
+    j->state = ZF_JOB_STORE_QUEUED;
+    j->next_queued = NULL;
+    if (!J->q_head) {
+        J->q_head = J->q_tail = j;
+    } else if (front) {
+        j->next_queued = J->q_head;
+        J->q_head = j;
+    } else {
+        J->q_tail->next_queued = j;
+        J->q_tail = j;
+    }
+}
+
+static void s_queue_remove(zf__broker_jobs_t *J, s_job_t *j)
+{
+    s_job_t *prev = NULL;
+    for (s_job_t *q = J->q_head; q; prev = q, q = q->next_queued) {
+        if (q != j) continue;
+        if (prev)
+            prev->next_queued = q->next_queued;
+        else
+            J->q_head = q->next_queued;
+        if (J->q_tail == q) J->q_tail = prev;
+        return;
+    }
+}
+
+static void s_call_forget(zf__broker_jobs_t *J, s_job_t *j)
+{
+    if (j->call) zf_strmap_remove_n(J->calls, (const char *)&j->call, sizeof j->call, NULL);
+    j->call = 0;
+}
+
+/* A fresh call id for j (its previous one forgotten); 0 when out of memory. */
+static uint64_t s_call_new(zf__broker_jobs_t *J, s_job_t *j)
+{
+    s_call_forget(J, j);
+    j->call = ++J->next_call; /* the map's key points at it */
+    if (zf_strmap_insert_n(J->calls, (const char *)&j->call, sizeof j->call, (uintptr_t)j, NULL) !=
+        0) {
+        j->call = 0;
+        return 0;
+    }
+    return j->call;
+}
+
+/* Removes j from memory (not from the store) and frees it; its waiters
+ * must have been answered. */
+static void s_job_free(zf__broker_jobs_t *J, s_job_t *j)
+{
+    s_call_forget(J, j);
+    if (j->state == ZF_JOB_STORE_QUEUED) s_queue_remove(J, j);
+    if (j->state == ZF_JOB_STORE_DONE) J->n_done--;
+    for (s_waiter_t *w = j->waiters, *next; w; w = next) {
+        next = w->next;
+        J->n_waiters--;
+        if (w->deadline_ms) J->n_timed--;
+        free(w);
+    }
+    zf_strmap_remove(J->by_id, j->id, NULL);
+    free(j);
+}
+
+/* Forgets j in the store and in memory; a store error is logged (the
+ * record then comes back after a restart, as an uncollected result). */
+static void s_job_drop(zf_broker_t *b, s_job_t *j)
+{
+    zf_status_t s = zf_job_store_delete(b->jobs->store, j->id);
+    if (!zf_ok(s)) zf_log_warn(ZF__BROKER_LOG, "%s", zf_status_msg(&s));
+    zf_status_clear(&s);
+    s_job_free(b->jobs, j);
+}
+
+/* The scheduler with this serial, or -1. */
+static int s_sched_index(const zf_broker_t *b, uint64_t serial)
+{
+    for (int i = 0; serial && i < b->n_scheds; i++)
+        if (b->scheds[i].serial == serial) return i;
+    return -1;
+}
+
+/* j leaves its scheduler (done or queued again). */
+static void s_leave_sched(zf_broker_t *b, s_job_t *j)
+{
+    int i = s_sched_index(b, j->sched);
+    if (i >= 0) {
+        b->scheds[i].outstanding--;
+        b->scheds[i].jobs--;
+    }
+    j->sched = 0;
+    j->sched_job[0] = '\0';
+    s_call_forget(b->jobs, j);
+}
+
+/* ---- replies to clients -------------------------------------------------------------- */
+
+static zf_status_t s_send_result(zf_broker_t *b, const zf__broker_ident_t *to, uint64_t request_id,
+                                 Zflow__RunStepReply *r)
+{
+    Zflow__Envelope env = zf__broker_envelope(request_id);
+    env.body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY;
+    env.run_step_reply = r;
+    return zf__broker_send(b, to, &env);
+}
+
+static void s_send_submit_reply(zf_broker_t *b, const zf__broker_ident_t *to, uint64_t request_id,
+                                zf_status_t *st, const char *id)
+{
+    Zflow__SubmitJobReply r = ZFLOW__SUBMIT_JOB_REPLY__INIT;
+    zf_status_t e = zf_status_to_proto(st, &r.status);
+    zf_status_clear(st);
+    if (!zf_ok(e)) {
+        zf__broker_send_status(b, to, request_id, &e);
+        return;
+    }
+    r.job_id = (char *)(id ? id : "");
+    Zflow__Envelope env = zf__broker_envelope(request_id);
+    env.body_case = ZFLOW__ENVELOPE__BODY_SUBMIT_JOB_REPLY;
+    env.submit_job_reply = &r;
+    e = zf__broker_send(b, to, &env);
+    zf_status_clear(&e);
+    if (r.status) zflow__status__free_unpacked(r.status, NULL);
+}
+
+/* A RunStepReply carrying st (cleared), allocated as unpack does; NULL
+ * when out of memory. */
+static Zflow__RunStepReply *s_status_result(zf_status_t *st)
+{
+    Zflow__RunStepReply *r = malloc(sizeof *r);
+    if (r) {
+        zflow__run_step_reply__init(r);
+        zf_status_t e = zf_status_to_proto(st, &r->status);
+        if (!zf_ok(e)) {
+            zf_status_clear(&e);
+            free(r);
+            r = NULL;
+        }
+    }
+    zf_status_clear(st);
+    return r;
+}
+
+/* The stored result of j, unpacked; the reason it cannot be in *st. */
+static Zflow__RunStepReply *s_load_result(zf_broker_t *b, s_job_t *j, zf_status_t *st)
+{
+    void *bytes = NULL;
+    size_t len = 0;
+    *st = zf_job_store_result(b->jobs->store, j->id, &bytes, &len);
+    if (!zf_ok(*st)) return NULL;
+    Zflow__RunStepReply *r = zflow__run_step_reply__unpack(NULL, len, bytes);
+    free(bytes);
+    if (!r)
+        *st = zf_status_new(ZF_DATA_LOSS,
+                            "the stored result of job '%s' cannot be read (%zu bytes "
+                            "in %s)",
+                            j->id, len, zf_job_store_path(b->jobs->store));
+    return r;
+}
+
+/* Answers j's waiters with its stored result; one that got it collects
+ * the job. */
+static void s_deliver(zf_broker_t *b, s_job_t *j)
+{
+    if (!j->waiters) return;
+    zf_status_t st = ZF_STATUS_OK;
+    Zflow__RunStepReply *r = s_load_result(b, j, &st);
+    if (!r) r = s_status_result(&st);
+    bool collected = false;
+    for (s_waiter_t *w = j->waiters, *next; w; w = next) {
+        next = w->next;
+        zf_status_t s = r ? s_send_result(b, &w->client, w->request_id, r)
+                          : zf_out_of_memory("broker: a job's result");
+        collected = collected || zf_ok(s);
+        zf_status_clear(&s);
+        b->jobs->n_waiters--;
+        if (w->deadline_ms) b->jobs->n_timed--;
+        free(w);
+    }
+    j->waiters = NULL;
+    if (r) zflow__run_step_reply__free_unpacked(r, NULL);
+    if (collected) s_job_drop(b, j);
+}
+
+/* Drops the uncollected results past their age, and the oldest past the
+ * count. */
+static void s_expire(zf_broker_t *b)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    size_t iter = 0;
+    uintptr_t v = 0;
+    int64_t wall = s_wall_ms();
+    while (J->n_done > 0) {
+        s_job_t *oldest = NULL;
+        iter = 0;
+        while (zf_strmap_next(J->by_id, &iter, NULL, NULL, &v)) {
+            s_job_t *j = (s_job_t *)v;
+            if (j->state == ZF_JOB_STORE_DONE && (!oldest || j->ended_ms < oldest->ended_ms))
+                oldest = j;
+        }
+        bool old = oldest && wall - oldest->ended_ms >= J->keep_ms;
+        if (!oldest || (!old && J->n_done <= J->keep_results)) break;
+        zf_log_info(ZF__BROKER_LOG, "dropped the uncollected result of job %s (%s)", oldest->id,
+                    old ? "too old" : "too many results waiting");
+        s_job_drop(b, oldest);
+    }
+}
+
+/* ---- a job's end ----------------------------------------------------------------------- */
+
+/* j ended with r (taken; NULL: out of memory): stored, then given to its
+ * waiters. */
+static void s_finish(zf_broker_t *b, s_job_t *j, Zflow__RunStepReply *r)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    if (j->state == ZF_JOB_STORE_DISPATCHED) s_leave_sched(b, j);
+    if (j->state == ZF_JOB_STORE_QUEUED) s_queue_remove(J, j);
+    zf_status_t st = ZF_STATUS_OK;
+    if (!r) {
+        st = zf_out_of_memory("broker: a job's result");
+        r = s_status_result(&st);
+    }
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    if (r) {
+        r->attempts = j->attempts;
+        j->ok = !r->status || r->status->code == ZF_OK;
+        len = zflow__run_step_reply__get_packed_size(r);
+        if ((bytes = malloc(len ? len : 1))) zflow__run_step_reply__pack(r, bytes);
+        zflow__run_step_reply__free_unpacked(r, NULL);
+    }
+    j->state = ZF_JOB_STORE_DONE;
+    j->ended_ms = s_wall_ms();
+    if (j->ok) j->steps_done = j->steps;
+    J->n_done++;
+    st = bytes ? zf_job_store_finished(J->store, j->id, bytes, len, j->ended_ms, j->attempts)
+               : zf_out_of_memory("broker: a job's result");
+    free(bytes);
+    if (!zf_ok(st)) {
+        zf_log_error(ZF__BROKER_LOG, "job %s ended, but its result cannot be stored: %s", j->id,
+                     zf_status_msg(&st));
+        zf_status_clear(&st);
+    }
+    zf_log_info(ZF__BROKER_LOG, "job %s done after %d attempt(s)", j->id, j->attempts);
+    s_deliver(b, j);
+    if (J->n_done > J->keep_results) s_expire(b);
+}
+
+static void s_finish_status(zf_broker_t *b, s_job_t *j, zf_status_t st)
+{
+    s_finish(b, j, s_status_result(&st));
+}
+
+/* j's attempt failed in a way another attempt may not (its scheduler went
+ * away, or said UNAVAILABLE): queued again, or ended with why once it has
+ * had max_attempts. */
+static void s_retry(zf_broker_t *b, s_job_t *j, zf_status_t why)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    if (j->attempts >= J->max_attempts) {
+        s_finish_status(b, j,
+                        zf_status_prefix(why,
+                                         "job '%s' failed %d times (--max-attempts %d); the "
+                                         "last time",
+                                         j->id, j->attempts, J->max_attempts));
+        return;
+    }
+    zf_log_warn(ZF__BROKER_LOG, "job %s: attempt %d failed (%s); it will start again", j->id,
+                j->attempts, zf_status_msg(&why));
+    zf_status_clear(&why);
+    if (j->state == ZF_JOB_STORE_DISPATCHED) s_leave_sched(b, j);
+    zf_status_t s = zf_job_store_requeued(J->store, j->id, j->attempts);
+    if (!zf_ok(s)) zf_log_warn(ZF__BROKER_LOG, "%s", zf_status_msg(&s));
+    zf_status_clear(&s);
+    s_queue_push(J, j, false);
+}
+
+/* ---- handing jobs to schedulers ------------------------------------------------------- */
+
+/* Sends body (of type `body`) about j to scheduler i as a fresh call. */
+static zf_status_t s_call(zf_broker_t *b, int i, s_job_t *j, Zflow__Envelope *env)
+{
+    uint64_t c = s_call_new(b->jobs, j);
+    if (!c) return zf_out_of_memory("broker: the job calls");
+    env->request_id = c;
+    zf_route_t r = zf__broker_route_to(&b->scheds[i].id);
+    zf_status_t s = zf_route_push(&r, s_self, S_SELF_LEN);
+    if (zf_ok(s)) s = zf_envelope_send(b->sock, &r, env);
+    if (!zf_ok(s)) s_call_forget(b->jobs, j);
+    return s;
+}
+
+/* The scheduler for the next job: the one holding fewest jobs, under the
+ * window, ties round robin; -1 when none can take one. */
+static int s_pick(zf_broker_t *b)
+{
+    int best = -1;
+    for (int k = 0; k < b->n_scheds; k++) {
+        int i = (b->jobs->rr + k) % b->n_scheds;
+        if (b->scheds[i].jobs >= S_WINDOW) continue;
+        if (best < 0 || b->scheds[i].jobs < b->scheds[best].jobs) best = i;
+    }
+    if (best >= 0) b->jobs->rr = best + 1;
+    return best;
+}
+
+/* Hands j, just taken off the queue, to scheduler i. False when i is gone
+ * (it was dropped; j is back at the queue's head). */
+static bool s_dispatch(zf_broker_t *b, int i, s_job_t *j)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    void *bytes = NULL;
+    size_t len = 0;
+    Zflow__Envelope *env = NULL;
+    zf_status_t st = zf_job_store_request(J->store, j->id, &bytes, &len);
+    if (zf_ok(st)) st = zf_envelope_decode(bytes, len, &env, NULL);
+    free(bytes);
+    if (zf_ok(st) && (env->body_case != ZFLOW__ENVELOPE__BODY_SUBMIT_JOB || !env->submit_job))
+        st = zf_invalid_argument("it holds a %s", zf_envelope_body_name(env));
+    if (!zf_ok(st)) {
+        if (env) zflow__envelope__free_unpacked(env, NULL);
+        s_finish_status(b, j,
+                        zf_status_new(ZF_DATA_LOSS,
+                                      "the stored request of job '%s' cannot be "
+                                      "read: %s",
+                                      j->id, zf_status_msg(&st)));
+        zf_status_clear(&st);
+        return true;
+    }
+    st = s_call(b, i, j, env);
+    zflow__envelope__free_unpacked(env, NULL);
+    if (st.code == ZF_UNAVAILABLE) {
+        zf_status_clear(&st);
+        s_queue_push(J, j, true);
+        zf__broker_sched_drop(b, i, "disconnected");
+        return false;
+    }
+    if (!zf_ok(st)) { /* not the scheduler's fault: later */
+        zf_log_warn(ZF__BROKER_LOG, "cannot hand job %s to a scheduler: %s", j->id,
+                    zf_status_msg(&st));
+        zf_status_clear(&st);
+        j->retry_at_ms = s_mono_ms() + S_RETRY_MS;
+        s_queue_push(J, j, false);
+        return true;
+    }
+    j->state = ZF_JOB_STORE_DISPATCHED;
+    j->attempts++;
+    j->sched = b->scheds[i].serial;
+    snprintf(j->sid, sizeof j->sid, "%s", b->scheds[i].sid);
+    b->scheds[i].outstanding++;
+    b->scheds[i].jobs++;
+    st = zf_job_store_dispatched(J->store, j->id, j->sid, j->attempts);
+    if (!zf_ok(st)) zf_log_warn(ZF__BROKER_LOG, "%s", zf_status_msg(&st));
+    zf_status_clear(&st);
+    return true;
+}
+
+/* Hands queued jobs, oldest first, to schedulers with room. */
+static void s_dispatch_queued(zf_broker_t *b)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    int64_t now = s_mono_ms();
+    if (now < J->hold_until_ms) return;
+    s_job_t *later = NULL, *later_tail = NULL; /* waiting for their retry time */
+    for (int i; J->q_head && (i = s_pick(b)) >= 0;) {
+        s_job_t *j = J->q_head;
+        J->q_head = j->next_queued;
+        if (!J->q_head) J->q_tail = NULL;
+        j->next_queued = NULL;
+        if (j->retry_at_ms > now) {
+            if (later_tail)
+                later_tail->next_queued = j;
+            else
+                later = j;
+            later_tail = j;
+            continue;
+        }
+        j->retry_at_ms = 0;
+        s_dispatch(b, i, j);
+    }
+    if (later) { /* back in front, in their order */
+        later_tail->next_queued = J->q_head;
+        if (!J->q_head) J->q_tail = later_tail;
+        J->q_head = later;
+    }
+}
+
+/* ---- client requests ---------------------------------------------------------------- */
+
+static zf_status_t s_not_found(const zf__broker_jobs_t *J, const char *id)
+{
+    return zf_not_found("job '%s' not found: it is unknown here, its result was already "
+                        "collected, or it expired (results are kept %" PRId64
+                        " s, at most %d of them)",
+                        id ? id : "", J->keep_ms / 1000, J->keep_results);
+}
+
+static zf_status_t s_check_submit(const zf__broker_jobs_t *J, const Zflow__SubmitJob *req)
+{
+    if (!req || !req->session || !req->session->graph)
+        return zf_invalid_argument("SubmitJob without a session graph");
+    if (!req->step) return zf_invalid_argument("SubmitJob without a step");
+    if (req->steps < 0)
+        return zf_invalid_argument("SubmitJob: steps must be 0 or more, not %" PRId64
+                                   " (0 runs the step once; this broker accepts at most %" PRId64
+                                   " per job (--max-job-steps))",
+                                   req->steps, J->max_steps);
+    if (req->steps > J->max_steps)
+        return zf_invalid_argument("SubmitJob asks for %" PRId64 " steps; this broker accepts at "
+                                   "most %" PRId64 " per job (--max-job-steps)",
+                                   req->steps, J->max_steps);
+    if (zf_strmap_size(J->by_id) >= S_MAX_JOBS)
+        return zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                             "SubmitJob refused: the broker already keeps %d jobs (queued, "
+                             "running or with results to collect); submit again once some are "
+                             "collected",
+                             S_MAX_JOBS);
+    return ZF_STATUS_OK;
+}
+
+/* Records env's job in the store's open transaction and in memory; the
+ * client hears its id once the round's commit is done. */
+static void s_on_submit(zf_broker_t *b, const zf__broker_ident_t *client,
+                        const Zflow__Envelope *env)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    zf_status_t st = s_check_submit(J, env->submit_job);
+    s_job_t *j = NULL;
+    uint8_t *bytes = NULL;
+    size_t len = zflow__envelope__get_packed_size(env);
+    if (zf_ok(st))
+        st = zf__broker_grow((void **)&J->acks, &J->cap_acks, J->n_acks, sizeof *J->acks);
+    if (zf_ok(st) && (!(j = calloc(1, sizeof *j)) || !(bytes = malloc(len ? len : 1))))
+        st = zf_out_of_memory("broker: a job");
+    if (zf_ok(st)) {
+        zflow__envelope__pack(env, bytes);
+        j->seq = J->next_seq++;
+        j->steps = env->submit_job->steps > 0 ? env->submit_job->steps : 1;
+        snprintf(j->id, sizeof j->id, "job-%" PRId64 "-%08" PRIx64, j->seq,
+                 zf_random_id() & 0xffffffffu);
+        st = zf_job_store_begin(J->store);
+    }
+    if (zf_ok(st)) st = zf_job_store_put(J->store, j->id, j->seq, j->steps, bytes, len);
+    free(bytes);
+    if (zf_ok(st) && zf_strmap_insert(J->by_id, j->id, (uintptr_t)j, NULL) != 0) {
+        zf_status_t d = zf_job_store_delete(J->store, j->id);
+        zf_status_clear(&d);
+        st = zf_out_of_memory("broker: the job table");
+    }
+    if (!zf_ok(st)) {
+        free(j);
+        zf_log_warn(ZF__BROKER_LOG, "SubmitJob refused: %s", zf_status_msg(&st));
+        s_send_submit_reply(b, client, env->request_id, &st, NULL);
+        return;
+    }
+    s_queue_push(J, j, false);
+    J->acks[J->n_acks++] = (s_ack_t){*client, env->request_id, j};
+}
+
+static void s_on_wait(zf_broker_t *b, const zf__broker_ident_t *client, const Zflow__Envelope *env)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    const Zflow__WaitJob *w = env->wait_job;
+    s_job_t *j = s_find(J, w ? w->job_id : NULL);
+    zf_status_t st = j ? ZF_STATUS_OK : s_not_found(J, w ? w->job_id : NULL);
+    if (zf_ok(st) && J->n_waiters >= S_MAX_WAITERS)
+        st = zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                           "WaitJob refused: %d waits are waiting at the broker already; wait "
+                           "again later",
+                           J->n_waiters);
+    s_waiter_t *wt = zf_ok(st) ? calloc(1, sizeof *wt) : NULL;
+    if (zf_ok(st) && !wt) st = zf_out_of_memory("broker: a WaitJob");
+    if (!zf_ok(st)) {
+        zf__broker_send_status(b, client, env->request_id, &st);
+        return;
+    }
+    int64_t timeout = w->timeout_ms > 0 ? w->timeout_ms : 0;
+    *wt = (s_waiter_t){*client, env->request_id, timeout, timeout ? s_mono_ms() + timeout : 0,
+                       j->waiters};
+    j->waiters = wt;
+    J->n_waiters++;
+    if (timeout) J->n_timed++;
+    if (j->state == ZF_JOB_STORE_DONE) s_deliver(b, j);
+}
+
+static void s_send_poll(zf_broker_t *b, const zf__broker_ident_t *to, uint64_t request_id,
+                        Zflow__PollJobReply *r)
+{
+    Zflow__Envelope env = zf__broker_envelope(request_id);
+    env.body_case = ZFLOW__ENVELOPE__BODY_POLL_JOB_REPLY;
+    env.poll_job_reply = r;
+    zf_status_t s = zf__broker_send(b, to, &env);
+    zf_status_clear(&s);
+}
+
+/* Answers a PollJob from the broker's own record of the job. */
+static void s_poll_here(zf_broker_t *b, const zf__broker_ident_t *to, uint64_t request_id,
+                        const char *id)
+{
+    s_job_t *j = s_find(b->jobs, id);
+    if (!j) {
+        zf_status_t st = s_not_found(b->jobs, id);
+        zf__broker_send_status(b, to, request_id, &st);
+        return;
+    }
+    Zflow__PollJobReply r = ZFLOW__POLL_JOB_REPLY__INIT;
+    r.state = j->state == ZF_JOB_STORE_DONE ? ZFLOW__JOB_STATE__JOB_STATE_DONE
+                                            : ZFLOW__JOB_STATE__JOB_STATE_QUEUED;
+    r.steps_total = j->steps;
+    r.attempts = j->attempts;
+    if (j->state == ZF_JOB_STORE_DONE) {
+        r.steps_done = j->steps_done;
+        r.partitions_total = j->parts_total;
+        if (j->started_ms && j->ended_ms > j->started_ms)
+            r.elapsed_ms = j->ended_ms - j->started_ms;
+    }
+    s_send_poll(b, to, request_id, &r);
+}
+
+static void s_on_poll(zf_broker_t *b, const zf__broker_ident_t *client, const Zflow__Envelope *env)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    const char *id = env->poll_job ? env->poll_job->job_id : NULL;
+    s_job_t *j = s_find(J, id);
+    int i = j && j->state == ZF_JOB_STORE_DISPATCHED && j->sched_job[0] ? s_sched_index(b, j->sched)
+                                                                        : -1;
+    s_poll_t *p = i >= 0 ? calloc(1, sizeof *p) : NULL;
+    uint64_t c = p ? ++J->next_call : 0;
+    if (p) {
+        *p = (s_poll_t){*client, env->request_id, c, j->sched, ""};
+        snprintf(p->job, sizeof p->job, "%s", j->id);
+    }
+    if (!p ||
+        zf_strmap_insert_n(J->polls, (const char *)&p->call, sizeof p->call, (uintptr_t)p, NULL)) {
+        free(p);
+        s_poll_here(b, client, env->request_id, id);
+        return;
+    }
+    Zflow__PollJob pj = ZFLOW__POLL_JOB__INIT;
+    pj.job_id = j->sched_job;
+    Zflow__Envelope e = zf__broker_envelope(c);
+    e.body_case = ZFLOW__ENVELOPE__BODY_POLL_JOB;
+    e.poll_job = &pj;
+    zf_route_t r = zf__broker_route_to(&b->scheds[i].id);
+    zf_status_t s = zf_route_push(&r, s_self, S_SELF_LEN);
+    if (zf_ok(s)) s = zf_envelope_send(b->sock, &r, &e);
+    if (zf_ok(s)) return;
+    zf_status_clear(&s);
+    zf_strmap_remove_n(J->polls, (const char *)&c, sizeof c, NULL);
+    free(p);
+    s_poll_here(b, client, env->request_id, id);
+}
+
+void zf__broker_jobs_on_request(zf_broker_t *b, const zf__broker_ident_t *client,
+                                const Zflow__Envelope *env)
+{
+    s_begin(b->jobs);
+    if (env->body_case == ZFLOW__ENVELOPE__BODY_SUBMIT_JOB)
+        s_on_submit(b, client, env);
+    else if (env->body_case == ZFLOW__ENVELOPE__BODY_WAIT_JOB)
+        s_on_wait(b, client, env);
+    else
+        s_on_poll(b, client, env);
+}
+
+/* ---- schedulers' replies ---------------------------------------------------------------- */
+
+/* The scheduler's answer to a poll, with the attempts, to the client; an
+ * error (the scheduler no longer knows it) is answered from the record. */
+static void s_on_poll_reply(zf_broker_t *b, s_poll_t *p, const Zflow__Envelope *env)
+{
+    Zflow__PollJobReply *r =
+        env->body_case == ZFLOW__ENVELOPE__BODY_POLL_JOB_REPLY ? env->poll_job_reply : NULL;
+    s_job_t *j = s_find(b->jobs, p->job);
+    if (r && (!r->status || r->status->code == ZF_OK) && j && j->state == ZF_JOB_STORE_DISPATCHED) {
+        r->attempts = j->attempts;
+        j->steps_done = r->steps_done;
+        if (r->partitions_total > 0) j->parts_total = r->partitions_total;
+        s_send_poll(b, &p->client, p->request_id, r);
+    } else {
+        s_poll_here(b, &p->client, p->request_id, p->job);
+    }
+    free(p);
+}
+
+static zf_status_t s_reply_status(const Zflow__Envelope *env)
+{
+    const Zflow__Status *s = NULL;
+    if (env->body_case == ZFLOW__ENVELOPE__BODY_SUBMIT_JOB_REPLY && env->submit_job_reply)
+        s = env->submit_job_reply->status;
+    else if (env->body_case == ZFLOW__ENVELOPE__BODY_STATUS_REPLY && env->status_reply)
+        s = env->status_reply->status;
+    else if (env->body_case != ZFLOW__ENVELOPE__BODY_SUBMIT_JOB_REPLY)
+        return zf_invalid_argument("the scheduler answered a %s", zf_envelope_body_name(env));
+    return zf_status_from_proto(s);
+}
+
+/* The scheduler accepted j (SubmitJobReply): its result is asked for. */
+static void s_on_accepted(zf_broker_t *b, int i, s_job_t *j, const char *sched_job)
+{
+    if (!sched_job || !sched_job[0] || strlen(sched_job) >= sizeof j->sched_job) {
+        s_retry(b, j, zf_internal("the scheduler answered SubmitJob with a bad job id"));
+        return;
+    }
+    snprintf(j->sched_job, sizeof j->sched_job, "%s", sched_job);
+    j->started_ms = s_wall_ms();
+    j->steps_done = 0;
+    Zflow__WaitJob wj = ZFLOW__WAIT_JOB__INIT;
+    wj.job_id = j->sched_job;
+    Zflow__Envelope e = zf__broker_envelope(0);
+    e.body_case = ZFLOW__ENVELOPE__BODY_WAIT_JOB;
+    e.wait_job = &wj;
+    zf_status_t s = s_call(b, i, j, &e);
+    if (s.code == ZF_UNAVAILABLE) {
+        zf_status_clear(&s);
+        zf__broker_sched_drop(b, i, "disconnected"); /* j goes back to the queue */
+    } else if (!zf_ok(s)) {
+        s_retry(b, j, s);
+    }
+}
+
+/* A reply to the broker's own SubmitJob or WaitJob for j. */
+static void s_on_job_reply(zf_broker_t *b, int i, s_job_t *j, Zflow__Envelope *env)
+{
+    if (env->body_case == ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY && env->run_step_reply) {
+        Zflow__RunStepReply *r = env->run_step_reply;
+        zf_status_t st = zf_status_from_proto(r->status);
+        if (st.code == ZF_UNAVAILABLE) {
+            s_retry(b, j, st);
+            return;
+        }
+        zf_status_clear(&st);
+        env->run_step_reply = NULL;
+        env->body_case = ZFLOW__ENVELOPE__BODY__NOT_SET;
+        s_finish(b, j, r);
+        return;
+    }
+    zf_status_t st = s_reply_status(env);
+    if (zf_ok(st) && env->body_case == ZFLOW__ENVELOPE__BODY_SUBMIT_JOB_REPLY) {
+        s_on_accepted(b, i, j, env->submit_job_reply->job_id);
+        return;
+    }
+    if (zf_ok(st)) st = zf_internal("the scheduler answered %s", zf_envelope_body_name(env));
+    if (st.code == ZF_RESOURCE_EXHAUSTED && !j->sched_job[0]) { /* its queue is full: later */
+        zf_status_clear(&st);
+        s_leave_sched(b, j);
+        j->attempts--;
+        j->retry_at_ms = s_mono_ms() + S_RETRY_MS;
+        zf_status_t s = zf_job_store_requeued(b->jobs->store, j->id, j->attempts);
+        zf_status_clear(&s);
+        s_queue_push(b->jobs, j, false);
+    } else if (st.code == ZF_UNAVAILABLE || j->sched_job[0]) {
+        s_retry(b, j, st); /* a scheduler that lost it, or is stopping */
+    } else {
+        s_finish_status(b, j, st); /* the scheduler refused the job itself */
+    }
+}
+
+void zf__broker_jobs_on_reply(zf_broker_t *b, int i, Zflow__Envelope *env)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    uint64_t c = env->request_id;
+    uintptr_t v = 0;
+    s_begin(J);
+    if (zf_strmap_remove_n(J->polls, (const char *)&c, sizeof c, &v)) {
+        s_on_poll_reply(b, (s_poll_t *)v, env);
+        return;
+    }
+    s_job_t *j = zf_strmap_get_n(J->calls, (const char *)&c, sizeof c, &v) ? (s_job_t *)v : NULL;
+    if (!j || j->sched != b->scheds[i].serial) {
+        zf_log_info(ZF__BROKER_LOG, "dropping a %s for a job call %" PRIu64 " that is over",
+                    zf__broker_body_name(env), c);
+        return;
+    }
+    s_call_forget(J, j);
+    s_on_job_reply(b, i, j, env);
+}
+
+void zf__broker_jobs_sched_gone(zf_broker_t *b, uint64_t serial, const char *sid, const char *why)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    if (!J) return;
+    s_begin(J);
+    size_t iter = 0, n = 0, cap = 0;
+    uintptr_t v = 0;
+    s_poll_t **polls = NULL;
+    while (zf_strmap_next(J->polls, &iter, NULL, NULL, &v)) {
+        if (((s_poll_t *)v)->sched != serial) continue;
+        if (n == cap) {
+            s_poll_t **g = realloc(polls, (cap = cap ? cap * 2 : 16) * sizeof *g);
+            if (!g) break;
+            polls = g;
+        }
+        polls[n++] = (s_poll_t *)v;
+    }
+    for (size_t k = 0; k < n; k++) {
+        zf_strmap_remove_n(J->polls, (const char *)&polls[k]->call, sizeof polls[k]->call, NULL);
+        s_poll_here(b, &polls[k]->client, polls[k]->request_id, polls[k]->job);
+        free(polls[k]);
+    }
+    free(polls);
+    s_job_t **lost = NULL;
+    iter = n = cap = 0;
+    while (zf_strmap_next(J->by_id, &iter, NULL, NULL, &v)) {
+        s_job_t *j = (s_job_t *)v;
+        if (j->state != ZF_JOB_STORE_DISPATCHED || j->sched != serial) continue;
+        if (n == cap) {
+            s_job_t **g = realloc(lost, (cap = cap ? cap * 2 : 16) * sizeof *g);
+            if (!g) break;
+            lost = g;
+        }
+        lost[n++] = j;
+    }
+    if (n)
+        zf_log_warn(ZF__BROKER_LOG, "scheduler '%s' is gone with %zu job(s); handing them on", sid,
+                    n);
+    for (size_t k = 0; k < n; k++) {
+        lost[k]->sched = 0; /* its record is gone already */
+        s_call_forget(J, lost[k]);
+        s_retry(b, lost[k],
+                zf_status_new(ZF_UNAVAILABLE, "scheduler '%s' running it is gone (%s)", sid, why));
+    }
+    free(lost);
+}
+
+/* ---- the round's end: commit, answer, hand on, expire ---------------------------------- */
+
+/* Answers waiters whose deadline passed; drops results too old or too many. */
+static void s_tick(zf_broker_t *b, int64_t now)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    size_t iter = 0;
+    uintptr_t v = 0;
+    while (J->n_timed > 0 && zf_strmap_next(J->by_id, &iter, NULL, NULL, &v)) {
+        s_job_t *j = (s_job_t *)v;
+        for (s_waiter_t **p = &j->waiters; *p;) {
+            s_waiter_t *w = *p;
+            if (!w->deadline_ms || w->deadline_ms > now) {
+                p = &w->next;
+                continue;
+            }
+            *p = w->next;
+            zf_status_t st = zf_status_new(ZF_DEADLINE_EXCEEDED,
+                                           "job %s has not finished within %" PRId64
+                                           " ms (attempt %d); it goes on, and a later wait can "
+                                           "collect its result",
+                                           j->id, w->timeout_ms, j->attempts);
+            Zflow__RunStepReply *r = s_status_result(&st);
+            if (r) {
+                r->unfinished = true;
+                r->attempts = j->attempts;
+                zf_status_t s = s_send_result(b, &w->client, w->request_id, r);
+                zf_status_clear(&s);
+                zflow__run_step_reply__free_unpacked(r, NULL);
+            }
+            J->n_waiters--;
+            J->n_timed--;
+            free(w);
+        }
+    }
+    if (now - J->last_expire_ms < S_EXPIRE_MS) return;
+    J->last_expire_ms = now;
+    s_expire(b);
+}
+
+/* Commits the round's writes; true when they are durable. */
+static bool s_commit(zf_broker_t *b)
+{
+    zf_status_t st = zf_job_store_commit(b->jobs->store);
+    if (zf_ok(st)) return true;
+    zf_log_error(ZF__BROKER_LOG, "%s", zf_status_msg(&st));
+    zf_status_clear(&st);
+    return false;
+}
+
+void zf__broker_jobs_round(zf_broker_t *b)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    bool durable = s_commit(b);
+    for (int k = 0; k < J->n_acks; k++) {
+        s_ack_t *a = &J->acks[k];
+        zf_status_t st = ZF_STATUS_OK;
+        if (durable) {
+            s_send_submit_reply(b, &a->client, a->request_id, &st, a->job->id);
+            continue;
+        }
+        st = zf_status_new(ZF_UNAVAILABLE, "SubmitJob refused: the broker cannot record it in "
+                                           "its job store (see its log)");
+        s_send_submit_reply(b, &a->client, a->request_id, &st, NULL);
+        s_job_free(J, a->job); /* not stored: nobody knows its id */
+    }
+    J->n_acks = 0;
+    s_begin(J);
+    s_dispatch_queued(b);
+    int64_t now = s_mono_ms();
+    if (now - J->last_tick_ms >= S_TICK_MS) {
+        J->last_tick_ms = now;
+        s_tick(b, now);
+    }
+    s_commit(b);
+}
+
+/* ---- open and close ----------------------------------------------------------------------- */
+
+/* Takes up the stored jobs: queued and dispatched ones wait to be handed
+ * to a scheduler (a dispatched one starts again), results to be collected. */
+static zf_status_t s_recover(zf_broker_t *b)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    zf_job_store_record_t *recs = NULL;
+    size_t n = 0, bad = 0, queued = 0, done = 0;
+    ZF_TRY(zf_job_store_list(J->store, &recs, &n, &bad));
+    ZF_TRY(zf_job_store_begin(J->store));
+    zf_status_t st = ZF_STATUS_OK;
+    J->next_seq = 1;
+    for (size_t k = 0; k < n && zf_ok(st); k++) {
+        s_job_t *j = calloc(1, sizeof *j);
+        if (j) snprintf(j->id, sizeof j->id, "%s", recs[k].id);
+        if (!j || zf_strmap_insert(J->by_id, j->id, (uintptr_t)j, NULL) != 0) {
+            free(j);
+            st = zf_out_of_memory("broker: the job table");
+            break;
+        }
+        j->seq = recs[k].seq;
+        j->steps = recs[k].steps;
+        j->attempts = recs[k].attempts;
+        j->ended_ms = recs[k].ended_ms;
+        if (j->seq >= J->next_seq) J->next_seq = j->seq + 1;
+        if (recs[k].state == ZF_JOB_STORE_DONE) {
+            j->state = ZF_JOB_STORE_DONE;
+            J->n_done++;
+            done++;
+            continue;
+        }
+        queued++;
+        if (recs[k].state == ZF_JOB_STORE_QUEUED) {
+            s_queue_push(J, j, false);
+            continue;
+        }
+        j->state = ZF_JOB_STORE_DISPATCHED; /* to no scheduler this broker knows */
+        s_retry(b, j,
+                zf_status_new(ZF_UNAVAILABLE, "the broker restarted while scheduler '%s' ran it",
+                              recs[k].scheduler));
+    }
+    free(recs);
+    if (n || bad)
+        zf_log_info(ZF__BROKER_LOG, "job store %s: %zu job(s) to run, %zu result(s) to collect%s",
+                    zf_job_store_path(J->store), queued, done,
+                    bad ? " (unreadable rows skipped)" : "");
+    if (queued) { /* the executors register again first, or the jobs would find none */
+        J->hold_until_ms = s_mono_ms() + 2 * (int64_t)b->heartbeat_ms;
+        zf_log_info(ZF__BROKER_LOG,
+                    "jobs are handed to schedulers in %d ms, once the executors "
+                    "are back",
+                    2 * b->heartbeat_ms);
+    }
+    if (bad)
+        zf_log_warn(ZF__BROKER_LOG, "job store %s: skipped %zu unreadable row(s)",
+                    zf_job_store_path(J->store), bad);
+    ZF_TRY(st);
+    return zf_job_store_commit(J->store);
+}
+
+zf_status_t zf__broker_jobs_open(zf_broker_t *b, const zf_broker_config_t *config)
+{
+    zf__broker_jobs_t *J = calloc(1, sizeof *J);
+    if (!J) return zf_out_of_memory("broker: jobs");
+    b->jobs = J;
+    J->max_attempts = config->max_attempts > 0 ? config->max_attempts : ZF_BROKER_MAX_ATTEMPTS;
+    J->max_steps = config->max_job_steps > 0 ? config->max_job_steps : ZF_BROKER_JOB_STEPS_MAX;
+    J->keep_results = config->job_results > 0 ? config->job_results : ZF_BROKER_JOB_RESULTS;
+    J->keep_ms = config->job_ttl_ms > 0 ? config->job_ttl_ms : ZF_BROKER_JOB_TTL_MS;
+    J->next_call = zf_random_id() << 16; /* a restarted broker takes no old reply for its own */
+    J->by_id = zf_strmap_new(0, 0);
+    J->calls = zf_strmap_new(0, 0);
+    J->polls = zf_strmap_new(0, 0);
+    if (!J->by_id || !J->calls || !J->polls) return zf_out_of_memory("broker: jobs");
+    ZF_TRY(zf_job_store_open(config->state ? config->state : ZF_JOB_STORE_MEMORY, &J->store));
+    return s_recover(b);
+}
+
+void zf__broker_jobs_close(zf_broker_t *b)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    if (!J) return;
+    b->jobs = NULL;
+    size_t iter = 0;
+    uintptr_t v = 0;
+    while (J->polls && zf_strmap_next(J->polls, &iter, NULL, NULL, &v)) free((void *)v);
+    iter = 0;
+    while (J->by_id && zf_strmap_next(J->by_id, &iter, NULL, NULL, &v)) {
+        s_job_t *j = (s_job_t *)v;
+        for (s_waiter_t *w = j->waiters, *next; w; w = next) {
+            next = w->next;
+            free(w);
+        }
+        free(j);
+    }
+    zf_strmap_destroy(&J->by_id);
+    zf_strmap_destroy(&J->calls);
+    zf_strmap_destroy(&J->polls);
+    zf_job_store_close(&J->store);
+    free(J->acks);
+    free(J);
+}
+
+const char *zf__broker_jobs_store_path(const zf_broker_t *b)
+{
+    return b->jobs && b->jobs->store ? zf_job_store_path(b->jobs->store) : "";
+}

@@ -1,0 +1,444 @@
+/* Tests for the broker's durable jobs (docs/service.md, "Jobs: submit,
+ * poll, wait"): the real zflow-broker with a job store in a temporary
+ * state directory, and DEALER sockets playing the clients and the
+ * schedulers, so that each scheduler's death and the broker's own are
+ * exactly where the test puts them. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "broker_test_util.h"
+#include "test_util.h"
+
+#define S_SOCKETS 8
+
+typedef struct {
+    zf_test_broker_t tb;
+    char state[64]; /* the broker's --state directory */
+    zf_zctx_t *ctx;
+    zf_socket_t *socks[S_SOCKETS];
+    int n_socks;
+} fixture_t;
+
+static void s_start_broker(fixture_t *f, const char *extra, const char *value)
+{
+    const char *args[] = {"--state", f->state, extra, value, NULL};
+    zf_test_broker_start(&f->tb, args);
+}
+
+static int s_setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    *state = f;
+    zf_test_state_dir(f->state, sizeof f->state);
+    ASSERT_OK(zf_zctx_new(&f->ctx));
+    return 0;
+}
+
+static int s_teardown(void **state)
+{
+    fixture_t *f = *state;
+    for (int i = 0; i < f->n_socks; i++) zf_socket_destroy(&f->socks[i]);
+    zf_zctx_destroy(&f->ctx);
+    int rc = f->tb.pid ? zf_test_broker_stop(&f->tb, SIGTERM) : 0; /* a clean exit checks leaks */
+    zf_test_state_dir_remove(f->state);
+    free(f);
+    return rc == 0 ? 0 : -1;
+}
+
+static zf_socket_t *s_peer(fixture_t *f)
+{
+    assert_true(f->n_socks < S_SOCKETS);
+    zf_socket_t *s = zf_test_dealer(f->ctx, f->tb.endpoint);
+    f->socks[f->n_socks++] = s;
+    return s;
+}
+
+/* Closes a peer's socket: its connection to the broker closes. */
+static void s_close_peer(fixture_t *f, zf_socket_t *s)
+{
+    for (int i = 0; i < f->n_socks; i++)
+        if (f->socks[i] == s) f->socks[i] = f->socks[--f->n_socks];
+    zf_socket_destroy(&s);
+}
+
+static void s_register(zf_socket_t *s, const char *sid)
+{
+    Zflow__RegisterScheduler req = ZFLOW__REGISTER_SCHEDULER__INIT;
+    req.scheduler_id = (char *)sid;
+    zf_test_send_body(s, 1, ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER, &req);
+    Zflow__Envelope *rep = zf_test_recv(s, 5000, NULL);
+    assert_non_null(rep);
+    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_REGISTER_SCHEDULER_REPLY);
+    zflow__envelope__free_unpacked(rep, NULL);
+}
+
+/* Submits a job whose step fetches `fetch`; returns its id (caller frees). */
+static char *s_submit(zf_socket_t *c, uint64_t request_id, const char *fetch)
+{
+    Tensorflow__GraphDef gd = TENSORFLOW__GRAPH_DEF__INIT;
+    Zflow__CreateSession cs = ZFLOW__CREATE_SESSION__INIT;
+    cs.graph = &gd;
+    char *fetches[] = {(char *)fetch};
+    Zflow__RunStep rs = ZFLOW__RUN_STEP__INIT;
+    rs.n_fetches = 1;
+    rs.fetches = fetches;
+    Zflow__SubmitJob sj = ZFLOW__SUBMIT_JOB__INIT;
+    sj.session = &cs;
+    sj.step = &rs;
+    zf_test_send_body(c, request_id, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &sj);
+    Zflow__Envelope *rep = zf_test_recv(c, 5000, NULL);
+    assert_non_null(rep);
+    assert_int_equal(rep->request_id, request_id);
+    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB_REPLY);
+    assert_true(!rep->submit_job_reply->status || rep->submit_job_reply->status->code == ZF_OK);
+    char *id = strdup(rep->submit_job_reply->job_id);
+    assert_non_null(id);
+    assert_memory_equal(id, "job-", 4); /* the broker's id, no scheduler prefix */
+    zflow__envelope__free_unpacked(rep, NULL);
+    return id;
+}
+
+/* A request from the broker to scheduler s: its body, the broker's own
+ * client frame in *from and the request id in *id. */
+typedef struct {
+    zf_route_t from;
+    uint64_t id;
+    char fetch[32]; /* a SubmitJob's fetch, which names its job in these tests */
+    char job[64];   /* a WaitJob's or PollJob's job id */
+    Zflow__Envelope__BodyCase body;
+} s_req_t;
+
+static bool s_next_req(zf_socket_t *s, int timeout_ms, s_req_t *r)
+{
+    memset(r, 0, sizeof *r);
+    Zflow__Envelope *env = zf_test_recv(s, timeout_ms, &r->from);
+    if (!env) return false;
+    assert_int_equal(r->from.n, 1);
+    r->id = env->request_id;
+    r->body = env->body_case;
+    if (env->body_case == ZFLOW__ENVELOPE__BODY_SUBMIT_JOB) {
+        assert_int_equal(env->submit_job->step->n_fetches, 1);
+        snprintf(r->fetch, sizeof r->fetch, "%s", env->submit_job->step->fetches[0]);
+    } else if (env->body_case == ZFLOW__ENVELOPE__BODY_WAIT_JOB) {
+        snprintf(r->job, sizeof r->job, "%s", env->wait_job->job_id);
+    } else if (env->body_case == ZFLOW__ENVELOPE__BODY_POLL_JOB) {
+        snprintf(r->job, sizeof r->job, "%s", env->poll_job->job_id);
+    }
+    zflow__envelope__free_unpacked(env, NULL);
+    return true;
+}
+
+static void s_expect_req(zf_socket_t *s, Zflow__Envelope__BodyCase body, s_req_t *r)
+{
+    assert_true(s_next_req(s, 5000, r));
+    assert_int_equal(r->body, body);
+}
+
+/* The scheduler accepts a SubmitJob as sched_job and expects the WaitJob
+ * for it, kept in *wait. */
+static void s_accept(zf_socket_t *s, const s_req_t *submit, const char *sched_job, s_req_t *wait)
+{
+    Zflow__SubmitJobReply r = ZFLOW__SUBMIT_JOB_REPLY__INIT;
+    r.job_id = (char *)sched_job;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.request_id = submit->id;
+    env.body_case = ZFLOW__ENVELOPE__BODY_SUBMIT_JOB_REPLY;
+    env.submit_job_reply = &r;
+    zf_test_send(s, submit->from.frame[0], submit->from.len[0], &env);
+    s_expect_req(s, ZFLOW__ENVELOPE__BODY_WAIT_JOB, wait);
+    assert_string_equal(wait->job, sched_job);
+}
+
+/* The scheduler answers the WaitJob with one scalar fetch named name. */
+static void s_finish(zf_socket_t *s, const s_req_t *wait, const char *name, float value)
+{
+    Tensorflow__TensorShapeProto shape = TENSORFLOW__TENSOR_SHAPE_PROTO__INIT;
+    Tensorflow__TensorProto tp = TENSORFLOW__TENSOR_PROTO__INIT;
+    tp.dtype = TENSORFLOW__DATA_TYPE__DT_FLOAT;
+    tp.tensor_shape = &shape;
+    tp.n_float_val = 1;
+    tp.float_val = &value;
+    Zflow__NamedTensor nt = ZFLOW__NAMED_TENSOR__INIT;
+    nt.name = (char *)name;
+    nt.tensor = &tp;
+    Zflow__NamedTensor *fetches[] = {&nt};
+    Zflow__RunStepReply r = ZFLOW__RUN_STEP_REPLY__INIT;
+    r.n_fetches = 1;
+    r.fetches = fetches;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.request_id = wait->id;
+    env.body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY;
+    env.run_step_reply = &r;
+    zf_test_send(s, wait->from.frame[0], wait->from.len[0], &env);
+}
+
+/* Scheduler s takes the next two SubmitJobs, in either order, and answers
+ * each with one value: v1 for the job fetching f1, v2 for the other. */
+static void s_run_two(zf_socket_t *s, const char *f1, float v1, float v2)
+{
+    s_req_t r[2], wait;
+    for (int k = 0; k < 2; k++) s_expect_req(s, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &r[k]);
+    for (int k = 0; k < 2; k++) {
+        s_accept(s, &r[k], r[k].fetch, &wait);
+        s_finish(s, &wait, r[k].fetch, strcmp(r[k].fetch, f1) == 0 ? v1 : v2);
+    }
+}
+
+/* A client's WaitJob for id (timeout 5 s): the reply (caller frees). */
+static Zflow__Envelope *s_wait(zf_socket_t *c, uint64_t request_id, const char *id)
+{
+    Zflow__WaitJob wj = ZFLOW__WAIT_JOB__INIT;
+    wj.job_id = (char *)id;
+    wj.timeout_ms = 5000;
+    zf_test_send_body(c, request_id, ZFLOW__ENVELOPE__BODY_WAIT_JOB, &wj);
+    Zflow__Envelope *rep = zf_test_recv(c, 8000, NULL);
+    assert_non_null(rep);
+    assert_int_equal(rep->request_id, request_id);
+    return rep;
+}
+
+/* A client's WaitJob for id: expects its result, one fetch name = value
+ * after `attempts` attempts. */
+static void s_expect_result(zf_socket_t *c, uint64_t request_id, const char *id, const char *name,
+                            float value, int attempts)
+{
+    Zflow__Envelope *rep = s_wait(c, request_id, id);
+    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY);
+    const Zflow__RunStepReply *r = rep->run_step_reply;
+    if (r->status && r->status->code != ZF_OK) fail_msg("job %s: %s", id, r->status->message);
+    assert_false(r->unfinished);
+    assert_int_equal(r->attempts, attempts);
+    assert_int_equal(r->n_fetches, 1);
+    assert_string_equal(r->fetches[0]->name, name);
+    assert_int_equal(r->fetches[0]->tensor->n_float_val, 1);
+    assert_true(r->fetches[0]->tensor->float_val[0] == value);
+    zflow__envelope__free_unpacked(rep, NULL);
+}
+
+/* A client's WaitJob for id is answered with a status with code and text. */
+static void s_expect_wait_status(zf_socket_t *c, uint64_t request_id, const char *id, int code,
+                                 const char *text)
+{
+    Zflow__Envelope *rep = s_wait(c, request_id, id);
+    const Zflow__Status *st = rep->body_case == ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY
+                                  ? rep->run_step_reply->status
+                                  : rep->status_reply->status;
+    assert_non_null(st);
+    assert_int_equal(st->code, code);
+    if (!strstr(st->message, text)) fail_msg("'%s' does not say '%s'", st->message, text);
+    zflow__envelope__free_unpacked(rep, NULL);
+}
+
+static void test_broker_jobs_acknowledge_run_and_return_a_job_once(void **state)
+{
+    fixture_t *f = *state;
+    s_start_broker(f, NULL, NULL);
+    zf_socket_t *s1 = s_peer(f), *c = s_peer(f);
+    s_register(s1, "aaaa0001");
+    char *id = s_submit(c, 10, "y:0");
+    s_req_t sub, wait, poll;
+    s_expect_req(s1, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &sub);
+    assert_string_equal(sub.fetch, "y:0");
+    s_accept(s1, &sub, "aaaa0001/job-1-00000001", &wait);
+    /* a poll goes to the scheduler, and comes back with the attempts */
+    Zflow__PollJob pj = ZFLOW__POLL_JOB__INIT;
+    pj.job_id = id;
+    zf_test_send_body(c, 11, ZFLOW__ENVELOPE__BODY_POLL_JOB, &pj);
+    s_expect_req(s1, ZFLOW__ENVELOPE__BODY_POLL_JOB, &poll);
+    assert_string_equal(poll.job, "aaaa0001/job-1-00000001");
+    Zflow__PollJobReply pr = ZFLOW__POLL_JOB_REPLY__INIT;
+    pr.state = ZFLOW__JOB_STATE__JOB_STATE_RUNNING;
+    pr.steps_total = 1;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.request_id = poll.id;
+    env.body_case = ZFLOW__ENVELOPE__BODY_POLL_JOB_REPLY;
+    env.poll_job_reply = &pr;
+    zf_test_send(s1, poll.from.frame[0], poll.from.len[0], &env);
+    Zflow__Envelope *rep = zf_test_recv(c, 5000, NULL);
+    assert_non_null(rep);
+    assert_int_equal(rep->request_id, 11);
+    assert_int_equal(rep->poll_job_reply->state, ZFLOW__JOB_STATE__JOB_STATE_RUNNING);
+    assert_int_equal(rep->poll_job_reply->attempts, 1);
+    zflow__envelope__free_unpacked(rep, NULL);
+    s_finish(s1, &wait, "y:0", 4.5f);
+    s_expect_result(c, 12, id, "y:0", 4.5f, 1);
+    s_expect_wait_status(c, 13, id, ZF_NOT_FOUND, "not found"); /* collected */
+    free(id);
+}
+
+static void test_broker_jobs_hand_a_lost_schedulers_jobs_to_another(void **state)
+{
+    fixture_t *f = *state;
+    s_start_broker(f, NULL, NULL);
+    zf_socket_t *s1 = s_peer(f), *c = s_peer(f);
+    s_register(s1, "aaaa0001");
+    char *a = s_submit(c, 1, "a"), *b = s_submit(c, 2, "b");
+    s_req_t sub[2], wait;
+    s_expect_req(s1, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &sub[0]);
+    s_expect_req(s1, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &sub[1]);
+    s_accept(s1, &sub[0], "aaaa0001/job-1", &wait); /* a runs, b is not even accepted */
+    s_close_peer(f, s1);
+    zf_socket_t *s2 = s_peer(f);
+    s_register(s2, "bbbb0002");
+    s_run_two(s2, "a", 1.0f, 2.0f);
+    s_expect_result(c, 3, a, "a", 1.0f, 2);
+    s_expect_result(c, 4, b, "b", 2.0f, 2);
+    s_req_t extra;
+    assert_false(s_next_req(s2, 300, &extra)); /* each ran once there */
+    free(a);
+    free(b);
+}
+
+static void test_broker_jobs_end_with_the_last_error_after_max_attempts(void **state)
+{
+    fixture_t *f = *state;
+    s_start_broker(f, "--max-attempts", "2");
+    zf_socket_t *c = s_peer(f);
+    char *id = s_submit(c, 1, "y");
+    for (int k = 0; k < 2; k++) {
+        zf_socket_t *s = s_peer(f);
+        s_register(s, k ? "bbbb0002" : "aaaa0001");
+        s_req_t sub, wait;
+        s_expect_req(s, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &sub);
+        s_accept(s, &sub, "x/job", &wait);
+        s_close_peer(f, s);
+    }
+    s_expect_wait_status(c, 2, id, ZF_UNAVAILABLE, "failed 2 times (--max-attempts 2)");
+    free(id);
+}
+
+static void test_broker_jobs_survive_a_broker_restart(void **state)
+{
+    fixture_t *f = *state;
+    s_start_broker(f, NULL, NULL);
+    zf_socket_t *c = s_peer(f);
+    /* done (result not collected), dispatched and running, queued */
+    char *done = s_submit(c, 1, "done"), *running = s_submit(c, 2, "running"),
+         *queued = s_submit(c, 3, "queued");
+    zf_socket_t *s1 = s_peer(f);
+    s_register(s1, "aaaa0001");
+    s_req_t sub[3], wait;
+    for (int k = 0; k < 3; k++) s_expect_req(s1, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &sub[k]);
+    for (int k = 0; k < 2; k++) {
+        s_accept(s1, &sub[k], k ? "aaaa0001/job-r" : "aaaa0001/job-d", &wait);
+        if (k == 0) s_finish(s1, &wait, "done", 7.0f);
+    }
+    Zflow__PollJob pj = ZFLOW__POLL_JOB__INIT; /* the result is in once a poll says so */
+    pj.job_id = done;
+    for (int tries = 0;; tries++) {
+        zf_test_send_body(c, 4, ZFLOW__ENVELOPE__BODY_POLL_JOB, &pj);
+        Zflow__Envelope *rep = zf_test_recv(c, 5000, NULL);
+        assert_non_null(rep);
+        bool is_done = rep->poll_job_reply->state == ZFLOW__JOB_STATE__JOB_STATE_DONE;
+        zflow__envelope__free_unpacked(rep, NULL);
+        if (is_done) break;
+        assert_true(tries < 100);
+        usleep(20000);
+    }
+    assert_int_equal(zf_test_broker_stop(&f->tb, SIGKILL), 128 + SIGKILL);
+    for (int i = 0; i < f->n_socks; i++) zf_socket_destroy(&f->socks[i]);
+    f->n_socks = 0;
+    s_start_broker(f, NULL, NULL); /* the same state directory, a new port */
+    c = s_peer(f);
+    s_expect_result(c, 5, done, "done", 7.0f, 1);
+    zf_socket_t *s2 = s_peer(f);
+    s_register(s2, "bbbb0002");
+    s_run_two(s2, "running", 8.0f, 9.0f);
+    s_expect_result(c, 6, running, "running", 8.0f, 2); /* its first run was lost */
+    s_expect_result(c, 7, queued, "queued", 9.0f, 2);   /* dispatched, not accepted: lost too */
+    free(done);
+    free(running);
+    free(queued);
+}
+
+static void test_broker_jobs_end_a_job_whose_stored_record_is_bad_with_data_loss(void **state)
+{
+    fixture_t *f = *state;
+    s_start_broker(f, NULL, NULL); /* makes the store */
+    assert_int_equal(zf_test_broker_stop(&f->tb, SIGTERM), 0);
+    char path[128];
+    snprintf(path, sizeof path, "%s/jobs.db", f->state);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    const char *rows =
+        "INSERT INTO jobs(id, seq, state, request) VALUES('job-1-bad', 1, 1, x'0a0bffff');"
+        "INSERT INTO jobs(id, seq, state, result, ended_ms) VALUES('job-2-bad', 2, 3, "
+        "x'0a0bffff', CAST(strftime('%s', 'now') AS INTEGER) * 1000);"
+        "INSERT INTO jobs(id, seq, state) VALUES('job-3-bad', 3, 99);";
+    assert_int_equal(sqlite3_exec(db, rows, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    s_start_broker(f, NULL, NULL);
+    zf_socket_t *c = s_peer(f), *s1 = s_peer(f);
+    s_register(s1, "aaaa0001"); /* nothing reaches it: the request does not decode */
+    s_expect_wait_status(c, 1, "job-1-bad", ZF_DATA_LOSS,
+                         "the stored request of job 'job-1-bad' cannot be read");
+    s_expect_wait_status(c, 2, "job-2-bad", ZF_DATA_LOSS,
+                         "the stored result of job 'job-2-bad' cannot be read");
+    s_expect_wait_status(c, 3, "job-3-bad", ZF_NOT_FOUND, "not found"); /* skipped */
+    s_req_t r;
+    assert_false(s_next_req(s1, 300, &r));
+    free(s_submit(c, 4, "y")); /* and it goes on */
+}
+
+/* Runs zflow-broker with args, stderr folded in; returns its exit code. */
+static int s_run_broker(const char *args, char *out, size_t size)
+{
+    return zf_test_run_program(ZF_BIN_DIR "/zflow-broker", args, out, size);
+}
+
+static void test_broker_jobs_refuse_a_bad_state_directory_at_start(void **state)
+{
+    fixture_t *f = *state;
+    char out[4096], path[128];
+    /* not a database */
+    snprintf(path, sizeof path, "%s/jobs.db", f->state);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    for (int i = 0; i < 512; i++) fputs("not a database, ", fp);
+    fclose(fp);
+    char corrupt[160];
+    snprintf(corrupt, sizeof corrupt, "--listen tcp://127.0.0.1:0 --state %s", f->state);
+    assert_int_equal(s_run_broker(corrupt, out, sizeof out), 1);
+    assert_non_null(strstr(out, "zflow-broker: DATA_LOSS: job store "));
+    assert_non_null(strstr(out, path));
+    unlink(path);
+    /* a directory that cannot be made: its parent is a file */
+    snprintf(path, sizeof path, "%s/file", f->state);
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    char sub[160];
+    snprintf(sub, sizeof sub, "%s/state", path);
+    char unmakable[200];
+    snprintf(unmakable, sizeof unmakable, "--listen tcp://127.0.0.1:0 --state %s", sub);
+    assert_int_equal(s_run_broker(unmakable, out, sizeof out), 1);
+    assert_non_null(strstr(out, "FAILED_PRECONDITION: cannot make state directory"));
+    unlink(path);
+    /* one broker per directory */
+    s_start_broker(f, NULL, NULL);
+    assert_int_equal(s_run_broker(corrupt, out, sizeof out), 1);
+    assert_non_null(strstr(out, "in use by another broker"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, s_setup, s_teardown)
+        T(test_broker_jobs_acknowledge_run_and_return_a_job_once),
+        T(test_broker_jobs_hand_a_lost_schedulers_jobs_to_another),
+        T(test_broker_jobs_end_with_the_last_error_after_max_attempts),
+        T(test_broker_jobs_survive_a_broker_restart),
+        T(test_broker_jobs_end_a_job_whose_stored_record_is_bad_with_data_loss),
+        T(test_broker_jobs_refuse_a_bad_state_directory_at_start),
+#undef T
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
