@@ -27,7 +27,8 @@ static const char s_usage[] =
     "usage: zflow-executor --device CPU:N|GPU:N [--broker ENDPOINT]\n"
     "                      [--name FULLNAME | --job NAME --task N]\n"
     "                      [--heartbeat-ms N] [--control ENDPOINT] [--rendezvous ENDPOINT]\n"
-    "                      [--threads N] [--max-unclaimed-mib N] [--keys DIR]\n"
+    "                      [--threads N] [--max-unclaimed-mib N] [--shm-mib N]\n"
+    "                      [--keys DIR]\n"
     "\n"
     "A zflow executor: one device, the partitions schedulers register on it,\n"
     "and its steps.\n"
@@ -54,6 +55,11 @@ static const char s_usage[] =
     "                          yet started here may hold (default 1024); past\n"
     "                          it the oldest such steps are dropped, and a\n"
     "                          tensor larger on its own fails its step\n"
+    "  --shm-mib N             the shared-memory arena through which tensors of\n"
+    "                          64 KiB and more go to executors on this host, in\n"
+    "                          MiB (default 256; 0: none, they go as bytes); a\n"
+    "                          full arena sends bytes. /dev/shm must have room\n"
+    "                          (containers: ipc: host or shm_size)\n"
     "  --keys DIR              CurveZMQ keys (env ZFLOW_KEYS): this executor's\n"
     "                          keypair DIR/executor.key and the keys it trusts;\n"
     "                          only scheduler keys may drive it and only executor\n"
@@ -65,8 +71,8 @@ static const char s_usage[] =
 
 typedef struct {
     const char *broker, *device, *name, *control, *rendezvous, *keys, *job;
-    int heartbeat_ms, threads, max_unclaimed_mib, task;
-    bool task_set;
+    int heartbeat_ms, threads, max_unclaimed_mib, task, shm_mib;
+    bool task_set, shm_mib_set;
     char job_name[ZF_DEVICE_NAME_MAX];
     char type[16];
     int index;
@@ -137,6 +143,7 @@ static int s_parse(int argc, char **argv, s_flags_t *f)
                    : strcmp(a, "--threads") == 0           ? &f->threads
                    : strcmp(a, "--max-unclaimed-mib") == 0 ? &f->max_unclaimed_mib
                    : strcmp(a, "--task") == 0              ? &f->task
+                   : strcmp(a, "--shm-mib") == 0           ? &f->shm_mib
                                                            : NULL;
         if (!str && !num) return s_fail(2, "unknown argument", a);
         if (i + 1 >= argc) return s_fail(2, "a value is missing after", a);
@@ -146,6 +153,12 @@ static int s_parse(int argc, char **argv, s_flags_t *f)
             if (!s_parse_int(v, 0, &f->task))
                 return s_fail(2, "--task takes a number >= 0, not", v);
             f->task_set = true;
+            continue;
+        }
+        if (strcmp(a, "--shm-mib") == 0) {
+            if (!s_parse_int(v, 0, &f->shm_mib))
+                return s_fail(2, "--shm-mib takes a number >= 0, not", v);
+            f->shm_mib_set = true;
             continue;
         }
         if (num && !s_parse_int(v, 1, num)) return s_fail(2, "a positive number must follow", a);
@@ -202,7 +215,10 @@ static zf_status_t s_run(const s_flags_t *f)
     zf_status_t s = zf_zctx_new(&ctx);
     if (zf_ok(s) && f->keys) s = zf_zctx_set_keys(ctx, f->keys, ZF_ROLE_EXECUTOR);
     if (zf_ok(s)) s = s_make_device(f, &dev);
-    zf_exec_service_options_t opts = {f->control, f->rendezvous, 0};
+    zf_exec_service_options_t opts = {f->control, f->rendezvous, 0,
+                                      !f->shm_mib_set ? 0
+                                      : f->shm_mib    ? f->shm_mib
+                                                      : -1};
     if (zf_ok(s)) s = zf_exec_service_new(ctx, dev, &opts, &svc);
     if (zf_ok(s) && f->max_unclaimed_mib > 0)
         zf_exec_service_set_max_unclaimed_bytes(svc, (size_t)f->max_unclaimed_mib << 20);
