@@ -74,10 +74,16 @@
  * senders' segments stay mapped, ZF__REMOTE_SHM_MAPS) and hands the step a
  * tensor over the mapped bytes: no copy on the receiving side. When the
  * last reference to that tensor goes, the receiver answers the offer (the
- * IPC reply message) and the sender frees the block. Ownership follows the
- * IPC offers: the block is held like an offer (same list, same hold limit,
- * zf_remote_set_ipc_hold_ms()), so a receiver that never answers (it died)
- * frees it at the hold limit or at zf_remote_cleanup_step(); a refusal
+ * IPC reply message) and the sender frees the block. The block is held
+ * like an IPC offer (same list, same hold limit,
+ * zf_remote_set_ipc_hold_ms()), with one difference: the receiver reads it
+ * in place for as long as it keeps the tensor (past its step; a variable
+ * may keep it for good), so neither zf_remote_cleanup_step() nor the hold
+ * limit alone frees it. At the hold limit an unanswered block is freed
+ * once no other process maps the arena (/proc/<pid>/maps: the receivers
+ * that could read it have died), else it is kept for another hold limit
+ * (logged). A receiver in this same process is not seen that way: its
+ * unanswered blocks are freed at the hold limit. A refusal
  * (another host, a segment it cannot map) sends the bytes from the block
  * and that peer gets bytes from then on. A full arena, a segment that
  * cannot be made, a dead or string tensor, or a smaller one take the byte

@@ -145,8 +145,9 @@ bool zf__remote_key_src(const char *key, char *out, size_t cap);
 void zf__remote_reply(zf_remote_t *r, const char *src, uint64_t id, int64_t step_id, bool accepted,
                       const char *why);
 
-/* Unlinks the held offer with id (id != 0), or every offer of step_id
- * (id == 0), and returns them as a list. Caller holds r->mu. */
+/* Unlinks the held offer with id (id != 0), or every IPC offer of step_id
+ * (id == 0: shared-memory blocks stay, as the receiver may read them in
+ * place after its step), and returns them as a list. Caller holds r->mu. */
 zf__remote_held_t *zf__remote_held_take_locked(zf_remote_t *r, uint64_t id, int64_t step_id);
 
 /* Frees a list of held offers (unlinked from r->held) and their tensor
@@ -184,6 +185,10 @@ void zf__remote_shm_destroy(zf_remote_t *r);
  * Errors: those of sending the offer. */
 zf_status_t zf__remote_shm_send(zf_remote_t *r, zf__remote_peer_t *p, const char *device,
                                 const char *key, int64_t step_id, zf_tensor_t *tensor, bool *sent);
+
+/* Whether a process other than this one maps the arena (/proc/<pid>/maps);
+ * *pid gets the first found. False when there is no arena. */
+bool zf__remote_shm_mapped_elsewhere(zf_remote_t *r, long *pid);
 
 /* A shared-memory offer received: the mapped tensor goes to the step, or
  * the sender is told why it is refused. */

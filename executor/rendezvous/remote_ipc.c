@@ -37,7 +37,7 @@ zf__remote_held_t *zf__remote_held_take_locked(zf_remote_t *r, uint64_t id, int6
     zf__remote_held_t *taken = NULL, **at = &r->held;
     while (*at) {
         zf__remote_held_t *h = *at;
-        if (id ? h->id != id : h->step_id != step_id) {
+        if (id ? h->id != id : h->step_id != step_id || h->shm) {
             at = &h->next;
             continue;
         }
@@ -146,6 +146,48 @@ static zf__remote_held_t *s_held_take_expired_locked(zf_remote_t *r, int64_t now
     return taken;
 }
 
+/* Shared-memory blocks may be read in place for as long as the receiver
+ * keeps its tensor (a variable may even keep it for good), so an
+ * unanswered one is only freed once no other process maps the arena: the
+ * receivers are gone. Otherwise the blocks among *expired go back to the
+ * held list, stamped now_ms, to be looked at again a hold limit later. */
+static void s_keep_mapped_blocks(zf_remote_t *r, zf__remote_held_t **expired, int64_t now_ms)
+{
+    bool any = false;
+    for (const zf__remote_held_t *h = *expired; h && !any; h = h->next) any = h->shm;
+    long pid = 0;
+    if (!any || !zf__remote_shm_mapped_elsewhere(r, &pid)) return;
+    zf__remote_held_t *kept = NULL, **at = expired;
+    int n = 0;
+    while (*at) {
+        zf__remote_held_t *h = *at;
+        if (!h->shm) {
+            at = &h->next;
+            continue;
+        }
+        *at = h->next;
+        h->next = kept;
+        h->held_at_ms = now_ms;
+        kept = h;
+        n++;
+    }
+    zf_log_warn("remote",
+                "%d shared-memory block%s unanswered for the hold limit stay%s held: process %ld "
+                "still maps the arena (the oldest: '%s' of step %lld, offered to %s)",
+                n, n == 1 ? "" : "s", n == 1 ? "s" : "", pid, kept->key, (long long)kept->step_id,
+                kept->device);
+    pthread_mutex_lock(&r->mu);
+    while (kept) {
+        zf__remote_held_t *h = kept;
+        kept = h->next;
+        h->next = r->held;
+        r->held = h;
+        r->n_held++;
+    }
+    if (now_ms < r->held_min_ms) r->held_min_ms = now_ms;
+    pthread_mutex_unlock(&r->mu);
+}
+
 int zf_remote_expire(zf_remote_t *r, int64_t now_ms)
 {
     pthread_mutex_lock(&r->mu);
@@ -153,6 +195,7 @@ int zf_remote_expire(zf_remote_t *r, int64_t now_ms)
     bool due = r->held && now_ms - r->held_min_ms >= hold_ms;
     zf__remote_held_t *expired = due ? s_held_take_expired_locked(r, now_ms) : NULL;
     pthread_mutex_unlock(&r->mu);
+    s_keep_mapped_blocks(r, &expired, now_ms);
     if (!expired) return 0;
     int n = 0, n_shm = 0;
     for (const zf__remote_held_t *h = expired; h; h = h->next) {

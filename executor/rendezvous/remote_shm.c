@@ -285,6 +285,49 @@ int zf_remote_shm_sweep(void)
     return n;
 }
 
+/* Whether process pid maps the segment name ("/zflow-..."). */
+static bool s_pid_maps(long pid, const char *name)
+{
+    char path[64], want[ZF_TENSOR_FRAME_MAX_SHM_NAME + 16];
+    snprintf(path, sizeof path, "/proc/%ld/maps", pid);
+    snprintf(want, sizeof want, "/dev/shm%s", name);
+    size_t want_len = strlen(want);
+    FILE *f = fopen(path, "r");
+    if (!f) return false; /* gone, or not ours to read */
+    char *line = NULL;
+    size_t cap = 0;
+    bool found = false;
+    ssize_t n;
+    while (!found && (n = getline(&line, &cap, f)) > 0) {
+        const char *at = strstr(line, want);
+        /* the name ends the line (or " (deleted)" follows it) */
+        found = at && (at[want_len] == '\n' || at[want_len] == ' ' || at[want_len] == '\0');
+    }
+    free(line);
+    fclose(f);
+    return found;
+}
+
+bool zf__remote_shm_mapped_elsewhere(zf_remote_t *r, long *pid)
+{
+    char name[ZF_TENSOR_FRAME_MAX_SHM_NAME + 1];
+    pthread_mutex_lock(&r->shm_mu);
+    snprintf(name, sizeof name, "%s", r->arena ? r->arena->name : "");
+    pthread_mutex_unlock(&r->shm_mu);
+    *pid = 0;
+    DIR *d = name[0] ? opendir("/proc") : NULL;
+    if (!d) return false;
+    long self = (long)getpid();
+    for (struct dirent *e; *pid == 0 && (e = readdir(d));) {
+        char *end = NULL;
+        long p = strtol(e->d_name, &end, 10);
+        if (p <= 0 || *end != '\0' || p == self) continue;
+        if (s_pid_maps(p, name)) *pid = p;
+    }
+    closedir(d);
+    return *pid != 0;
+}
+
 /* ---- lifecycle ------------------------------------------------------------------ */
 
 void zf__remote_shm_init(zf_remote_t *r)

@@ -3,8 +3,9 @@
  * this process or in a forked one. A large host tensor goes through the
  * sender's arena and arrives intact over the mapping; small tensors, peers
  * on other hosts and a full arena take the byte path; the receiver's
- * release, the hold limit and the sweep of dead processes' segments free
- * everything; hostile offers are refused with a reason. */
+ * release, the hold limit (once no other process maps the arena) and the
+ * sweep of dead processes' segments free everything; hostile offers are
+ * refused with a reason. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -283,15 +284,19 @@ static void test_shm_offer_never_released_is_freed_at_the_hold_limit(void **stat
     zf_tensor_unref(&t);
 }
 
-static void test_shm_step_cleanup_frees_offers_of_its_step(void **state)
+static void test_shm_step_cleanup_keeps_blocks_until_the_receiver_lets_go(void **state)
 {
     s_pair_t *p = *state;
     zf_tensor_t *t = s_ramp(BIG, 1.0f);
     s_send(p->mgr_a, 12, t);
     zf_tensor_t *got = s_recv(p->mgr_b, 12);
     zf_remote_cleanup_step(p->a, 12, NULL);
-    assert_int_equal(zf_remote_shm_stats(p->a).shm_bytes_in_use, 0);
+    zf_remote_cleanup_step(p->b, 12, NULL);
+    assert_true(zf_remote_shm_stats(p->a).shm_bytes_in_use > 0); /* got still reads it */
+    assert_true(zf_tensor_equal(got, t));
     zf_tensor_unref(&got);
+    WAIT_SHM(p->a, shm_released, 1);
+    WAIT_SHM(p->a, shm_bytes_in_use, 0);
     zf_tensor_unref(&t);
 }
 
@@ -480,6 +485,10 @@ static void test_shm_receiver_killed_holding_a_mapping_leaves_nothing_behind(voi
     s_send(mgr, 40, t);
     assert_true(s_read_line(fds[0], word, sizeof word));
     assert_string_equal(word, "ok");
+    /* past the hold limit, but the child still maps the arena: kept */
+    int64_t later = zf_remote_now_ms() + ZF_REMOTE_IPC_HOLD_MS;
+    assert_int_equal(zf_remote_expire(a, later), 0);
+    assert_true(zf_remote_shm_stats(a).shm_bytes_in_use > 0);
     kill(child, SIGKILL);
     int status = 0;
     assert_int_equal(waitpid(child, &status, 0), child);
@@ -487,7 +496,7 @@ static void test_shm_receiver_killed_holding_a_mapping_leaves_nothing_behind(voi
     zf_remote_shm_stats_t sa = zf_remote_shm_stats(a);
     assert_int_equal(sa.shm_offered, 1);
     assert_true(sa.shm_bytes_in_use > 0); /* nobody will answer */
-    assert_int_equal(zf_remote_expire(a, zf_remote_now_ms() + ZF_REMOTE_IPC_HOLD_MS), 1);
+    assert_int_equal(zf_remote_expire(a, later + ZF_REMOTE_IPC_HOLD_MS), 1);
     assert_int_equal(zf_remote_shm_stats(a).shm_bytes_in_use, 0);
     assert_int_equal(s_segments_of((long)child), 0);
     zf_remote_destroy(&a);
@@ -583,8 +592,8 @@ int main(void)
             s_teardown),
         cmocka_unit_test_setup_teardown(test_shm_offer_never_released_is_freed_at_the_hold_limit,
                                         s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_shm_step_cleanup_frees_offers_of_its_step, s_setup,
-                                        s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_shm_step_cleanup_keeps_blocks_until_the_receiver_lets_go, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(
             test_shm_refuses_hostile_offers_with_a_reason_and_keeps_working, s_rig_setup,
             s_rig_teardown),
