@@ -80,10 +80,10 @@
  * in place for as long as it keeps the tensor (past its step; a variable
  * may keep it for good), so neither zf_remote_cleanup_step() nor the hold
  * limit alone frees it. At the hold limit an unanswered block is freed
- * once no other process maps the arena (/proc/<pid>/maps: the receivers
- * that could read it have died), else it is kept for another hold limit
- * (logged). A receiver in this same process is not seen that way: its
- * unanswered blocks are freed at the hold limit. A refusal
+ * once no receiver maps the arena (another transport of this process, or
+ * another process: /proc/<pid>/maps; none left means the receivers that
+ * could read it have died), else it is kept for another hold limit
+ * (logged). A refusal
  * (another host, a segment it cannot map) sends the bytes from the block
  * and that peer gets bytes from then on. A full arena, a segment that
  * cannot be made, a dead or string tensor, or a smaller one take the byte

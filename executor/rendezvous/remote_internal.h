@@ -186,8 +186,9 @@ void zf__remote_shm_destroy(zf_remote_t *r);
 zf_status_t zf__remote_shm_send(zf_remote_t *r, zf__remote_peer_t *p, const char *device,
                                 const char *key, int64_t step_id, zf_tensor_t *tensor, bool *sent);
 
-/* Whether a process other than this one maps the arena (/proc/<pid>/maps);
- * *pid gets the first found. False when there is no arena. */
+/* Whether a receiver may still read the arena: a transport of this
+ * process maps it, or another process does (/proc/<pid>/maps); *pid gets
+ * the first found. False when there is no arena. */
 bool zf__remote_shm_mapped_elsewhere(zf_remote_t *r, long *pid);
 
 /* A shared-memory offer received: the mapped tensor goes to the step, or

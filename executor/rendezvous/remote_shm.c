@@ -285,6 +285,8 @@ int zf_remote_shm_sweep(void)
     return n;
 }
 
+static bool s_mapped_here(const char *name);
+
 /* Whether process pid maps the segment name ("/zflow-..."). */
 static bool s_pid_maps(long pid, const char *name)
 {
@@ -314,10 +316,10 @@ bool zf__remote_shm_mapped_elsewhere(zf_remote_t *r, long *pid)
     pthread_mutex_lock(&r->shm_mu);
     snprintf(name, sizeof name, "%s", r->arena ? r->arena->name : "");
     pthread_mutex_unlock(&r->shm_mu);
-    *pid = 0;
-    DIR *d = name[0] ? opendir("/proc") : NULL;
-    if (!d) return false;
     long self = (long)getpid();
+    *pid = name[0] && s_mapped_here(name) ? self : 0; /* another transport here */
+    DIR *d = name[0] && !*pid ? opendir("/proc") : NULL;
+    if (!d) return *pid != 0;
     for (struct dirent *e; *pid == 0 && (e = readdir(d));) {
         char *end = NULL;
         long p = strtol(e->d_name, &end, 10);
@@ -345,15 +347,37 @@ struct zf__remote_shm_map {
     char name[ZF_TENSOR_FRAME_MAX_SHM_NAME + 1];
     uint8_t *base;
     size_t size;
+    struct zf__remote_shm_map *next_live; /* guarded by s_live_mu */
 };
+
+/* Every mapping of this process's transports, so that a sender sees the
+ * receivers in its own process too (zf__remote_shm_mapped_elsewhere()). */
+static pthread_mutex_t s_live_mu = PTHREAD_MUTEX_INITIALIZER;
+static zf__remote_shm_map_t *s_live;
 
 static void s_map_unref(zf__remote_shm_map_t **m_p)
 {
     zf__remote_shm_map_t *m = *m_p;
     *m_p = NULL;
     if (!m || atomic_fetch_sub(&m->refs, 1) > 1) return;
+    pthread_mutex_lock(&s_live_mu);
+    zf__remote_shm_map_t **at = &s_live;
+    while (*at && *at != m) at = &(*at)->next_live;
+    if (*at) *at = m->next_live;
+    pthread_mutex_unlock(&s_live_mu);
     if (m->base) munmap(m->base, m->size);
     free(m);
+}
+
+/* Whether a transport of this process maps the segment name. */
+static bool s_mapped_here(const char *name)
+{
+    pthread_mutex_lock(&s_live_mu);
+    bool found = false;
+    for (const zf__remote_shm_map_t *m = s_live; m && !found; m = m->next_live)
+        found = strcmp(m->name, name) == 0;
+    pthread_mutex_unlock(&s_live_mu);
+    return found;
 }
 
 void zf__remote_shm_destroy(zf_remote_t *r)
@@ -543,6 +567,10 @@ static zf_status_t s_map_get_locked(zf_remote_t *r, const char *name, zf__remote
     snprintf(m->name, sizeof m->name, "%s", name);
     m->base = base;
     m->size = (size_t)st.st_size;
+    pthread_mutex_lock(&s_live_mu);
+    m->next_live = s_live;
+    s_live = m;
+    pthread_mutex_unlock(&s_live_mu);
     unsigned slot = r->next_map++ % ZF__REMOTE_SHM_MAPS;
     s_map_unref(&r->maps[slot]);
     r->maps[slot] = m;

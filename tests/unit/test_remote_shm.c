@@ -266,21 +266,47 @@ static void test_shm_full_arena_falls_back_to_bytes_and_the_next_transfer_works(
     zf_tensor_unref(&t2);
 }
 
-static void test_shm_offer_never_released_is_freed_at_the_hold_limit(void **state)
+static void test_shm_offer_never_answered_is_freed_at_the_hold_limit(void **state)
 {
     s_pair_t *p = *state;
+    /* B's device is served by a socket that takes offers and never maps them */
+    zf_socket_t *mute = NULL;
+    const char *ep = NULL;
+    ASSERT_OK(zf_socket_new(p->ctx, ZF_SOCKET_PULL, &mute));
+    ASSERT_OK(zf_socket_bind(mute, "tcp://127.0.0.1:*", &ep));
+    ASSERT_OK(zf_remote_set_peer(p->a, DEV_B, ep));
     zf_remote_set_ipc_hold_ms(p->a, 1000);
     zf_tensor_t *t = s_ramp(BIG, 1.0f);
     s_send(p->mgr_a, 11, t);
-    zf_tensor_t *got = s_recv(p->mgr_b, 11); /* never released in time */
+    zf_tensor_frame_t f;
+    ASSERT_OK(zf_tensor_frame_recv(mute, WAIT_MS, &f));
+    assert_non_null(f.offer);
+    assert_true(f.offer->is_shm);
+    zf_tensor_frame_clear(&f);
     assert_true(zf_remote_shm_stats(p->a).shm_bytes_in_use > 0);
     assert_int_equal(zf_remote_expire(p->a, zf_remote_now_ms() + 1000), 1);
     zf_remote_shm_stats_t sa = zf_remote_shm_stats(p->a);
     assert_int_equal(sa.shm_expired, 1);
     assert_int_equal(sa.shm_bytes_in_use, 0);
-    zf_tensor_unref(&got); /* its late answer is ignored */
-    s_sleep_ms(50);
-    assert_int_equal(zf_remote_shm_stats(p->a).shm_released, 0);
+    zf_socket_destroy(&mute);
+    zf_tensor_unref(&t);
+}
+
+static void test_shm_unanswered_block_a_receiver_maps_outlives_the_hold_limit(void **state)
+{
+    s_pair_t *p = *state;
+    zf_remote_set_ipc_hold_ms(p->a, 1000);
+    zf_tensor_t *t = s_ramp(BIG, 1.0f);
+    s_send(p->mgr_a, 13, t);
+    zf_tensor_t *got = s_recv(p->mgr_b, 13); /* B reads it in place, for as long as it likes */
+    int64_t later = zf_remote_now_ms() + 1000;
+    assert_int_equal(zf_remote_expire(p->a, later), 0);
+    assert_true(zf_remote_shm_stats(p->a).shm_bytes_in_use > 0);
+    assert_int_equal(zf_remote_shm_stats(p->a).shm_expired, 0);
+    assert_true(zf_tensor_equal(got, t));
+    zf_tensor_unref(&got); /* the answer frees it */
+    WAIT_SHM(p->a, shm_released, 1);
+    WAIT_SHM(p->a, shm_bytes_in_use, 0);
     zf_tensor_unref(&t);
 }
 
@@ -590,8 +616,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_shm_full_arena_falls_back_to_bytes_and_the_next_transfer_works, s_setup,
             s_teardown),
-        cmocka_unit_test_setup_teardown(test_shm_offer_never_released_is_freed_at_the_hold_limit,
+        cmocka_unit_test_setup_teardown(test_shm_offer_never_answered_is_freed_at_the_hold_limit,
                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_shm_unanswered_block_a_receiver_maps_outlives_the_hold_limit, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(
             test_shm_step_cleanup_keeps_blocks_until_the_receiver_lets_go, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(
