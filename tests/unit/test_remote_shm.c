@@ -7,7 +7,6 @@
  * sweep of dead processes' segments free everything; hostile offers are
  * refused with a reason. */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -135,20 +134,6 @@ static bool s_segment_exists(const char *name)
     return access(path, F_OK) == 0;
 }
 
-/* How many /dev/shm entries belong to process pid. */
-static int s_segments_of(long pid)
-{
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "zflow-%ld-", pid);
-    DIR *d = opendir("/dev/shm");
-    if (!d) return 0;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
-    closedir(d);
-    return n;
-}
-
 static void test_shm_carries_a_big_tensor_intact_and_its_release_frees_the_arena(void **state)
 {
     s_pair_t *p = *state;
@@ -175,7 +160,7 @@ static void test_shm_carries_a_big_tensor_intact_and_its_release_frees_the_arena
     WAIT_SHM(p->a, shm_bytes_in_use, 0);
     zf_remote_destroy(&p->a);
     assert_false(s_segment_exists(name));
-    assert_int_equal(s_segments_of((long)getpid()), 0);
+    assert_int_equal(zf_test_shm_segments_of((long)getpid()), 0);
     zf_tensor_unref(&t);
 }
 
@@ -524,9 +509,9 @@ static void test_shm_receiver_killed_holding_a_mapping_leaves_nothing_behind(voi
     assert_true(sa.shm_bytes_in_use > 0); /* nobody will answer */
     assert_int_equal(zf_remote_expire(a, later + ZF_REMOTE_IPC_HOLD_MS), 1);
     assert_int_equal(zf_remote_shm_stats(a).shm_bytes_in_use, 0);
-    assert_int_equal(s_segments_of((long)child), 0);
+    assert_int_equal(zf_test_shm_segments_of((long)child), 0);
     zf_remote_destroy(&a);
-    assert_int_equal(s_segments_of((long)getpid()), 0);
+    assert_int_equal(zf_test_shm_segments_of((long)getpid()), 0);
     zf_rendezvous_mgr_destroy(&mgr);
     zf_zctx_destroy(&ctx);
     zf_tensor_unref(&t);
@@ -582,7 +567,7 @@ static void test_shm_sender_killed_mid_step_leaves_no_segment_after_the_sweep(vo
     char name[128];
     assert_true(s_read_line(up[0], name, sizeof name));
     assert_true(s_segment_exists(name));
-    assert_int_equal(s_segments_of((long)child), 1);
+    assert_int_equal(zf_test_shm_segments_of((long)child), 1);
     kill(child, SIGKILL);
     int status = 0;
     assert_int_equal(waitpid(child, &status, 0), child);
@@ -590,7 +575,7 @@ static void test_shm_sender_killed_mid_step_leaves_no_segment_after_the_sweep(vo
     close(up[0]);
     assert_true(zf_remote_shm_sweep() >= 1); /* what a starting executor does */
     assert_false(s_segment_exists(name));
-    assert_int_equal(s_segments_of((long)child), 0);
+    assert_int_equal(zf_test_shm_segments_of((long)child), 0);
     /* the mapping outlives the name and its owner */
     zf_tensor_t *want = s_ramp(BIG, 1.0f);
     assert_true(zf_tensor_equal(got, want));
