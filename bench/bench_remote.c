@@ -22,10 +22,10 @@
  * against memcpy of the same size between two buffers already touched (at
  * 1 MiB both stay in the caches), in the same run: shm/memcpy (target >=
  * 0.5). The shm path is one copy into the arena on the sending side plus
- * an offer and its answer, across five threads (sender, two ZeroMQ I/O
- * threads, two receivers) where memcpy has one; the receiver reads the
- * bytes in place (this bench does not touch them, nor does memcpy's
- * figure include reading them a second time). */
+ * an offer and its answer, across six threads (the sender, two ZeroMQ I/O
+ * threads, each transport's receiver and the taker) where memcpy has one;
+ * the receiver reads the bytes in place (this bench does not touch them,
+ * nor does memcpy's figure include reading them a second time). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
