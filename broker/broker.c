@@ -32,10 +32,10 @@ static bool s_body_present(const Zflow__Envelope *env)
 
 /* The roles whose keys may send env to the broker (a reply passed back
  * from a scheduler carries two routing frames). */
-static unsigned s_allowed_roles(const zf_route_t *route, const Zflow__Envelope *env)
+static unsigned s_allowed_roles(const zf_route_t *route, Zflow__Envelope__BodyCase body)
 {
     if (route->n == 2) return ZF_ROLE_SCHEDULER;
-    switch (env->body_case) {
+    switch (body) {
     case ZFLOW__ENVELOPE__BODY_REGISTER_EXECUTOR:
     case ZFLOW__ENVELOPE__BODY_DEREGISTER_EXECUTOR:
     case ZFLOW__ENVELOPE__BODY_HEARTBEAT: return ZF_ROLE_EXECUTOR;
@@ -50,15 +50,17 @@ static void s_dispatch(zf_broker_t *b, const zf_route_t *route, const Zflow__Env
 {
     zf__broker_ident_t from = zf__broker_ident_at(route, 0);
     zf_status_t st =
-        zf_route_authorize(route, s_allowed_roles(route, env),
+        zf_route_authorize(route, s_allowed_roles(route, env->body_case),
                            route->n == 2 ? "a scheduler's reply" : zf_envelope_body_name(env));
     if (!zf_ok(st)) {
         if (route->n >= 1) zf__broker_send_status(b, &from, env->request_id, &st);
         zf_status_clear(&st);
         return;
     }
+    zf__broker_msg_t m;
+    zf__broker_msg_of(env, &m);
     if (route->n == 2) {
-        zf__broker_on_scheduler_reply(b, route, env);
+        zf__broker_on_scheduler_reply(b, route, &m);
         return;
     }
     if (route->n != 1)
@@ -81,8 +83,8 @@ static void s_dispatch(zf_broker_t *b, const zf_route_t *route, const Zflow__Env
                                     zf_role_of_identity(route->peer) == ZF_ROLE_CLIENT);
     else if (env->body_case == ZFLOW__ENVELOPE__BODY_PING)
         zf__broker_send_status(b, &from, env->request_id, &st); /* OK: the broker is alive */
-    else if (zf__broker_is_client_request(env))
-        zf__broker_forward_request(b, &from, env);
+    else if (zf__broker_is_client_request(env->body_case))
+        zf__broker_forward_request(b, &from, &m);
     else
         st = zf_invalid_argument("the broker does not serve %s", zf__broker_body_name(env));
     if (!zf_ok(st)) {
@@ -90,6 +92,25 @@ static void s_dispatch(zf_broker_t *b, const zf_route_t *route, const Zflow__Env
                     zf_status_msg(&st));
         zf__broker_send_status(b, &from, env->request_id, &st);
     }
+}
+
+/* A large message passed on as it came (m->raw): a client's request for a
+ * scheduler or a scheduler's reply for a client, checked as s_dispatch
+ * checks a decoded one; the scheduler decodes it. */
+static void s_dispatch_raw(zf_broker_t *b, const zf_route_t *route, const zf__broker_msg_t *m)
+{
+    zf__broker_ident_t from = zf__broker_ident_at(route, 0);
+    zf_status_t st =
+        zf_route_authorize(route, s_allowed_roles(route, m->body),
+                           route->n == 2 ? "a scheduler's reply" : zf__broker_case_name(m->body));
+    if (!zf_ok(st)) {
+        zf__broker_send_status(b, &from, m->request_id, &st);
+        return;
+    }
+    if (route->n == 2)
+        zf__broker_on_scheduler_reply(b, route, m);
+    else
+        zf__broker_forward_request(b, &from, m);
 }
 
 /* ---- the loop ------------------------------------------------------------------- */
@@ -101,10 +122,29 @@ static zf_status_t s_recv_error(int err)
     return zf_status_new(ZF_UNAVAILABLE, "receiving a message: %s", zmq_strerror(err));
 }
 
+/* Whether frame, received with route, is one the broker passes on without
+ * decoding it: large, a well-formed header of the protocol's version, and
+ * a client request (one routing frame) or a scheduler's reply (two). Fills
+ * m when it is. */
+static bool s_pass_raw(zmq_msg_t *frame, const zf_route_t *route, zf__broker_msg_t *m)
+{
+    uint64_t version = 0;
+    if (zmq_msg_size(frame) < ZF__BROKER_PASS_RAW_BYTES ||
+        !zf__broker_peek(zmq_msg_data(frame), zmq_msg_size(frame), m, &version) ||
+        version != ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1)
+        return false;
+    if (route->n == 2) return m->body != ZFLOW__ENVELOPE__BODY__NOT_SET;
+    return route->n == 1 && zf__broker_is_client_request(m->body);
+}
+
 /* zf_envelope_recv's checks on the next ready message, also telling which
  * connection it came from (ZMQ_SRCFD) so that a disconnect event can be
- * matched to a scheduler. DEADLINE_EXCEEDED when none is ready. */
-static zf_status_t s_recv(zf_broker_t *b, zf_route_t *route, Zflow__Envelope **env)
+ * matched to a scheduler. DEADLINE_EXCEEDED when none is ready. A large
+ * message to pass on is not decoded: *env stays NULL, and raw (an
+ * initialized zmq_msg_t) takes its envelope frame, whose header is in
+ * *m. */
+static zf_status_t s_recv(zf_broker_t *b, zf_route_t *route, Zflow__Envelope **env, zmq_msg_t *raw,
+                          zf__broker_msg_t *m)
 {
     *env = NULL;
     b->msg_fd = -1;
@@ -127,8 +167,14 @@ static zf_status_t s_recv(zf_broker_t *b, zf_route_t *route, Zflow__Envelope **e
         route->secure = zf_socket_is_secure_server(b->sock);
         const char *user = route->secure ? zmq_msg_gets(&frame, "User-Id") : NULL;
         snprintf(route->peer, sizeof route->peer, "%s", user ? user : "");
-        fault =
-            zf_envelope_decode(zmq_msg_data(&frame), zmq_msg_size(&frame), env, &route->request_id);
+        if (s_pass_raw(&frame, route, m)) {
+            route->request_id = m->request_id;
+            m->raw = raw;
+            zmq_msg_move(raw, &frame);
+        } else {
+            fault = zf_envelope_decode(zmq_msg_data(&frame), zmq_msg_size(&frame), env,
+                                       &route->request_id);
+        }
     }
     zmq_msg_close(&frame);
     return fault;
@@ -139,7 +185,16 @@ static zf_status_t s_serve_one(zf_broker_t *b)
 {
     zf_route_t route;
     Zflow__Envelope *env = NULL;
-    zf_status_t st = s_recv(b, &route, &env);
+    zmq_msg_t raw;
+    zmq_msg_init(&raw);
+    zf__broker_msg_t m = {0};
+    zf_status_t st = s_recv(b, &route, &env, &raw, &m);
+    if (zf_ok(st) && !env) {
+        s_dispatch_raw(b, &route, &m);
+        zmq_msg_close(&raw);
+        return ZF_STATUS_OK;
+    }
+    zmq_msg_close(&raw);
     if (st.code == ZF_DEADLINE_EXCEEDED || st.code == ZF_CANCELLED) return st;
     if (!zf_ok(st)) {
         zf_log_warn(ZF__BROKER_LOG, "bad message (request %" PRIu64 "): %s", route.request_id,

@@ -63,6 +63,40 @@ struct zf_broker {
     volatile sig_atomic_t stop;
 };
 
+/* ---- messages passed on undecoded (broker_peek.c) -------------------------------- */
+
+/* An envelope frame at least this large that the broker only passes on (a
+ * client request for a scheduler, a scheduler's reply for a client) is
+ * not decoded: its header is read from the wire bytes and the frame goes
+ * on as it came, so that no large message holds up the loop thread. */
+#define ZF__BROKER_PASS_RAW_BYTES (1 << 20)
+
+/* A message the broker passes on: decoded (env), or the packed frame
+ * (raw) of which only the header was read. */
+typedef struct zf__broker_msg {
+    const Zflow__Envelope *env; /* NULL for a raw one */
+    struct zmq_msg_t *raw;      /* the envelope frame, for a raw one */
+    uint64_t request_id;
+    Zflow__Envelope__BodyCase body;
+    /* the session or job id a RunStep, CloseSession, WaitJob or PollJob
+     * names (NULL: none; then any scheduler may take it) */
+    const char *owned;
+    char owned_buf[ZF_ROUTE_MAX_FRAME_BYTES]; /* a raw one's, NUL-terminated */
+} zf__broker_msg_t;
+
+/* Reads an envelope's version, request id, body case and (for the
+ * requests that name one) owned id from its wire bytes into m without
+ * decoding the body (m->env NULL, m->raw untouched); *version receives
+ * the version. False when the top level, or the body's own fields for an
+ * owned id, are malformed. */
+bool zf__broker_peek(const uint8_t *data, size_t len, zf__broker_msg_t *m, uint64_t *version);
+
+/* m for a decoded envelope (borrowed by m). */
+void zf__broker_msg_of(const Zflow__Envelope *env, zf__broker_msg_t *m);
+
+/* The name of a body case, for logs and messages. */
+const char *zf__broker_case_name(Zflow__Envelope__BodyCase body);
+
 /* ---- identities and replies (broker_send.c) ----------------------------------- */
 
 zf__broker_ident_t zf__broker_ident_at(const zf_route_t *route, int i);
@@ -73,6 +107,9 @@ zf_route_t zf__broker_route_to(const zf__broker_ident_t *id);
 const char *zf__broker_ident_str(const zf__broker_ident_t *id, char *buf, size_t size);
 /* The name of env's body, for logs and messages. */
 const char *zf__broker_body_name(const Zflow__Envelope *env);
+/* Sends m (its envelope, or its frame as it came) to route. */
+zf_status_t zf__broker_send_msg(zf_broker_t *b, const zf_route_t *route, const zf__broker_msg_t *m);
+
 /* Sends env to id; a failure is logged and returned. */
 zf_status_t zf__broker_send(zf_broker_t *b, const zf__broker_ident_t *id,
                             const Zflow__Envelope *env);
@@ -118,13 +155,13 @@ zf_status_t zf__broker_requests_init(zf_broker_t *b);
 /* Frees them and the client records; safe after a failed init. */
 void zf__broker_requests_free(zf_broker_t *b);
 /* True for the requests the broker passes to a scheduler. */
-bool zf__broker_is_client_request(const Zflow__Envelope *env);
-/* Hands env from client to a scheduler, or answers the client at once. */
+bool zf__broker_is_client_request(Zflow__Envelope__BodyCase body);
+/* Hands m from client to a scheduler, or answers the client at once. */
 void zf__broker_forward_request(zf_broker_t *b, const zf__broker_ident_t *client,
-                                const Zflow__Envelope *env);
+                                const zf__broker_msg_t *m);
 /* [scheduler][client][envelope]: a reply for a client. */
 void zf__broker_on_scheduler_reply(zf_broker_t *b, const zf_route_t *route,
-                                   const Zflow__Envelope *env);
+                                   const zf__broker_msg_t *m);
 /* One request of client c answered (or failed); the last one forgets c,
  * whose record may then be reused. */
 void zf__broker_client_done(zf_broker_t *b, zf__broker_client_t *c);

@@ -168,33 +168,17 @@ void zf__broker_clients_disconnected(zf_broker_t *b, int fd)
 
 /* ---- client requests and scheduler replies ------------------------------------- */
 
-/* The session or job id a request names, or NULL for one that any
- * scheduler may take (CreateSession, SubmitJob). */
-static const char *s_owned_id(const Zflow__Envelope *env, const char **what)
-{
-    const char *id = NULL;
-    *what = "session";
-    switch (env->body_case) {
-    case ZFLOW__ENVELOPE__BODY_RUN_STEP: id = env->run_step->session; break;
-    case ZFLOW__ENVELOPE__BODY_CLOSE_SESSION: id = env->close_session->session; break;
-    case ZFLOW__ENVELOPE__BODY_WAIT_JOB: id = env->wait_job->job_id; break;
-    case ZFLOW__ENVELOPE__BODY_POLL_JOB: id = env->poll_job->job_id; break;
-    default: return NULL;
-    }
-    if (env->body_case == ZFLOW__ENVELOPE__BODY_WAIT_JOB ||
-        env->body_case == ZFLOW__ENVELOPE__BODY_POLL_JOB)
-        *what = "job";
-    return id;
-}
-
 /* The scheduler a request must go to: the one whose id prefixes the
  * session or job id it names ("<scheduler id>/..."), or the least busy one
  * for a new session or job and for ids without a prefix. -1 with *st set
  * when the owner is not registered. */
-static int s_route_request(zf_broker_t *b, const Zflow__Envelope *env, zf_status_t *st)
+static int s_route_request(zf_broker_t *b, const zf__broker_msg_t *m, zf_status_t *st)
 {
-    const char *what = NULL, *id = s_owned_id(env, &what);
-    const char *slash = id ? strchr(id, '/') : NULL;
+    const char *id = m->owned, *slash = id ? strchr(id, '/') : NULL;
+    const char *what =
+        m->body == ZFLOW__ENVELOPE__BODY_WAIT_JOB || m->body == ZFLOW__ENVELOPE__BODY_POLL_JOB
+            ? "job"
+            : "session";
     if (!slash) return zf__broker_sched_pick(b);
     char sid[sizeof b->scheds[0].sid];
     size_t n = (size_t)(slash - id);
@@ -208,36 +192,37 @@ static int s_route_request(zf_broker_t *b, const Zflow__Envelope *env, zf_status
     return i;
 }
 
-/* Hands env from client to the scheduler that holds what it names, or the
+/* Hands m from client to the scheduler that holds what it names, or the
  * least busy one; schedulers found gone on the way are dropped (and the
  * next one is tried when any may serve). A client at its limit of requests
  * in flight, or one past the broker-wide limit, is answered at once. */
 void zf__broker_forward_request(zf_broker_t *b, const zf__broker_ident_t *client,
-                                const Zflow__Envelope *env)
+                                const zf__broker_msg_t *m)
 {
+    const char *name = zf__broker_case_name(m->body);
     zf__broker_client_t *c = NULL;
     /* Room first: once the request is sent, recording it must not fail. */
     zf_status_t s = zf_pending_reserve(b->pending, zf_pending_size(b->pending) + 1);
-    if (zf_ok(s)) s = s_client_add(b, client, zf__broker_body_name(env), &c);
+    if (zf_ok(s)) s = s_client_add(b, client, name, &c);
     if (!zf_ok(s)) {
         char hex[40];
         zf_log_info(ZF__BROKER_LOG, "client %s: %s", zf__broker_ident_str(client, hex, sizeof hex),
                     zf_status_msg(&s));
-        zf__broker_send_status(b, client, env->request_id, &s);
+        zf__broker_send_status(b, client, m->request_id, &s);
         return;
     }
-    for (int i; (i = s_route_request(b, env, &s)) >= 0;) {
+    for (int i; (i = s_route_request(b, m, &s)) >= 0;) {
         zf_route_t r = zf__broker_route_to(&b->scheds[i].id);
         s = zf_route_push(&r, client->id, client->len);
-        if (zf_ok(s)) s = zf_envelope_send(b->sock, &r, env);
+        if (zf_ok(s)) s = zf__broker_send_msg(b, &r, m);
         if (zf_ok(s)) {
-            zf_pending_req_t p = {(uintptr_t)c, b->scheds[i].serial, env->request_id};
+            zf_pending_req_t p = {(uintptr_t)c, b->scheds[i].serial, m->request_id};
             zf_pending_add(b->pending, &p);
             b->scheds[i].outstanding++;
             return;
         }
         if (s.code != ZF_UNAVAILABLE) {
-            s = zf_status_prefix(s, "cannot pass %s to a scheduler", zf__broker_body_name(env));
+            s = zf_status_prefix(s, "cannot pass %s to a scheduler", name);
             break;
         }
         zf_status_clear(&s);
@@ -245,12 +230,12 @@ void zf__broker_forward_request(zf_broker_t *b, const zf__broker_ident_t *client
     }
     if (zf_ok(s)) s = zf_status_new(ZF_UNAVAILABLE, "no scheduler is registered");
     zf__broker_client_done(b, c);
-    zf__broker_send_status(b, client, env->request_id, &s);
+    zf__broker_send_status(b, client, m->request_id, &s);
 }
 
 /* [scheduler][client][envelope]: a reply for a client. */
 void zf__broker_on_scheduler_reply(zf_broker_t *b, const zf_route_t *route,
-                                   const Zflow__Envelope *env)
+                                   const zf__broker_msg_t *m)
 {
     zf__broker_ident_t sched = zf__broker_ident_at(route, 0),
                        client = zf__broker_ident_at(route, 1);
@@ -258,27 +243,33 @@ void zf__broker_on_scheduler_reply(zf_broker_t *b, const zf_route_t *route,
     if (i < 0) {
         zf_status_t st = zf_invalid_argument("a message with a client routing frame from a peer "
                                              "that is not a registered scheduler");
-        zf__broker_send_status(b, &sched, env->request_id, &st);
+        zf__broker_send_status(b, &sched, m->request_id, &st);
         return;
     }
     zf__broker_client_t *c = s_client_find(b, &client);
-    zf_pending_req_t key = {(uintptr_t)c, b->scheds[i].serial, env->request_id};
+    zf_pending_req_t key = {(uintptr_t)c, b->scheds[i].serial, m->request_id};
     int k = c ? zf_pending_find(b->pending, &key) : -1;
     if (k < 0) {
         zf_log_info(ZF__BROKER_LOG, "dropping a %s for request %" PRIu64 " that nobody waits for",
-                    zf__broker_body_name(env), env->request_id);
+                    zf__broker_case_name(m->body), m->request_id);
         return;
     }
     zf_pending_remove_at(b->pending, k);
     b->scheds[i].outstanding--;
     zf__broker_client_done(b, c);
-    zf_status_t s = zf__broker_send(b, &client, env);
+    zf_route_t to = zf__broker_route_to(&client);
+    zf_status_t s = zf__broker_send_msg(b, &to, m);
+    if (!zf_ok(s)) {
+        char hex[40];
+        zf_log_info(ZF__BROKER_LOG, "cannot send %s to peer %s: %s", zf__broker_case_name(m->body),
+                    zf__broker_ident_str(&client, hex, sizeof hex), zf_status_msg(&s));
+    }
     zf_status_clear(&s); /* a client that left does not disturb anyone */
 }
 
-bool zf__broker_is_client_request(const Zflow__Envelope *env)
+bool zf__broker_is_client_request(Zflow__Envelope__BodyCase body)
 {
-    switch (env->body_case) {
+    switch (body) {
     case ZFLOW__ENVELOPE__BODY_CREATE_SESSION:
     case ZFLOW__ENVELOPE__BODY_RUN_STEP:
     case ZFLOW__ENVELOPE__BODY_CLOSE_SESSION:

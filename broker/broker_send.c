@@ -37,11 +37,22 @@ const char *zf__broker_ident_str(const zf__broker_ident_t *id, char *buf, size_t
     return buf;
 }
 
+const char *zf__broker_case_name(Zflow__Envelope__BodyCase body)
+{
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(&zflow__envelope__descriptor, (unsigned)body);
+    return f ? f->name : "no body";
+}
+
 const char *zf__broker_body_name(const Zflow__Envelope *env)
 {
-    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(
-        &zflow__envelope__descriptor, (unsigned)env->body_case);
-    return f ? f->name : "no body";
+    return zf__broker_case_name(env->body_case);
+}
+
+zf_status_t zf__broker_send_msg(zf_broker_t *b, const zf_route_t *route, const zf__broker_msg_t *m)
+{
+    return m->env ? zf_envelope_send(b->sock, route, m->env)
+                  : zf_envelope_send_packed(b->sock, route, m->raw);
 }
 
 zf_status_t zf__broker_send(zf_broker_t *b, const zf__broker_ident_t *id,

@@ -428,6 +428,13 @@ static int s_take_option(const char *command, const char *usage, int argc, char 
         a->soft_placement = true;
         return 1;
     }
+    if (strcmp(arg, "--opt-level") == 0 && *i + 1 < argc) {
+        const char *v = argv[++*i];
+        if (strcmp(v, "L0") != 0 && strcmp(v, "L1") != 0)
+            return zf_cli_usage_error(command, usage, "--opt-level takes L0 or L1, not '%s'", v);
+        a->opt_level = strcmp(v, "L0") == 0 ? -1 : 0;
+        return 1;
+    }
     if (own && s_listed(own->flags, arg))
         s = own->set(own->arg, arg, NULL);
     else if (*i + 1 >= argc)
@@ -526,6 +533,7 @@ zf_client_session_options_t zf_cli_session_options(const zf_cli_step_args_t *a)
 {
     zf_client_session_options_t opts = ZF_CLIENT_SESSION_OPTIONS_DEFAULT;
     opts.allow_soft_placement = a->soft_placement;
+    opts.opt_level = a->opt_level;
     opts.place_first = a->place && strcmp(a->place, "first") == 0;
     return opts;
 }

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 
 #include "client/cli.h"
+#include "executor/engine/graph_optimizer.h"
 #include "common/graph.h"
 #include "common/graphdef_io.h"
 #include "executor/kernels/kernel.h"
@@ -23,7 +24,8 @@ extern char **environ;
 
 static const char s_usage[] =
     "usage: zflow partition GRAPH --devices LIST [--feed T]... [--fetch T]...\n"
-    "                       [--target N]... [--by device|task] [--bf16] [--out DIR]\n"
+    "                       [--target N]... [--by device|task] [--bf16] [--optimize]\n"
+    "                       [--out DIR]\n"
     "                       [--format pbtxt|pb|dot] [--png] [--soft]\n"
     "                       [--mode first|balanced] [--load DEV=N]...\n"
     "\n"
@@ -41,6 +43,9 @@ static const char s_usage[] =
     "  --target N      a node run for its effects\n"
     "  --by device|task  one partition per device (default) or per task\n"
     "  --bf16          send FLOAT tensors between devices as BFLOAT16\n"
+    "  --optimize      show each partition as its executor runs it, after the\n"
+    "                  graph optimizer (constant folding, common subexpressions,\n"
+    "                  Identity removal; what opt_level L1 does)\n"
     "  --out DIR       where to write (default: the current directory;\n"
     "                  created if missing)\n"
     "  --format FMT    pbtxt (default) or pb: one GraphDef per partition; dot:\n"
@@ -59,7 +64,7 @@ typedef enum { S_OUT_PBTXT, S_OUT_PB, S_OUT_DOT } s_out_format_t;
 typedef struct {
     const char *path, *devices, *out_dir;
     s_out_format_t format;
-    bool png;
+    bool png, optimize;
     zf_placer_options_t place;
     zf_partition_options_t part;
     const char **feeds, **fetches, **targets, **loads;
@@ -159,6 +164,8 @@ static int s_parse_arg(int argc, char **argv, int *i, s_args_t *a)
         a->part.bfloat16_sendrecv = true;
     else if (strcmp(argv[*i], "--png") == 0)
         a->png = true;
+    else if (strcmp(argv[*i], "--optimize") == 0)
+        a->optimize = true;
     else if (argv[*i][0] == '-' || a->path)
         return s_usage_error("unexpected argument '%s'", argv[*i]);
     else
@@ -300,6 +307,14 @@ static zf_status_t s_partition(const s_args_t *a, const zf_graph_t *g,
         devs[d] = (zf_partition_device_t){pdevs[d].name, s_incarnation(&pdevs[d].name)};
     zf_partition_set_t *set = NULL;
     zf_status_t s = zf_partition_graph(g, devs, n, assign, &a->part, &set);
+    for (int i = 0; zf_ok(s) && a->optimize && i < set->n_parts; i++) {
+        zf_optimizer_options_t oo = {ZF_OPT_L1, 0};
+        zf_optimizer_stats_t st;
+        s = zf_optimize_graph(set->parts[i].graph, &oo, &st);
+        if (zf_ok(s))
+            printf("optimized %s: %d folded, %d merged, %d forwarded, %d removed\n",
+                   set->parts[i].device, st.folded, st.merged, st.forwarded, st.removed);
+    }
     if (zf_ok(s)) s = s_make_dir(a->out_dir);
     if (zf_ok(s)) {
         int pairs = 0;

@@ -52,6 +52,9 @@ static const char s_usage[] =
     "  --place MODE      first (the first valid device, TensorFlow's rule;\n"
     "                    the --inprocess default) or balanced (the least\n"
     "                    loaded valid device; the service's default)\n"
+    "  --opt-level L0|L1 L1 (the default) runs the graph optimizer on every\n"
+    "                    partition (constant folding, common subexpressions,\n"
+    "                    Identity removal); L0 runs the graph as written\n"
     "  --allow-soft-placement  put a node whose device has no kernel for it\n"
     "                    on a valid device of the same task instead\n"
     "  --steps N         run the step N times (default 1) on one session, so\n"
@@ -225,6 +228,7 @@ static int s_run_inprocess(const s_args_t *a, Tensorflow__GraphDef *gd)
     zf_local_session_options_t opts = ZF_LOCAL_SESSION_OPTIONS_DEFAULT;
     opts.devices = a->devices;
     opts.allow_soft_placement = a->step.soft_placement;
+    opts.opt_level = a->step.opt_level;
     opts.balanced_placement = a->step.place && strcmp(a->step.place, "balanced") == 0;
     zf_status_t s = zf_status_prefix(zf_local_session_new(gd, &opts, &r.sess), "%s", a->step.graph);
     int rc = zf_ok(s) ? s_execute(a, &r) : zf_cli_fail("run", &s);

@@ -19,12 +19,17 @@
 #define S_STASH_MAX      64
 #define S_PROGRESS_MS    250  /* progress polls while a job is waited for */
 #define S_WAIT_MARGIN_MS 3000 /* a WaitJob's own timeout answers before ours */
-#define S_PEERS_MAX      9    /* the broker and up to 8 schedulers */
-#define S_PING_MS        1000
-#define S_SILENCE_MS     3000
-#define S_PING_BIT       ((uint64_t)1 << 63) /* marks the request ids of pings */
-#define S_SENT_MAX       256                 /* requests remembered for s_await */
-#define S_REACH_MS       1000                /* how long a new scheduler endpoint has to answer */
+/* The longest one WaitJob of zf_client_wait_result asks the service for:
+ * a waiter its client gave up on (the broker fell silent, the process was
+ * killed) leaves the scheduler within it, so that it cannot take a result
+ * that a later wait was told it could collect. */
+#define S_WAIT_SLICE_MS 1000
+#define S_PEERS_MAX     9 /* the broker and up to 8 schedulers */
+#define S_PING_MS       1000
+#define S_SILENCE_MS    3000
+#define S_PING_BIT      ((uint64_t)1 << 63) /* marks the request ids of pings */
+#define S_SENT_MAX      256                 /* requests remembered for s_await */
+#define S_REACH_MS      1000                /* how long a new scheduler endpoint has to answer */
 
 /* A socket requests go out on: peer 0 is the broker, the others are
  * schedulers reached directly. heard_ms: when it last sent us anything. */
@@ -427,6 +432,7 @@ static Zflow__SessionOptions s_options(const zf_client_session_options_t *opts)
         o.allow_soft_placement = opts->allow_soft_placement;
         o.place_first = opts->place_first;
         o.step_timeout_ms = opts->step_timeout_ms;
+        o.opt_level = opts->opt_level;
     }
     return o;
 }
@@ -713,6 +719,18 @@ static zf_status_t s_result(const Zflow__RunStepReply *r, zf_client_job_result_t
     return s;
 }
 
+/* A wait for job_id that got no result (the service did not answer, or
+ * answered with an error of its own): named, and, unless the job is gone,
+ * said to be collectable later, for the job goes on without its waiter. */
+static zf_status_t s_wait_failed(zf_status_t s, const char *job_id)
+{
+    if (s.code == ZF_NOT_FOUND) return s; /* names the job, and why it is gone */
+    return zf_status_prefix(s,
+                            "no result for job %s (it goes on, and a later wait for %s can "
+                            "still collect its result)",
+                            job_id, job_id);
+}
+
 zf_status_t zf_client_wait_result(zf_client_t *c, const char *job_id, int timeout_ms,
                                   zf_client_progress_fn progress, void *arg,
                                   zf_client_job_result_t **out)
@@ -724,17 +742,21 @@ zf_status_t zf_client_wait_result(zf_client_t *c, const char *job_id, int timeou
     for (;;) {
         if (progress) {
             zf_client_job_progress_t p;
-            ZF_TRY(zf_client_poll(c, job_id, &p));
+            zf_status_t s = zf_client_poll(c, job_id, &p);
+            if (!zf_ok(s)) return s_wait_failed(s, job_id);
             progress(arg, job_id, &p);
         }
         int64_t left = deadline - s_now_ms();
         int slice = left < 1 ? 1 : left > INT32_MAX ? INT32_MAX : (int)left;
         if (progress && slice > S_PROGRESS_MS) slice = S_PROGRESS_MS;
+        if (slice > S_WAIT_SLICE_MS) slice = S_WAIT_SLICE_MS;
         Zflow__Envelope *rep = NULL;
-        ZF_TRY(s_wait_once(c, job_id, slice, &rep));
+        zf_status_t s = s_wait_once(c, job_id, slice, &rep);
+        if (!zf_ok(s)) return s_wait_failed(s, job_id);
         const Zflow__RunStepReply *r = rep->run_step_reply;
         bool unfinished = r->unfinished;
-        zf_status_t s = unfinished ? ZF_STATUS_OK : zf_status_from_proto(r->status);
+        s = unfinished ? ZF_STATUS_OK : zf_status_from_proto(r->status);
+        if (!zf_ok(s)) s = zf_status_prefix(s, "job %s", job_id); /* the job's own failure */
         if (!unfinished && zf_ok(s)) s = s_result(r, out);
         zflow__envelope__free_unpacked(rep, NULL);
         if (!unfinished) return s;

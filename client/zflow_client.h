@@ -25,9 +25,10 @@ typedef struct zf_client_session_options {
     bool allow_soft_placement;
     bool place_first;        /* the first valid device instead of balanced */
     int64_t step_timeout_ms; /* 0: none */
+    int opt_level;           /* 0 (L1): the graph optimizer runs on every partition; -1 (L0): not */
 } zf_client_session_options_t;
 
-#define ZF_CLIENT_SESSION_OPTIONS_DEFAULT ((zf_client_session_options_t){false, false, 0})
+#define ZF_CLIENT_SESSION_OPTIONS_DEFAULT ((zf_client_session_options_t){false, false, 0, 0})
 
 /* One step: feeds (names "x" or "x:0" with borrowed tensors), fetches and
  * targets. outputs of the run functions get n_fetches new tensors, in the
@@ -186,7 +187,11 @@ typedef void (*zf_client_progress_fn)(void *arg, const char *job_id,
  * finished in time is DEADLINE_EXCEEDED "job <id> has not finished within
  * N ms ...": it goes on, and its result waits for a later wait. A result
  * is collected once: NOT_FOUND afterwards. The job's own failure comes back
- * as its status. */
+ * as its status, prefixed "job <id>"; a wait that got no result (the
+ * service went silent or refused the wait) names the job and says that a
+ * later wait can still collect its result. Each WaitJob it sends asks for
+ * at most 1 s, so that a wait given up on leaves the scheduler within a
+ * second and never takes the result with it. */
 zf_status_t zf_client_wait_result(zf_client_t *c, const char *job_id, int timeout_ms,
                                   zf_client_progress_fn progress, void *arg,
                                   zf_client_job_result_t **out);

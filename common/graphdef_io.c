@@ -96,6 +96,37 @@ static int s_read_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
     return -2; /* more than 10 bytes */
 }
 
+bool zf_proto_next_field(const uint8_t **p, const uint8_t *end, zf_proto_field_t *f)
+{
+    uint64_t key = 0;
+    int n = s_read_varint(*p, end, &key);
+    if (n < 0 || key >> 3 == 0 || key >> 3 > UINT32_MAX) return false;
+    *p += n;
+    *f = (zf_proto_field_t){(uint32_t)(key >> 3), (int)(key & 7), 0, NULL};
+    switch (f->wire) {
+    case 0:
+        n = s_read_varint(*p, end, &f->value);
+        if (n < 0) return false;
+        *p += n;
+        return true;
+    case 1:
+    case 5: {
+        size_t size = f->wire == 1 ? 8 : 4;
+        if ((size_t)(end - *p) < size) return false;
+        *p += size;
+        return true;
+    }
+    case 2:
+        n = s_read_varint(*p, end, &f->value);
+        if (n < 0 || f->value > (uint64_t)(end - *p - n)) return false;
+        *p += n;
+        f->data = *p;
+        *p += f->value;
+        return true;
+    default: return false;
+    }
+}
+
 static const ProtobufCFieldDescriptor *s_field(const ProtobufCMessageDescriptor *desc,
                                                uint32_t number)
 {

@@ -59,6 +59,21 @@ zf_status_t zf_graphdef_write_file(const Tensorflow__GraphDef *gd, const char *p
 zf_status_t zf_proto_check_wire(const ProtobufCMessageDescriptor *desc, const void *data,
                                 size_t len);
 
+/* One field of protobuf wire bytes, as zf_proto_next_field() reads it. */
+typedef struct zf_proto_field {
+    uint32_t number;
+    int wire;            /* 0 varint, 1 64-bit, 2 length-delimited, 5 32-bit */
+    uint64_t value;      /* a varint's value; a length-delimited field's length */
+    const uint8_t *data; /* a length-delimited field's bytes; NULL otherwise */
+} zf_proto_field_t;
+
+/* Reads the field at *p (before end) into *f and moves *p past it, without
+ * looking inside it: for reading a message's top level (an envelope's
+ * header) without unpacking it. False when the field is malformed (a
+ * truncated or overlong varint, field number 0, a length past end, a
+ * group or an unknown wire type); *p is then undefined. */
+bool zf_proto_next_field(const uint8_t **p, const uint8_t *end, zf_proto_field_t *f);
+
 /* Frees a GraphDef from this module (or protobuf-c's unpack); NULL-safe,
  * sets *gd_p to NULL. */
 void zf_graphdef_free(Tensorflow__GraphDef **gd_p);

@@ -46,6 +46,10 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("AssignSubVariableOp", "CPU", "dtype", ZF_TYPES_REAL),
     ZF_KDEF("ResourceApplyGradientDescent", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("VarIsInitializedOp", "CPU", NULL, 0),
+    /* checkpoints */
+    ZF_KDEF("SaveV2", "CPU", NULL, 0),
+    ZF_KDEF("RestoreV2", "CPU", NULL, 0),
+    ZF_KDEF("MergeV2Checkpoints", "CPU", NULL, 0),
     ZF_KDEF("Neg", "CPU", "T", ZF_TYPES_REAL),
     ZF_KDEF("Abs", "CPU", "T", ZF_TYPES_REAL),
     ZF_KDEF("Square", "CPU", "T", ZF_TYPES_REAL),

@@ -424,6 +424,14 @@ static const char *const s_table[] = {
     "_DeviceArg() -> (output: T) stateful",
     "_DeviceRetval(input: T) -> () stateful",
 
+    /* Checkpoints (TensorFlow's V2 format) */
+    "SaveV2(prefix: string, tensor_names: string, shape_and_slices: string, tensors: dtypes) -> ()"
+    " {dtypes: list(type)} stateful",
+    "RestoreV2(prefix: string, tensor_names: string, shape_and_slices: string) -> (tensors: dtypes)"
+    " {dtypes: list(type)} stateful",
+    "MergeV2Checkpoints(checkpoint_prefixes: string, destination_prefix: string) -> ()"
+    " {delete_old_dirs: bool = true, allow_missing_files: bool = false} stateful",
+
     /* Known, but outside what zflow runs: input pipelines, TPU infeed,
      * lookup tables, TensorLists, example parsing */
     "IteratorGetNext(iterator: resource) -> (components: output_types)"

@@ -584,6 +584,24 @@ static zf_status_t s_send_error(const zf_socket_t *s, int err)
     return zf__zmq_error(err, "sending an envelope");
 }
 
+/* Sends route's frames, then msg, which it closes. */
+static zf_status_t s_send_routed(zf_socket_t *s, const zf_route_t *route, zmq_msg_t *msg)
+{
+    for (int i = 0; route && i < route->n; i++) {
+        if (zmq_send(s->handle, route->frame[i], route->len[i], ZMQ_SNDMORE) < 0) {
+            int err = errno;
+            zmq_msg_close(msg);
+            return s_send_error(s, err);
+        }
+    }
+    if (zmq_msg_send(msg, s->handle, 0) < 0) {
+        int err = errno;
+        zmq_msg_close(msg);
+        return s_send_error(s, err);
+    }
+    return ZF_STATUS_OK;
+}
+
 zf_status_t zf_envelope_send(zf_socket_t *s, const zf_route_t *route, const Zflow__Envelope *env)
 {
     if (env->body_case == ZFLOW__ENVELOPE__BODY__NOT_SET)
@@ -595,19 +613,34 @@ zf_status_t zf_envelope_send(zf_socket_t *s, const zf_route_t *route, const Zflo
     zmq_msg_t msg;
     if (zmq_msg_init_size(&msg, len) != 0) return zf_out_of_memory("an envelope frame");
     zflow__envelope__pack(&copy, zmq_msg_data(&msg));
-    for (int i = 0; route && i < route->n; i++) {
-        if (zmq_send(s->handle, route->frame[i], route->len[i], ZMQ_SNDMORE) < 0) {
-            int err = errno;
-            zmq_msg_close(&msg);
-            return s_send_error(s, err);
-        }
-    }
-    if (zmq_msg_send(&msg, s->handle, 0) < 0) {
+    return s_send_routed(s, route, &msg);
+}
+
+zf_status_t zf_envelope_send_packed(zf_socket_t *s, const zf_route_t *route,
+                                    struct zmq_msg_t *frame)
+{
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_copy(&msg, frame) != 0) {
         int err = errno;
         zmq_msg_close(&msg);
-        return s_send_error(s, err);
+        return zf__zmq_error(err, "sharing an envelope frame");
     }
-    return ZF_STATUS_OK;
+    return s_send_routed(s, route, &msg);
+}
+
+/* The request id of an envelope that does not unpack, read from its top
+ * level when that much is well-formed (0 otherwise), so that its sender
+ * still hears about it: a large request passed on undecoded reaches its
+ * first decoder here. */
+static uint64_t s_salvage_request_id(const void *data, size_t len)
+{
+    const uint8_t *p = data, *end = p + len;
+    uint64_t id = 0;
+    zf_proto_field_t f;
+    while (p < end && zf_proto_next_field(&p, end, &f))
+        if (f.number == 2 && f.wire == 0) id = f.value;
+    return id;
 }
 
 zf_status_t zf_envelope_decode(const void *data, size_t len, Zflow__Envelope **out,
@@ -617,11 +650,16 @@ zf_status_t zf_envelope_decode(const void *data, size_t len, Zflow__Envelope **o
     if (request_id) *request_id = 0;
     if (len == 0) return zf_invalid_argument("malformed envelope: the frame is empty");
     zf_status_t s = zf_proto_check_wire(&zflow__envelope__descriptor, data, len);
-    if (!zf_ok(s)) return zf_status_prefix(s, "malformed envelope");
+    if (!zf_ok(s)) {
+        if (request_id) *request_id = s_salvage_request_id(data, len);
+        return zf_status_prefix(s, "malformed envelope");
+    }
     Zflow__Envelope *env = zflow__envelope__unpack(NULL, len, data);
-    if (!env)
+    if (!env) {
+        if (request_id) *request_id = s_salvage_request_id(data, len);
         return zf_invalid_argument("malformed envelope: protobuf unpack failed (a field has "
                                    "invalid contents)");
+    }
     if (request_id) *request_id = env->request_id;
     if (env->version != ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1) {
         int v = (int)env->version;

@@ -201,6 +201,14 @@ bool zf_route_equal(const zf_route_t *a, const zf_route_t *b);
  * is terminating, RESOURCE_EXHAUSTED. */
 zf_status_t zf_envelope_send(zf_socket_t *s, const zf_route_t *route, const Zflow__Envelope *env);
 
+/* Sends route's frames and then `frame`, an envelope already packed (a
+ * received zmq_msg_t passed on without being decoded), sharing its bytes
+ * (zmq_msg_copy: no copy of the data), so frame stays the caller's to send
+ * again or close. Errors as zf_envelope_send, without the body check. */
+struct zmq_msg_t;
+zf_status_t zf_envelope_send_packed(zf_socket_t *s, const zf_route_t *route,
+                                    struct zmq_msg_t *frame);
+
 /* Receives one message, waiting up to timeout_ms for it (< 0: no limit).
  * On OK, *route holds the routing frames and *env the envelope; the caller
  * owns *env (zflow__envelope__free_unpacked(env, NULL)) and clears *route
@@ -220,7 +228,8 @@ zf_status_t zf_envelope_recv(zf_socket_t *s, int timeout_ms, zf_route_t *route,
 /* The envelope checks of zf_envelope_recv on one frame's bytes (wire check,
  * unpack, version, body), for the receive path and for fuzzing. On OK the
  * caller owns *out. *request_id (may be NULL) receives the envelope's id
- * when the frame unpacked, even if a later check failed; 0 otherwise.
+ * when the frame unpacked, even if a later check failed, or else when its
+ * top level could be read; 0 otherwise.
  * Errors as zf_envelope_recv. */
 zf_status_t zf_envelope_decode(const void *data, size_t len, Zflow__Envelope **out,
                                uint64_t *request_id);

@@ -13,6 +13,7 @@
 #include "common/strmap.h"
 #include "executor/devices/device.h"
 #include "executor/engine/engine.h"
+#include "executor/engine/graph_optimizer.h"
 #include "executor/kernels/kernel.h"
 #include "executor/kernels/kernels_sendrecv.h"
 #include "executor/devices/gpu.h"
@@ -46,6 +47,7 @@ struct zf_local_session {
     int *assignment; /* per node: index into devices */
     zf_resource_mgr_t *resources;
     int64_t timeout_ms;
+    int opt_level;
     atomic_int_fast64_t next_step;
     pthread_mutex_t mu;     /* guards callables and last_parts */
     zf_strmap_t *callables; /* signature -> s_callable_t *, keys copied */
@@ -206,6 +208,8 @@ static zf_status_t s_callable_executors(zf_local_session_t *s, s_callable_t *p)
         if (part->device_index < 0 || part->device_index >= s->n_devices)
             return zf_internal("partition %s has no device", part->device);
         zf_engine_params_t params = {s->devices[part->device_index], s->resources};
+        zf_optimizer_options_t oo = {s->opt_level, 0};
+        ZF_TRY(zf_optimize_graph(part->graph, &oo, NULL));
         ZF_TRY(zf_engine_new(part->graph, &params, &p->executors[i]));
     }
     return ZF_STATUS_OK;
@@ -559,6 +563,7 @@ zf_status_t zf_local_session_new(Tensorflow__GraphDef *gd, const zf_local_sessio
     if (!s) return zf_out_of_memory("session");
     pthread_mutex_init(&s->mu, NULL);
     s->timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : 0;
+    s->opt_level = o.opt_level;
     atomic_init(&s->next_step, 1);
     zf_status_t st = (s->callables = zf_strmap_new(8, ZF_STRMAP_COPY_KEYS))
                          ? ZF_STATUS_OK

@@ -41,10 +41,11 @@ typedef struct zf_local_session_options {
                                 first valid one, as TensorFlow does */
     bool log_placement;
     int64_t timeout_ms; /* per run; 0: no limit */
+    int opt_level; /* ZF_OPT_L1 (0, the default): optimize every partition; ZF_OPT_L0 (-1): not */
 } zf_local_session_options_t;
 
 #define ZF_LOCAL_SESSION_OPTIONS_DEFAULT                                                           \
-    ((zf_local_session_options_t){NULL, 0, false, false, false, 0})
+    ((zf_local_session_options_t){NULL, 0, false, false, false, 0, 0})
 
 /* Creates the session's devices and resource store, builds the graph of gd
  * (BORROWED: it must outlive the session) and places it. opts may be NULL.

@@ -27,8 +27,8 @@ static const char s_usage[] =
     "usage: zflow-executor --device CPU:N|GPU:N [--broker ENDPOINT]\n"
     "                      [--name FULLNAME | --job NAME --task N]\n"
     "                      [--heartbeat-ms N] [--control ENDPOINT] [--rendezvous ENDPOINT]\n"
-    "                      [--threads N] [--max-unclaimed-mib N] [--shm-mib N]\n"
-    "                      [--keys DIR]\n"
+    "                      [--threads N] [--max-unclaimed-mib N] [--max-graphs N]\n"
+    "                      [--max-graph-bytes N] [--shm-mib N] [--keys DIR]\n"
     "\n"
     "A zflow executor: one device, the partitions schedulers register on it,\n"
     "and its steps.\n"
@@ -55,6 +55,11 @@ static const char s_usage[] =
     "                          yet started here may hold (default 1024); past\n"
     "                          it the oldest such steps are dropped, and a\n"
     "                          tensor larger on its own fails its step\n"
+    "  --max-graphs N          partitions registered here at once, at most\n"
+    "                          (default 16384); one more is refused with\n"
+    "                          RESOURCE_EXHAUSTED\n"
+    "  --max-graph-bytes N     their serialized GraphDefs together, at most\n"
+    "                          (default 4294967296)\n"
     "  --shm-mib N             the shared-memory arena through which tensors of\n"
     "                          64 KiB and more go to executors on this host, in\n"
     "                          MiB (default 256; 0: none, they go as bytes); a\n"
@@ -71,7 +76,8 @@ static const char s_usage[] =
 
 typedef struct {
     const char *broker, *device, *name, *control, *rendezvous, *keys, *job;
-    int heartbeat_ms, threads, max_unclaimed_mib, task, shm_mib;
+    int heartbeat_ms, threads, max_unclaimed_mib, task, max_graphs, shm_mib;
+    long max_graph_bytes;
     bool task_set, shm_mib_set;
     char job_name[ZF_DEVICE_NAME_MAX];
     char type[16];
@@ -143,9 +149,11 @@ static int s_parse(int argc, char **argv, s_flags_t *f)
                    : strcmp(a, "--threads") == 0           ? &f->threads
                    : strcmp(a, "--max-unclaimed-mib") == 0 ? &f->max_unclaimed_mib
                    : strcmp(a, "--task") == 0              ? &f->task
+                   : strcmp(a, "--max-graphs") == 0        ? &f->max_graphs
                    : strcmp(a, "--shm-mib") == 0           ? &f->shm_mib
                                                            : NULL;
-        if (!str && !num) return s_fail(2, "unknown argument", a);
+        bool bytes = strcmp(a, "--max-graph-bytes") == 0;
+        if (!str && !num && !bytes) return s_fail(2, "unknown argument", a);
         if (i + 1 >= argc) return s_fail(2, "a value is missing after", a);
         const char *v = argv[++i];
         if (str) *str = v;
@@ -162,6 +170,8 @@ static int s_parse(int argc, char **argv, s_flags_t *f)
             continue;
         }
         if (num && !s_parse_int(v, 1, num)) return s_fail(2, "a positive number must follow", a);
+        if (bytes && !zf_parse_long(v, 1, LONG_MAX, &f->max_graph_bytes))
+            return s_fail(2, "a positive number must follow", a);
     }
     if (!f->broker) f->broker = getenv("ZFLOW_BROKER");
     if (f->broker && !*f->broker) f->broker = NULL;
@@ -222,6 +232,7 @@ static zf_status_t s_run(const s_flags_t *f)
     if (zf_ok(s)) s = zf_exec_service_new(ctx, dev, &opts, &svc);
     if (zf_ok(s) && f->max_unclaimed_mib > 0)
         zf_exec_service_set_max_unclaimed_bytes(svc, (size_t)f->max_unclaimed_mib << 20);
+    if (zf_ok(s)) zf_exec_service_set_graph_limits(svc, f->max_graphs, f->max_graph_bytes);
     zf_exec_member_config_t mc = {f->broker, f->name == NULL, f->heartbeat_ms};
     if (zf_ok(s) && f->broker) s = zf_exec_member_new(ctx, svc, dev, &mc, &m);
     if (zf_ok(s) && m) s = zf_exec_member_register(m, S_REGISTER_TIMEOUT_MS);

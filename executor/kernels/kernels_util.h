@@ -61,6 +61,7 @@ zf_status_t zf__kernels_register_order(void);
 zf_status_t zf__kernels_register_batchnorm(void);
 zf_status_t zf__kernels_register_batch_matmul(void);
 zf_status_t zf__kernels_register_optimizers(void);
+zf_status_t zf__kernels_register_checkpoint(void);
 
 /* ---- dtypes and attrs --------------------------------------------------- */
 

@@ -11,6 +11,7 @@
 
 #include "common/graphdef_io.h"
 #include "common/log.h"
+#include "executor/engine/graph_optimizer.h"
 #include "common/random.h"
 #include "executor/kernels/kernel.h"
 #include "executor/kernels/kernels_sendrecv.h"
@@ -92,6 +93,8 @@ static zf_status_t s_graph_new(zf_exec_service_t *svc, Zflow__RegisterGraph *req
     if (zf_ok(s) && !(g->handle = strdup(handle))) s = zf_out_of_memory("RegisterGraph");
     zf_engine_params_t params = {svc->device, g->session ? g->session->resources : NULL};
     if (zf_ok(s)) s = zf__svc_graph_peers(svc, g, req);
+    zf_optimizer_options_t oo = {req->opt_level, 0};
+    if (zf_ok(s)) s = zf_optimize_graph(req->graph, &oo, NULL);
     if (zf_ok(s)) s = zf_engine_new(req->graph, &params, &g->ex);
     if (zf_ok(s)) zf_engine_adopt_graphdef(g->ex, &req->graph); /* the envelope lets go */
     if (!zf_ok(s)) {
@@ -114,6 +117,35 @@ zf_status_t zf__svc_check_owner(const char *owner, const zf_route_t *route, cons
                          object, owner, route->peer);
 }
 
+/* OK when one more graph of `bytes` fits the graph limits. */
+static zf_status_t s_check_room(zf_exec_service_t *svc, int64_t bytes)
+{
+    pthread_mutex_lock(&svc->mu);
+    int n = (int)zf_strmap_size(svc->graphs), max = svc->max_graphs;
+    int64_t held = svc->graph_bytes, max_bytes = svc->max_graph_bytes;
+    pthread_mutex_unlock(&svc->mu);
+    if (n >= max)
+        return zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                             "RegisterGraph refused: %s holds %d graphs, the most it registers "
+                             "at once (zflow-executor --max-graphs %d)",
+                             svc->device->name_str, n, max);
+    if (bytes > max_bytes - held)
+        return zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                             "RegisterGraph refused: a graph of %" PRId64 " bytes on %s, which "
+                             "holds %" PRId64 " bytes of graphs, would pass its limit of %" PRId64
+                             " (zflow-executor --max-graph-bytes)",
+                             bytes, svc->device->name_str, held, max_bytes);
+    return ZF_STATUS_OK;
+}
+
+void zf_exec_service_set_graph_limits(zf_exec_service_t *svc, int max_graphs, int64_t max_bytes)
+{
+    pthread_mutex_lock(&svc->mu);
+    svc->max_graphs = max_graphs > 0 ? max_graphs : ZF_EXEC_MAX_GRAPHS;
+    svc->max_graph_bytes = max_bytes > 0 ? max_bytes : ZF_EXEC_MAX_GRAPH_BYTES;
+    pthread_mutex_unlock(&svc->mu);
+}
+
 static zf_status_t s_register_graph(zf_exec_service_t *svc, const zf_route_t *route,
                                     Zflow__RegisterGraph *req, char **handle)
 {
@@ -125,8 +157,11 @@ static zf_status_t s_register_graph(zf_exec_service_t *svc, const zf_route_t *ro
                              "now incarnation %016" PRIx64 " (the executor restarted)",
                              req->incarnation, svc->device->name_str, svc->device->incarnation);
     ZF_TRY(zf__svc_check_peers(req));
+    int64_t bytes = (int64_t)protobuf_c_message_get_packed_size(&req->graph->base);
+    ZF_TRY(s_check_room(svc, bytes));
     zf__svc_graph_t *g = NULL;
     ZF_TRY(s_graph_new(svc, req, &g));
+    g->bytes = bytes;
     snprintf(g->owner, sizeof g->owner, "%s", route->secure ? route->peer : "");
     pthread_mutex_lock(&svc->mu);
     zf_status_t s = zf_strmap_insert(svc->graphs, g->handle, (uintptr_t)g, NULL) == 0
@@ -136,6 +171,7 @@ static zf_status_t s_register_graph(zf_exec_service_t *svc, const zf_route_t *ro
     if (zf_ok(s)) {
         g->n_nodes = zf_engine_num_nodes(g->ex);
         svc->load += g->n_nodes;
+        svc->graph_bytes += g->bytes;
     } else {
         zf_strmap_remove(svc->graphs, g->handle, NULL);
         zf__svc_graph_unref_locked(svc, &g);
@@ -164,6 +200,7 @@ static zf_status_t s_deregister_graph(zf_exec_service_t *svc, const zf_route_t *
     }
     if (found) zf_strmap_remove(svc->graphs, handle, NULL);
     if (found) svc->load -= g->n_nodes;
+    if (found) svc->graph_bytes -= g->bytes;
     if (found) zf__svc_graph_unref_locked(svc, &g); /* running steps keep it alive */
     pthread_mutex_unlock(&svc->mu);
     return found ? ZF_STATUS_OK : zf_not_found("graph handle '%s' is not registered", handle);
@@ -406,6 +443,8 @@ static zf_status_t s_open(zf_exec_service_t *svc, const zf_exec_service_options_
         fcntl(svc->wake[i], F_SETFL, O_NONBLOCK);
         fcntl(svc->wake[i], F_SETFD, FD_CLOEXEC);
     }
+    svc->max_graphs = ZF_EXEC_MAX_GRAPHS;
+    svc->max_graph_bytes = ZF_EXEC_MAX_GRAPH_BYTES;
     svc->graphs = zf_strmap_new(8, ZF_STRMAP_OWN_KEYS);
     svc->sessions = zf_strmap_new(8, ZF_STRMAP_OWN_KEYS);
     if (!svc->graphs || !svc->sessions) return zf_out_of_memory("executor service");

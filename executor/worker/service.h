@@ -110,6 +110,15 @@ uint64_t zf_exec_service_peer_incarnation(zf_exec_service_t *svc, const char *de
  * size and the limit. */
 void zf_exec_service_set_max_unclaimed_bytes(zf_exec_service_t *svc, size_t max_bytes);
 
+/* Default and setter (each <= 0: its default) of the graphs registered at
+ * once and the serialized bytes of their GraphDefs together: a
+ * RegisterGraph past either is refused with RESOURCE_EXHAUSTED naming the
+ * limit and its zflow-executor flag (--max-graphs, --max-graph-bytes),
+ * and the graphs already registered run on. */
+#define ZF_EXEC_MAX_GRAPHS      16384
+#define ZF_EXEC_MAX_GRAPH_BYTES ((int64_t)4 << 30)
+void zf_exec_service_set_graph_limits(zf_exec_service_t *svc, int max_graphs, int64_t max_bytes);
+
 /* The counters of the service's step table (tests, logs). */
 zf_rendezvous_mgr_stats_t zf_exec_service_rendezvous_stats(zf_exec_service_t *svc);
 

@@ -42,6 +42,7 @@ typedef struct zf__svc_graph {
     zf_engine_t *ex;
     int refs;                   /* guarded by the service's mu */
     int n_nodes;                /* the executor's, for the load */
+    int64_t bytes;              /* its GraphDef's serialized size */
     char **peers;               /* devices its _Send nodes push to (not the client) */
     uint64_t *peer_incarnation; /* per peer: as placed (RegisterGraph.peers); 0: any */
     int n_peers;
@@ -74,10 +75,13 @@ struct zf_exec_service {
     atomic_bool peers_wanted; /* a step waits for a peer's endpoint */
     int wake[2];              /* a byte in wake[1] wakes the control thread */
     pthread_mutex_t mu;
-    pthread_cond_t idle;     /* signalled when running drops to 0 */
-    zf_strmap_t *graphs;     /* handle -> zf__svc_graph_t * */
-    zf_strmap_t *sessions;   /* name -> zf__svc_session_t * */
-    int64_t load;            /* nodes of the registered graphs */
+    pthread_cond_t idle;   /* signalled when running drops to 0 */
+    zf_strmap_t *graphs;   /* handle -> zf__svc_graph_t * */
+    zf_strmap_t *sessions; /* name -> zf__svc_session_t * */
+    int64_t load;          /* nodes of the registered graphs */
+    int64_t graph_bytes;   /* their GraphDefs' serialized bytes */
+    int max_graphs;        /* zf_exec_service_set_graph_limits() */
+    int64_t max_graph_bytes;
     int peer_wait_ms;        /* see zf_exec_service_options_t */
     zf__svc_step_t *running; /* steps in flight */
     int n_running;

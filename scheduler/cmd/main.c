@@ -2,6 +2,7 @@
  * broker and serves sessions until SIGINT or SIGTERM. */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,7 +18,10 @@ static const char s_usage[] =
     "usage: zflow-scheduler [--broker ENDPOINT] [--workers N] [--job-workers N]\n"
     "                       [--listen ENDPOINT] [--advertise ENDPOINT] [--job-results N]\n"
     "                       [--job-ttl-ms MS] [--max-job-steps N] [--max-queued-jobs N]\n"
-    "                       [--max-client-requests N] [--keys DIR]\n"
+    "                       [--max-client-requests N] [--max-sessions N]\n"
+    "                       [--max-sessions-per-client N] [--session-idle-timeout-ms MS]\n"
+    "                       [--max-graph-nodes N] [--max-graph-bytes N]\n"
+    "                       [--step-timeout-ms MS] [--keys DIR]\n"
     "\n"
     "The zflow scheduler: serves the sessions clients open through the broker\n"
     "(placement, partitioning, plan cache, steps) on the executors the broker\n"
@@ -44,6 +48,21 @@ static const char s_usage[] =
     "  --max-client-requests N  requests one client may have in flight at the\n"
     "                      client endpoint (default 4096); one more is refused\n"
     "                      with RESOURCE_EXHAUSTED until replies come back\n"
+    "  --max-sessions N    sessions open at once, at most (default 4096); one more\n"
+    "                      is refused with RESOURCE_EXHAUSTED (jobs' own sessions\n"
+    "                      do not count)\n"
+    "  --max-sessions-per-client N  sessions one client may hold open (default\n"
+    "                      256); a client is its CURVE identity or connection\n"
+    "  --session-idle-timeout-ms MS  a session without a step for that long is\n"
+    "                      closed (default 3600000; 0: never); its later requests\n"
+    "                      are NOT_FOUND\n"
+    "  --max-graph-nodes N  nodes a session's or job's graph may have (default\n"
+    "                      4000000); a larger one is refused with RESOURCE_EXHAUSTED\n"
+    "  --max-graph-bytes N  serialized size such a graph may have (default\n"
+    "                      268435456)\n"
+    "  --step-timeout-ms MS  deadline of a step whose request and session give\n"
+    "                      none (default 3600000; 0: none); past it the step is\n"
+    "                      aborted everywhere and answered DEADLINE_EXCEEDED\n"
     "  --keys DIR          CurveZMQ keys (env ZFLOW_KEYS): this scheduler's keypair\n"
     "                      DIR/scheduler.key and the keys it trusts and connects\n"
     "                      with (docs/service.md, \"Security\")\n"
@@ -78,9 +97,45 @@ static long s_max(const char *flag)
     return 1000000;
 }
 
+/* The flags that take 0 for "never" (stored as -1) and are in ms. */
+static int64_t *s_ms_flag(zf_sched_server_config_t *cfg, const char *a)
+{
+    if (strcmp(a, "--session-idle-timeout-ms") == 0) return &cfg->limits.session_idle_ms;
+    if (strcmp(a, "--step-timeout-ms") == 0) return &cfg->limits.step_timeout_ms;
+    return NULL;
+}
+
+/* The limits that take a whole number from 1 to max. */
+static int64_t *s_limit_flag(zf_sched_server_config_t *cfg, const char *a, long *max)
+{
+    *max = 1000000000000L;
+    if (strcmp(a, "--max-graph-nodes") == 0) return &cfg->limits.max_graph_nodes;
+    if (strcmp(a, "--max-graph-bytes") == 0) return &cfg->limits.max_graph_bytes;
+    return NULL;
+}
+
 static int s_option(const char *a, const char *v, void *arg)
 {
     zf_sched_server_config_t *cfg = arg;
+    int64_t *ms = s_ms_flag(cfg, a);
+    if (ms) {
+        long n = 0;
+        if (!zf_parse_long(v, 0, 7L * 24 * 3600 * 1000, &n)) {
+            fprintf(stderr, "zflow-scheduler: %s must be from 0 to %ld, not '%s'\n", a,
+                    7L * 24 * 3600 * 1000, v);
+            return ZF_CMDLINE_BAD;
+        }
+        *ms = n > 0 ? n : -1;
+        return ZF_CMDLINE_TAKEN;
+    }
+    long max = 0;
+    int64_t *lim = s_limit_flag(cfg, a, &max);
+    if (lim) {
+        long n = 0;
+        if (!s_parse_long(a, v, max, &n)) return ZF_CMDLINE_BAD;
+        *lim = n;
+        return ZF_CMDLINE_TAKEN;
+    }
     if (strcmp(a, "--broker") == 0) {
         cfg->broker = v;
         return ZF_CMDLINE_TAKEN;
@@ -104,12 +159,14 @@ static int s_option(const char *a, const char *v, void *arg)
         cfg->advertise = v;
         return ZF_CMDLINE_TAKEN;
     }
-    int *inum = strcmp(a, "--workers") == 0               ? &cfg->workers
-                : strcmp(a, "--job-workers") == 0         ? &cfg->job_workers
-                : strcmp(a, "--job-results") == 0         ? &cfg->job_results
-                : strcmp(a, "--max-queued-jobs") == 0     ? &cfg->max_queued_jobs
-                : strcmp(a, "--max-client-requests") == 0 ? &cfg->max_client_requests
-                                                          : NULL;
+    int *inum = strcmp(a, "--workers") == 0                   ? &cfg->workers
+                : strcmp(a, "--job-workers") == 0             ? &cfg->job_workers
+                : strcmp(a, "--job-results") == 0             ? &cfg->job_results
+                : strcmp(a, "--max-queued-jobs") == 0         ? &cfg->max_queued_jobs
+                : strcmp(a, "--max-client-requests") == 0     ? &cfg->max_client_requests
+                : strcmp(a, "--max-sessions") == 0            ? &cfg->limits.max_sessions
+                : strcmp(a, "--max-sessions-per-client") == 0 ? &cfg->limits.max_sessions_per_client
+                                                              : NULL;
     bool lnum = strcmp(a, "--job-ttl-ms") == 0 || strcmp(a, "--max-job-steps") == 0;
     if (!inum && !lnum) return ZF_CMDLINE_UNKNOWN;
     long n = 0;
@@ -141,8 +198,22 @@ static int s_fail(zf_status_t s)
     return 1;
 }
 
+/* Fixed thresholds for glibc's heap. By default it raises them as large
+ * blocks are freed (up to 32 MB to mmap, twice that to keep on top of an
+ * arena), so that after one large graph every worker thread's arena keeps
+ * a large graph's worth of freed memory for good (malloc_trim does not
+ * shrink the top of a thread's arena). Fixed, blocks from 256 KiB are
+ * mapped and unmapped on their own, and an arena gives back what it has
+ * free past 1 MiB on its top as soon as it is freed. */
+static void s_tune_heap(void)
+{
+    mallopt(M_MMAP_THRESHOLD, 256 << 10);
+    mallopt(M_TRIM_THRESHOLD, 1 << 20);
+}
+
 int main(int argc, char **argv)
 {
+    s_tune_heap();
     zf_log_init("zflow-scheduler");
     zf_sched_server_config_t cfg = {.broker = "tcp://127.0.0.1:5555"};
     const char *env = getenv("ZFLOW_BROKER");

@@ -38,10 +38,12 @@ zf_status_t zf_master_new(const zf_master_transport_t *transport, const zf_maste
      * outlives one never mixes its steps with the next one's. */
     m->sessions = zf_strmap_new(8, ZF_STRMAP_OWN_KEYS);
     m->jobs = zf_strmap_new(8, ZF_STRMAP_OWN_KEYS);
-    if (!m->sessions || !m->jobs) {
+    m->per_client = zf_strmap_new(8, ZF_STRMAP_OWN_KEYS);
+    if (!m->sessions || !m->jobs || !m->per_client) {
         zf_master_destroy(&m);
         return zf_out_of_memory("master");
     }
+    zf_master_set_limits(m, NULL);
     *out = m;
     return ZF_STATUS_OK;
 }
@@ -80,6 +82,8 @@ void zf_master_destroy(zf_master_t **m_p)
     while (m->sessions && zf_strmap_next(m->sessions, &iter, NULL, NULL, &v))
         zf__master_session_free(m, (zf__master_session_t *)v);
     zf_strmap_destroy(&m->sessions);
+    zf_strmap_destroy(&m->per_client);
+    for (int i = 0; i < ZF__MASTER_IDLE_IDS; i++) free(m->idle_closed[i]);
     pthread_mutex_unlock(&m->mu);
     pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
@@ -258,7 +262,8 @@ int zf_master_num_devices(zf_master_t *m)
     return n;
 }
 
-static zf_status_t s_handle_create(zf_master_t *m, const Zflow__Envelope *req, Zflow__Envelope *rep)
+static zf_status_t s_handle_create(zf_master_t *m, const Zflow__Envelope *req, const char *client,
+                                   Zflow__Envelope *rep)
 {
     Zflow__CreateSessionReply *r = malloc(sizeof *r);
     if (!r) return zf_out_of_memory("master");
@@ -266,7 +271,7 @@ static zf_status_t s_handle_create(zf_master_t *m, const Zflow__Envelope *req, Z
     rep->body_case = ZFLOW__ENVELOPE__BODY_CREATE_SESSION_REPLY;
     rep->create_session_reply = r;
     char *id = NULL;
-    zf_status_t st = zf_master_create_session(m, req->create_session, &id);
+    zf_status_t st = zf_master_create_session_for(m, req->create_session, client, &id);
     if (id) r->session = id;
     r->status = zf__master_status_proto(&st);
     zf_status_clear(&st);
@@ -294,6 +299,12 @@ static zf_status_t s_handle_status(const zf_status_t *st, Zflow__Envelope *rep)
 zf_status_t zf_master_handle(zf_master_t *m, const Zflow__Envelope *request,
                              Zflow__Envelope **reply)
 {
+    return zf_master_handle_from(m, request, "", reply);
+}
+
+zf_status_t zf_master_handle_from(zf_master_t *m, const Zflow__Envelope *request,
+                                  const char *client, Zflow__Envelope **reply)
+{
     *reply = NULL;
     Zflow__Envelope *rep = malloc(sizeof *rep);
     if (!rep) return zf_out_of_memory("master");
@@ -302,7 +313,7 @@ zf_status_t zf_master_handle(zf_master_t *m, const Zflow__Envelope *request,
     rep->request_id = request->request_id;
     zf_status_t st = ZF_STATUS_OK, res = ZF_STATUS_OK;
     switch (request->body_case) {
-    case ZFLOW__ENVELOPE__BODY_CREATE_SESSION: st = s_handle_create(m, request, rep); break;
+    case ZFLOW__ENVELOPE__BODY_CREATE_SESSION: st = s_handle_create(m, request, client, rep); break;
     case ZFLOW__ENVELOPE__BODY_RUN_STEP: st = s_handle_run(m, request, rep); break;
     case ZFLOW__ENVELOPE__BODY_CLOSE_SESSION:
         res = zf_master_close_session(m, request->close_session->session);

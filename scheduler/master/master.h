@@ -149,6 +149,17 @@ void zf_master_deliver(zf_master_t *m, Zflow__Envelope **reply_p);
 zf_status_t zf_master_create_session(zf_master_t *m, const Zflow__CreateSession *req,
                                      char **session);
 
+/* zf_master_create_session() for the client `client` (its identity as the
+ * service knows it: a CURVE identity or a routing id; borrowed; "" or NULL:
+ * counted only in the total). Errors besides those of
+ * zf_master_create_session(): RESOURCE_EXHAUSTED naming the limit and its
+ * flag when the scheduler holds max_sessions sessions
+ * (--max-sessions) or this client max_sessions_per_client
+ * (--max-sessions-per-client), and a graph past the size limits
+ * (zf_master_check_graph()). */
+zf_status_t zf_master_create_session_for(zf_master_t *m, const Zflow__CreateSession *req,
+                                         const char *client, char **session);
+
 /* Runs one step of req (borrowed). On success *out (caller frees with
  * zflow__run_step_reply__free_unpacked(out, NULL)) holds OK, the step id and
  * one NamedTensor per requested fetch, in the request's order and named as
@@ -167,6 +178,64 @@ zf_status_t zf_master_run_step(zf_master_t *m, const Zflow__RunStep *req,
  * still delivered). Errors: NOT_FOUND. */
 zf_status_t zf_master_close_session(zf_master_t *m, const char *session);
 
+/* ---- bounds ---------------------------------------------------------------- */
+
+/* Design note. A scheduler serves whoever reaches it, so what clients can
+ * make it hold is bounded: sessions in all and per client, a session
+ * nobody uses for long is closed (TensorFlow's session_gc), a graph's size
+ * at CreateSession and SubmitJob, and every step has a deadline even when
+ * its client gives none, so no step holds a worker for good. Each refusal
+ * names the limit and the zflow-scheduler flag that sets it. Jobs' own
+ * sessions count in neither session limit (--job-workers and
+ * --max-queued-jobs bound them) nor are they closed for idleness. */
+#define ZF_MASTER_SESSIONS_MAX            4096
+#define ZF_MASTER_SESSIONS_PER_CLIENT_MAX 256
+#define ZF_MASTER_SESSION_IDLE_MS         3600000              /* an hour */
+#define ZF_MASTER_GRAPH_NODES_MAX         4000000              /* ZF_GRAPHDEF's own bound */
+#define ZF_MASTER_GRAPH_BYTES_MAX         ((int64_t)256 << 20) /* the broker's frame limit */
+#define ZF_MASTER_STEP_TIMEOUT_MS         3600000
+
+/* Each field 0: its default above; session_idle_ms and step_timeout_ms
+ * < 0: none. */
+typedef struct zf_master_limits {
+    int max_sessions;            /* --max-sessions */
+    int max_sessions_per_client; /* --max-sessions-per-client */
+    int64_t session_idle_ms;     /* --session-idle-timeout-ms */
+    int64_t max_graph_nodes;     /* --max-graph-nodes */
+    int64_t max_graph_bytes;     /* --max-graph-bytes (serialized GraphDef) */
+    int64_t step_timeout_ms;     /* --step-timeout-ms: a step whose request and
+                                  * session give no timeout */
+} zf_master_limits_t;
+
+/* Sets the limits (NULL: every default). Sessions already open stay. */
+void zf_master_set_limits(zf_master_t *m, const zf_master_limits_t *limits);
+
+/* The graph size check of CreateSession and SubmitJob (what names the
+ * request): RESOURCE_EXHAUSTED "<what>: the graph has N nodes; this
+ * scheduler takes at most M (--max-graph-nodes)" or "... is N bytes ...
+ * (--max-graph-bytes)". */
+zf_status_t zf_master_check_graph(zf_master_t *m, const Tensorflow__GraphDef *gd, const char *what);
+
+/* Closes the sessions idle past the idle timeout (no step running, none
+ * started for that long); their later requests are NOT_FOUND saying so.
+ * At most once per 100 ms however often it is called; a service calls it
+ * from its loop. Returns the sessions closed. */
+int zf_master_sessions_tick(zf_master_t *m);
+
+/* A graph of at least this many nodes is large: once the scheduler frees
+ * one (a session closed, or the request that carried it), it gives the
+ * freed heap back to the system, zf_master_release_memory(). */
+#define ZF_MASTER_TRIM_NODES 10000
+
+/* Returns the heap's free pages to the system (malloc_trim): a large
+ * graph's memory, freed by one of many worker threads into that thread's
+ * arena, would otherwise stay with the process, every arena holding the
+ * largest graph it ever saw. Takes a few ms for a heap of hundreds of MB. */
+void zf_master_release_memory(void);
+
+/* Sessions open now (jobs' included); tests, logs. */
+int zf_master_num_sessions(zf_master_t *m);
+
 /* Answers a client request (CreateSession, RunStep, CloseSession; any other
  * body gets UNIMPLEMENTED) with a reply envelope echoing its request id.
  * Blocks as the request does. Caller owns *reply
@@ -175,6 +244,11 @@ zf_status_t zf_master_close_session(zf_master_t *m, const char *session);
  * carried in the reply. */
 zf_status_t zf_master_handle(zf_master_t *m, const Zflow__Envelope *request,
                              Zflow__Envelope **reply);
+
+/* zf_master_handle() for the client `client` (see
+ * zf_master_create_session_for()). */
+zf_status_t zf_master_handle_from(zf_master_t *m, const Zflow__Envelope *request,
+                                  const char *client, Zflow__Envelope **reply);
 
 /* ---- one-shot jobs -------------------------------------------------------- */
 

@@ -45,12 +45,14 @@ static void s_async_free(s_async_t *a)
 static bool s_async_prepare(zf_master_t *m, s_async_t *a)
 {
     const Zflow__RunStep *req = a->req->run_step;
+    int64_t now = s_now_ms();
     pthread_mutex_lock(&m->mu);
     uintptr_t v = 0;
     if (req->session && zf_strmap_get(m->sessions, req->session, &v) &&
         !((zf__master_session_t *)v)->closed) {
         a->s = (zf__master_session_t *)v;
         a->s->refs++;
+        a->s->used_ms = now;
     }
     pthread_mutex_unlock(&m->mu);
     if (!a->s) return false;
@@ -113,9 +115,7 @@ static bool s_async_advance(s_async_t *a, int64_t now)
         }
         if (st->aborted) return now >= a->grace;
         if (!a->deadline || now < a->deadline) return false;
-        st->first = zf_status_new(ZF_DEADLINE_EXCEEDED,
-                                  "step %" PRId64 " did not finish within %" PRId64 " ms",
-                                  st->step_id, st->timeout_ms);
+        st->first = zf__master_step_deadline(st);
         st->failed = -1;
     }
 }

@@ -23,6 +23,10 @@
 #include "scheduler/master/master.h"
 #include "scheduler/graph/partition.h"
 
+/* Ids of sessions closed for idleness remembered, so that a late request
+ * for one says why it is gone. */
+#define ZF__MASTER_IDLE_IDS 256
+
 /* One live executor. */
 typedef struct zf__master_device {
     char *name; /* full device name */
@@ -53,11 +57,20 @@ typedef struct zf__master_session {
     Tensorflow__GraphDef *gd; /* owned by graph */
     zf_graph_t *graph;
     bool soft, place_first;
+    int opt_level; /* SessionOptions.opt_level, for RegisterGraph */
     int64_t timeout_ms;
     zf_strmap_t *plans;    /* signature -> zf__master_plan_t *, under m->mu */
     pthread_mutex_t build; /* one plan built at a time per session */
     int refs;              /* under m->mu */
     bool closed;
+    /* the client that made it ("": unknown), whether it counts against the
+     * session limits (a job's does not), and when a step last ended or
+     * started (monotonic ms; under m->mu) */
+    char *client;
+    bool counted;
+    int64_t used_ms;
+    int64_t nodes;                        /* the graph's, after lowering */
+    struct zf__master_session *gone_next; /* closed ones freed after the lock */
     /* the latest step's calls while it runs, and its partition count (for
      * job progress; master_step.c sets them), under m->mu */
     const zf__master_call_t *step_calls;
@@ -92,6 +105,15 @@ struct zf_master {
     int64_t jobs_keep_ms, jobs_last_tick_ms, jobs_steps_max;
     char id_prefix[24];              /* before every session and job id */
     struct zf__master_async *asteps; /* master_async.c: steps run without a thread, under mu */
+    /* master_session.c, under mu: the limits, the counted sessions in all
+     * and per client (client -> count, only clients with some), the ids
+     * of the latest sessions closed for idleness (a ring) */
+    zf_master_limits_t limits;
+    int n_counted;
+    zf_strmap_t *per_client;
+    char *idle_closed[ZF__MASTER_IDLE_IDS];
+    int idle_next;
+    int64_t sessions_tick_ms;
 };
 
 /* ---- master_calls.c ------------------------------------------------------ */
@@ -137,6 +159,23 @@ void zf__master_session_unref(zf_master_t *m, zf__master_session_t **s_p);
 
 /* Frees a session with no references left: its plans, placement, graph. */
 void zf__master_session_free(zf_master_t *m, zf__master_session_t *s);
+
+/* A job's session: as zf_master_create_session(), counted in no limit. */
+zf_status_t zf__master_create_job_session(zf_master_t *m, const Zflow__CreateSession *req,
+                                          char **session);
+
+/* A monotonic clock in ms. */
+int64_t zf__master_now_ms(void);
+
+/* The session named id with a reference taken (under m->mu), or NULL with
+ * *st set to NOT_FOUND, saying so when it was closed for idleness. */
+zf__master_session_t *zf__master_session_find(zf_master_t *m, const char *id, zf_status_t *st);
+
+/* The step timeout for a step asking for req_ms (<= 0: none) of session s:
+ * the request's, else the session's, else the scheduler's default (0:
+ * none). */
+int64_t zf__master_step_timeout(const zf_master_t *m, const zf__master_session_t *s,
+                                int64_t req_ms);
 
 /* ---- master_names.c ------------------------------------------------------ */
 
@@ -224,6 +263,7 @@ typedef struct zf__master_step {
     zf_status_t first; /* the step's error: the first one seen */
     int failed;        /* the partition that failed first; -1 for none */
     bool aborted, restarted;
+    bool default_timeout; /* timeout_ms is the scheduler's --step-timeout-ms */
 } zf__master_step_t;
 
 /* Gives st (st->m set) a step id and sends RunGraph to every partition of
@@ -231,6 +271,10 @@ typedef struct zf__master_step {
 zf_status_t zf__master_step_begin(zf__master_step_t *st, zf__master_session_t *s,
                                   zf__master_plan_t *p, const Zflow__RunStep *req,
                                   const zf__master_names_t *nm, Zflow__RunStepReply *out);
+
+/* DEADLINE_EXCEEDED "step N did not finish within M ms", naming the
+ * scheduler's flag when its default timeout applied. */
+zf_status_t zf__master_step_deadline(const zf__master_step_t *st);
 
 /* Looks at the replies that arrived since the last look; true when every
  * partition has answered. The first error becomes st->first. Under m->mu. */

@@ -185,6 +185,7 @@ zf_status_t zf_master_job_new(zf_master_t *m, const Zflow__SubmitJob *req, char 
         return zf_invalid_argument("SubmitJob without a session graph");
     if (!req->step) return zf_invalid_argument("SubmitJob without a step");
     ZF_TRY(s_check_steps(m, req->steps));
+    ZF_TRY(zf_master_check_graph(m, req->session->graph, "SubmitJob"));
     zf__master_job_t *j = calloc(1, sizeof *j);
     if (!j) return zf_out_of_memory("master");
     j->state = ZF_MASTER_JOB_QUEUED;
@@ -252,7 +253,7 @@ static Zflow__RunStepReply *s_run(zf_master_t *m, zf__master_job_t *j, const Zfl
 {
     char *session = NULL;
     Zflow__RunStepReply *r = NULL;
-    zf_status_t st = zf_master_create_session(m, req->session, &session);
+    zf_status_t st = zf__master_create_job_session(m, req->session, &session);
     if (zf_ok(st)) {
         char *copy = strdup(session);
         pthread_mutex_lock(&m->mu);

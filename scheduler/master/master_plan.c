@@ -284,6 +284,7 @@ static zf_status_t s_plan_register(zf_master_t *m, zf__master_session_t *s, zf__
         rg.session = s->id;
         rg.graph = p->set->parts[i].graph;
         rg.incarnation = p->incarnation[i];
+        rg.opt_level = s->opt_level;
         for (int j = 0; j < n; j++)
             if (j != i) peers[rg.n_peers++] = &infos[j];
         rg.peers = peers;

@@ -107,6 +107,16 @@ bool zf__master_step_scan(zf__master_step_t *st)
     return all;
 }
 
+zf_status_t zf__master_step_deadline(const zf__master_step_t *st)
+{
+    return zf_status_new(ZF_DEADLINE_EXCEEDED,
+                         "step %" PRId64 " did not finish within %" PRId64 " ms%s", st->step_id,
+                         st->timeout_ms,
+                         st->default_timeout ? " (the scheduler's default step timeout, "
+                                               "zflow-scheduler --step-timeout-ms)"
+                                             : "");
+}
+
 /* Waits for the partitions: the first error aborts the others; the
  * deadline aborts them all; stragglers are given abort_grace_ms. Under
  * m->mu. */
@@ -128,9 +138,7 @@ static void s_wait_step(zf__master_step_t *st)
             rc = pthread_cond_wait(&st->m->cv, &st->m->mu);
         if (rc != ETIMEDOUT) continue;
         if (st->aborted) break; /* the stragglers are given up on */
-        st->first = zf_status_new(ZF_DEADLINE_EXCEEDED,
-                                  "step %" PRId64 " did not finish within %" PRId64 " ms",
-                                  st->step_id, st->timeout_ms);
+        st->first = zf__master_step_deadline(st);
         st->failed = -1;
     }
 }
@@ -203,7 +211,8 @@ zf_status_t zf__master_step_begin(zf__master_step_t *st, zf__master_session_t *s
     *st = (zf__master_step_t){.m = m, .p = p, .failed = -1};
     /* random and positive: no executor's peer can guess the next one */
     st->step_id = (int64_t)((zf_random_id() >> 1) | 1);
-    st->timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : s->timeout_ms;
+    st->timeout_ms = zf__master_step_timeout(m, s, req->timeout_ms);
+    st->default_timeout = req->timeout_ms <= 0 && s->timeout_ms <= 0 && st->timeout_ms > 0;
     st->calls = calloc((size_t)n + 1, sizeof *st->calls);
     st->seen = calloc((size_t)n + 1, sizeof *st->seen);
     if (!st->calls || !st->seen) {
@@ -298,14 +307,10 @@ zf_status_t zf_master_run_step(zf_master_t *m, const Zflow__RunStep *req, Zflow_
     *out = NULL;
     if (!req) return zf_invalid_argument("RunStep is empty");
     pthread_mutex_lock(&m->mu);
-    uintptr_t v = 0;
-    zf__master_session_t *s = NULL;
-    if (req->session && zf_strmap_get(m->sessions, req->session, &v)) {
-        s = (zf__master_session_t *)v;
-        s->refs++;
-    }
+    zf_status_t missing = ZF_STATUS_OK;
+    zf__master_session_t *s = zf__master_session_find(m, req->session, &missing);
     pthread_mutex_unlock(&m->mu);
-    if (!s) return zf_not_found("session '%s' not found", req->session ? req->session : "");
+    if (!s) return missing;
     zf__master_names_t nm = {0};
     zf__master_plan_t *p = NULL;
     zf_status_t st = zf__master_names(req, &nm);

@@ -267,6 +267,7 @@ static zf_status_t s_start(zf_sched_server_t *srv, const zf_sched_server_config_
     ZF_TRY(zf_master_new(&t, &mo, &srv->master));
     zf_master_set_job_retention(srv->master, cfg->job_results, cfg->job_ttl_ms);
     zf_master_set_job_steps_max(srv->master, cfg->max_steps);
+    zf_master_set_limits(srv->master, &cfg->limits);
     ZF_TRY(zf_thread_pool_new(cfg->workers > 0 ? cfg->workers : ZF_SCHED_WORKERS, &srv->pool));
     srv->job_workers = cfg->job_workers > 0 ? cfg->job_workers : ZF_SCHED_JOB_WORKERS;
     return zf_thread_pool_new(srv->job_workers, &srv->job_pool);
@@ -385,10 +386,11 @@ zf_status_t zf_sched_server_run(zf_sched_server_t *srv)
 {
     while (!atomic_load(&srv->stop)) {
         ZF_TRY(s_poll(srv, S_POLL_MS));
-        zf_master_jobs_tick(srv->master); /* late waiters, expired results */
-        zf__sched_srv_start_jobs(srv);    /* jobs the job pool could not take before */
-        zf__sched_srv_register_tick(srv); /* our id refused a while ago: try it again */
-        if (!zf_ok(srv->register_status)) /* a restarted broker refused us */
+        zf_master_jobs_tick(srv->master);     /* late waiters, expired results */
+        zf_master_sessions_tick(srv->master); /* sessions idle too long */
+        zf__sched_srv_start_jobs(srv);        /* jobs the job pool could not take before */
+        zf__sched_srv_register_tick(srv);     /* our id refused a while ago: try it again */
+        if (!zf_ok(srv->register_status))     /* a restarted broker refused us */
             return zf_status_new(srv->register_status.code, "%s",
                                  zf_status_msg(&srv->register_status));
     }

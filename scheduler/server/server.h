@@ -54,6 +54,7 @@
 #define ZF_SCHED_SERVER_H
 
 #include "common/status.h"
+#include "scheduler/master/master.h"
 
 typedef struct zf_sched_server zf_sched_server_t;
 
@@ -101,6 +102,9 @@ typedef struct zf_sched_server_config {
     const char *id;
     /* The key directory (CURVE, docs/service.md "Security"); NULL: plain. */
     const char *keys;
+    /* sessions, graph sizes, the default step timeout (each 0: the
+     * master's default; scheduler/master/master.h) */
+    zf_master_limits_t limits;
 } zf_sched_server_config_t;
 
 /* Connects to the broker (in the background) and starts the executor I/O

@@ -2,6 +2,7 @@
  * request workers (or a cached plan's step on the loop thread), and jobs,
  * answered on the loop thread and run on their own pool so that no request
  * waits behind one (scheduler/server/server_internal.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,21 @@ static Zflow__Envelope *s_envelope(uint64_t request_id)
     return e;
 }
 
+/* Frees a request; one that carried a large graph gives the freed heap
+ * back to the system (zf_master_release_memory). */
+static void s_request_free(Zflow__Envelope *env)
+{
+    const Tensorflow__GraphDef *gd = NULL;
+    if (env->body_case == ZFLOW__ENVELOPE__BODY_CREATE_SESSION && env->create_session)
+        gd = env->create_session->graph;
+    else if (env->body_case == ZFLOW__ENVELOPE__BODY_SUBMIT_JOB && env->submit_job &&
+             env->submit_job->session)
+        gd = env->submit_job->session->graph;
+    bool large = gd && gd->n_node >= ZF_MASTER_TRIM_NODES;
+    zflow__envelope__free_unpacked(env, NULL);
+    if (large) zf_master_release_memory();
+}
+
 /* ---- sessions' requests ---------------------------------------------------------- */
 
 /* A new session's reply names this scheduler's client endpoint, so that
@@ -44,11 +60,27 @@ static void s_advertise(zf_sched_server_t *srv, Zflow__Envelope *rep)
     r->scheduler_endpoint = strdup(srv->client_endpoint); /* NULL: the client uses the broker */
 }
 
+/* The client a request came from, as the session limits count it: its
+ * CURVE identity when it came straight with one, else its routing id at
+ * the socket it came by (the broker's for a forwarded request). */
+static void s_client_name(bool direct, const zf_route_t *route, char *buf, size_t size)
+{
+    if (direct && route->peer[0]) {
+        snprintf(buf, size, "%s", route->peer);
+        return;
+    }
+    size_t n = (size_t)snprintf(buf, size, "%s", direct ? "direct:" : "broker:");
+    for (size_t i = 0; route->n > 0 && i < route->len[0] && n + 3 <= size; i++, n += 2)
+        snprintf(buf + n, size - n, "%02x", route->frame[0][i]);
+}
+
 static void s_work(void *arg)
 {
     s_request_t *req = arg;
     Zflow__Envelope *rep = NULL;
-    zf_status_t st = zf_master_handle(req->srv->master, req->env, &rep);
+    char client[2 * ZF_ROUTE_MAX_FRAME_BYTES + 16];
+    s_client_name(req->direct, &req->route, client, sizeof client);
+    zf_status_t st = zf_master_handle_from(req->srv->master, req->env, client, &rep);
     if (!zf_ok(st)) {
         zf_status_t e = zf_envelope_status_reply(req->env->request_id, &st, &rep);
         zf_status_clear(&e);
@@ -61,7 +93,7 @@ static void s_work(void *arg)
     } else if (rep) {
         zf__sched_srv_queue_reply(req->srv, req->direct, &req->route, rep);
     }
-    zflow__envelope__free_unpacked(req->env, NULL);
+    s_request_free(req->env);
     free(req);
 }
 
@@ -133,7 +165,7 @@ struct zf__sched_srv_job {
 
 static void s_job_free(zf__sched_srv_job_t *job)
 {
-    zflow__envelope__free_unpacked(job->env, NULL);
+    s_request_free(job->env);
     free(job->id);
     free(job);
 }

@@ -50,11 +50,14 @@ Tensorflow__GraphDef *zf_test_slow_chain_graph(const char *cpu0, const char *cpu
                             "    tensor_shape { dim { size: %d } dim { size: %d } }"
                             "    float_val: 0.0009765625 } } } }",
                             cpu0, cpu1, N, N);
+    /* m1 waits for the feed: without it the chain would be constant, and
+     * the graph optimizer would compute it once, when the graph is
+     * registered, instead of in every step */
     for (int k = 1; k <= K; k++)
         len += (size_t)snprintf(text + len, cap - len,
-                                "node { name: 'm%d' op: 'MatMul' input: 'm%d' input: 'm0'"
+                                "node { name: 'm%d' op: 'MatMul' input: 'm%d' input: 'm0'%s"
                                 "  device: '%s' attr { key: 'T' value { type: DT_FLOAT } } }",
-                                k, k - 1, cpu1);
+                                k, k - 1, k == 1 ? " input: '^x'" : "", cpu1);
     len += (size_t)snprintf(text + len, cap - len,
                             "node { name: 'y' op: 'Square' input: 'x' input: '^m%d' device: '%s'"
                             "  attr { key: 'T' value { type: DT_FLOAT } } }"

@@ -125,6 +125,15 @@ zf_tensor_t *kt_tensor(zf_dtype_t dtype, zf_shape_t shape, const void *vals, siz
     return t;
 }
 
+zf_tensor_t *kt_strings(zf_shape_t shape, const char *const *vals)
+{
+    zf_tensor_t *t = NULL;
+    ASSERT_OK(zf_tensor_new(ZF_STRING, &shape, &t));
+    for (int64_t i = 0; i < zf_tensor_num_elements(t); i++)
+        ASSERT_OK(zf_tensor_set_string(t, i, vals[i], strlen(vals[i])));
+    return t;
+}
+
 zf_tensor_t *kt_zeros(zf_dtype_t dtype, zf_shape_t shape)
 {
     zf_tensor_t *t = NULL;

@@ -68,6 +68,10 @@ zf_tensor_t *kt_tensor(zf_dtype_t dtype, zf_shape_t shape, const void *vals, siz
 #define KT_BOOL(shape, ...)                                                                        \
     kt_tensor(ZF_BOOL, (shape), (const bool[]){__VA_ARGS__}, KT_COUNT(bool, __VA_ARGS__))
 
+/* A STRING tensor of shape holding copies of the NUL-terminated vals (one
+ * per element). */
+zf_tensor_t *kt_strings(zf_shape_t shape, const char *const *vals);
+
 /* An empty tensor (some dim 0) or one filled from a generator. */
 zf_tensor_t *kt_zeros(zf_dtype_t dtype, zf_shape_t shape);
 

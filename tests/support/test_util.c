@@ -7,6 +7,10 @@
 #include <stdio.h>
 #include <cmocka.h>
 
+#include <dirent.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 #include "common/graphdef_io.h"
 #include "test_util.h"
 
@@ -59,4 +63,30 @@ zf_local_session_t *zf_test_local_session(Tensorflow__GraphDef *gd, const char *
     zf_status_t st = zf_local_session_new(gd, &opts, &s);
     if (!zf_ok(st)) fail_msg("%s", zf_status_msg(&st));
     return s;
+}
+
+char *zf_test_tmpdir(const char *name)
+{
+    char *dir = malloc(strlen(name) + 16);
+    assert_non_null(dir);
+    sprintf(dir, "/tmp/%s-XXXXXX", name);
+    assert_non_null(mkdtemp(dir));
+    return dir;
+}
+
+void zf_test_rm_rf(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        unlink(path);
+        return;
+    }
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char sub[4096];
+        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+        zf_test_rm_rf(sub);
+    }
+    closedir(d);
+    rmdir(path);
 }

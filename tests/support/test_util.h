@@ -20,6 +20,11 @@
  * substring; clears s. */
 void zf_test_expect_error(zf_status_t s, zf_code_t code, const char *substring);
 
+/* A new directory /tmp/<name>-XXXXXX (mkdtemp); caller frees the path.
+ * zf_test_rm_rf() removes a file or a directory tree (errors ignored). */
+char *zf_test_tmpdir(const char *name);
+void zf_test_rm_rf(const char *path);
+
 /* The GraphDef of pbtxt text, or of the file name in tests/data/tensorflow;
  * fails the test on error. Free with zf_graphdef_free(). */
 Tensorflow__GraphDef *zf_test_graphdef(const char *text);

@@ -129,6 +129,84 @@ static void test_broker_routes_requests_to_the_scheduler_their_id_names(void **s
     assert_null(zf_test_recv(s1, 200, NULL)); /* nothing else went to s1 */
 }
 
+/* A RunStep for session feeding x a tensor of n floats (each its index),
+ * so large that the broker passes it on without decoding it. */
+static void s_big_run_step(zf_socket_t *client, uint64_t id, const char *session, size_t n)
+{
+    float *v = malloc(n * sizeof *v);
+    assert_non_null(v);
+    for (size_t i = 0; i < n; i++) v[i] = (float)i;
+    Tensorflow__TensorShapeProto__Dim dim = TENSORFLOW__TENSOR_SHAPE_PROTO__DIM__INIT, *dims[1];
+    dim.size = (int64_t)n;
+    dims[0] = &dim;
+    Tensorflow__TensorShapeProto shape = TENSORFLOW__TENSOR_SHAPE_PROTO__INIT;
+    shape.n_dim = 1;
+    shape.dim = dims;
+    Tensorflow__TensorProto t = TENSORFLOW__TENSOR_PROTO__INIT;
+    t.dtype = TENSORFLOW__DATA_TYPE__DT_FLOAT;
+    t.tensor_shape = &shape;
+    t.tensor_content = (ProtobufCBinaryData){n * sizeof *v, (uint8_t *)v};
+    Zflow__NamedTensor feed = ZFLOW__NAMED_TENSOR__INIT, *feeds[1] = {&feed};
+    feed.name = "x";
+    feed.tensor = &t;
+    Zflow__RunStep rs = ZFLOW__RUN_STEP__INIT;
+    rs.session = (char *)session;
+    rs.n_feeds = 1;
+    rs.feeds = feeds;
+    zf_test_send_body(client, id, ZFLOW__ENVELOPE__BODY_RUN_STEP, &rs);
+    free(v);
+}
+
+static void test_broker_passes_large_messages_whole_both_ways(void **state)
+{
+    fixture_t *f = *state;
+    zf_socket_t *s1 = s_peer(f), *s2 = s_peer(f), *c = s_peer(f);
+    s_register_ok(s1, "aaaa0001");
+    s_register_ok(s2, "bbbb0002");
+    const size_t n = 1 << 20; /* 4 MiB of floats */
+    s_big_run_step(c, 30, "bbbb0002/session-1-00000001", n);
+    /* routed by the session its bytes name, and arrived whole */
+    zf_route_t route;
+    Zflow__Envelope *req = zf_test_recv(s2, 5000, &route);
+    assert_non_null(req);
+    assert_int_equal(route.n, 1);
+    assert_int_equal(req->request_id, 30);
+    assert_int_equal(req->body_case, ZFLOW__ENVELOPE__BODY_RUN_STEP);
+    assert_string_equal(req->run_step->session, "bbbb0002/session-1-00000001");
+    assert_int_equal(req->run_step->n_feeds, 1);
+    const ProtobufCBinaryData *bytes = &req->run_step->feeds[0]->tensor->tensor_content;
+    assert_int_equal(bytes->len, n * sizeof(float));
+    assert_true(((const float *)bytes->data)[n - 1] == (float)(n - 1));
+    assert_null(zf_test_recv(s1, 100, NULL));
+
+    /* the reply, as large, goes back whole to the client that asked */
+    Zflow__RunStepReply r = ZFLOW__RUN_STEP_REPLY__INIT;
+    r.n_fetches = req->run_step->n_feeds;
+    r.fetches = req->run_step->feeds;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.request_id = 30;
+    env.body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY;
+    env.run_step_reply = &r;
+    zf_test_send(s2, route.frame[0], route.len[0], &env);
+    zflow__envelope__free_unpacked(req, NULL);
+    Zflow__Envelope *rep = zf_test_recv(c, 5000, NULL);
+    assert_non_null(rep);
+    assert_int_equal(rep->request_id, 30);
+    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY);
+    assert_int_equal(rep->run_step_reply->n_fetches, 1);
+    assert_int_equal(rep->run_step_reply->fetches[0]->tensor->tensor_content.len,
+                     n * sizeof(float));
+    zflow__envelope__free_unpacked(rep, NULL);
+
+    /* one naming a gone scheduler is answered by the broker, as a small one */
+    s_big_run_step(c, 31, "cccc0003/session-1-00000001", n);
+    zf_test_expect_status(c, 31, ZF_UNAVAILABLE, "held by scheduler 'cccc0003', which is gone");
+    /* and the broker's own answers kept coming meanwhile */
+    Zflow__Ping ping = ZFLOW__PING__INIT;
+    zf_test_send_body(c, 32, ZFLOW__ENVELOPE__BODY_PING, &ping);
+    zf_test_expect_status(c, 32, ZF_OK, NULL);
+}
+
 static void test_broker_names_the_gone_scheduler_of_a_session_or_job(void **state)
 {
     fixture_t *f = *state;
@@ -171,6 +249,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_broker_answers_a_ping_itself, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_broker_routes_requests_to_the_scheduler_their_id_names,
                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_broker_passes_large_messages_whole_both_ways, s_setup,
+                                        s_teardown),
         cmocka_unit_test_setup_teardown(test_broker_names_the_gone_scheduler_of_a_session_or_job,
                                         s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_broker_refuses_a_bad_or_taken_scheduler_id, s_setup,

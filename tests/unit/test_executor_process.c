@@ -114,7 +114,9 @@ static Zflow__Envelope *s_call(zf_socket_t *d, Zflow__Envelope *env)
     return reply;
 }
 
-static char *s_register(zf_socket_t *d, const zf_partition_t *p, uint64_t incarnation)
+/* RegisterGraph of p's graph; the reply's status. */
+static zf_status_t s_register_status(zf_socket_t *d, const zf_partition_t *p, uint64_t incarnation,
+                                     char **handle)
 {
     Zflow__RegisterGraph rg;
     zflow__register_graph__init(&rg);
@@ -127,9 +129,16 @@ static char *s_register(zf_socket_t *d, const zf_partition_t *p, uint64_t incarn
     env.register_graph = &rg;
     Zflow__Envelope *reply = s_call(d, &env);
     assert_int_equal(reply->body_case, ZFLOW__ENVELOPE__BODY_REGISTER_GRAPH_REPLY);
-    ASSERT_OK(zf_status_from_proto(reply->register_graph_reply->status));
-    char *handle = strdup(reply->register_graph_reply->graph_handle);
+    zf_status_t st = zf_status_from_proto(reply->register_graph_reply->status);
+    *handle = zf_ok(st) ? strdup(reply->register_graph_reply->graph_handle) : NULL;
     zflow__envelope__free_unpacked(reply, NULL);
+    return st;
+}
+
+static char *s_register(zf_socket_t *d, const zf_partition_t *p, uint64_t incarnation)
+{
+    char *handle = NULL;
+    ASSERT_OK(s_register_status(d, p, incarnation, &handle));
     return handle;
 }
 
@@ -259,6 +268,86 @@ static void test_a_restarted_executor_refuses_the_old_handle_with_aborted(void *
     free(handle);
     zf_socket_destroy(&d1);
     zf_socket_destroy(&d2);
+    zf_zctx_destroy(&ctx);
+    zf_partition_set_destroy(&set);
+    fake_broker_stop(&b);
+}
+
+static void s_deregister(zf_socket_t *d, const char *handle)
+{
+    Zflow__DeregisterGraph dg;
+    zflow__deregister_graph__init(&dg);
+    dg.graph_handle = (char *)handle;
+    Zflow__Envelope env;
+    zflow__envelope__init(&env);
+    env.request_id = 4;
+    env.body_case = ZFLOW__ENVELOPE__BODY_DEREGISTER_GRAPH;
+    env.deregister_graph = &dg;
+    Zflow__Envelope *reply = s_call(d, &env);
+    assert_int_equal(reply->body_case, ZFLOW__ENVELOPE__BODY_STATUS_REPLY);
+    ASSERT_OK(zf_status_from_proto(reply->status_reply->status));
+    zflow__envelope__free_unpacked(reply, NULL);
+}
+
+static void test_executor_process_refuses_graphs_past_its_limits(void **state)
+{
+    (void)state;
+    fake_broker_t b = {0};
+    fake_broker_start(&b);
+    zf_partition_set_t *probe = zf_test_square_partition(CPU0, 1);
+    size_t one = protobuf_c_message_get_packed_size(&probe->parts[0].graph->base);
+    zf_partition_set_destroy(&probe);
+    /* room for three graphs by bytes, two by count */
+    char bytes[32];
+    snprintf(bytes, sizeof bytes, "%zu", 3 * one);
+    const char *args[] = {EXECUTOR, "--broker", b.endpoint,     "--device", "CPU:0",
+                          "--name", CPU0,       "--max-graphs", "2",        "--max-graph-bytes",
+                          bytes,    NULL};
+    s_child_t c;
+    s_spawn(&c, args);
+    uint64_t inc = s_incarnation(&b);
+    zf_partition_set_t *set = zf_test_square_partition(CPU0, inc);
+    zf_zctx_t *ctx = NULL;
+    zf_socket_t *d = NULL;
+    ASSERT_OK(zf_zctx_new(&ctx));
+    ASSERT_OK(zf_socket_new(ctx, ZF_SOCKET_DEALER, &d));
+    ASSERT_OK(zf_socket_connect(d, c.control));
+    char *h1 = NULL, *h2 = NULL, *h3 = NULL;
+    ASSERT_OK(s_register_status(d, &set->parts[0], inc, &h1));
+    ASSERT_OK(s_register_status(d, &set->parts[0], inc, &h2));
+    zf_test_expect_error(s_register_status(d, &set->parts[0], inc, &h3), ZF_RESOURCE_EXHAUSTED,
+                         "holds 2 graphs, the most it registers at once (zflow-executor "
+                         "--max-graphs 2)");
+    assert_null(h3);
+    /* those registered still run, and one deregistered makes room */
+    Zflow__Envelope *reply = s_run(d, &set->parts[0], h1, inc, 5);
+    ASSERT_OK(zf_status_from_proto(reply->run_graph_reply->status));
+    zflow__envelope__free_unpacked(reply, NULL);
+    s_deregister(d, h1);
+    ASSERT_OK(s_register_status(d, &set->parts[0], inc, &h3));
+    assert_int_equal(s_stop(&c, SIGTERM), 0);
+    free(h1);
+    free(h2);
+    free(h3);
+
+    /* by bytes: one graph and a half */
+    snprintf(bytes, sizeof bytes, "%zu", one + one / 2);
+    const char *args_bytes[] = {EXECUTOR, "--broker", b.endpoint,          "--device", "CPU:0",
+                                "--name", CPU0,       "--max-graph-bytes", bytes,      NULL};
+    s_spawn(&c, args_bytes);
+    inc = s_incarnation(&b);
+    zf_partition_set_destroy(&set);
+    set = zf_test_square_partition(CPU0, inc);
+    zf_socket_destroy(&d);
+    ASSERT_OK(zf_socket_new(ctx, ZF_SOCKET_DEALER, &d));
+    ASSERT_OK(zf_socket_connect(d, c.control));
+    ASSERT_OK(s_register_status(d, &set->parts[0], inc, &h1));
+    zf_test_expect_error(s_register_status(d, &set->parts[0], inc, &h2), ZF_RESOURCE_EXHAUSTED,
+                         "(zflow-executor --max-graph-bytes)");
+    assert_null(h2);
+    assert_int_equal(s_stop(&c, SIGTERM), 0);
+    free(h1);
+    zf_socket_destroy(&d);
     zf_zctx_destroy(&ctx);
     zf_partition_set_destroy(&set);
     fake_broker_stop(&b);
@@ -409,6 +498,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_executor_process_registers_prints_its_endpoints_and_serves_a_step),
         cmocka_unit_test(test_a_restarted_executor_refuses_the_old_handle_with_aborted),
+        cmocka_unit_test(test_executor_process_refuses_graphs_past_its_limits),
         cmocka_unit_test(test_executor_process_runs_unregistered_and_rejects_bad_flags),
         cmocka_unit_test(test_two_executor_processes_run_a_split_graph_like_the_local_session),
     };

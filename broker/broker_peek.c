@@ -1,0 +1,76 @@
+/* The header of an envelope read from its wire bytes, so that a large
+ * message the broker only passes on is never decoded on its loop thread
+ * (broker/broker_internal.h, "messages passed on undecoded"). */
+#include <stdio.h>
+#include <string.h>
+
+#include "broker/broker_internal.h"
+#include "common/graphdef_io.h"
+
+/* Whether the body names a session or job in its field 1. */
+static bool s_names_owner(Zflow__Envelope__BodyCase body)
+{
+    return body == ZFLOW__ENVELOPE__BODY_RUN_STEP || body == ZFLOW__ENVELOPE__BODY_CLOSE_SESSION ||
+           body == ZFLOW__ENVELOPE__BODY_WAIT_JOB || body == ZFLOW__ENVELOPE__BODY_POLL_JOB;
+}
+
+/* The last field 1 string of a body's bytes into m->owned_buf (cut to
+ * fit); false when the body is malformed at its first level. */
+static bool s_peek_owner(const uint8_t *p, size_t n, zf__broker_msg_t *m)
+{
+    const uint8_t *end = p + n;
+    while (p < end) {
+        zf_proto_field_t f;
+        if (!zf_proto_next_field(&p, end, &f)) return false;
+        if (f.number != 1 || !f.data) continue;
+        size_t keep = f.value < sizeof m->owned_buf ? (size_t)f.value : sizeof m->owned_buf - 1;
+        memcpy(m->owned_buf, f.data, keep);
+        m->owned_buf[keep] = '\0';
+        m->owned = m->owned_buf;
+    }
+    return true;
+}
+
+bool zf__broker_peek(const uint8_t *data, size_t len, zf__broker_msg_t *m, uint64_t *version)
+{
+    m->env = NULL;
+    m->request_id = 0;
+    m->body = ZFLOW__ENVELOPE__BODY__NOT_SET;
+    m->owned = NULL;
+    *version = 0;
+    const uint8_t *p = data, *end = data + len, *body = NULL;
+    size_t body_len = 0;
+    while (p < end) {
+        zf_proto_field_t f;
+        if (!zf_proto_next_field(&p, end, &f)) return false;
+        if (f.number == 1 && f.wire == 0) {
+            *version = f.value;
+        } else if (f.number == 2 && f.wire == 0) {
+            m->request_id = f.value;
+        } else if (f.number > 2 && f.data &&
+                   protobuf_c_message_descriptor_get_field(&zflow__envelope__descriptor,
+                                                           f.number)) {
+            m->body = (Zflow__Envelope__BodyCase)f.number; /* the last one of a oneof wins */
+            body = f.data;
+            body_len = (size_t)f.value;
+        }
+    }
+    if (body && s_names_owner(m->body)) return s_peek_owner(body, body_len, m);
+    return true;
+}
+
+void zf__broker_msg_of(const Zflow__Envelope *env, zf__broker_msg_t *m)
+{
+    m->env = env;
+    m->raw = NULL;
+    m->request_id = env->request_id;
+    m->body = env->body_case;
+    m->owned = NULL;
+    switch (env->body_case) {
+    case ZFLOW__ENVELOPE__BODY_RUN_STEP: m->owned = env->run_step->session; break;
+    case ZFLOW__ENVELOPE__BODY_CLOSE_SESSION: m->owned = env->close_session->session; break;
+    case ZFLOW__ENVELOPE__BODY_WAIT_JOB: m->owned = env->wait_job->job_id; break;
+    case ZFLOW__ENVELOPE__BODY_POLL_JOB: m->owned = env->poll_job->job_id; break;
+    default: break;
+    }
+}
