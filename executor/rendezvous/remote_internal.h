@@ -36,10 +36,11 @@ typedef struct zf__remote_peer {
 /* What is known of a peer's host (zf_remote_set_peer_host()). */
 enum { ZF__REMOTE_HOST_UNKNOWN, ZF__REMOTE_HOST_SAME, ZF__REMOTE_HOST_OTHER };
 
-/* A device tensor offered over IPC, or the arena block of a host tensor
- * offered in shared memory (shm; the tensor wraps the block, whose last
- * reference frees it), kept alive until the receiver's reply, the step's
- * cleanup or the hold limit (zf_remote_expire()). */
+/* A device tensor offered over IPC, kept alive until the receiver's reply,
+ * the step's cleanup or the hold limit (zf_remote_expire()); or the arena
+ * block of a host tensor offered in shared memory (shm; the tensor wraps
+ * the block, whose last reference frees it), kept until the reply, or the
+ * hold limit once no receiver maps the arena. */
 typedef struct zf__remote_held {
     struct zf__remote_held *next;
     uint64_t id;
