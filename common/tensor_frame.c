@@ -73,6 +73,9 @@ zf_status_t zf_tensor_frame_decode_payload(const zf_tensor_frame_header_t *h, co
     if (h->has_ipc)
         return zf_invalid_argument("an IPC offer has no payload: its bytes stay in the sender's "
                                    "GPU memory");
+    if (h->has_shm)
+        return zf_invalid_argument("a shared-memory offer has no payload: its bytes stay in the "
+                                   "sender's segment");
     if (s_holds_strings(h->dtype)) return s_decode_strings(h, bytes, len, out);
     return zf_tensor_new_from_bytes(h->dtype, &h->shape, bytes, len, out);
 }
@@ -175,16 +178,29 @@ static zf_status_t s_send_header_only(zf_socket_t *s, const uint8_t *head, size_
     return ZF_STATUS_OK;
 }
 
-zf_status_t zf_tensor_frame_send_ipc(zf_socket_t *s, const zf_tensor_frame_header_t *h)
+/* Sends an offer's header and an empty payload frame; how says how it is
+ * offered, for errors. */
+static zf_status_t s_send_offer(zf_socket_t *s, const zf_tensor_frame_header_t *h, const char *how)
 {
-    if (!h->has_ipc) return zf_invalid_argument("tensor '%s' is not an IPC offer", h->key);
     uint8_t head[ZF_TENSOR_FRAME_HEADER_MAX_ENCODED];
     size_t head_len = 0;
     ZF_TRY(zf_tensor_frame_encode_header(h, head, sizeof head, &head_len));
     char what[80 + ZF_TENSOR_FRAME_MAX_KEY];
-    snprintf(what, sizeof what, "offering tensor '%s' (step %" PRId64 ") over CUDA IPC", h->key,
-             h->step_id);
+    snprintf(what, sizeof what, "offering tensor '%s' (step %" PRId64 ") %s", h->key, h->step_id,
+             how);
     return s_send_header_only(s, head, head_len, what);
+}
+
+zf_status_t zf_tensor_frame_send_ipc(zf_socket_t *s, const zf_tensor_frame_header_t *h)
+{
+    if (!h->has_ipc) return zf_invalid_argument("tensor '%s' is not an IPC offer", h->key);
+    return s_send_offer(s, h, "over CUDA IPC");
+}
+
+zf_status_t zf_tensor_frame_send_shm(zf_socket_t *s, const zf_tensor_frame_header_t *h)
+{
+    if (!h->has_shm) return zf_invalid_argument("tensor '%s' is not a shared-memory offer", h->key);
+    return s_send_offer(s, h, "in shared memory");
 }
 
 zf_status_t zf_tensor_frame_send_reply(zf_socket_t *s, const zf_tensor_frame_reply_t *r)
@@ -280,7 +296,7 @@ static zf_status_t s_recv_payload(zf_socket_t *s, zmq_msg_t *head, zmq_msg_t **p
     return ZF_STATUS_OK;
 }
 
-/* An IPC offer (h) or a reply (r, when is_reply): described by its
+/* An IPC or shared-memory offer (h) or a reply (r, when is_reply): described by its
  * header; the payload frame must be empty. */
 static zf_status_t s_header_only(const zf_tensor_frame_header_t *h,
                                  const zf_tensor_frame_reply_t *r, bool is_reply,
@@ -290,14 +306,17 @@ static zf_status_t s_header_only(const zf_tensor_frame_header_t *h,
     s_close_msg(NULL, payload);
     if (size != 0)
         return zf_invalid_argument("%s carries a payload of %zu bytes; it must be empty",
-                                   is_reply ? "a reply" : "an IPC offer", size);
+                                   is_reply     ? "a reply"
+                                   : h->has_shm ? "a shared-memory offer"
+                                                : "an IPC offer",
+                                   size);
     if (is_reply) {
         if (!(frame->reply = malloc(sizeof *frame->reply))) return zf_out_of_memory("a reply");
         *frame->reply = *r;
         return ZF_STATUS_OK;
     }
     if (!(frame->offer = malloc(sizeof *frame->offer))) return zf_out_of_memory("an IPC offer");
-    *frame->offer = (zf_tensor_frame_offer_t){h->dtype, h->shape, h->ipc};
+    *frame->offer = (zf_tensor_frame_offer_t){h->dtype, h->shape, h->ipc, h->has_shm, h->shm};
     return ZF_STATUS_OK;
 }
 
@@ -316,8 +335,8 @@ static zf_status_t s_recv(zf_socket_t *s, int timeout_ms, zmq_msg_t *head,
         return st;
     }
     if (is_reply) return s_header_only(h, &reply, true, payload, frame);
-    st = h->has_ipc ? s_header_only(h, NULL, false, payload, frame)
-                    : s_payload_tensor(h, &payload, frame);
+    st = h->has_ipc || h->has_shm ? s_header_only(h, NULL, false, payload, frame)
+                                  : s_payload_tensor(h, &payload, frame);
     if (!zf_ok(st))
         return zf_status_prefix(st, "tensor '%s' (step %" PRId64 ")", h->key, h->step_id);
     frame->key = strdup(h->key);

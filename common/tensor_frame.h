@@ -42,7 +42,19 @@
  * a map {"v": 1, "reply": id, "step": int, "accepted": bool, "why": str}
  * and an empty payload frame: accepted once it has copied the memory and
  * closed its mapping (the sender may then drop the tensor), refused (the
- * sender sends the bytes instead) when it cannot open the handle. */
+ * sender sends the bytes instead) when it cannot open the handle.
+ *
+ * Shared-memory offers (same-host host memory). A header may carry "shm"
+ * instead: a map {"name": str, "offset": int, "nbytes": int, "id": int,
+ * "host": str} naming a POSIX shared memory segment of the sender (its
+ * arena, executor/rendezvous/remote.h), where the tensor's bytes lie at
+ * offset, the offer's id and the sender's host id. As for "ipc": a live
+ * tensor of a fixed-size dtype, "len" 0, an empty payload frame, "nbytes"
+ * exactly what dtype and shape need; at most one of "ipc" and "shm". The
+ * receiver answers with the same reply message: accepted once it has
+ * dropped the mapped tensor, refused when it cannot map it (the sender
+ * then sends the bytes). Whether the name, offset and size make sense for
+ * a segment is the receiver's check, not the codec's. */
 #ifndef ZF_TENSOR_FRAME_H
 #define ZF_TENSOR_FRAME_H
 
@@ -58,10 +70,11 @@
 #define ZF_TENSOR_FRAME_MAX_KEY 4096
 /* A larger header frame is rejected before it is parsed (a valid one is
  * under 4.5 KiB; the rest leaves room for fields added later). */
-#define ZF_TENSOR_FRAME_MAX_HEADER 65536
-#define ZF_TENSOR_FRAME_IPC_HANDLE 64
-#define ZF_TENSOR_FRAME_MAX_HOST   320 /* "hostname:boot id" */
-#define ZF_TENSOR_FRAME_MAX_WHY    512
+#define ZF_TENSOR_FRAME_MAX_HEADER   65536
+#define ZF_TENSOR_FRAME_IPC_HANDLE   64
+#define ZF_TENSOR_FRAME_MAX_HOST     320 /* "hostname:boot id" */
+#define ZF_TENSOR_FRAME_MAX_WHY      512
+#define ZF_TENSOR_FRAME_MAX_SHM_NAME 63 /* a POSIX shared memory name */
 /* Room for any encoded header: the map, seven names, a 4096-byte key in a
  * str32, sixteen dims and the integers at 9 bytes each, the "ipc" map with
  * its host, and spare. Replies are far smaller. */
@@ -77,7 +90,16 @@ typedef struct zf_tensor_frame_ipc {
     char host[ZF_TENSOR_FRAME_MAX_HOST + 1];    /* the sender's host id, non-empty */
 } zf_tensor_frame_ipc_t;
 
-/* The answer to an IPC offer. */
+/* The "shm" field: a host tensor offered in a shared memory segment. */
+typedef struct zf_tensor_frame_shm {
+    char name[ZF_TENSOR_FRAME_MAX_SHM_NAME + 1]; /* the segment's name, non-empty */
+    uint64_t offset;                             /* of the tensor in the segment */
+    uint64_t nbytes;                             /* exactly what dtype and shape need, > 0 */
+    uint64_t id;                                 /* the sender's offer id, > 0 */
+    char host[ZF_TENSOR_FRAME_MAX_HOST + 1];     /* the sender's host id, non-empty */
+} zf_tensor_frame_shm_t;
+
+/* The answer to an IPC or shared-memory offer. */
 typedef struct zf_tensor_frame_reply {
     uint64_t id; /* the offer's, > 0 */
     int64_t step_id;
@@ -95,13 +117,18 @@ typedef struct zf_tensor_frame_header {
     uint64_t len; /* payload bytes */
     bool has_ipc; /* an IPC offer: ipc is set and len is 0 */
     zf_tensor_frame_ipc_t ipc;
+    bool has_shm; /* a shared-memory offer: shm is set and len is 0 */
+    zf_tensor_frame_shm_t shm;
 } zf_tensor_frame_header_t;
 
-/* A received IPC offer: the tensor it describes and the handle. */
+/* A received offer: the tensor it describes and the IPC handle, or (is_shm)
+ * the shared memory segment. */
 typedef struct zf_tensor_frame_offer {
     zf_dtype_t dtype;
     zf_shape_t shape;
     zf_tensor_frame_ipc_t ipc;
+    bool is_shm;
+    zf_tensor_frame_shm_t shm;
 } zf_tensor_frame_offer_t;
 
 /* A received message. key, the reference in tensor, offer and reply are
@@ -139,6 +166,11 @@ zf_status_t zf_tensor_frame_send(zf_socket_t *s, const char *key, int64_t step_i
  * or until the step ends. Errors as zf_tensor_frame_send. */
 zf_status_t zf_tensor_frame_send_ipc(zf_socket_t *s, const zf_tensor_frame_header_t *h);
 
+/* Sends a shared-memory offer (h->has_shm set, h->len 0) and its empty
+ * payload frame. The sender keeps the segment's bytes until the reply, or
+ * until the step ends. Errors as zf_tensor_frame_send. */
+zf_status_t zf_tensor_frame_send_shm(zf_socket_t *s, const zf_tensor_frame_header_t *h);
+
 /* Sends a reply message. Errors: INVALID_ARGUMENT for id 0 or a why that
  * is too long, and those of zf_tensor_frame_send. */
 zf_status_t zf_tensor_frame_send_reply(zf_socket_t *s, const zf_tensor_frame_reply_t *r);
@@ -167,8 +199,16 @@ zf_status_t zf_tensor_frame_header_for_ipc(const char *key, int64_t step_id, zf_
                                            const zf_tensor_frame_ipc_t *ipc,
                                            zf_tensor_frame_header_t *out);
 
-/* The checks every header passes on both sides: key, dtype, shape, "len"
- * and "ipc" as described above. Errors: INVALID_ARGUMENT naming the
+/* Fills *out for a shared-memory offer of a dtype/shape tensor described
+ * by shm (copied) and checks it. Errors: INVALID_ARGUMENT naming the
+ * field. */
+zf_status_t zf_tensor_frame_header_for_shm(const char *key, int64_t step_id, zf_dtype_t dtype,
+                                           const zf_shape_t *shape,
+                                           const zf_tensor_frame_shm_t *shm,
+                                           zf_tensor_frame_header_t *out);
+
+/* The checks every header passes on both sides: key, dtype, shape, "len",
+ * "ipc" and "shm" as described above. Errors: INVALID_ARGUMENT naming the
  * field. */
 zf_status_t zf_tensor_frame_check_header(const zf_tensor_frame_header_t *h);
 

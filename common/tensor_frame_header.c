@@ -190,6 +190,30 @@ static zf_status_t s_check_ipc(const zf_tensor_frame_header_t *h, uint64_t need)
     return s_check_text("host", ipc->host, ZF_TENSOR_FRAME_MAX_HOST, false);
 }
 
+/* A shared-memory offer: as an IPC offer, a live fixed-size tensor, no
+ * payload, and a range of exactly the tensor's need bytes. */
+static zf_status_t s_check_shm(const zf_tensor_frame_header_t *h, uint64_t need)
+{
+    const zf_tensor_frame_shm_t *shm = &h->shm;
+    if (h->has_ipc) return zf_invalid_argument("fields 'ipc' and 'shm' exclude each other");
+    if (h->is_dead) return zf_invalid_argument("field 'shm': a dead tensor cannot be offered");
+    if (s_holds_strings(h->dtype))
+        return zf_invalid_argument("field 'shm': %s tensors cannot be offered",
+                                   zf_dtype_name(h->dtype));
+    if (h->len != 0)
+        return zf_invalid_argument(
+            "field 'len': a shared-memory offer carries no bytes (len %" PRIu64 ")", h->len);
+    if (shm->nbytes != need || need == 0)
+        return zf_invalid_argument("field 'shm': nbytes %" PRIu64 " but the tensor needs %" PRIu64,
+                                   shm->nbytes, need);
+    if (shm->offset > INT64_MAX - shm->nbytes)
+        return zf_invalid_argument("field 'shm': offset %" PRIu64 " is out of range", shm->offset);
+    if (shm->id == 0 || shm->id > INT64_MAX)
+        return zf_invalid_argument("field 'shm': id %" PRIu64 " is out of range", shm->id);
+    ZF_TRY(s_check_text("name", shm->name, ZF_TENSOR_FRAME_MAX_SHM_NAME, false));
+    return s_check_text("host", shm->host, ZF_TENSOR_FRAME_MAX_HOST, false);
+}
+
 /* "len" against dtype and shape: exact for fixed-size types; for strings
  * at least the 8-byte length of each element, which also bounds the
  * element count by the bytes that actually arrive. */
@@ -201,6 +225,7 @@ static zf_status_t s_check_len(const zf_tensor_frame_header_t *h)
     if (!zf_ok(s)) return zf_status_prefix(s, "field 'shape'");
     if (h->is_dead || h->dtype == ZF_INVALID) {
         if (h->has_ipc) return zf_invalid_argument("field 'ipc': a dead tensor cannot be offered");
+        if (h->has_shm) return zf_invalid_argument("field 'shm': a dead tensor cannot be offered");
         if (h->len != 0)
             return zf_invalid_argument(
                 "field 'len': a dead tensor carries no bytes (len %" PRIu64 ")", h->len);
@@ -212,6 +237,7 @@ static zf_status_t s_check_len(const zf_tensor_frame_header_t *h)
                                    zf_dtype_name(h->dtype),
                                    zf_shape_to_string(&h->shape, sbuf, sizeof sbuf));
     uint64_t need = (uint64_t)n * elem;
+    if (h->has_shm) return s_check_shm(h, need);
     if (h->has_ipc) return s_check_ipc(h, need);
     if (s_holds_strings(h->dtype) && h->len < need)
         return zf_invalid_argument("field 'len': %" PRIu64 " bytes cannot hold %" PRId64
@@ -284,13 +310,30 @@ static int s_pack_ipc(msgpack_packer *pk, const zf_tensor_frame_ipc_t *ipc)
     return rc;
 }
 
+static int s_pack_shm(msgpack_packer *pk, const zf_tensor_frame_shm_t *shm)
+{
+    int rc = s_pack_name(pk, "shm");
+    rc |= msgpack_pack_map(pk, 5);
+    rc |= s_pack_name(pk, "name");
+    rc |= s_pack_name(pk, shm->name);
+    rc |= s_pack_name(pk, "offset");
+    rc |= msgpack_pack_uint64(pk, shm->offset);
+    rc |= s_pack_name(pk, "nbytes");
+    rc |= msgpack_pack_uint64(pk, shm->nbytes);
+    rc |= s_pack_name(pk, "id");
+    rc |= msgpack_pack_uint64(pk, shm->id);
+    rc |= s_pack_name(pk, "host");
+    rc |= s_pack_name(pk, shm->host);
+    return rc;
+}
+
 /* Packs h into sink; -1 when the sink is too small. */
 static int s_pack_header(const zf_tensor_frame_header_t *h, s_sink_t *sink)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, sink, s_sink_write);
     /* One statement per item: the packing order is the wire order. */
-    int rc = msgpack_pack_map(&pk, h->has_ipc ? 8 : 7);
+    int rc = msgpack_pack_map(&pk, h->has_ipc || h->has_shm ? 8 : 7);
     rc |= s_pack_name(&pk, "v");
     rc |= msgpack_pack_int(&pk, ZF_TENSOR_FRAME_VERSION);
     rc |= s_pack_name(&pk, "key");
@@ -307,6 +350,7 @@ static int s_pack_header(const zf_tensor_frame_header_t *h, s_sink_t *sink)
     rc |= s_pack_name(&pk, "len");
     rc |= msgpack_pack_uint64(&pk, h->len);
     if (h->has_ipc) rc |= s_pack_ipc(&pk, &h->ipc);
+    if (h->has_shm) rc |= s_pack_shm(&pk, &h->shm);
     return rc ? -1 : 0;
 }
 
@@ -380,6 +424,21 @@ zf_status_t zf_tensor_frame_header_for_ipc(const char *key, int64_t step_id, zf_
     return s;
 }
 
+zf_status_t zf_tensor_frame_header_for_shm(const char *key, int64_t step_id, zf_dtype_t dtype,
+                                           const zf_shape_t *shape,
+                                           const zf_tensor_frame_shm_t *shm,
+                                           zf_tensor_frame_header_t *out)
+{
+    ZF_TRY(s_header_start(key, step_id, out));
+    out->dtype = dtype;
+    out->shape = *shape;
+    out->has_shm = true;
+    out->shm = *shm;
+    zf_status_t s = zf_tensor_frame_check_header(out);
+    if (!zf_ok(s)) memset(out, 0, sizeof *out);
+    return s;
+}
+
 /* Bytes of the string payload encoding of t; false on overflow. */
 static bool s_strings_size(const zf_tensor_t *t, uint64_t *out)
 {
@@ -425,7 +484,7 @@ zf_status_t zf_tensor_frame_header_from_tensor(const char *key, int64_t step_id,
 /* ---- header decoding -------------------------------------------------------------- */
 
 /* Every top-level name of both message kinds: a tensor header has v..len
- * and may have ipc; a reply has v, reply, step, accepted and why. */
+ * and may have ipc or shm; a reply has v, reply, step, accepted and why. */
 enum {
     F_V,
     F_KEY,
@@ -435,17 +494,21 @@ enum {
     F_DEAD,
     F_LEN,
     F_IPC,
+    F_SHM,
     F_REPLY,
     F_ACCEPTED,
     F_WHY,
     F_COUNT
 };
 static const char *const s_field_names[F_COUNT] = {
-    "v", "key", "step", "dtype", "shape", "dead", "len", "ipc", "reply", "accepted", "why"};
+    "v", "key", "step", "dtype", "shape", "dead", "len", "ipc", "shm", "reply", "accepted", "why"};
 
 enum { I_HANDLE, I_OFFSET, I_NBYTES, I_DEVICE, I_ID, I_HOST, I_COUNT };
 static const char *const s_ipc_names[I_COUNT] = {"handle", "offset", "nbytes",
                                                  "device", "id",     "host"};
+
+enum { M_NAME, M_OFFSET, M_NBYTES, M_ID, M_HOST, M_COUNT };
+static const char *const s_shm_names[M_COUNT] = {"name", "offset", "nbytes", "id", "host"};
 
 static const char *s_mp_type_name(msgpack_object_type type)
 {
@@ -604,6 +667,26 @@ static zf_status_t s_read_ipc(const msgpack_object *o, zf_tensor_frame_ipc_t *ip
     return zf_ok(s) ? s : zf_status_prefix(s, "field 'ipc'");
 }
 
+static zf_status_t s_read_shm_fields(const msgpack_object *f[], zf_tensor_frame_shm_t *shm)
+{
+    ZF_TRY(s_get_text(f[M_NAME], "name", shm->name, ZF_TENSOR_FRAME_MAX_SHM_NAME));
+    ZF_TRY(s_get_uint(f[M_OFFSET], "offset", &shm->offset));
+    ZF_TRY(s_get_uint(f[M_NBYTES], "nbytes", &shm->nbytes));
+    ZF_TRY(s_get_uint(f[M_ID], "id", &shm->id));
+    return s_get_text(f[M_HOST], "host", shm->host, ZF_TENSOR_FRAME_MAX_HOST);
+}
+
+static zf_status_t s_read_shm(const msgpack_object *o, zf_tensor_frame_shm_t *shm)
+{
+    if (o->type != MSGPACK_OBJECT_MAP)
+        return zf_invalid_argument("field 'shm' must be a map, not %s", s_mp_type_name(o->type));
+    const msgpack_object *f[M_COUNT] = {NULL};
+    ZF_TRY(s_find_fields(&o->via.map, s_shm_names, M_COUNT, "field 'shm': ", f));
+    ZF_TRY(s_require(f, s_shm_names, 0, M_COUNT - 1, "field 'shm': "));
+    zf_status_t s = s_read_shm_fields(f, shm);
+    return zf_ok(s) ? s : zf_status_prefix(s, "field 'shm'");
+}
+
 static zf_status_t s_read_version(const msgpack_object *o)
 {
     int64_t v = 0;
@@ -651,6 +734,8 @@ static zf_status_t s_read_fields(const msgpack_object *f[], zf_tensor_frame_head
     h->len = (uint64_t)len;
     h->has_ipc = f[F_IPC] != NULL;
     if (h->has_ipc) ZF_TRY(s_read_ipc(f[F_IPC], &h->ipc));
+    h->has_shm = f[F_SHM] != NULL;
+    if (h->has_shm) ZF_TRY(s_read_shm(f[F_SHM], &h->shm));
     return zf_tensor_frame_check_header(h);
 }
 

@@ -28,7 +28,7 @@ static const char s_usage[] =
     "                      [--name FULLNAME | --job NAME --task N]\n"
     "                      [--heartbeat-ms N] [--control ENDPOINT] [--rendezvous ENDPOINT]\n"
     "                      [--threads N] [--max-unclaimed-mib N] [--max-graphs N]\n"
-    "                      [--max-graph-bytes N] [--keys DIR]\n"
+    "                      [--max-graph-bytes N] [--shm-mib N] [--keys DIR]\n"
     "\n"
     "A zflow executor: one device, the partitions schedulers register on it,\n"
     "and its steps.\n"
@@ -60,6 +60,11 @@ static const char s_usage[] =
     "                          RESOURCE_EXHAUSTED\n"
     "  --max-graph-bytes N     their serialized GraphDefs together, at most\n"
     "                          (default 4294967296)\n"
+    "  --shm-mib N             the shared-memory arena through which tensors of\n"
+    "                          64 KiB and more go to executors on this host, in\n"
+    "                          MiB (default 256; 0: none, they go as bytes); a\n"
+    "                          full arena sends bytes. /dev/shm must have room\n"
+    "                          (containers: ipc: host or shm_size)\n"
     "  --keys DIR              CurveZMQ keys (env ZFLOW_KEYS): this executor's\n"
     "                          keypair DIR/executor.key and the keys it trusts;\n"
     "                          only scheduler keys may drive it and only executor\n"
@@ -71,9 +76,9 @@ static const char s_usage[] =
 
 typedef struct {
     const char *broker, *device, *name, *control, *rendezvous, *keys, *job;
-    int heartbeat_ms, threads, max_unclaimed_mib, task, max_graphs;
+    int heartbeat_ms, threads, max_unclaimed_mib, task, max_graphs, shm_mib;
     long max_graph_bytes;
-    bool task_set;
+    bool task_set, shm_mib_set;
     char job_name[ZF_DEVICE_NAME_MAX];
     char type[16];
     int index;
@@ -145,6 +150,7 @@ static int s_parse(int argc, char **argv, s_flags_t *f)
                    : strcmp(a, "--max-unclaimed-mib") == 0 ? &f->max_unclaimed_mib
                    : strcmp(a, "--task") == 0              ? &f->task
                    : strcmp(a, "--max-graphs") == 0        ? &f->max_graphs
+                   : strcmp(a, "--shm-mib") == 0           ? &f->shm_mib
                                                            : NULL;
         bool bytes = strcmp(a, "--max-graph-bytes") == 0;
         if (!str && !num && !bytes) return s_fail(2, "unknown argument", a);
@@ -155,6 +161,12 @@ static int s_parse(int argc, char **argv, s_flags_t *f)
             if (!s_parse_int(v, 0, &f->task))
                 return s_fail(2, "--task takes a number >= 0, not", v);
             f->task_set = true;
+            continue;
+        }
+        if (strcmp(a, "--shm-mib") == 0) {
+            if (!s_parse_int(v, 0, &f->shm_mib))
+                return s_fail(2, "--shm-mib takes a number >= 0, not", v);
+            f->shm_mib_set = true;
             continue;
         }
         if (num && !s_parse_int(v, 1, num)) return s_fail(2, "a positive number must follow", a);
@@ -213,7 +225,10 @@ static zf_status_t s_run(const s_flags_t *f)
     zf_status_t s = zf_zctx_new(&ctx);
     if (zf_ok(s) && f->keys) s = zf_zctx_set_keys(ctx, f->keys, ZF_ROLE_EXECUTOR);
     if (zf_ok(s)) s = s_make_device(f, &dev);
-    zf_exec_service_options_t opts = {f->control, f->rendezvous, 0};
+    zf_exec_service_options_t opts = {f->control, f->rendezvous, 0,
+                                      !f->shm_mib_set ? 0
+                                      : f->shm_mib    ? f->shm_mib
+                                                      : -1};
     if (zf_ok(s)) s = zf_exec_service_new(ctx, dev, &opts, &svc);
     if (zf_ok(s) && f->max_unclaimed_mib > 0)
         zf_exec_service_set_max_unclaimed_bytes(svc, (size_t)f->max_unclaimed_mib << 20);

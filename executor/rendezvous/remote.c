@@ -106,6 +106,8 @@ static bool s_receive_one(zf_remote_t *r, int timeout_ms)
     bool got = zf_ok(s) || (s.code != ZF_CANCELLED && s.code != ZF_DEADLINE_EXCEEDED);
     if (zf_ok(s) && f.reply) {
         zf__remote_on_reply(r, f.reply);
+    } else if (zf_ok(s) && f.offer && f.offer->is_shm) {
+        zf__remote_shm_on_offer(r, &f);
     } else if (zf_ok(s) && f.offer) {
         zf__remote_on_offer(r, &f);
     } else if (zf_ok(s)) {
@@ -199,6 +201,7 @@ static zf_status_t s_new(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr, const char *b
     *out = NULL;
     zf_remote_t *r = calloc(1, sizeof *r);
     if (!r) return zf_out_of_memory("remote transport");
+    zf__remote_shm_init(r);
     r->ctx = ctx;
     r->mgr = mgr;
     r->ipc_hold_ms = ZF_REMOTE_IPC_HOLD_MS;
@@ -262,6 +265,7 @@ void zf_remote_destroy(zf_remote_t **r_p)
         zf__remote_acker_unref(&r->acker);
     }
     zf__remote_held_free_all(&r->held);
+    zf__remote_shm_destroy(r);
     zf_socket_destroy(&r->pull);
     size_t iter = 0;
     uintptr_t v = 0;
@@ -408,10 +412,17 @@ zf_status_t zf__remote_peer_send(zf_remote_t *r, zf__remote_peer_t *p, const cha
 {
     if (tensor && !is_dead && zf_tensor_memory_kind(tensor) == ZF_MEMORY_DEVICE)
         return zf__remote_send_device_tensor(r, p, device, key, step_id, tensor);
+    zf_status_t s = ZF_STATUS_OK;
+    if (tensor && !is_dead) {
+        bool sent = false;
+        s = zf__remote_shm_send(r, p, device, key, step_id, tensor, &sent);
+        if (!zf_ok(s) || sent) return zf_status_prefix(s, "sending '%s' to %s", key, device);
+    }
     pthread_mutex_lock(&p->mu);
-    zf_status_t s = zf__remote_peer_socket_locked(r, p);
+    s = zf__remote_peer_socket_locked(r, p);
     if (zf_ok(s)) s = zf_tensor_frame_send(p->push, key, step_id, tensor, is_dead);
     pthread_mutex_unlock(&p->mu);
+    if (zf_ok(s)) atomic_fetch_add(&r->bytes_sent, 1);
     return zf_status_prefix(s, "sending '%s' to %s", key, device);
 }
 

@@ -55,7 +55,44 @@
  * placeholder, and that release — or any other, such as the step's abort
  * — answers the sender, which then drops its reference. Every other
  * device tensor (a CPU receiver, an export that fails) is copied to the
- * host and sent as bytes; host tensors take the byte path unchanged.
+ * host and sent as bytes; host tensors take the byte path unchanged,
+ * except for the shared-memory path below.
+ *
+ * Same-host host memory (shared memory). A live host tensor of a
+ * fixed-size dtype, of at least the shared-memory threshold
+ * (zf_remote_set_shm(); ZF_REMOTE_SHM_MIN_BYTES), sent to a peer not known
+ * to be on another host (zf_remote_set_peer_host()) and that has not
+ * refused one, is copied once into this process's arena: one POSIX shared
+ * memory segment of a bounded size (ZF_REMOTE_SHM_MIB, the executor's
+ * --shm-mib), created on first use as "/zflow-<pid>-<64 random bits in
+ * hex>", its pages reserved as they are first used (so a full /dev/shm is
+ * a failed allocation, never a SIGBUS). The header-only frame
+ * (common/tensor_frame.h, "shm") names the segment, the block's offset and
+ * size, an offer id and the host id; the receiver checks the host id, the
+ * name (the prefix, then only digits, '-' and hex), the range against the
+ * segment's size and the alignment, maps the whole segment once (a few
+ * senders' segments stay mapped, ZF__REMOTE_SHM_MAPS) and hands the step a
+ * tensor over the mapped bytes: no copy on the receiving side. When the
+ * last reference to that tensor goes, the receiver answers the offer (the
+ * IPC reply message) and the sender frees the block. The block is held
+ * like an IPC offer (same list, same hold limit,
+ * zf_remote_set_ipc_hold_ms()), with one difference: the receiver reads it
+ * in place for as long as it keeps the tensor (past its step; a variable
+ * may keep it for good), so neither zf_remote_cleanup_step() nor the hold
+ * limit alone frees it. At the hold limit an unanswered block is freed
+ * once no receiver maps the arena (another transport of this process, or
+ * another process: /proc/<pid>/maps; none left means the receivers that
+ * could read it have died), else it is kept for another hold limit
+ * (logged). A refusal
+ * (another host, a segment it cannot map) sends the bytes from the block
+ * and that peer gets bytes from then on. A full arena, a segment that
+ * cannot be made, a dead or string tensor, or a smaller one take the byte
+ * path (fallbacks count the first). The segment's name is unlinked when
+ * the transport is destroyed; a process that dies leaves its segment
+ * behind until the next transport starts on the host, which removes every
+ * /dev/shm/zflow-<pid>-* whose pid is not running
+ * (zf_remote_shm_sweep()). Mappings a receiver holds stay valid after the
+ * sender unlinks or dies; the memory goes with the last one.
  *
  * Thread-safety: every function may be called from any thread, except that
  * zf_remote_destroy() must not race with other calls. */
@@ -76,6 +113,12 @@
 #define ZF_REMOTE_SEND_TIMEOUT_MS 30000
 /* How long an IPC offer is held at most by default (zf_remote_expire()). */
 #define ZF_REMOTE_IPC_HOLD_MS 60000
+/* The shared-memory arena's default size, and the smallest tensor that
+ * goes through it by default. */
+#define ZF_REMOTE_SHM_MIB       256
+#define ZF_REMOTE_SHM_MIN_BYTES (64 * 1024)
+/* The name prefix of every arena segment (in /dev/shm without the '/'). */
+#define ZF_REMOTE_SHM_PREFIX "/zflow-"
 
 typedef struct zf_remote zf_remote_t;
 
@@ -217,6 +260,47 @@ typedef struct zf_remote_stats {
 } zf_remote_stats_t;
 
 zf_remote_stats_t zf_remote_stats(zf_remote_t *r);
+
+/* ---- shared memory ------------------------------------------------------------- */
+
+/* Sets the arena's size (0: no shared-memory path) and the smallest tensor
+ * that takes it (0: ZF_REMOTE_SHM_MIN_BYTES). Call it before any tensor
+ * moves; a transport starts with ZF_REMOTE_SHM_MIB and the default. */
+void zf_remote_set_shm(zf_remote_t *r, size_t arena_bytes, size_t min_bytes);
+
+/* Records the host id of device's peer (zf_remote_update_peer() first; a
+ * replaced peer forgets it): a peer on another host gets bytes without an
+ * offer, an unknown one (NULL or "") is offered and may refuse. */
+void zf_remote_set_peer_host(zf_remote_t *r, const char *device, const char *host_id);
+
+/* Removes the arena segments of processes that are no longer running
+ * (/dev/shm/zflow-<pid>-*, pid not this process's); returns how many.
+ * Every new transport calls it. */
+int zf_remote_shm_sweep(void);
+
+/* The arena's name ("" before its first use). Borrowed while r lives. */
+const char *zf_remote_shm_name(zf_remote_t *r);
+
+/* Shared-memory counters (tests, diagnostics): host tensors sent to peers
+ * as bytes, offers sent, answered by release, refused, received and
+ * mapped here, received and refused here (a bad or foreign segment),
+ * released by the hold limit, tensors that qualified but found the arena
+ * full (or unusable) and went as bytes; arena bytes in blocks now and the
+ * segments this transport has live (0 or 1). */
+typedef struct zf_remote_shm_stats {
+    uint64_t bytes_sent;
+    uint64_t shm_offered;
+    uint64_t shm_released;
+    uint64_t shm_refused;
+    uint64_t shm_received;
+    uint64_t shm_rejected;
+    uint64_t shm_expired;
+    uint64_t shm_fallbacks;
+    uint64_t shm_bytes_in_use;
+    uint64_t shm_segments;
+} zf_remote_shm_stats_t;
+
+zf_remote_shm_stats_t zf_remote_shm_stats(zf_remote_t *r);
 
 /* ---- CUDA IPC ---------------------------------------------------------------- */
 

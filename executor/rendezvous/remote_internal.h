@@ -1,6 +1,7 @@
 /* Private to executor/rendezvous/remote*.c: the layout of zf_remote_t and what its
  * files share (remote.c: the sockets, peers, receiving, sending and steps;
- * remote_ipc.c: CUDA IPC offers, sent and received, and their hold limit),
+ * remote_ipc.c: CUDA IPC offers, sent and received, and their hold limit;
+ * remote_shm.c: the shared-memory arena, its offers and the mappings),
  * and a test hook. Not a public interface. */
 #ifndef ZF_REMOTE_INTERNAL_H
 #define ZF_REMOTE_INTERNAL_H
@@ -28,13 +29,22 @@ typedef struct zf__remote_peer {
     uint64_t incarnation; /* 0: unknown; guarded by the transport's mu */
     zf_socket_t *push;
     atomic_bool ipc_refused; /* it refused an IPC offer: send it bytes */
+    atomic_bool shm_refused; /* it refused a shared-memory offer: send it bytes */
+    atomic_int host;         /* ZF__REMOTE_HOST_*: whether it shares this host */
 } zf__remote_peer_t;
 
+/* What is known of a peer's host (zf_remote_set_peer_host()). */
+enum { ZF__REMOTE_HOST_UNKNOWN, ZF__REMOTE_HOST_SAME, ZF__REMOTE_HOST_OTHER };
+
 /* A device tensor offered over IPC, kept alive until the receiver's reply,
- * the step's cleanup or the hold limit (zf_remote_expire()). */
+ * the step's cleanup or the hold limit (zf_remote_expire()); or the arena
+ * block of a host tensor offered in shared memory (shm; the tensor wraps
+ * the block, whose last reference frees it), kept until the reply, or the
+ * hold limit once no receiver maps the arena. */
 typedef struct zf__remote_held {
     struct zf__remote_held *next;
     uint64_t id;
+    bool shm;
     int64_t step_id;
     int64_t held_at_ms; /* zf_remote_now_ms() when offered */
     char *device, *key;
@@ -49,6 +59,12 @@ typedef struct zf__remote_acker {
     atomic_int refs;
     zf_remote_t *r; /* NULL once the transport is destroyed */
 } zf__remote_acker_t;
+
+typedef struct zf__remote_arena zf__remote_arena_t;
+typedef struct zf__remote_shm_map zf__remote_shm_map_t;
+
+/* How many senders' segments a receiver keeps mapped. */
+#define ZF__REMOTE_SHM_MAPS 16
 
 struct zf_remote {
     zf_zctx_t *ctx;
@@ -70,6 +86,16 @@ struct zf_remote {
     char host_id[ZF_TENSOR_FRAME_MAX_HOST + 1];
     atomic_uint_fast64_t delivered, dropped, malformed;
     atomic_uint_fast64_t ipc_offered, ipc_released, ipc_refused, ipc_received, ipc_expired;
+    /* shared memory (remote_shm.c) */
+    pthread_mutex_t shm_mu;    /* guards arena creation and maps */
+    size_t shm_arena_bytes;    /* 0: no shared-memory path */
+    size_t shm_min_bytes;      /* smaller tensors go as bytes */
+    bool shm_broken;           /* guarded by shm_mu: the arena could not be made */
+    zf__remote_arena_t *arena; /* made on first use; guarded by shm_mu */
+    zf__remote_shm_map_t *maps[ZF__REMOTE_SHM_MAPS]; /* senders' segments mapped here */
+    unsigned next_map;                               /* the slot the next mapping evicts */
+    atomic_uint_fast64_t bytes_sent, shm_offered, shm_released, shm_refused, shm_received,
+        shm_rejected, shm_expired, shm_fallbacks;
 };
 
 /* ---- remote.c ------------------------------------------------------------- */
@@ -100,8 +126,29 @@ zf_status_t zf__remote_peer_send(zf_remote_t *r, zf__remote_peer_t *p, const cha
 
 /* ---- remote_ipc.c --------------------------------------------------------- */
 
-/* Unlinks the held offer with id (id != 0), or every offer of step_id
- * (id == 0), and returns them as a list. Caller holds r->mu. */
+/* Holds tensor (a new reference) as offer id (shm: a shared-memory offer)
+ * to device under key for step_id, stamped held_at_ms. Errors: CANCELLED
+ * when step_id has ended here (nothing is held), RESOURCE_EXHAUSTED. */
+zf_status_t zf__remote_held_add(zf_remote_t *r, uint64_t id, bool shm, const char *device,
+                                const char *key, int64_t step_id, zf_tensor_t *tensor,
+                                int64_t held_at_ms);
+
+/* Sends offer h (IPC or shared memory), held already as id, to p; on
+ * failure the held offer is let go. */
+zf_status_t zf__remote_send_held_offer(zf_remote_t *r, zf__remote_peer_t *p,
+                                       const zf_tensor_frame_header_t *h, uint64_t id);
+
+/* The sending device of key (its first field), copied into out. */
+bool zf__remote_key_src(const char *key, char *out, size_t cap);
+
+/* Answers offer id of step_id on the push socket of src's peer; failures
+ * are logged (the sender lets go at the step's end or the hold limit). */
+void zf__remote_reply(zf_remote_t *r, const char *src, uint64_t id, int64_t step_id, bool accepted,
+                      const char *why);
+
+/* Unlinks the held offer with id (id != 0), or every IPC offer of step_id
+ * (id == 0: shared-memory blocks stay, as the receiver may read them in
+ * place after its step), and returns them as a list. Caller holds r->mu. */
 zf__remote_held_t *zf__remote_held_take_locked(zf_remote_t *r, uint64_t id, int64_t step_id);
 
 /* Frees a list of held offers (unlinked from r->held) and their tensor
@@ -123,6 +170,31 @@ void zf__remote_on_reply(zf_remote_t *r, const zf_tensor_frame_reply_t *reply);
 /* An offer received: its placeholder goes to the step (f->tensor, which
  * then goes with f), or the sender is told why it is refused. */
 void zf__remote_on_offer(zf_remote_t *r, zf_tensor_frame_t *f);
+
+/* ---- remote_shm.c --------------------------------------------------------- */
+
+/* Sets the shared-memory defaults of a new transport and removes the
+ * segments of dead processes. */
+void zf__remote_shm_init(zf_remote_t *r);
+
+/* Drops the arena (its name is unlinked; the memory goes with the last
+ * block) and the mappings of other senders' segments. */
+void zf__remote_shm_destroy(zf_remote_t *r);
+
+/* Sends a host tensor to p through the arena when it qualifies (size,
+ * dtype, the peer's host, room in the arena); *sent false: send the bytes.
+ * Errors: those of sending the offer. */
+zf_status_t zf__remote_shm_send(zf_remote_t *r, zf__remote_peer_t *p, const char *device,
+                                const char *key, int64_t step_id, zf_tensor_t *tensor, bool *sent);
+
+/* Whether a receiver may still read the arena: a transport of this
+ * process maps it, or another process does (/proc/<pid>/maps); *pid gets
+ * the first found. False when there is no arena. */
+bool zf__remote_shm_mapped_elsewhere(zf_remote_t *r, long *pid);
+
+/* A shared-memory offer received: the mapped tensor goes to the step, or
+ * the sender is told why it is refused. */
+void zf__remote_shm_on_offer(zf_remote_t *r, zf_tensor_frame_t *f);
 
 /* ---- test hooks ------------------------------------------------------------ */
 

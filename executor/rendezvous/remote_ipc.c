@@ -37,7 +37,7 @@ zf__remote_held_t *zf__remote_held_take_locked(zf_remote_t *r, uint64_t id, int6
     zf__remote_held_t *taken = NULL, **at = &r->held;
     while (*at) {
         zf__remote_held_t *h = *at;
-        if (id ? h->id != id : h->step_id != step_id) {
+        if (id ? h->id != id : h->step_id != step_id || h->shm) {
             at = &h->next;
             continue;
         }
@@ -61,15 +61,17 @@ void zf__remote_held_free_all(zf__remote_held_t **list)
     }
 }
 
-static zf_status_t s_held_add(zf_remote_t *r, uint64_t id, const char *device, const char *key,
-                              int64_t step_id, zf_tensor_t *tensor, int64_t held_at_ms)
+zf_status_t zf__remote_held_add(zf_remote_t *r, uint64_t id, bool shm, const char *device,
+                                const char *key, int64_t step_id, zf_tensor_t *tensor,
+                                int64_t held_at_ms)
 {
     zf__remote_held_t *h = calloc(1, sizeof *h);
     if (!h || !(h->device = strdup(device)) || !(h->key = strdup(key))) {
         zf__remote_held_free_all(&h);
-        return zf_out_of_memory("an IPC offer");
+        return zf_out_of_memory(shm ? "a shared-memory offer" : "an IPC offer");
     }
     h->id = id;
+    h->shm = shm;
     h->step_id = step_id;
     h->held_at_ms = held_at_ms;
     h->tensor = zf_tensor_ref(tensor);
@@ -86,6 +88,23 @@ static zf_status_t s_held_add(zf_remote_t *r, uint64_t id, const char *device, c
     if (!closed) return ZF_STATUS_OK;
     zf__remote_held_free_all(&h);
     return zf_status_new(ZF_CANCELLED, "step %lld has ended here", (long long)step_id);
+}
+
+zf_status_t zf__remote_send_held_offer(zf_remote_t *r, zf__remote_peer_t *p,
+                                       const zf_tensor_frame_header_t *h, uint64_t id)
+{
+    pthread_mutex_lock(&p->mu);
+    zf_status_t s = zf__remote_peer_socket_locked(r, p);
+    if (zf_ok(s))
+        s = h->has_shm ? zf_tensor_frame_send_shm(p->push, h)
+                       : zf_tensor_frame_send_ipc(p->push, h);
+    pthread_mutex_unlock(&p->mu);
+    if (zf_ok(s)) return s;
+    pthread_mutex_lock(&r->mu);
+    zf__remote_held_t *back = zf__remote_held_take_locked(r, id, 0);
+    pthread_mutex_unlock(&r->mu);
+    zf__remote_held_free_all(&back);
+    return s;
 }
 
 /* ---- CUDA IPC: the hold limit ---------------------------------------------------- */
@@ -127,6 +146,48 @@ static zf__remote_held_t *s_held_take_expired_locked(zf_remote_t *r, int64_t now
     return taken;
 }
 
+/* Shared-memory blocks may be read in place for as long as the receiver
+ * keeps its tensor (a variable may even keep it for good), so an
+ * unanswered one is only freed once no other process maps the arena: the
+ * receivers are gone. Otherwise the blocks among *expired go back to the
+ * held list, stamped now_ms, to be looked at again a hold limit later. */
+static void s_keep_mapped_blocks(zf_remote_t *r, zf__remote_held_t **expired, int64_t now_ms)
+{
+    bool any = false;
+    for (const zf__remote_held_t *h = *expired; h && !any; h = h->next) any = h->shm;
+    long pid = 0;
+    if (!any || !zf__remote_shm_mapped_elsewhere(r, &pid)) return;
+    zf__remote_held_t *kept = NULL, **at = expired;
+    int n = 0;
+    while (*at) {
+        zf__remote_held_t *h = *at;
+        if (!h->shm) {
+            at = &h->next;
+            continue;
+        }
+        *at = h->next;
+        h->next = kept;
+        h->held_at_ms = now_ms;
+        kept = h;
+        n++;
+    }
+    zf_log_warn("remote",
+                "%d shared-memory block%s unanswered for the hold limit stay%s held: process %ld "
+                "still maps the arena (the oldest: '%s' of step %lld, offered to %s)",
+                n, n == 1 ? "" : "s", n == 1 ? "s" : "", pid, kept->key, (long long)kept->step_id,
+                kept->device);
+    pthread_mutex_lock(&r->mu);
+    while (kept) {
+        zf__remote_held_t *h = kept;
+        kept = h->next;
+        h->next = r->held;
+        r->held = h;
+        r->n_held++;
+    }
+    if (now_ms < r->held_min_ms) r->held_min_ms = now_ms;
+    pthread_mutex_unlock(&r->mu);
+}
+
 int zf_remote_expire(zf_remote_t *r, int64_t now_ms)
 {
     pthread_mutex_lock(&r->mu);
@@ -134,15 +195,20 @@ int zf_remote_expire(zf_remote_t *r, int64_t now_ms)
     bool due = r->held && now_ms - r->held_min_ms >= hold_ms;
     zf__remote_held_t *expired = due ? s_held_take_expired_locked(r, now_ms) : NULL;
     pthread_mutex_unlock(&r->mu);
+    s_keep_mapped_blocks(r, &expired, now_ms);
     if (!expired) return 0;
-    int n = 0;
-    for (const zf__remote_held_t *h = expired; h; h = h->next) n++;
+    int n = 0, n_shm = 0;
+    for (const zf__remote_held_t *h = expired; h; h = h->next) {
+        n++;
+        n_shm += h->shm;
+    }
     zf_log_warn("remote",
-                "released %d CUDA IPC offer%s whose receiver did not answer within %lld ms "
-                "(the oldest: '%s' of step %lld, offered to %s)",
-                n, n == 1 ? "" : "s", (long long)hold_ms, expired->key, (long long)expired->step_id,
-                expired->device);
-    atomic_fetch_add(&r->ipc_expired, (uint_fast64_t)n);
+                "released %d offer%s (%d CUDA IPC, %d shared memory) whose receiver did not answer "
+                "within %lld ms (the oldest: '%s' of step %lld, offered to %s)",
+                n, n == 1 ? "" : "s", n - n_shm, n_shm, (long long)hold_ms, expired->key,
+                (long long)expired->step_id, expired->device);
+    atomic_fetch_add(&r->ipc_expired, (uint_fast64_t)(n - n_shm));
+    atomic_fetch_add(&r->shm_expired, (uint_fast64_t)n_shm);
     zf__remote_held_free_all(&expired);
     return n;
 }
@@ -152,7 +218,7 @@ zf_status_t zf__remote_hold_offer(zf_remote_t *r, const char *device, const char
                                   uint64_t *id)
 {
     *id = atomic_fetch_add(&r->next_offer, 1) + 1;
-    return s_held_add(r, *id, device, key, step_id, tensor, held_at_ms);
+    return zf__remote_held_add(r, *id, false, device, key, step_id, tensor, held_at_ms);
 }
 
 /* ---- CUDA IPC: sending ------------------------------------------------------------ */
@@ -187,18 +253,8 @@ static zf_status_t s_offer(zf_remote_t *r, zf__remote_peer_t *p, const char *dev
     ZF_TRY(zf_tensor_frame_header_for_ipc(key, step_id, zf_tensor_dtype(tensor),
                                           zf_tensor_shape(tensor), &ipc, &h));
     /* Held before it leaves: the reply may come back at once. */
-    ZF_TRY(s_held_add(r, ipc.id, device, key, step_id, tensor, zf_remote_now_ms()));
-    pthread_mutex_lock(&p->mu);
-    s = zf__remote_peer_socket_locked(r, p);
-    if (zf_ok(s)) s = zf_tensor_frame_send_ipc(p->push, &h);
-    pthread_mutex_unlock(&p->mu);
-    if (!zf_ok(s)) {
-        pthread_mutex_lock(&r->mu);
-        zf__remote_held_t *back = zf__remote_held_take_locked(r, ipc.id, 0);
-        pthread_mutex_unlock(&r->mu);
-        zf__remote_held_free_all(&back);
-        return s;
-    }
+    ZF_TRY(zf__remote_held_add(r, ipc.id, false, device, key, step_id, tensor, zf_remote_now_ms()));
+    ZF_TRY(zf__remote_send_held_offer(r, p, &h, ipc.id));
     atomic_fetch_add(&r->ipc_offered, 1);
     *sent = true;
     return ZF_STATUS_OK;
@@ -227,18 +283,22 @@ zf_status_t zf__remote_send_device_tensor(zf_remote_t *r, zf__remote_peer_t *p, 
     return sent ? ZF_STATUS_OK : s_send_host_copy(r, p, device, key, step_id, tensor);
 }
 
-/* A refusal: the receiver gets the bytes instead, and no more offers. */
+/* A refusal: the receiver gets the bytes instead (of a device tensor, a
+ * host copy; of a shared-memory offer, those of its arena block), and no
+ * more offers of that kind. */
 static void s_resend_refused(zf_remote_t *r, zf__remote_held_t *h,
                              const zf_tensor_frame_reply_t *reply)
 {
     zf__remote_peer_t *p = zf__remote_peer_find(r, h->device);
-    zf_log_info("remote", "%s refused CUDA IPC (%s); sending it bytes", h->device, reply->why);
+    zf_log_info("remote", "%s refused %s (%s); sending it bytes", h->device,
+                h->shm ? "shared memory" : "CUDA IPC", reply->why);
     zf_status_t s = p ? ZF_STATUS_OK
                       : zf_status_new(ZF_UNAVAILABLE,
                                       "no rendezvous endpoint is known for device %s", h->device);
     if (p) {
-        atomic_store(&p->ipc_refused, true);
-        s = s_send_host_copy(r, p, h->device, h->key, h->step_id, h->tensor);
+        atomic_store(h->shm ? &p->shm_refused : &p->ipc_refused, true);
+        s = h->shm ? zf__remote_peer_send(r, p, h->device, h->key, h->step_id, h->tensor, false)
+                   : s_send_host_copy(r, p, h->device, h->key, h->step_id, h->tensor);
         zf__remote_peer_release(r, &p);
     }
     if (!zf_ok(s)) zf_log_warn("remote", "step %lld: %s", (long long)h->step_id, zf_status_msg(&s));
@@ -255,15 +315,17 @@ void zf__remote_on_reply(zf_remote_t *r, const zf_tensor_frame_reply_t *reply)
                      (unsigned long long)reply->id);
         return;
     }
-    atomic_fetch_add(reply->accepted ? &r->ipc_released : &r->ipc_refused, 1);
+    if (h->shm)
+        atomic_fetch_add(reply->accepted ? &r->shm_released : &r->shm_refused, 1);
+    else
+        atomic_fetch_add(reply->accepted ? &r->ipc_released : &r->ipc_refused, 1);
     if (!reply->accepted) s_resend_refused(r, h, reply);
     zf__remote_held_free_all(&h);
 }
 
 /* ---- CUDA IPC: receiving ----------------------------------------------------------- */
 
-/* The sending device: the key's first field, copied into out. */
-static bool s_key_src(const char *key, char *out, size_t cap)
+bool zf__remote_key_src(const char *key, char *out, size_t cap)
 {
     const char *src = NULL;
     size_t n = 0;
@@ -273,9 +335,8 @@ static bool s_key_src(const char *key, char *out, size_t cap)
     return true;
 }
 
-/* Answers offer id of step_id on the push socket of src's peer. */
-static void s_reply(zf_remote_t *r, const char *src, uint64_t id, int64_t step_id, bool accepted,
-                    const char *why)
+void zf__remote_reply(zf_remote_t *r, const char *src, uint64_t id, int64_t step_id, bool accepted,
+                      const char *why)
 {
     zf_tensor_frame_reply_t reply = {.id = id, .step_id = step_id, .accepted = accepted};
     snprintf(reply.why, sizeof reply.why, "%s", why);
@@ -291,8 +352,8 @@ static void s_reply(zf_remote_t *r, const char *src, uint64_t id, int64_t step_i
         zf__remote_peer_release(r, &p);
     }
     if (!zf_ok(s)) /* the sender lets the memory go at the step's end */
-        zf_log_warn("remote", "cannot answer IPC offer %llu of step %lld: %s",
-                    (unsigned long long)id, (long long)step_id, zf_status_msg(&s));
+        zf_log_warn("remote", "cannot answer offer %llu of step %lld: %s", (unsigned long long)id,
+                    (long long)step_id, zf_status_msg(&s));
     zf_status_clear(&s);
 }
 
@@ -312,7 +373,8 @@ static void s_offer_release(void *data, void *hint)
     (void)data;
     s_offer_t *o = hint;
     pthread_mutex_lock(&o->acker->mu);
-    if (o->acker->r && !o->answered) s_reply(o->acker->r, o->src, o->id, o->step_id, true, "");
+    if (o->acker->r && !o->answered)
+        zf__remote_reply(o->acker->r, o->src, o->id, o->step_id, true, "");
     pthread_mutex_unlock(&o->acker->mu);
     zf__remote_acker_unref(&o->acker);
     free(o);
@@ -364,14 +426,14 @@ void zf__remote_on_offer(zf_remote_t *r, zf_tensor_frame_t *f)
 {
     char src[ZF_DEVICE_NAME_MAX + 1], why[2 * ZF_TENSOR_FRAME_MAX_HOST + 64];
     atomic_fetch_add(&r->ipc_received, 1);
-    if (!s_key_src(f->key, src, sizeof src)) {
+    if (!zf__remote_key_src(f->key, src, sizeof src)) {
         atomic_fetch_add(&r->malformed, 1);
         zf_log_warn("remote", "IPC offer '%s' names no sending device; nobody to answer", f->key);
         return;
     }
     const char *refusal = s_refusal(r, f->offer->ipc.host, why, sizeof why);
     if (refusal) {
-        s_reply(r, src, f->offer->ipc.id, f->step_id, false, refusal);
+        zf__remote_reply(r, src, f->offer->ipc.id, f->step_id, false, refusal);
         return;
     }
     zf_status_t s = s_offer_tensor(r, f, src, &f->tensor);
@@ -380,7 +442,7 @@ void zf__remote_on_offer(zf_remote_t *r, zf_tensor_frame_t *f)
         return;
     }
     zf_log_warn("remote", "IPC offer '%s': %s", f->key, zf_status_msg(&s));
-    s_reply(r, src, f->offer->ipc.id, f->step_id, false, zf_status_msg(&s));
+    zf__remote_reply(r, src, f->offer->ipc.id, f->step_id, false, zf_status_msg(&s));
     zf_status_clear(&s);
 }
 

@@ -195,6 +195,7 @@ static void s_on_listing(zf_exec_member_t *m, const Zflow__ListExecutorsReply *r
         bool changed = false;
         zf_status_t s = zf_exec_service_update_peer(m->svc, e->device->name, e->rendezvous_endpoint,
                                                     e->device->incarnation, &changed);
+        if (zf_ok(s)) zf_exec_service_set_peer_host(m->svc, e->device->name, e->host_id);
         if (zf_ok(s) && changed)
             zf_log_info("executor", "peer %s at %s (incarnation %016" PRIx64 ")", e->device->name,
                         e->rendezvous_endpoint, e->device->incarnation);

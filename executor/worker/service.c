@@ -451,6 +451,8 @@ static zf_status_t s_open(zf_exec_service_t *svc, const zf_exec_service_options_
     ZF_TRY(zf_rendezvous_mgr_new(&svc->mgr));
     ZF_TRY(zf_remote_new_polled(svc->ctx, svc->mgr, o->rendezvous_bind, &svc->remote));
     ZF_TRY(zf_remote_attach(svc->remote, svc->device->name_str));
+    if (o->shm_mib != 0)
+        zf_remote_set_shm(svc->remote, o->shm_mib < 0 ? 0 : (size_t)o->shm_mib << 20, 0);
     ZF_TRY(zf_socket_new(svc->ctx, ZF_SOCKET_ROUTER, &svc->router));
     ZF_TRY(zf_socket_secure_server(svc->router, ZF_ROLE_ALL));
     /* A control message is one protobuf: never larger than protobuf's limit.
@@ -476,7 +478,7 @@ zf_status_t zf_exec_service_new(zf_zctx_t *ctx, zf_device_t *device,
     svc->wake[0] = svc->wake[1] = -1;
     pthread_mutex_init(&svc->mu, NULL);
     pthread_cond_init(&svc->idle, NULL);
-    zf_exec_service_options_t o = opts ? *opts : (zf_exec_service_options_t){NULL, NULL, 0};
+    zf_exec_service_options_t o = opts ? *opts : (zf_exec_service_options_t){NULL, NULL, 0, 0};
     svc->peer_wait_ms = o.peer_wait_ms > 0 ? o.peer_wait_ms : ZF__SVC_PEER_WAIT_MS;
     zf_status_t s = s_open(svc, &o);
     if (!zf_ok(s)) {
@@ -623,6 +625,11 @@ zf_status_t zf_exec_service_rename(zf_exec_service_t *svc, const char *name)
 bool zf_exec_service_has_peer(zf_exec_service_t *svc, const char *device)
 {
     return zf_remote_wait_peer(svc->remote, device, 0);
+}
+
+void zf_exec_service_set_peer_host(zf_exec_service_t *svc, const char *device, const char *host_id)
+{
+    zf_remote_set_peer_host(svc->remote, device, host_id);
 }
 
 zf_status_t zf_exec_service_update_peer(zf_exec_service_t *svc, const char *device,

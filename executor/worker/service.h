@@ -57,6 +57,8 @@ typedef struct zf_exec_service_options {
     const char *control_bind;    /* NULL: "tcp://127.0.0.1:*" */
     const char *rendezvous_bind; /* NULL: "tcp://127.0.0.1:*" */
     int peer_wait_ms;            /* how long a step waits for an unknown peer; 0: 5000 */
+    int shm_mib; /* the same-host shared-memory arena in MiB (executor/rendezvous/remote.h);
+                  * 0: ZF_REMOTE_SHM_MIB; < 0: none, tensors go as bytes */
 } zf_exec_service_options_t;
 
 /* Starts the service for device (borrowed; it outlives the service) in ctx
@@ -87,6 +89,11 @@ zf_status_t zf_exec_service_set_peer(zf_exec_service_t *svc, const char *device,
 /* The same with the peer's incarnation (0: unknown): a peer that moved or
  * restarted is reconnected (zf_remote_update_peer()). *changed (may be
  * NULL) tells whether anything changed. */
+/* Records the host id of device's peer (after zf_exec_service_update_peer()):
+ * same-host peers get large host tensors through shared memory, the others
+ * bytes (zf_remote_set_peer_host()). */
+void zf_exec_service_set_peer_host(zf_exec_service_t *svc, const char *device, const char *host_id);
+
 zf_status_t zf_exec_service_update_peer(zf_exec_service_t *svc, const char *device,
                                         const char *endpoint, uint64_t incarnation, bool *changed);
 

@@ -183,9 +183,11 @@ static zf_status_t s_graph_peer_incarnations(zf_exec_service_t *svc, zf__svc_gra
             if (strcmp(g->peers[k], e->device->name) == 0)
                 g->peer_incarnation[k] = e->device->incarnation;
         if (e->rendezvous_endpoint && *e->rendezvous_endpoint &&
-            strcmp(e->device->name, svc->device->name_str) != 0)
+            strcmp(e->device->name, svc->device->name_str) != 0) {
             ZF_TRY(zf_remote_update_peer(svc->remote, e->device->name, e->rendezvous_endpoint,
                                          e->device->incarnation, NULL));
+            zf_remote_set_peer_host(svc->remote, e->device->name, e->host_id);
+        }
     }
     return ZF_STATUS_OK;
 }

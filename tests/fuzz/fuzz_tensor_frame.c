@@ -3,7 +3,7 @@
  * payload. A header that decodes must satisfy every documented limit and
  * survive encode -> decode unchanged; the payload must then build a tensor
  * that matches the header, or fail cleanly. A reply message (to a CUDA IPC
- * offer) must likewise survive encode -> decode. */
+ * or shared-memory offer) must likewise survive encode -> decode. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +32,10 @@ static void s_check_header(const zf_tensor_frame_header_t *h)
         s_check(h->len == 0 && !h->is_dead && h->ipc.nbytes > 0 && h->ipc.id > 0 &&
                     h->ipc.device >= 0 && h->ipc.host[0] != '\0',
                 "an IPC offer out of its limits");
+    if (h->has_shm)
+        s_check(!h->has_ipc && h->len == 0 && !h->is_dead && h->shm.nbytes > 0 && h->shm.id > 0 &&
+                    h->shm.name[0] != '\0' && h->shm.host[0] != '\0',
+                "a shared-memory offer out of its limits");
     zf_status_t s = zf_tensor_frame_check_header(h);
     s_check(zf_ok(s), "a decoded header fails its own check");
 
@@ -65,13 +69,14 @@ static void s_check_payload(const zf_tensor_frame_header_t *h, const uint8_t *p,
     zf_status_t s = zf_tensor_frame_decode_payload(h, p, len, &t);
     if (!zf_ok(s)) {
         s_check(t == NULL && zf_status_msg(&s)[0] != '\0', "a payload error without a message");
-        bool must_fit = len == h->len && zf_dtype_size(h->dtype) > 0 && !h->has_ipc;
+        bool must_fit = len == h->len && zf_dtype_size(h->dtype) > 0 && !h->has_ipc && !h->has_shm;
         s_check(!must_fit || s.code == ZF_RESOURCE_EXHAUSTED, "a well-sized payload refused");
         zf_status_clear(&s);
         return;
     }
     s_check(len == h->len, "a payload of the wrong size accepted");
     s_check(!h->has_ipc || h->is_dead, "an IPC offer decoded as bytes");
+    s_check(!h->has_shm || h->is_dead, "a shared-memory offer decoded as bytes");
     if (h->is_dead) {
         s_check(t == NULL, "a dead tensor came with a value");
         return;

@@ -1,4 +1,5 @@
 /* Definitions of test_util.h. */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,19 @@
 
 #include "common/graphdef_io.h"
 #include "test_util.h"
+
+int zf_test_shm_segments_of(long pid)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "zflow-%ld-", pid);
+    DIR *d = opendir("/dev/shm");
+    if (!d) return 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
+    closedir(d);
+    return n;
+}
 
 void zf_test_expect_error(zf_status_t s, zf_code_t code, const char *substring)
 {

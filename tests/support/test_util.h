@@ -34,4 +34,8 @@ Tensorflow__GraphDef *zf_test_tf_graphdef(const char *name);
  * test on error. */
 zf_local_session_t *zf_test_local_session(Tensorflow__GraphDef *gd, const char *devices);
 
+/* How many shared-memory arenas of process pid are in /dev/shm
+ * (zflow-<pid>-*, executor/rendezvous/remote.h). */
+int zf_test_shm_segments_of(long pid);
+
 #endif

@@ -548,7 +548,7 @@ static void test_a_step_waits_for_the_endpoint_of_a_peer_it_sends_to(void **stat
 {
     s_fixture_t *f = *state;
     /* A third executor for CPU:1's name that nobody has told CPU:0 about. */
-    zf_exec_service_options_t opts = {NULL, NULL, 300};
+    zf_exec_service_options_t opts = {NULL, NULL, 300, 0};
     zf_exec_service_t *lonely = NULL;
     zf_device_t *dev = NULL;
     ASSERT_OK(zf_device_cpu_new(CPU(0), 1, &dev));

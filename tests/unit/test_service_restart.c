@@ -521,7 +521,7 @@ static void test_service_step_waits_for_the_incarnation_of_a_peer_it_was_placed_
     ASSERT_OK(zf_zctx_new(&ctx));
     zf_device_t *dev = NULL;
     ASSERT_OK(zf_device_cpu_new(DEV_A, 1, &dev));
-    zf_exec_service_options_t opts = {NULL, NULL, 300};
+    zf_exec_service_options_t opts = {NULL, NULL, 300, 0};
     zf_exec_service_t *svc = NULL;
     ASSERT_OK(zf_exec_service_new(ctx, dev, &opts, &svc));
     s_remotes_t p = {0}; /* two incarnations of CPU:1's data plane */

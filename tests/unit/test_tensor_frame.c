@@ -795,6 +795,60 @@ static void test_ipc_offer_header_round_trips_through_the_codec_and_a_socket(voi
     s_link_close(&l);
 }
 
+static void test_shm_offer_header_round_trips_and_its_limits_are_named(void **state)
+{
+    (void)state;
+    static zf_tensor_frame_header_t h, back;
+    zf_tensor_frame_shm_t shm = {.offset = 4096, .nbytes = 8, .id = 3};
+    snprintf(shm.name, sizeof shm.name, "/zflow-12-00ff");
+    snprintf(shm.host, sizeof shm.host, "host:boot-1");
+    zf_shape_t shape = ZF_SHAPE(2);
+    ASSERT_OK(zf_tensor_frame_header_for_shm("edge;0", 5, ZF_FLOAT, &shape, &shm, &h));
+    assert_true(h.has_shm);
+    assert_false(h.has_ipc);
+    assert_int_equal(h.len, 0);
+    uint8_t buf[ZF_TENSOR_FRAME_HEADER_MAX_ENCODED];
+    size_t len = 0;
+    ASSERT_OK(zf_tensor_frame_encode_header(&h, buf, sizeof buf, &len));
+    ASSERT_OK(zf_tensor_frame_decode_header(buf, len, &back));
+    assert_memory_equal(&h, &back, sizeof h);
+    zf_tensor_t *t = NULL;
+    zf_test_expect_error(zf_tensor_frame_decode_payload(&h, "", 0, &t), ZF_INVALID_ARGUMENT,
+                         "a shared-memory offer has no payload");
+
+    s_link_t l;
+    s_link_open(&l, "tcp://127.0.0.1:*");
+    ASSERT_OK(zf_tensor_frame_send_shm(l.push, &h));
+    zf_tensor_frame_t f;
+    ASSERT_OK(zf_tensor_frame_recv(l.pull, WAIT_MS, &f));
+    assert_non_null(f.offer);
+    assert_true(f.offer->is_shm);
+    assert_null(f.tensor);
+    assert_string_equal(f.key, "edge;0");
+    assert_memory_equal(&f.offer->shm, &shm, sizeof shm);
+    zf_tensor_frame_clear(&f);
+    s_link_close(&l);
+
+    zf_tensor_frame_shm_t bad = shm;
+    bad.nbytes = 12;
+    zf_test_expect_error(zf_tensor_frame_header_for_shm("e", 1, ZF_FLOAT, &shape, &bad, &h),
+                         ZF_INVALID_ARGUMENT, "field 'shm': nbytes 12 but the tensor needs 8");
+    bad = shm;
+    bad.name[0] = '\0';
+    zf_test_expect_error(zf_tensor_frame_header_for_shm("e", 1, ZF_FLOAT, &shape, &bad, &h),
+                         ZF_INVALID_ARGUMENT, "field 'name' is empty");
+    bad = shm;
+    bad.id = 0;
+    zf_test_expect_error(zf_tensor_frame_header_for_shm("e", 1, ZF_FLOAT, &shape, &bad, &h),
+                         ZF_INVALID_ARGUMENT, "field 'shm': id 0 is out of range");
+    zf_test_expect_error(zf_tensor_frame_header_for_shm("e", 1, ZF_STRING, &shape, &shm, &h),
+                         ZF_INVALID_ARGUMENT, "field 'shm': string tensors cannot be offered");
+    ASSERT_OK(zf_tensor_frame_header_for_shm("e", 1, ZF_FLOAT, &shape, &shm, &h));
+    h.has_ipc = true;
+    zf_test_expect_error(zf_tensor_frame_encode_header(&h, buf, sizeof buf, &len),
+                         ZF_INVALID_ARGUMENT, "fields 'ipc' and 'shm' exclude each other");
+}
+
 static void test_replies_round_trip_and_are_not_taken_for_tensors(void **state)
 {
     (void)state;
@@ -1091,6 +1145,7 @@ int main(void)
         cmocka_unit_test(test_bad_messages_are_drained_and_the_socket_keeps_working),
         cmocka_unit_test(test_recv_times_out_and_send_checks_its_arguments),
         cmocka_unit_test(test_ipc_offer_header_round_trips_through_the_codec_and_a_socket),
+        cmocka_unit_test(test_shm_offer_header_round_trips_and_its_limits_are_named),
         cmocka_unit_test(test_replies_round_trip_and_are_not_taken_for_tensors),
         cmocka_unit_test(test_every_ipc_field_violation_is_named),
         cmocka_unit_test(test_every_reply_violation_is_named),
