@@ -777,7 +777,13 @@ static void s_on_job_reply(zf_broker_t *b, int i, s_job_t *j, Zflow__Envelope *e
         return;
     }
     if (zf_ok(st)) st = zf_internal("the scheduler answered %s", zf_envelope_body_name(env));
-    if (st.code == ZF_RESOURCE_EXHAUSTED && !j->sched_job[0]) { /* its queue is full: later */
+    /* A full queue or too many requests in flight pass: try later. A graph
+     * past the scheduler's size limits (its --max-graph-nodes or
+     * --max-graph-bytes) does not: the job ends with the refusal. */
+    bool too_big = st.code == ZF_RESOURCE_EXHAUSTED &&
+                   (strstr(zf_status_msg(&st), "--max-graph-nodes") ||
+                    strstr(zf_status_msg(&st), "--max-graph-bytes"));
+    if (st.code == ZF_RESOURCE_EXHAUSTED && !too_big && !j->sched_job[0]) {
         zf_status_clear(&st);
         s_leave_sched(b, j);
         j->attempts--;
