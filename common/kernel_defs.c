@@ -112,6 +112,8 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("Conv2D", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("MaxPool", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("AvgPool", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ResizeBilinear", "CPU", "T", ZF_TYPES_FLOAT),
+    ZF_KDEF("ResizeNearestNeighbor", "CPU", "T", ZF_TYPES_ORDERED),
     /* comparisons, logic, selection, ranges: TensorFlow's CPU types, less
      * complex and quantized ones for comparisons; Div here is the integer
      * (truncating) one */
@@ -194,6 +196,7 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("BatchMatMul", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("BatchMatMulV2", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("BatchMatMulV3", "CPU", "Ta", ZF_TYPES_FLOAT),
+    ZF_KDEF("Einsum", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("ApplyMomentum", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("ApplyAdam", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("ApplyRMSProp", "CPU", "T", ZF_TYPES_FLOAT),

@@ -175,6 +175,7 @@ static const char *const s_table[] = {
     " {adj_x: bool = false, adj_y: bool = false, grad_x: bool = false, grad_y: bool = false}",
     "BatchMatMulV3(x: Ta, y: Tb) -> (output: Tout)"
     " {adj_x: bool = false, adj_y: bool = false, grad_x: bool = false, grad_y: bool = false}",
+    "Einsum(inputs: N*T) -> (output: T)",
     "Conv2D(input: T, filter: T) -> (output: T) " S_CONV2D_DEFAULTS,
     "Conv2DBackpropInput(input_sizes: int32, filter: T, out_backprop: T) -> "
     "(output: T) " S_CONV2D_DEFAULTS,

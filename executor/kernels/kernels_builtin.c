@@ -23,7 +23,8 @@ static zf_status_t (*const s_cpu_families[])(void) = {
     zf__kernels_register_gather,      zf__kernels_register_order,
     zf__kernels_register_batchnorm,   zf__kernels_register_batch_matmul,
     zf__kernels_register_optimizers,  zf__kernels_register_checkpoint,
-    zf__kernels_register_train_extra,
+    zf__kernels_register_train_extra, zf__kernels_register_einsum,
+    zf__kernels_register_resize,
 };
 
 /* GPU kernel families: the GPU kernels add their registration function

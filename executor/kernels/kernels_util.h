@@ -63,6 +63,8 @@ zf_status_t zf__kernels_register_batch_matmul(void);
 zf_status_t zf__kernels_register_optimizers(void);
 zf_status_t zf__kernels_register_checkpoint(void);
 zf_status_t zf__kernels_register_train_extra(void);
+zf_status_t zf__kernels_register_einsum(void);
+zf_status_t zf__kernels_register_resize(void);
 
 /* BiasAdd's and BiasAddGrad's state (kernels_nn.c): the data_format attr,
  * NHWC (the default) or NCHW, anything else INVALID_ARGUMENT. Destroy with

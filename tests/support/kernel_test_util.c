@@ -153,6 +153,19 @@ zf_tensor_t *kt_random_f32(zf_shape_t shape, uint32_t seed)
     return t;
 }
 
+zf_tensor_t *kt_random_float(zf_dtype_t dtype, zf_shape_t shape, uint32_t seed)
+{
+    zf_tensor_t *f = kt_random_f32(shape, seed);
+    if (dtype == ZF_FLOAT) return f;
+    assert_int_equal(dtype, ZF_DOUBLE);
+    zf_tensor_t *d = kt_zeros(ZF_DOUBLE, shape);
+    const float *src = zf_tensor_data(f);
+    double *dst = zf_tensor_data(d);
+    for (int64_t i = 0; i < zf_tensor_num_elements(f); i++) dst[i] = src[i];
+    zf_tensor_unref(&f);
+    return d;
+}
+
 void kt_unref_all(zf_tensor_t **ts, int n)
 {
     for (int i = 0; i < n; i++) zf_tensor_unref(&ts[i]);

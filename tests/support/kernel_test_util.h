@@ -78,6 +78,9 @@ zf_tensor_t *kt_zeros(zf_dtype_t dtype, zf_shape_t shape);
 /* Deterministic pseudo-random floats in [-1, 1). */
 zf_tensor_t *kt_random_f32(zf_shape_t shape, uint32_t seed);
 
+/* The same values as kt_random_f32() in a FLOAT or DOUBLE tensor. */
+zf_tensor_t *kt_random_float(zf_dtype_t dtype, zf_shape_t shape, uint32_t seed);
+
 void kt_unref_all(zf_tensor_t **ts, int n);
 
 /* ---- running a kernel ---------------------------------------------------------- */

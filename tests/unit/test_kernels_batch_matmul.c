@@ -16,17 +16,6 @@ static double s_get(const zf_tensor_t *t, int64_t i)
                                           : ((const double *)zf_tensor_data(t))[i];
 }
 
-static zf_tensor_t *s_random(zf_dtype_t t, zf_shape_t s, uint32_t seed)
-{
-    zf_tensor_t *f = kt_random_f32(s, seed);
-    if (t == ZF_FLOAT) return f;
-    zf_tensor_t *d = kt_zeros(ZF_DOUBLE, s);
-    for (int64_t i = 0; i < zf_tensor_num_elements(f); i++)
-        ((double *)zf_tensor_data(d))[i] = s_get(f, i);
-    zf_tensor_unref(&f);
-    return d;
-}
-
 static Tensorflow__NodeDef *s_node(const char *op, zf_dtype_t t, bool adj_x, bool adj_y)
 {
     Tensorflow__NodeDef *n = kt_node_new("bmm", op, 2);
@@ -62,7 +51,7 @@ static int64_t s_matrix(const zf_shape_t *s, const zf_shape_t *ob, int64_t b)
 static void s_check(const char *op, zf_dtype_t t, zf_shape_t xs, zf_shape_t ys, bool adj_x,
                     bool adj_y, zf_shape_t want)
 {
-    zf_tensor_t *in[2] = {s_random(t, xs, 3), s_random(t, ys, 4)}, *out = NULL;
+    zf_tensor_t *in[2] = {kt_random_float(t, xs, 3), kt_random_float(t, ys, 4)}, *out = NULL;
     Tensorflow__NodeDef *n = s_node(op, t, adj_x, adj_y);
     ASSERT_OK(kt_run(n, in, 2, &out, 1));
     kt_expect_shape(out, want);
