@@ -423,7 +423,7 @@ static bool s_cse_key(const s_opt_t *o, int i, s_key_t *k)
     free(ctrl);
     Tensorflow__NodeDef__AttrEntry **attrs = ok ? malloc((nd->n_attr + 1) * sizeof *attrs) : NULL;
     if (!attrs) return false;
-    memcpy(attrs, nd->attr, nd->n_attr * sizeof *attrs);
+    if (nd->n_attr) memcpy(attrs, nd->attr, nd->n_attr * sizeof *attrs);
     qsort(attrs, nd->n_attr, sizeof *attrs, s_cmp_attr);
     for (size_t a = 0; ok && a < nd->n_attr; a++) {
         size_t size =

@@ -235,7 +235,9 @@ static void test_cli_wait_that_times_out_leaves_the_result_for_a_later_wait(void
     (void)state;
     static char out[1024], err[4096];
     const char *submit[] = {ZFLOW,     "submit", COUNTER,   "--init", "init",
-                            "--fetch", "count",  "--steps", "3000",   NULL};
+                            "--fetch", "count",  "--steps", "20000",  NULL};
+    /* enough steps that the job is still running when the quick wait gives
+     * up, even on a loaded machine under the sanitizers */
     char *id = s_submit(submit);
     const char *quick[] = {ZFLOW, "wait", id, "--timeout-ms", "100", NULL};
     assert_int_equal(s_run(quick, out, sizeof out, err, sizeof err), 1);
@@ -244,7 +246,7 @@ static void test_cli_wait_that_times_out_leaves_the_result_for_a_later_wait(void
     assert_non_null(strstr(err, "has not finished within 100 ms"));
     const char *wait[] = {ZFLOW, "wait", id, NULL};
     assert_int_equal(s_run(wait, out, sizeof out, err, sizeof err), 0);
-    assert_string_equal(out, "count =\n3000.0\n");
+    assert_string_equal(out, "count =\n20000.0\n");
     free(id);
 }
 

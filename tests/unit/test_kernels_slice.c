@@ -350,7 +350,7 @@ static zf_status_t s_run_n(const char *op, zf_tensor_t **in, int n_in, zf_dtype_
 static void test_split_cuts_equal_pieces_along_any_axis(void **state)
 {
     (void)state;
-    zf_tensor_t *out[3] = {NULL};
+    zf_tensor_t *out[8] = {NULL};
     zf_tensor_t *in[2] = {KT_I32(zf_shape_scalar(), -1), s_iota(ZF_SHAPE(2, 6))};
     ASSERT_OK(s_run_n("Split", in, 2, ZF_INT32, out, 3));
     KT_EXPECT_INTS(out[0], ZF_SHAPE(2, 2), 0, 1, 6, 7);
@@ -381,7 +381,7 @@ static void test_split_cuts_equal_pieces_along_any_axis(void **state)
 static void test_splitv_takes_sizes_with_one_inferred(void **state)
 {
     (void)state;
-    zf_tensor_t *out[3] = {NULL};
+    zf_tensor_t *out[8] = {NULL};
     zf_tensor_t *in[3] = {s_iota(ZF_SHAPE(2, 6)), KT_I64(ZF_SHAPE(3), 1, -1, 2),
                           KT_I32(zf_shape_scalar(), 1)};
     ASSERT_OK(s_run_n("SplitV", in, 3, ZF_INT32, out, 3));
@@ -414,7 +414,7 @@ static void test_splitv_takes_sizes_with_one_inferred(void **state)
 static void test_unpack_drops_the_axis(void **state)
 {
     (void)state;
-    zf_tensor_t *out[3] = {NULL};
+    zf_tensor_t *out[8] = {NULL};
     Tensorflow__NodeDef *node = kt_node_new("up", "Unpack", 1);
     kt_attr_type(node, "T", ZF_INT32);
     kt_attr_int(node, "num", 3);
