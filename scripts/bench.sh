@@ -5,7 +5,7 @@ set -euo pipefail
 dir=$1; shift
 names=("$@")
 if ((${#names[@]} == 0)); then
-  for b in "$dir"/*; do [[ -x "$b" ]] && names+=("$(basename "$b")"); done
+  for b in "$dir"/*; do [[ -f "$b" && -x "$b" ]] && names+=("$(basename "$b")"); done
 fi
 for n in "${names[@]}"; do
   echo "== bench/$n"
