@@ -189,4 +189,15 @@ struct Zflow__NodeRun;
 zf_status_t zf_cli_write_trace(const char *path, struct Zflow__NodeRun *const *runs, size_t n,
                                int64_t start_us, int64_t end_us);
 
+/* Makes dir unless it exists (NOT_FOUND when it cannot; INVALID_ARGUMENT
+ * when it is no directory). */
+zf_status_t zf_cli_make_dir(const char *dir);
+/* DIR/<device with [^A-Za-z0-9_.-] as '_'><ext>; caller frees; NULL when
+ * out of memory. */
+char *zf_cli_file_path(const char *dir, const char *device, const char *ext);
+/* Writes each partition as DIR/<its device>.pbtxt (zflow run
+ * --partition-graphs), making DIR. */
+zf_status_t zf_cli_write_partition_graphs(const char *dir,
+                                          struct Tensorflow__GraphDef *const *graphs, size_t n);
+
 #endif

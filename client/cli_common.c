@@ -545,7 +545,7 @@ zf_client_session_options_t zf_cli_session_options(const zf_cli_step_args_t *a)
 
 zf_client_job_options_t zf_cli_job_options(const zf_cli_step_args_t *a)
 {
-    return (zf_client_job_options_t){a->steps, a->inits, a->n_inits, 0};
+    return (zf_client_job_options_t){a->steps, a->inits, a->n_inits, 0, false};
 }
 
 zf_status_t zf_cli_load_graph(const char *path, zf_graph_format_t format, zf_graph_t **g)
@@ -666,4 +666,50 @@ void zf_cli_progress_end(zf_cli_progress_t *pr)
     fputs(S_ERASE, stderr);
     fflush(stderr);
     pr->drawn = false;
+}
+
+/* ---- files ------------------------------------------------------------------- */
+
+zf_status_t zf_cli_make_dir(const char *dir)
+{
+    struct stat st;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return zf_status_new(ZF_NOT_FOUND, "cannot create directory '%s': %s", dir,
+                             strerror(errno));
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return zf_invalid_argument("'%s' is not a directory", dir);
+    return ZF_STATUS_OK;
+}
+
+/* DIR/<device with [^A-Za-z0-9_.-] as '_'><ext>; caller frees. */
+char *zf_cli_file_path(const char *dir, const char *device, const char *ext)
+{
+    size_t size = strlen(dir) + strlen(device) + strlen(ext) + 2;
+    char *path = malloc(size);
+    if (!path) return NULL;
+    int at = snprintf(path, size, "%s/", dir);
+    for (const char *c = device; *c; c++)
+        path[at++] = isalnum((unsigned char)*c) || strchr("_.-", *c) ? *c : '_';
+    snprintf(path + at, size - (size_t)at, "%s", ext);
+    return path;
+}
+
+zf_status_t zf_cli_write_partition_graphs(const char *dir, Tensorflow__GraphDef *const *graphs,
+                                          size_t n)
+{
+    ZF_TRY(zf_cli_make_dir(dir));
+    for (size_t i = 0; i < n; i++) {
+        const char *device = "partition";
+        for (size_t k = 0; k < graphs[i]->n_node; k++)
+            if (graphs[i]->node[k]->device && *graphs[i]->node[k]->device) {
+                device = graphs[i]->node[k]->device;
+                break;
+            }
+        char *path = zf_cli_file_path(dir, device, ".pbtxt");
+        if (!path) return zf_out_of_memory("file name");
+        zf_status_t s = zf_graphdef_write_file(graphs[i], path, ZF_FORMAT_PBTXT);
+        free(path);
+        ZF_TRY(s);
+    }
+    return ZF_STATUS_OK;
 }

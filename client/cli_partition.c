@@ -206,30 +206,6 @@ static uint64_t s_incarnation(const zf_device_name_t *name)
 
 /* ---- output ------------------------------------------------------------------ */
 
-static zf_status_t s_make_dir(const char *dir)
-{
-    struct stat st;
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return zf_status_new(ZF_NOT_FOUND, "cannot create directory '%s': %s", dir,
-                             strerror(errno));
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return zf_invalid_argument("'%s' is not a directory", dir);
-    return ZF_STATUS_OK;
-}
-
-/* DIR/<device with [^A-Za-z0-9_.-] as '_'><ext>; caller frees. */
-static char *s_file_path(const char *dir, const char *device, const char *ext)
-{
-    size_t size = strlen(dir) + strlen(device) + strlen(ext) + 2;
-    char *path = malloc(size);
-    if (!path) return NULL;
-    int at = snprintf(path, size, "%s/", dir);
-    for (const char *c = device; *c; c++)
-        path[at++] = isalnum((unsigned char)*c) || strchr("_.-", *c) ? *c : '_';
-    snprintf(path + at, size - (size_t)at, "%s", ext);
-    return path;
-}
-
 static zf_status_t s_write_text(const char *path, const char *text, size_t len)
 {
     FILE *f = fopen(path, "wb");
@@ -251,7 +227,7 @@ static zf_status_t s_write_graphs(const s_args_t *a, const zf_partition_set_t *s
     const char *ext = a->format == S_OUT_PB ? ".pb" : ".pbtxt";
     zf_graph_format_t format = a->format == S_OUT_PB ? ZF_FORMAT_PB : ZF_FORMAT_PBTXT;
     for (int i = 0; i < set->n_parts; i++) {
-        char *path = s_file_path(a->out_dir, set->parts[i].device, ext);
+        char *path = zf_cli_file_path(a->out_dir, set->parts[i].device, ext);
         if (!path) return zf_out_of_memory("file name");
         zf_status_t s = zf_graphdef_write_file(set->parts[i].graph, path, format);
         if (zf_ok(s)) s_print_part(&set->parts[i], path);
@@ -281,8 +257,8 @@ static zf_status_t s_render_png(const char *dot_path, const char *png_path)
 static zf_status_t s_write_drawing(const s_args_t *a, const zf_graph_t *g,
                                    const zf_partition_device_t *devs, int n, const int *assign)
 {
-    char *dot = NULL, *dot_path = s_file_path(a->out_dir, "partitions", ".dot");
-    char *png_path = s_file_path(a->out_dir, "partitions", ".png");
+    char *dot = NULL, *dot_path = zf_cli_file_path(a->out_dir, "partitions", ".dot");
+    char *png_path = zf_cli_file_path(a->out_dir, "partitions", ".png");
     size_t len = 0;
     zf_status_t s = dot_path && png_path
                         ? zf_partition_dot(g, devs, n, assign, &a->part, &dot, &len)
@@ -315,7 +291,7 @@ static zf_status_t s_partition(const s_args_t *a, const zf_graph_t *g,
             printf("optimized %s: %d folded, %d merged, %d forwarded, %d removed\n",
                    set->parts[i].device, st.folded, st.merged, st.forwarded, st.removed);
     }
-    if (zf_ok(s)) s = s_make_dir(a->out_dir);
+    if (zf_ok(s)) s = zf_cli_make_dir(a->out_dir);
     if (zf_ok(s)) {
         int pairs = 0;
         for (int i = 0; i < set->n_parts; i++) pairs += set->parts[i].n_send;

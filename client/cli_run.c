@@ -15,6 +15,7 @@
 #include "common/dtype.h"
 #include "common/graphdef_io.h"
 #include "common/keys.h"
+#include "scheduler/graph/partition.h"
 #include "session/local_session.h"
 
 static const char s_usage[] =
@@ -67,6 +68,10 @@ static const char s_usage[] =
     "                    JSON for chrome://tracing and Perfetto): a process per\n"
     "                    device, every kernel run, an arrow per tensor that\n"
     "                    crossed between devices\n"
+    "  --partition-graphs DIR  write the partitions the (last) step ran to\n"
+    "                    DIR/<device>.pbtxt (RunOptions' output_partition_graphs;\n"
+    "                    in process after the graph optimizer, on the service as\n"
+    "                    the scheduler registered them)\n"
     "  --quiet           print nothing but errors (and no progress line)\n"
     "  --timeout-ms N    how long to wait for the service's answer (default\n"
     "                    60000; not for --inprocess)\n";
@@ -75,7 +80,7 @@ static const char s_usage[] =
 
 typedef struct {
     zf_cli_step_args_t step;
-    const char *devices, *out_dir, *broker, *timeout_text, *keys, *trace;
+    const char *devices, *out_dir, *broker, *timeout_text, *keys, *trace, *partition_graphs;
     int timeout_ms;
     bool inprocess, quiet;
 } s_args_t;
@@ -150,6 +155,7 @@ static zf_status_t s_run_job(const s_runner_t *r, const s_args_t *a, const zf_cl
     int n_fetches = a->step.n_fetches;
     zf_client_job_options_t job = zf_cli_job_options(&a->step);
     job.trace_level = a->trace ? 3 : 0; /* FULL_TRACE */
+    job.partition_graphs = a->partition_graphs != NULL;
     int64_t start = zf_step_trace_now_us();
     ZF_TRY(zf_client_submit_job(r->client, r->gd, opts, step, &job, &id));
     zf_cli_progress_t pr = {false};
@@ -167,6 +173,8 @@ static zf_status_t s_run_job(const s_runner_t *r, const s_args_t *a, const zf_cl
     /* the job's wall time bounds its last step's */
     if (zf_ok(s) && a->trace)
         s = zf_cli_write_trace(a->trace, res->runs, res->n_runs, start, zf_step_trace_now_us());
+    if (zf_ok(s) && a->partition_graphs)
+        s = zf_cli_write_partition_graphs(a->partition_graphs, res->graphs, res->n_graphs);
     zf_client_job_result_free(&res);
     free(id);
     return s;
@@ -175,7 +183,18 @@ static zf_status_t s_run_job(const s_runner_t *r, const s_args_t *a, const zf_cl
 static zf_status_t s_run_step(const s_runner_t *r, const s_args_t *a, const zf_cli_feeds_t *f,
                               zf_tensor_t **got)
 {
-    if (r->sess) return s_run_local(r, &a->step, a->trace, f, got);
+    if (r->sess) {
+        ZF_TRY(s_run_local(r, &a->step, a->trace, f, got));
+        const zf_partition_set_t *set = zf_local_session_last_partitions(r->sess);
+        if (!a->partition_graphs || !set) return ZF_STATUS_OK;
+        Tensorflow__GraphDef **graphs = calloc((size_t)set->n_parts + 1, sizeof *graphs);
+        if (!graphs) return zf_out_of_memory("run");
+        for (int i = 0; i < set->n_parts; i++) graphs[i] = set->parts[i].graph;
+        zf_status_t s =
+            zf_cli_write_partition_graphs(a->partition_graphs, graphs, (size_t)set->n_parts);
+        free(graphs);
+        return s;
+    }
     zf_client_step_t step = zf_cli_client_step(&a->step, f);
     zf_client_set_timeout(r->client, a->timeout_ms);
     zf_client_session_options_t opts = zf_cli_session_options(&a->step);
@@ -219,6 +238,8 @@ static zf_status_t s_set_option(void *arg, const char *opt, const char *value)
         a->keys = value;
     else if (strcmp(opt, "--trace") == 0)
         a->trace = value;
+    else if (strcmp(opt, "--partition-graphs") == 0)
+        a->partition_graphs = value;
     else
         a->timeout_text = value;
     return ZF_STATUS_OK;
@@ -241,8 +262,9 @@ static int s_parse_timeout(s_args_t *a)
 static int s_parse_args(int argc, char **argv, s_args_t *a)
 {
     static const char *const flags[] = {"--inprocess", "--quiet", "-q", NULL};
-    static const char *const valued[] = {"--devices", "--out-dir", "--broker", "--timeout-ms",
-                                         "--keys",    "--trace",   NULL};
+    static const char *const valued[] = {"--devices",          "--out-dir", "--broker",
+                                         "--timeout-ms",       "--keys",    "--trace",
+                                         "--partition-graphs", NULL};
     const zf_cli_own_options_t own = {flags, valued, s_set_option, a};
     int rc = zf_cli_step_args_parse("run", s_usage, argc, argv, &own, &a->step);
     if (rc) return rc;

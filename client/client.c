@@ -602,6 +602,7 @@ zf_status_t zf_client_submit_job(zf_client_t *c, const struct Tensorflow__GraphD
     sj.step = &rs;
     sj.steps = jo.steps;
     rs.trace_level = jo.trace_level;
+    rs.output_partition_graphs = jo.partition_graphs;
     sj.n_init_targets = (size_t)jo.n_init_targets;
     sj.init_targets = (char **)jo.init_targets;
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
@@ -697,6 +698,9 @@ void zf_client_job_result_free(zf_client_job_result_t **r_p)
     }
     for (size_t k = 0; k < r->n_runs; k++) zflow__node_run__free_unpacked(r->runs[k], NULL);
     free(r->runs);
+    for (size_t k = 0; k < r->n_graphs; k++)
+        protobuf_c_message_free_unpacked(&r->graphs[k]->base, NULL);
+    free(r->graphs);
     free(r->names);
     free(r->tensors);
     free(r);
@@ -732,6 +736,15 @@ static zf_status_t s_result(const Zflow__RunStepReply *r, zf_client_job_result_t
         ProtobufCMessage *copy = NULL;
         s = zf_proto_clone(&r->step_stats[k]->base, "job result", &copy);
         if (zf_ok(s)) res->runs[res->n_runs++] = (Zflow__NodeRun *)copy;
+    }
+    if (zf_ok(s) && r->n_partition_graphs > 0) {
+        res->graphs = calloc(r->n_partition_graphs, sizeof *res->graphs);
+        if (!res->graphs) s = zf_out_of_memory("job result");
+    }
+    for (size_t k = 0; zf_ok(s) && k < r->n_partition_graphs; k++) {
+        ProtobufCMessage *copy = NULL;
+        s = zf_proto_clone(&r->partition_graphs[k]->base, "job result", &copy);
+        if (zf_ok(s)) res->graphs[res->n_graphs++] = (Tensorflow__GraphDef *)copy;
     }
     if (!zf_ok(s)) zf_client_job_result_free(&res);
     *out = res;

@@ -134,9 +134,10 @@ typedef struct zf_client_job_options {
     const char *const *init_targets; /* run once before the first step */
     int n_init_targets;
     int trace_level; /* RunOptions' trace level for the steps (0: none); the result's runs */
+    bool partition_graphs; /* RunOptions.output_partition_graphs: the result's graphs */
 } zf_client_job_options_t;
 
-#define ZF_CLIENT_JOB_OPTIONS_DEFAULT ((zf_client_job_options_t){1, NULL, 0, 0})
+#define ZF_CLIENT_JOB_OPTIONS_DEFAULT ((zf_client_job_options_t){1, NULL, 0, 0, false})
 
 /* zf_client_submit for a job that first runs job->init_targets once (no
  * feeds, e.g. variable initializers), then its step job->steps times on
@@ -179,6 +180,9 @@ typedef struct zf_client_job_result {
     struct Zflow__NodeRun **runs;
     size_t n_runs;
     int attempts; /* times the broker handed the job to a scheduler (> 1: one was lost) */
+    /* With partition_graphs: the last step's partitions. */
+    struct Tensorflow__GraphDef **graphs;
+    size_t n_graphs;
 } zf_client_job_result_t;
 
 /* Frees a result and its tensors; NULL-safe, sets *r_p to NULL. */

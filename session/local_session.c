@@ -53,6 +53,7 @@ struct zf_local_session {
     pthread_mutex_t mu;     /* guards callables and last_parts */
     zf_strmap_t *callables; /* signature -> s_callable_t *, keys copied */
     int last_parts;
+    const zf_partition_set_t *last_set; /* the last successful run's (a cached callable's) */
 };
 
 /* ---- names ------------------------------------------------------------------ */
@@ -512,6 +513,7 @@ zf_status_t zf_local_session_run_traced(zf_local_session_t *s, const char *const
     if (zf_ok(st)) {
         pthread_mutex_lock(&s->mu);
         s->last_parts = p->set->n_parts;
+        s->last_set = p->set;
         pthread_mutex_unlock(&s->mu);
     }
     s_names_free(&nm);
@@ -662,6 +664,14 @@ const char *zf_local_session_node_device(const zf_local_session_t *s, const char
 {
     int id = zf_graph_find_node(s->graph, name);
     return id < 0 ? "" : s->devices[s->assignment[id]]->name_str;
+}
+
+const zf_partition_set_t *zf_local_session_last_partitions(zf_local_session_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    const zf_partition_set_t *set = s->last_set;
+    pthread_mutex_unlock(&s->mu);
+    return set;
 }
 
 int zf_local_session_last_num_partitions(zf_local_session_t *s)

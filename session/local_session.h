@@ -106,6 +106,12 @@ const char *zf_local_session_node_device(const zf_local_session_t *s, const char
 /* How many partitions the most recent successful run executed, and how
  * many callables are cached (one per distinct signature). */
 int zf_local_session_last_num_partitions(zf_local_session_t *s);
+
+/* The partitions the most recent successful run executed, as its engines
+ * run them (after the graph optimizer); NULL before any. Borrowed: valid
+ * until the session is destroyed (callables are never dropped). */
+struct zf_partition_set;
+const struct zf_partition_set *zf_local_session_last_partitions(zf_local_session_t *s);
 int zf_local_session_num_callables(zf_local_session_t *s);
 
 #endif

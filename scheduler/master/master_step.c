@@ -223,6 +223,20 @@ static zf_status_t s_collect_runs(const zf__master_step_t *st, Zflow__RunStepRep
     return ZF_STATUS_OK;
 }
 
+/* The plan's partitions, copied into out (RunOptions.output_partition_graphs). */
+static zf_status_t s_collect_graphs(const zf__master_step_t *st, Zflow__RunStepReply *out)
+{
+    int n = st->p->set->n_parts;
+    out->partition_graphs = calloc((size_t)n + 1, sizeof *out->partition_graphs);
+    if (!out->partition_graphs) return zf_out_of_memory("master");
+    for (int i = 0; i < n; i++) {
+        ProtobufCMessage *copy = NULL;
+        ZF_TRY(zf_proto_clone(&st->p->set->parts[i].graph->base, "master: partition graph", &copy));
+        out->partition_graphs[out->n_partition_graphs++] = (Tensorflow__GraphDef *)copy;
+    }
+    return ZF_STATUS_OK;
+}
+
 /* Gives st a step id and sends RunGraph to every partition of plan p.
  * Under m->mu. */
 zf_status_t zf__master_step_begin(zf__master_step_t *st, zf__master_session_t *s,
@@ -266,6 +280,7 @@ zf_status_t zf__master_step_end(zf__master_step_t *st, zf__master_session_t *s,
     zf_status_t res = st->first;
     if (zf_ok(res)) res = s_collect(st, req, nm, out);
     if (zf_ok(res) && req->trace_level > 0) res = s_collect_runs(st, out);
+    if (zf_ok(res) && req->output_partition_graphs) res = s_collect_graphs(st, out);
     if (st->restarted || res.code == ZF_UNAVAILABLE) zf__master_plan_drop(st->m, s, nm->sig, st->p);
     for (int i = 0; i < st->p->set->n_parts; i++) zf__master_call_finish(st->m, &st->calls[i]);
     free(st->calls);

@@ -245,11 +245,29 @@ static void test_cli_run_writes_a_chrome_trace_of_the_step(void **state)
     for (int m = 0; m < 2; m++) {
         snprintf(trace, sizeof trace, "%s/step%d.json", t->dir, m);
         s_run_t r;
+        char parts[160];
+        snprintf(parts, sizeof parts, "%s/parts%d", t->dir, m);
         s_zflow(&r,
-                "run %s %s --devices cpu:2 --feed " MLP_FEED " --fetch probs --trace %s --quiet",
-                path, modes[m], trace);
+                "run %s %s --devices cpu:2 --feed " MLP_FEED
+                " --fetch probs --trace %s --partition-graphs %s --quiet",
+                path, modes[m], trace, parts);
         s_expect(&r, 0, NULL);
         s_check_mlp_trace(trace, gd);
+        /* --partition-graphs: one GraphDef per device, each with its layer */
+        const char *files[2] = {"_job_localhost_replica_0_task_0_device_CPU_0.pbtxt",
+                                "_job_localhost_replica_0_task_0_device_CPU_1.pbtxt"};
+        const char *nodes[2] = {"layer1/matmul", "layer2/matmul"};
+        for (int d = 0; d < 2; d++) {
+            char file[320];
+            snprintf(file, sizeof file, "%s/%s", parts, files[d]);
+            Tensorflow__GraphDef *pg = NULL;
+            ASSERT_OK(zf_graphdef_read_file(file, ZF_FORMAT_PBTXT, &pg));
+            bool found = false;
+            for (size_t k = 0; k < pg->n_node; k++)
+                found |= strcmp(pg->node[k]->name, nodes[d]) == 0;
+            if (!found) fail_msg("%s lacks %s", file, nodes[d]);
+            zf_graphdef_free(&pg);
+        }
     }
     zf_graphdef_free(&gd);
 }
