@@ -377,6 +377,12 @@ static void s_finish(zf_broker_t *b, s_job_t *j, Zflow__RunStepReply *r)
                      zf_status_msg(&st));
         zf_status_clear(&st);
     }
+    /* durable before a reply tells of it (the result to a waiter, DONE to a
+     * poll): a broker killed right after must still have it */
+    zf_status_t c = zf_job_store_commit(J->store);
+    if (!zf_ok(c)) zf_log_error(ZF__BROKER_LOG, "%s", zf_status_msg(&c));
+    zf_status_clear(&c);
+    s_begin(J);
     zf_log_info(ZF__BROKER_LOG, "job %s done after %d attempt(s)", j->id, j->attempts);
     s_deliver(b, j);
     if (J->n_done > J->keep_results) s_expire(b);
