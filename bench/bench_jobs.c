@@ -119,10 +119,13 @@ static double s_throughput(int n_exec, const Tensorflow__GraphDef *gd, int jobs,
 static void s_remove_state(const char *dir)
 {
     const char *files[] = {"jobs.db", "jobs.db-wal", "jobs.db-shm", "jobs.db-journal"};
-    char path[PATH_MAX + 32];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        size_t size = strlen(dir) + strlen(files[i]) + 2;
+        char *path = malloc(size);
+        if (!path) continue;
+        snprintf(path, size, "%s/%s", dir, files[i]);
         unlink(path);
+        free(path);
     }
     rmdir(dir);
 }
