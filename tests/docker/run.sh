@@ -4,7 +4,9 @@
 # a broker, a scheduler and 3 executors with host networking on 127.0.0.1,
 # all with those keys, checks that a client without them is refused, runs a
 # job spanning the 3 executors, scales
-# to 4, kills an executor during a stream of jobs, and tears everything
+# to 4, kills an executor during a stream of jobs (every job still ends
+# well: the broker runs the ones it hit again), crashes an executor process
+# (its container restarts it), and tears everything
 # down — also when a check fails.
 #
 # Installs docker.io, docker-compose and debootstrap when missing (as root),
@@ -243,18 +245,18 @@ cat "$stream"
 
 n_done=$(grep -c "^job " "$stream" || true)
 [[ $n_done -eq $jobs ]] || fail "$n_done of $jobs jobs reported"
+# The broker keeps every accepted job and hands a job whose executor died
+# (the scheduler answers UNAVAILABLE) to a scheduler again: every job of
+# the stream ends well, with the same result.
 failed=$(grep -v " rc=0 " "$stream" | grep "^job " || true)
-[[ -n "$failed" ]] || fail "no job failed although its executor was killed"
-bad=$(grep -v "UNAVAILABLE" <<< "$failed" || true)
-[[ -z "$bad" ]] || fail "a job failed with something other than UNAVAILABLE: $bad"
-grep -q "$W:0/device:CPU:0" <<< "$failed" || fail "the UNAVAILABLE error does not name the device"
+[[ -z "$failed" ]] || fail "jobs failed although the broker runs them again: $failed"
 first_ok=$(grep " rc=0 " "$stream" | head -n 1 | sed 's/^job [0-9]* rc=0 //')
-last=$(tail -n 10 "$stream")
-[[ $(grep -c " rc=0 " <<< "$last") -eq 10 ]] || fail "the last 10 jobs did not all succeed"
 while read -r line; do
-  [[ "${line#job * rc=0 }" == "$first_ok" ]] || fail "a later job printed '$line'"
-done <<< "$last"
-log "$(grep -c " rc=0 " "$stream") of $jobs jobs succeeded; $(grep -vc " rc=0 " "$stream") failed with UNAVAILABLE"
+  [[ "${line#job * rc=0 }" == "$first_ok" ]] || fail "a job printed '$line'"
+done < <(grep "^job " "$stream")
+broker_id=$(compose ps -q broker)
+retried=$(docker logs "$broker_id" 2>&1 | grep -c "it will start again" || true)
+log "$jobs of $jobs jobs succeeded; the broker started $retried attempt(s) again"
 wait_executors 3 > /dev/null
 
 # ---- an executor process that dies comes back (restart policy) ------------------------------
