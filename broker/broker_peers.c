@@ -123,7 +123,7 @@ void zf__broker_on_deregister_executor(zf_broker_t *b, const zf__broker_ident_t 
                                        const Zflow__Envelope *req)
 {
     const Zflow__DeregisterExecutor *d = req->deregister_executor;
-    zf_status_t st = zf_registry_deregister(b->reg, d->device_name, d->incarnation);
+    zf_status_t st = zf_registry_deregister(b->reg, d->device_name, d->incarnation, b->msg_fd);
     zf__broker_send_status(b, from, req->request_id, &st);
     zf_status_clear(&st);
 }

@@ -256,10 +256,16 @@ static zf_status_t s_find_live(const zf_registry_t *reg, const char *name, uint6
     return ZF_STATUS_OK;
 }
 
-zf_status_t zf_registry_deregister(zf_registry_t *reg, const char *name, uint64_t incarnation)
+zf_status_t zf_registry_deregister(zf_registry_t *reg, const char *name, uint64_t incarnation,
+                                   int conn)
 {
     int i = -1;
     ZF_TRY(s_find_live(reg, name, incarnation, &i));
+    if (reg->entries[i].conn >= 0 && reg->entries[i].conn != conn)
+        return zf_status_new(ZF_PERMISSION_DENIED,
+                             "device '%s' may be deregistered only by the executor that holds "
+                             "it, over its own connection",
+                             name);
     s_remove(reg, i, "stopped");
     return ZF_STATUS_OK;
 }

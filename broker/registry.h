@@ -88,8 +88,11 @@ zf_status_t zf_registry_heartbeat(zf_registry_t *reg, const char *name, uint64_t
                                   int64_t load);
 
 /* Removes the executor registered as name with incarnation (it stopped),
- * reporting DIED with reason "stopped". NOT_FOUND as for a heartbeat. */
-zf_status_t zf_registry_deregister(zf_registry_t *reg, const char *name, uint64_t incarnation);
+ * reporting DIED with reason "stopped". NOT_FOUND as for a heartbeat;
+ * PERMISSION_DENIED when the request came over another connection than
+ * the executor's own (conn, as zf_registry_set_conn). */
+zf_status_t zf_registry_deregister(zf_registry_t *reg, const char *name, uint64_t incarnation,
+                                   int conn);
 
 /* Records that name last spoke on connection conn (the broker's socket's
  * file descriptor). */

@@ -243,6 +243,10 @@ static void test_broker_lets_a_stopping_executor_leave_at_once(void **state)
     zflow__envelope__free_unpacked(r, NULL);
     s_expect_event(sched, ZFLOW__DEVICE_EVENT__KIND__JOINED, name, 7, "");
     assert_int_equal(s_deregister(ex, 2, name, 8), ZF_NOT_FOUND);
+    /* only over its own connection: another peer that knows the name and
+     * incarnation cannot take it out */
+    zf_socket_t *other = s_peer(f);
+    assert_int_equal(s_deregister(other, 9, name, 7), ZF_PERMISSION_DENIED);
     assert_int_equal(s_deregister(ex, 3, "/job:worker/replica:0/task:9/device:CPU:0", 7),
                      ZF_NOT_FOUND);
     assert_null(zf_test_recv(sched, 0, NULL));
