@@ -1300,20 +1300,7 @@ static void s_trace_run(s_step_t *st, const zf_kernel_ctx_t *ctx, int64_t start_
         if (ctx->outputs[k]) bytes += (int64_t)zf_tensor_nbytes(ctx->outputs[k]);
     zf_node_run_t run = {
         ctx->node, st->ex->device->name_str, start_us, end_us, ctx->frame_id, ctx->iter_id, bytes};
-    pthread_mutex_lock(&t->mu);
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 256;
-        zf_node_run_t *runs = realloc(t->runs, cap * sizeof *runs);
-        if (runs) {
-            t->runs = runs;
-            t->cap = cap;
-        }
-    }
-    if (t->n < t->cap)
-        t->runs[t->n++] = run;
-    else
-        t->truncated = true;
-    pthread_mutex_unlock(&t->mu);
+    zf_step_trace_add(t, &run);
 }
 
 static void s_async_resume(void *arg)

@@ -11,7 +11,27 @@
 void zf_step_trace_init(zf_step_trace_t *t)
 {
     memset(t, 0, sizeof *t);
+    t->max_runs = ZF_STEP_TRACE_MAX_RUNS;
     pthread_mutex_init(&t->mu, NULL);
+}
+
+void zf_step_trace_add(zf_step_trace_t *t, const zf_node_run_t *run)
+{
+    pthread_mutex_lock(&t->mu);
+    if (t->n == t->cap && t->n < t->max_runs) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        if (cap > t->max_runs) cap = t->max_runs;
+        zf_node_run_t *runs = realloc(t->runs, cap * sizeof *runs);
+        if (runs) {
+            t->runs = runs;
+            t->cap = cap;
+        }
+    }
+    if (t->n < t->cap)
+        t->runs[t->n++] = *run;
+    else
+        t->truncated = true;
+    pthread_mutex_unlock(&t->mu);
 }
 
 void zf_step_trace_destroy(zf_step_trace_t *t)

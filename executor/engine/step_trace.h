@@ -28,15 +28,23 @@ typedef struct zf_node_run {
     int64_t output_bytes;
 } zf_node_run_t;
 
+/* The most runs a trace keeps by default: a traced loop of a million
+ * iterations must not hold a record of each (the first ones are kept). */
+#define ZF_STEP_TRACE_MAX_RUNS ((size_t)1 << 20)
+
 /* The runs of a traced step, appended by every partition of the step. */
 typedef struct zf_step_trace {
     pthread_mutex_t mu;
     zf_node_run_t *runs;
     size_t n, cap;
-    bool truncated; /* out of memory: some runs are missing */
+    size_t max_runs; /* zf_step_trace_init: ZF_STEP_TRACE_MAX_RUNS */
+    bool truncated;  /* runs past max_runs, or out of memory: some are missing */
 } zf_step_trace_t;
 
 void zf_step_trace_init(zf_step_trace_t *t);
+/* Appends run (thread-safe); past max_runs it is dropped and the trace
+ * marked truncated. */
+void zf_step_trace_add(zf_step_trace_t *t, const zf_node_run_t *run);
 /* Frees the runs (not t). */
 void zf_step_trace_destroy(zf_step_trace_t *t);
 /* The current time as a trace records it. */

@@ -18,6 +18,7 @@
 #include "executor/kernels/kernel.h"
 #include "executor/devices/gpu.h"
 #include "session/local_session.h"
+#include "test_util.h"
 
 #define EXAMPLES ZF_TEST_DATA_DIR "/../../examples"
 #define CPU(k)   "/job:localhost/replica:0/task:0/device:CPU:" #k
@@ -707,6 +708,42 @@ static void test_local_session_partitioned_runs_equal_unpartitioned_runs(void **
     zf_tensor_unref(&x);
 }
 
+/* A traced step records a run per kernel, up to the trace's bound: past
+ * it the runs are dropped and the trace says it is truncated. */
+static void test_local_session_trace_records_each_run_up_to_its_bound(void **state)
+{
+    (void)state;
+    Tensorflow__GraphDef *gd = zf_test_graphdef(
+        "node { name: 'a' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } } }"
+        "node { name: 'b' op: 'Neg' input: 'a' attr { key: 'T' value { type: DT_FLOAT } } }"
+        "node { name: 'c' op: 'Neg' input: 'b' attr { key: 'T' value { type: DT_FLOAT } } }"
+        "node { name: 'd' op: 'Neg' input: 'c' attr { key: 'T' value { type: DT_FLOAT } } }");
+    zf_local_session_options_t o = ZF_LOCAL_SESSION_OPTIONS_DEFAULT;
+    o.opt_level = -1; /* every node runs as written */
+    zf_local_session_t *s = NULL;
+    ASSERT_OK(zf_local_session_new(gd, &o, &s));
+    zf_tensor_t *a = NULL, *out = NULL;
+    ASSERT_OK(zf_tensor_new_scalar_float(2.0f, &a));
+    const char *feed = "a", *fetch = "d";
+    /* the feed's _Recv, b, c, d and the fetch's _Send */
+    size_t bounds[2] = {ZF_STEP_TRACE_MAX_RUNS, 3};
+    for (int k = 0; k < 2; k++) {
+        zf_step_trace_t t;
+        zf_step_trace_init(&t);
+        t.max_runs = bounds[k];
+        ASSERT_OK(zf_local_session_run_traced(s, &feed, &a, 1, &fetch, 1, NULL, 0, &out, &t));
+        assert_true(*(const float *)zf_tensor_data(out) == -2.0f);
+        zf_tensor_unref(&out);
+        assert_int_equal(t.n, k == 0 ? 5 : 3);
+        assert_int_equal(t.truncated, k == 1);
+        for (size_t i = 0; i < t.n; i++) assert_true(t.runs[i].end_us >= t.runs[i].start_us);
+        zf_step_trace_destroy(&t);
+    }
+    zf_tensor_unref(&a);
+    zf_local_session_destroy(&s);
+    zf_graphdef_free(&gd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -723,6 +760,7 @@ int main(void)
         cmocka_unit_test(test_local_session_aborts_a_step_past_its_timeout),
         cmocka_unit_test(test_local_session_runs_steps_from_several_threads),
         cmocka_unit_test(test_local_session_partitioned_runs_equal_unpartitioned_runs),
+        cmocka_unit_test(test_local_session_trace_records_each_run_up_to_its_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
