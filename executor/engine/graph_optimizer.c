@@ -55,25 +55,19 @@ static unsigned s_flags(const Tensorflow__NodeDef *nd)
 
 /* ---- the table --------------------------------------------------------------- */
 
-/* "name", "name:3" or "^name" -> index and port; false when it names no node. */
+/* "name", "name:3" or "^name" -> index and port (-1: control); false when
+ * it is malformed or names no node. */
 static bool s_parse_input(const s_opt_t *o, const char *text, s_in_t *out)
 {
-    bool control = text[0] == '^';
-    const char *name = text + control;
-    size_t len = strlen(name);
+    const char *name = NULL;
+    size_t len = 0;
     int port = 0;
-    const char *colon = strrchr(name, ':');
-    if (!control && colon && colon[1]) {
-        char *end = NULL;
-        long p = strtol(colon + 1, &end, 10);
-        if (*end == '\0' && p >= 0 && p < (1 << 20)) {
-            port = (int)p;
-            len = (size_t)(colon - name);
-        }
-    }
+    zf_status_t s = zf_tensor_name_parse(text, &name, &len, &port);
+    bool ok = zf_ok(s);
+    zf_status_clear(&s);
     uintptr_t v = 0;
-    if (!zf_strmap_get_n(o->names, name, len, &v)) return false;
-    *out = (s_in_t){(int)v, control ? -1 : port};
+    if (!ok || !zf_strmap_get_n(o->names, name, len, &v)) return false;
+    *out = (s_in_t){(int)v, port == ZF_CONTROL_PORT ? -1 : port};
     return true;
 }
 
