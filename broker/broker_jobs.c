@@ -647,11 +647,15 @@ static void s_poll_here(zf_broker_t *b, const zf__broker_ident_t *to, uint64_t r
     }
     Zflow__PollJobReply r = ZFLOW__POLL_JOB_REPLY__INIT;
     r.state = j->state == ZF_JOB_STORE_DONE ? ZFLOW__JOB_STATE__JOB_STATE_DONE
-                                            : ZFLOW__JOB_STATE__JOB_STATE_QUEUED;
+              : j->state == ZF_JOB_STORE_DISPATCHED && j->sched_job[0]
+                  ? ZFLOW__JOB_STATE__JOB_STATE_RUNNING
+                  : ZFLOW__JOB_STATE__JOB_STATE_QUEUED;
     r.steps_total = j->steps;
     r.attempts = j->attempts;
+    /* the progress last heard: a job its scheduler no longer reports (it
+     * ended there, its result on the way) goes no backwards */
+    r.steps_done = j->steps_done;
     if (j->state == ZF_JOB_STORE_DONE) {
-        r.steps_done = j->steps_done;
         r.partitions_total = j->parts_total;
         if (j->started_ms && j->ended_ms > j->started_ms)
             r.elapsed_ms = j->ended_ms - j->started_ms;
@@ -786,9 +790,9 @@ static void s_on_job_reply(zf_broker_t *b, int i, s_job_t *j, Zflow__Envelope *e
     /* A full queue or too many requests in flight pass: try later. A graph
      * past the scheduler's size limits (its --max-graph-nodes or
      * --max-graph-bytes) does not: the job ends with the refusal. */
-    bool too_big = st.code == ZF_RESOURCE_EXHAUSTED &&
-                   (strstr(zf_status_msg(&st), "--max-graph-nodes") ||
-                    strstr(zf_status_msg(&st), "--max-graph-bytes"));
+    bool too_big =
+        st.code == ZF_RESOURCE_EXHAUSTED && (strstr(zf_status_msg(&st), "--max-graph-nodes") ||
+                                             strstr(zf_status_msg(&st), "--max-graph-bytes"));
     if (st.code == ZF_RESOURCE_EXHAUSTED && !too_big && !j->sched_job[0]) {
         zf_status_clear(&st);
         s_leave_sched(b, j);
