@@ -529,6 +529,20 @@ static void s_dispatch_queued(zf_broker_t *b)
 
 /* ---- client requests ---------------------------------------------------------------- */
 
+/* The job a client asks about: a result past its age is gone even when
+ * the periodic sweep (s_expire) has not come round to it yet. */
+static s_job_t *s_find_live(zf_broker_t *b, const char *id)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    s_job_t *j = s_find(J, id);
+    if (j && j->state == ZF_JOB_STORE_DONE && s_wall_ms() - j->ended_ms >= J->keep_ms) {
+        zf_log_info(ZF__BROKER_LOG, "dropped the uncollected result of job %s (too old)", j->id);
+        s_job_drop(b, j);
+        j = NULL;
+    }
+    return j;
+}
+
 static zf_status_t s_not_found(const zf__broker_jobs_t *J, const char *id)
 {
     return zf_not_found("job '%s' not found: it is unknown here, its result was already "
@@ -603,7 +617,7 @@ static void s_on_wait(zf_broker_t *b, const zf__broker_ident_t *client, const Zf
 {
     zf__broker_jobs_t *J = b->jobs;
     const Zflow__WaitJob *w = env->wait_job;
-    s_job_t *j = s_find(J, w ? w->job_id : NULL);
+    s_job_t *j = s_find_live(b, w ? w->job_id : NULL);
     zf_status_t st = j ? ZF_STATUS_OK : s_not_found(J, w ? w->job_id : NULL);
     if (zf_ok(st) && J->n_waiters >= S_MAX_WAITERS)
         st = zf_status_new(ZF_RESOURCE_EXHAUSTED,
@@ -639,7 +653,7 @@ static void s_send_poll(zf_broker_t *b, const zf__broker_ident_t *to, uint64_t r
 static void s_poll_here(zf_broker_t *b, const zf__broker_ident_t *to, uint64_t request_id,
                         const char *id)
 {
-    s_job_t *j = s_find(b->jobs, id);
+    s_job_t *j = s_find_live(b, id);
     if (!j) {
         zf_status_t st = s_not_found(b->jobs, id);
         zf__broker_send_status(b, to, request_id, &st);
@@ -667,7 +681,7 @@ static void s_on_poll(zf_broker_t *b, const zf__broker_ident_t *client, const Zf
 {
     zf__broker_jobs_t *J = b->jobs;
     const char *id = env->poll_job ? env->poll_job->job_id : NULL;
-    s_job_t *j = s_find(J, id);
+    s_job_t *j = s_find_live(b, id);
     int i = j && j->state == ZF_JOB_STORE_DISPATCHED && j->sched_job[0] ? s_sched_index(b, j->sched)
                                                                         : -1;
     s_poll_t *p = i >= 0 ? calloc(1, sizeof *p) : NULL;
