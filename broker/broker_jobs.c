@@ -52,6 +52,7 @@ typedef struct s_job {
     int64_t steps_done;  /* progress last heard from its scheduler */
     int parts_total;
     int64_t retry_at_ms; /* monotonic: not dispatched before */
+    bool cancelled;      /* CancelJob came while a scheduler had it */
     s_waiter_t *waiters;
     struct s_job *next_queued;
 } s_job_t;
@@ -112,7 +113,7 @@ bool zf__broker_jobs_is_self(const zf__broker_ident_t *id)
 bool zf__broker_jobs_serves(Zflow__Envelope__BodyCase body)
 {
     return body == ZFLOW__ENVELOPE__BODY_SUBMIT_JOB || body == ZFLOW__ENVELOPE__BODY_WAIT_JOB ||
-           body == ZFLOW__ENVELOPE__BODY_POLL_JOB;
+           body == ZFLOW__ENVELOPE__BODY_POLL_JOB || body == ZFLOW__ENVELOPE__BODY_CANCEL_JOB;
 }
 
 /* Opens the round's transaction when none is: the writes of a round are
@@ -393,12 +394,22 @@ static void s_finish_status(zf_broker_t *b, s_job_t *j, zf_status_t st)
     s_finish(b, j, s_status_result(&st));
 }
 
+static zf_status_t s_cancelled(const s_job_t *j)
+{
+    return zf_status_new(ZF_CANCELLED, "job %s cancelled: its client cancelled it", j->id);
+}
+
 /* j's attempt failed in a way another attempt may not (its scheduler went
  * away, or said UNAVAILABLE): queued again, or ended with why once it has
  * had max_attempts. */
 static void s_retry(zf_broker_t *b, s_job_t *j, zf_status_t why)
 {
     zf__broker_jobs_t *J = b->jobs;
+    if (j->cancelled) { /* its scheduler went away: nothing to run again */
+        zf_status_clear(&why);
+        s_finish_status(b, j, s_cancelled(j));
+        return;
+    }
     if (j->attempts >= J->max_attempts) {
         s_finish_status(b, j,
                         zf_status_prefix(why,
@@ -711,12 +722,38 @@ static void s_on_poll(zf_broker_t *b, const zf__broker_ident_t *client, const Zf
     s_poll_here(b, client, env->request_id, id);
 }
 
+static void s_send_cancel(zf_broker_t *b, int i, s_job_t *j);
+
+/* CancelJob: a queued job ends at once; one a scheduler has is cancelled
+ * there (once it has accepted it), its CANCELLED result coming back as
+ * any result does. */
+static void s_on_cancel(zf_broker_t *b, const zf__broker_ident_t *client, const Zflow__Envelope *env)
+{
+    const char *id = env->cancel_job->job_id;
+    s_job_t *j = s_find_live(b, id);
+    zf_status_t st = j ? ZF_STATUS_OK : s_not_found(b->jobs, id);
+    if (j && j->state == ZF_JOB_STORE_DONE) {
+        st = zf_status_new(ZF_FAILED_PRECONDITION,
+                           "job %s has finished already; its result waits to be collected", j->id);
+    } else if (j && j->state == ZF_JOB_STORE_QUEUED) {
+        s_finish_status(b, j, s_cancelled(j));
+    } else if (j && !j->cancelled) {
+        j->cancelled = true;
+        int i = j->sched_job[0] ? s_sched_index(b, j->sched) : -1;
+        if (i >= 0) s_send_cancel(b, i, j);
+    }
+    if (j && zf_ok(st)) zf_log_info(ZF__BROKER_LOG, "job %s: cancel asked", id);
+    zf__broker_send_status(b, client, env->request_id, &st);
+}
+
 void zf__broker_jobs_on_request(zf_broker_t *b, const zf__broker_ident_t *client,
                                 const Zflow__Envelope *env)
 {
     s_begin(b->jobs);
     if (env->body_case == ZFLOW__ENVELOPE__BODY_SUBMIT_JOB)
         s_on_submit(b, client, env);
+    else if (env->body_case == ZFLOW__ENVELOPE__BODY_CANCEL_JOB)
+        s_on_cancel(b, client, env);
     else if (env->body_case == ZFLOW__ENVELOPE__BODY_WAIT_JOB)
         s_on_wait(b, client, env);
     else
@@ -755,6 +792,25 @@ static zf_status_t s_reply_status(const Zflow__Envelope *env)
     return zf_status_from_proto(s);
 }
 
+/* Tells scheduler i to cancel j (accepted there): a message of its own,
+ * whose StatusReply, matching no call, is dropped; j's result comes as
+ * the answer to the WaitJob in flight. */
+static void s_send_cancel(zf_broker_t *b, int i, s_job_t *j)
+{
+    Zflow__CancelJob cj = ZFLOW__CANCEL_JOB__INIT;
+    cj.job_id = j->sched_job;
+    Zflow__Envelope e = zf__broker_envelope(0);
+    e.body_case = ZFLOW__ENVELOPE__BODY_CANCEL_JOB;
+    e.cancel_job = &cj;
+    zf_route_t r = zf__broker_route_to(&b->scheds[i].id);
+    zf_status_t s = zf_route_push(&r, s_self, S_SELF_LEN);
+    if (zf_ok(s)) s = zf_envelope_send(b->sock, &r, &e);
+    if (!zf_ok(s))
+        zf_log_warn(ZF__BROKER_LOG, "cannot pass the cancel of job %s on: %s", j->id,
+                    zf_status_msg(&s));
+    zf_status_clear(&s);
+}
+
 /* The scheduler accepted j (SubmitJobReply): its result is asked for. */
 static void s_on_accepted(zf_broker_t *b, int i, s_job_t *j, const char *sched_job)
 {
@@ -763,6 +819,7 @@ static void s_on_accepted(zf_broker_t *b, int i, s_job_t *j, const char *sched_j
         return;
     }
     snprintf(j->sched_job, sizeof j->sched_job, "%s", sched_job);
+    if (j->cancelled) s_send_cancel(b, i, j);
     j->started_ms = s_wall_ms();
     j->steps_done = 0;
     Zflow__WaitJob wj = ZFLOW__WAIT_JOB__INIT;
@@ -787,6 +844,11 @@ static void s_on_job_reply(zf_broker_t *b, int i, s_job_t *j, Zflow__Envelope *e
         zf_status_t st = zf_status_from_proto(r->status);
         if (st.code == ZF_UNAVAILABLE) {
             s_retry(b, j, st);
+            return;
+        }
+        if (st.code == ZF_CANCELLED && j->cancelled) { /* said in the broker's words, its id */
+            zf_status_clear(&st);
+            s_finish_status(b, j, s_cancelled(j));
             return;
         }
         zf_status_clear(&st);

@@ -11,7 +11,9 @@
 static bool s_names_owner(Zflow__Envelope__BodyCase body)
 {
     return body == ZFLOW__ENVELOPE__BODY_RUN_STEP || body == ZFLOW__ENVELOPE__BODY_CLOSE_SESSION ||
-           body == ZFLOW__ENVELOPE__BODY_WAIT_JOB || body == ZFLOW__ENVELOPE__BODY_POLL_JOB;
+           body == ZFLOW__ENVELOPE__BODY_EXTEND_SESSION ||
+           body == ZFLOW__ENVELOPE__BODY_CANCEL_STEP || body == ZFLOW__ENVELOPE__BODY_WAIT_JOB ||
+           body == ZFLOW__ENVELOPE__BODY_POLL_JOB || body == ZFLOW__ENVELOPE__BODY_CANCEL_JOB;
 }
 
 /* The last field 1 string of a body's bytes into m->owned_buf (cut to
@@ -69,6 +71,9 @@ void zf__broker_msg_of(const Zflow__Envelope *env, zf__broker_msg_t *m)
     switch (env->body_case) {
     case ZFLOW__ENVELOPE__BODY_RUN_STEP: m->owned = env->run_step->session; break;
     case ZFLOW__ENVELOPE__BODY_CLOSE_SESSION: m->owned = env->close_session->session; break;
+    case ZFLOW__ENVELOPE__BODY_EXTEND_SESSION: m->owned = env->extend_session->session; break;
+    case ZFLOW__ENVELOPE__BODY_CANCEL_STEP: m->owned = env->cancel_step->session; break;
+    case ZFLOW__ENVELOPE__BODY_CANCEL_JOB: m->owned = env->cancel_job->job_id; break;
     case ZFLOW__ENVELOPE__BODY_WAIT_JOB: m->owned = env->wait_job->job_id; break;
     case ZFLOW__ENVELOPE__BODY_POLL_JOB: m->owned = env->poll_job->job_id; break;
     default: break;

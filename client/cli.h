@@ -4,6 +4,7 @@
 #ifndef ZF_CLI_H
 #define ZF_CLI_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -29,6 +30,7 @@ extern const zf_cli_command_t zf_cli_up;
 extern const zf_cli_command_t zf_cli_submit;
 extern const zf_cli_command_t zf_cli_wait;
 extern const zf_cli_command_t zf_cli_keygen;
+extern const zf_cli_command_t zf_cli_cancel;
 
 /* True when argv holds --help or -h; used by every command. */
 bool zf_cli_wants_help(int argc, char **argv);
@@ -36,6 +38,16 @@ bool zf_cli_wants_help(int argc, char **argv);
 /* Prints "zflow <command>: <CODE>: <message>" to stderr, clears *s and
  * returns 1 (the failure exit code). */
 int zf_cli_fail(const char *command, zf_status_t *s);
+
+/* Catches the first SIGINT (Ctrl-C) from now on: the flag it returns
+ * becomes non-zero (for zf_client_set_interrupt) and a second SIGINT
+ * kills as usual. */
+const volatile sig_atomic_t *zf_cli_catch_interrupt(void);
+
+/* The exit code of a command whose call ended with s after a caught
+ * SIGINT: 130, as a shell reports a process killed by it, when s is the
+ * CANCELLED it asked for; 0 when the command had not been interrupted. */
+int zf_cli_interrupted_rc(const zf_status_t *s);
 
 /* Prints "zflow <command>: <message>\n" and then usage to stderr; returns 2
  * (the bad-usage exit code). */

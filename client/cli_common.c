@@ -34,6 +34,30 @@ int zf_cli_fail(const char *command, zf_status_t *s)
     return 1;
 }
 
+static volatile sig_atomic_t s_interrupted;
+
+static void s_on_sigint(int sig)
+{
+    (void)sig;
+    s_interrupted = 1;
+    signal(SIGINT, SIG_DFL); /* a second Ctrl-C kills */
+}
+
+const volatile sig_atomic_t *zf_cli_catch_interrupt(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_sigint; /* no SA_RESTART: a waiting poll wakes up */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    return &s_interrupted;
+}
+
+int zf_cli_interrupted_rc(const zf_status_t *s)
+{
+    return s_interrupted && s->code == ZF_CANCELLED ? 130 : 0;
+}
+
 int zf_cli_usage_error(const char *command, const char *usage, const char *fmt, ...)
 {
     va_list ap;

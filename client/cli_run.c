@@ -28,7 +28,8 @@ static const char s_usage[] =
     "Runs the GraphDef GRAPH (.pb or .pbtxt) once (or --steps times): places\n"
     "it on the devices, partitions it, runs every partition and prints the\n"
     "fetched tensors as NumPy prints arrays. On the service, a terminal shows\n"
-    "the job's progress on stderr while it runs.\n"
+    "the job's progress on stderr while it runs, and Ctrl-C cancels the job\n"
+    "on every executor (exit status 130; a second Ctrl-C leaves at once).\n"
     "\n"
     "  --broker ENDPOINT run as a job on the service whose broker is at\n"
     "                    ENDPOINT (see `zflow up`)\n"
@@ -197,6 +198,7 @@ static zf_status_t s_run_step(const s_runner_t *r, const s_args_t *a, const zf_c
     }
     zf_client_step_t step = zf_cli_client_step(&a->step, f);
     zf_client_set_timeout(r->client, a->timeout_ms);
+    zf_client_set_interrupt(r->client, zf_cli_catch_interrupt()); /* Ctrl-C cancels the job */
     zf_client_session_options_t opts = zf_cli_session_options(&a->step);
     return zf_status_prefix(s_run_job(r, a, &step, &opts, got), "%s", a->step.graph);
 }
@@ -212,7 +214,9 @@ static int s_execute(const s_args_t *a, const s_runner_t *r)
                         : zf_out_of_memory("run");
     if (zf_ok(s)) s = s_run_step(r, a, &feeds, got);
     if (zf_ok(s)) s = zf_cli_print_fetches(st->fetches, got, st->n_fetches, a->out_dir, a->quiet);
+    int interrupted = zf_cli_interrupted_rc(&s);
     int rc = zf_ok(s) ? 0 : zf_cli_fail("run", &s);
+    if (interrupted) rc = interrupted;
     if (rc && usage) rc = 2;
     zf_cli_feeds_free(&feeds);
     for (int j = 0; got && j < st->n_fetches; j++) zf_tensor_unref(&got[j]);

@@ -27,8 +27,12 @@ static const char s_usage[] =
     "  --keys DIR        CurveZMQ client keys for a secure service (default:\n"
     "                    $ZFLOW_KEYS)\n"
     "\n"
+    "Ctrl-C cancels the job (as `zflow cancel JOB` does) and waits for its\n"
+    "CANCELLED result; a second Ctrl-C leaves at once.\n"
+    "\n"
     "Exits 0 with the job's fetches, 1 when the job failed (its error is\n"
-    "printed), was not found or did not finish in time, 2 on bad usage.\n";
+    "printed), was not found or did not finish in time, 2 on bad usage,\n"
+    "130 when Ctrl-C cancelled it.\n";
 
 typedef struct {
     const char *job, *broker, *out_dir, *keys;
@@ -86,6 +90,7 @@ static int s_wait(int argc, char **argv)
     zf_status_t s = zf_client_connect_keys(a.broker, zf_keys_dir_from(a.keys), &c);
     if (zf_ok(s)) {
         zf_client_set_timeout(c, (int)a.timeout_ms);
+        zf_client_set_interrupt(c, zf_cli_catch_interrupt()); /* Ctrl-C cancels the job */
         zf_client_progress_fn draw = zf_cli_progress_wanted(a.quiet) ? zf_cli_progress_draw : NULL;
         s = zf_client_wait_result(c, a.job, (int)a.timeout_ms, draw, &pr, &res);
         zf_cli_progress_end(&pr);
@@ -96,7 +101,9 @@ static int s_wait(int argc, char **argv)
     if (zf_ok(s))
         s = zf_cli_print_fetches((const char *const *)res->names, res->tensors, res->n_fetches,
                                  a.out_dir, a.quiet);
+    int interrupted = zf_cli_interrupted_rc(&s);
     rc = zf_ok(s) ? 0 : zf_cli_fail("wait", &s);
+    if (interrupted) rc = interrupted;
     zf_client_job_result_free(&res);
     zf_client_destroy(&c);
     return rc;

@@ -5,6 +5,7 @@
  * and jobs. */
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
+#include "common/log.h"
 #include "common/proto_util.h"
 
 #include <errno.h>
@@ -31,6 +32,7 @@
 #define S_PING_BIT      ((uint64_t)1 << 63) /* marks the request ids of pings */
 #define S_SENT_MAX      256                 /* requests remembered for s_await */
 #define S_REACH_MS      1000                /* how long a new scheduler endpoint has to answer */
+#define S_INTERRUPT_MS  50                  /* how often a wait looks at the interrupt flag */
 
 /* A socket requests go out on: peer 0 is the broker, the others are
  * schedulers reached directly. heard_ms: when it last sent us anything. */
@@ -41,11 +43,13 @@ typedef struct s_peer {
     bool unreachable; /* a scheduler that did not answer its first ping */
 } s_peer_t;
 
-/* A request sent: where to, and its body (zero: unknown). */
+/* A request sent: where to, its body (zero: unknown), and for a RunStep
+ * or WaitJob the session or job it is about (what an interrupt cancels). */
 typedef struct s_sent {
     uint64_t id;
     int peer;
     int body;
+    char owner[128];
 } s_sent_t;
 
 /* A session this client created, and the peer its steps go to. */
@@ -67,6 +71,7 @@ struct zf_client {
     Zflow__Envelope *stash[S_STASH_MAX]; /* replies nobody asked for yet */
     int n_stash;
     s_sent_t sent[S_SENT_MAX]; /* by request id modulo S_SENT_MAX */
+    const volatile sig_atomic_t *interrupt; /* zf_client_set_interrupt's flag, or NULL */
 };
 
 static int64_t s_now_ms(void)
@@ -181,15 +186,21 @@ static Zflow__Envelope *s_unstash(zf_client_t *c, uint64_t id)
 /* ---- outstanding requests ------------------------------------------------- */
 
 /* Which peer request id went to, and what it was, for s_await's messages. */
-static void s_note(zf_client_t *c, uint64_t id, int peer, int body)
+static void s_note(zf_client_t *c, uint64_t id, int peer, const Zflow__Envelope *env)
 {
-    c->sent[id % S_SENT_MAX] = (s_sent_t){id, peer, body};
+    s_sent_t *n = &c->sent[id % S_SENT_MAX];
+    *n = (s_sent_t){id, peer, (int)env->body_case, ""};
+    const char *owner = env->body_case == ZFLOW__ENVELOPE__BODY_RUN_STEP   ? env->run_step->session
+                        : env->body_case == ZFLOW__ENVELOPE__BODY_WAIT_JOB ? env->wait_job->job_id
+                        : env->body_case == ZFLOW__ENVELOPE__BODY_POLL_JOB ? env->poll_job->job_id
+                                                                            : NULL;
+    if (owner && strlen(owner) < sizeof n->owner) snprintf(n->owner, sizeof n->owner, "%s", owner);
 }
 
 static s_sent_t s_noted(const zf_client_t *c, uint64_t id)
 {
     s_sent_t n = c->sent[id % S_SENT_MAX];
-    return n.id == id ? n : (s_sent_t){id, 0, 0};
+    return n.id == id ? n : (s_sent_t){id, 0, 0, ""};
 }
 
 /* "RunStep" for a RunStep body: the body's message name. */
@@ -220,7 +231,7 @@ static zf_status_t s_send_to(zf_client_t *c, int peer, Zflow__Envelope *env, int
         return zf_status_new(ZF_UNAVAILABLE, "cannot reach the %s at %s within %d ms",
                              s_peer_kind(peer), p->endpoint, timeout_ms);
     }
-    if (zf_ok(s)) s_note(c, *id, peer, (int)env->body_case);
+    if (zf_ok(s)) s_note(c, *id, peer, env);
     return zf_status_prefix(s, "sending to the %s at %s", s_peer_kind(peer), p->endpoint);
 }
 
@@ -238,6 +249,37 @@ static void s_ping(zf_client_t *c, int peer, int64_t now)
     zf_status_t s = zf_socket_set_send_timeout(p->sock, 0);
     if (zf_ok(s)) s = zf_envelope_send(p->sock, NULL, &env);
     zf_status_clear(&s); /* a full queue means no answer: silence decides */
+}
+
+/* The interrupt came while req waited: CancelStep for its session (to the
+ * peer the step went to) or CancelJob for its job (to the broker), sent
+ * once, its reply dropped as a ping's is. The request's own reply then
+ * says CANCELLED. */
+static void s_send_cancel(zf_client_t *c, const s_sent_t *req)
+{
+    if (!req->owner[0]) return;
+    Zflow__CancelStep cs = ZFLOW__CANCEL_STEP__INIT;
+    Zflow__CancelJob cj = ZFLOW__CANCEL_JOB__INIT;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.version = ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
+    env.request_id = S_PING_BIT | c->next_id++;
+    int peer = req->peer;
+    if (req->body == ZFLOW__ENVELOPE__BODY_RUN_STEP) {
+        cs.session = (char *)req->owner;
+        env.body_case = ZFLOW__ENVELOPE__BODY_CANCEL_STEP;
+        env.cancel_step = &cs;
+    } else if (req->body == ZFLOW__ENVELOPE__BODY_WAIT_JOB ||
+               req->body == ZFLOW__ENVELOPE__BODY_POLL_JOB) {
+        cj.job_id = (char *)req->owner;
+        env.body_case = ZFLOW__ENVELOPE__BODY_CANCEL_JOB;
+        env.cancel_job = &cj;
+        peer = 0;
+    } else {
+        return;
+    }
+    zf_status_t s = zf_socket_set_send_timeout(c->peers[peer].sock, S_PING_MS);
+    if (zf_ok(s)) s = zf_envelope_send(c->peers[peer].sock, NULL, &env);
+    zf_status_clear(&s);
 }
 
 /* Receives what is ready on every peer; a reply to id ends the wait. */
@@ -282,7 +324,12 @@ static zf_status_t s_await(zf_client_t *c, uint64_t id, int timeout_ms, Zflow__E
     s_peer_t *p = &c->peers[req.peer];
     int64_t start = s_now_ms(), deadline = start + timeout_ms;
     int ping_ms = timeout_ms / 2 < S_PING_MS ? timeout_ms / 2 : S_PING_MS;
+    bool cancelled = false;
     for (;;) {
+        if (!cancelled && c->interrupt && *c->interrupt) {
+            cancelled = true;
+            s_send_cancel(c, &req);
+        }
         int64_t now = s_now_ms();
         int64_t quiet = p->heard_ms > start ? p->heard_ms : start;
         bool heard = p->heard_ms > start;
@@ -304,6 +351,7 @@ static zf_status_t s_await(zf_client_t *c, uint64_t id, int timeout_ms, Zflow__E
         int64_t wait = deadline - now;
         int64_t next = (p->pinged_ms > quiet ? p->pinged_ms : quiet) + ping_ms - now;
         if (next > 0 && next < wait) wait = next;
+        if (c->interrupt && !cancelled && wait > S_INTERRUPT_MS) wait = S_INTERRUPT_MS;
         if (wait < 1) wait = 1;
         ZF_TRY(s_receive(c, id, (int)wait, reply));
         if (*reply) return ZF_STATUS_OK;
@@ -390,12 +438,12 @@ static int s_scheduler_peer(zf_client_t *c, const char *endpoint)
     return peer;
 }
 
-/* Remembers that session's steps go to the scheduler at endpoint (when
- * given and direct requests are on). Out of memory: they go through the
- * broker, which reaches the same scheduler. */
+/* Remembers a session this client created (for zf_client_reset) and the
+ * peer its steps go to: the scheduler at endpoint when given and direct
+ * requests are on, else the broker. Out of memory: it is not remembered,
+ * and its steps go through the broker, which reaches the same scheduler. */
 static void s_session_add(zf_client_t *c, const char *session, const char *endpoint)
 {
-    if (!c->direct || !endpoint || !endpoint[0]) return;
     if (c->n_sessions == c->cap_sessions) {
         int cap = c->cap_sessions ? 2 * c->cap_sessions : 8;
         s_session_t *n = realloc(c->sessions, (size_t)cap * sizeof *n);
@@ -405,7 +453,8 @@ static void s_session_add(zf_client_t *c, const char *session, const char *endpo
     }
     char *id = strdup(session);
     if (!id) return;
-    c->sessions[c->n_sessions++] = (s_session_t){id, s_scheduler_peer(c, endpoint)};
+    int peer = c->direct && endpoint && endpoint[0] ? s_scheduler_peer(c, endpoint) : 0;
+    c->sessions[c->n_sessions++] = (s_session_t){id, peer};
 }
 
 /* The peer session's requests go to: its scheduler, or the broker. */
@@ -559,6 +608,15 @@ zf_status_t zf_client_session_run(zf_client_t *c, const char *session, const zf_
     return zf_client_session_run_finish(c, id, step->n_fetches, timeout_ms, outputs);
 }
 
+/* Sends a request answered by a StatusReply to peer: its status. */
+static zf_status_t s_status_call(zf_client_t *c, int peer, Zflow__Envelope *env)
+{
+    Zflow__Envelope *rep = NULL;
+    zf_status_t s = s_call_to(c, peer, env, 0, ZFLOW__ENVELOPE__BODY_STATUS_REPLY, &rep);
+    if (rep) zflow__envelope__free_unpacked(rep, NULL);
+    return s;
+}
+
 zf_status_t zf_client_session_close(zf_client_t *c, const char *session)
 {
     Zflow__CloseSession cs = ZFLOW__CLOSE_SESSION__INIT;
@@ -566,12 +624,75 @@ zf_status_t zf_client_session_close(zf_client_t *c, const char *session)
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_CLOSE_SESSION;
     env.close_session = &cs;
-    Zflow__Envelope *rep = NULL;
-    zf_status_t s =
-        s_call_to(c, s_session_peer(c, session), &env, 0, ZFLOW__ENVELOPE__BODY_STATUS_REPLY, &rep);
+    zf_status_t s = s_status_call(c, s_session_peer(c, session), &env);
     if (zf_ok(s) || s.code == ZF_NOT_FOUND) s_session_forget(c, session);
-    if (rep) zflow__envelope__free_unpacked(rep, NULL);
     return s;
+}
+
+zf_status_t zf_client_session_extend(zf_client_t *c, const char *session,
+                                     const struct Tensorflow__GraphDef *gd, int64_t version,
+                                     int64_t *new_version)
+{
+    if (new_version) *new_version = 0;
+    Zflow__ExtendSession es = ZFLOW__EXTEND_SESSION__INIT;
+    es.session = (char *)session;
+    es.graph = (Tensorflow__GraphDef *)gd;
+    es.current_graph_version = version;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.body_case = ZFLOW__ENVELOPE__BODY_EXTEND_SESSION;
+    env.extend_session = &es;
+    Zflow__Envelope *rep = NULL;
+    ZF_TRY(s_call_to(c, s_session_peer(c, session), &env, 0,
+                     ZFLOW__ENVELOPE__BODY_EXTEND_SESSION_REPLY, &rep));
+    zf_status_t s = zf_status_from_proto(rep->extend_session_reply->status);
+    if (zf_ok(s) && new_version) *new_version = rep->extend_session_reply->new_graph_version;
+    zflow__envelope__free_unpacked(rep, NULL);
+    return s;
+}
+
+zf_status_t zf_client_session_cancel(zf_client_t *c, const char *session)
+{
+    Zflow__CancelStep cs = ZFLOW__CANCEL_STEP__INIT;
+    cs.session = (char *)session;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.body_case = ZFLOW__ENVELOPE__BODY_CANCEL_STEP;
+    env.cancel_step = &cs;
+    return s_status_call(c, s_session_peer(c, session), &env);
+}
+
+zf_status_t zf_client_cancel_job(zf_client_t *c, const char *job_id)
+{
+    Zflow__CancelJob cj = ZFLOW__CANCEL_JOB__INIT;
+    cj.job_id = (char *)job_id;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.body_case = ZFLOW__ENVELOPE__BODY_CANCEL_JOB;
+    env.cancel_job = &cj;
+    return s_status_call(c, 0, &env);
+}
+
+zf_status_t zf_client_reset(zf_client_t *c)
+{
+    zf_status_t first = ZF_STATUS_OK;
+    while (c->n_sessions > 0) {
+        char *id = strdup(c->sessions[c->n_sessions - 1].id);
+        if (!id) {
+            zf_status_clear(&first);
+            return zf_out_of_memory("client");
+        }
+        zf_status_t s = zf_client_session_close(c, id);
+        if (!zf_ok(s) && s.code != ZF_NOT_FOUND) s_session_forget(c, id); /* tried */
+        free(id);
+        if (zf_ok(first))
+            first = s;
+        else
+            zf_status_clear(&s);
+    }
+    return first;
+}
+
+void zf_client_set_interrupt(zf_client_t *c, const volatile sig_atomic_t *flag)
+{
+    c->interrupt = flag;
 }
 
 zf_status_t zf_client_submit(zf_client_t *c, const struct Tensorflow__GraphDef *gd,
@@ -615,6 +736,7 @@ zf_status_t zf_client_submit_job(zf_client_t *c, const struct Tensorflow__GraphD
     if (zf_ok(s) &&
         !(*job_id = strdup(rep->submit_job_reply->job_id ? rep->submit_job_reply->job_id : "")))
         s = zf_out_of_memory("job id");
+    if (zf_ok(s)) zf_log_debug("client", "submitted job %s", *job_id);
     if (rep) zflow__envelope__free_unpacked(rep, NULL);
     return s;
 }

@@ -7,7 +7,8 @@
 
 static const zf_cli_command_t *const s_commands[] = {
     &zf_cli_inspect,   &zf_cli_convert, &zf_cli_place,  &zf_cli_partition, &zf_cli_run,
-    &zf_cli_executors, &zf_cli_up,      &zf_cli_submit, &zf_cli_wait,      &zf_cli_keygen,
+    &zf_cli_executors, &zf_cli_up,      &zf_cli_submit, &zf_cli_wait,      &zf_cli_cancel,
+    &zf_cli_keygen,
 };
 
 static void s_usage(FILE *out)

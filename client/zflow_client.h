@@ -3,6 +3,7 @@
 #ifndef ZFLOW_CLIENT_H
 #define ZFLOW_CLIENT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -103,8 +104,38 @@ zf_status_t zf_client_session_run_start(zf_client_t *c, const char *session,
 zf_status_t zf_client_session_run_finish(zf_client_t *c, uint64_t request, int n_fetches,
                                          int timeout_ms, zf_tensor_t **outputs);
 
-/* Closes session on the service. */
+/* Closes session on the service; steps of it still running end with
+ * CANCELLED. */
 zf_status_t zf_client_session_close(zf_client_t *c, const char *session);
+
+/* Adds gd's nodes (and library functions; borrowed) to session's graph
+ * (TensorFlow's Session.extend). version is the graph version the caller
+ * knows: 0 after zf_client_session_create, then each extend's
+ * *new_version (may be NULL). Steps may then fetch and run the new nodes;
+ * the old ones keep their devices, and cached plans stay. Errors:
+ * INVALID_ARGUMENT "GraphDef argument to Extend includes node 'x', which
+ * was created by a previous call to Create or Extend in this session."
+ * and the graph errors of CreateSession; ABORTED "Current version is N but
+ * caller expected M." when another extend came first; NOT_FOUND. */
+zf_status_t zf_client_session_extend(zf_client_t *c, const char *session,
+                                     const struct Tensorflow__GraphDef *gd, int64_t version,
+                                     int64_t *new_version);
+
+/* Cancels every step of session running now: they end with CANCELLED
+ * ("step N cancelled: its client cancelled it") and every executor drops
+ * its part of them. OK when none runs. Errors: NOT_FOUND. */
+zf_status_t zf_client_session_cancel(zf_client_t *c, const char *session);
+
+/* Closes every session this client created and has not closed (TensorFlow's
+ * Reset); steps still running in them end with CANCELLED. Returns the
+ * first error; every session is tried. */
+zf_status_t zf_client_reset(zf_client_t *c);
+
+/* Once *flag (e.g. set by a SIGINT handler) is non-zero, a call waiting for
+ * a RunStep's reply sends CancelStep for its session, and one waiting for a
+ * job's result sends CancelJob for the job, once each; the call then
+ * returns the CANCELLED reply. NULL turns it off. The flag is borrowed. */
+void zf_client_set_interrupt(zf_client_t *c, const volatile sig_atomic_t *flag);
 
 /* Submits a one-shot job (a session for gd, one step, closed after it) and
  * returns at once with its id (*job_id owned by the caller, free()). */
@@ -163,6 +194,13 @@ typedef struct zf_client_job_progress {
     int64_t elapsed_ms;     /* since it started running; frozen once done */
     int attempts;           /* times the broker handed it to a scheduler so far */
 } zf_client_job_progress_t;
+
+/* Cancels job_id: a queued job never runs, a running one stops in its
+ * current step, on every executor; its result, CANCELLED ("job <id>
+ * cancelled: its client cancelled it"), is collected by a wait as any
+ * result is. Errors: NOT_FOUND; FAILED_PRECONDITION for a job that has
+ * finished already. */
+zf_status_t zf_client_cancel_job(zf_client_t *c, const char *job_id);
 
 /* The progress of job_id; does not collect its result. Errors: NOT_FOUND
  * for a job unknown to the service, collected, or expired (the service

@@ -681,6 +681,13 @@ void zf_graph_adopt_graphdef(zf_graph_t *g, Tensorflow__GraphDef **gd_p)
     *gd_p = NULL;
 }
 
+Tensorflow__GraphDef *zf_graph_release_graphdef(zf_graph_t *g)
+{
+    Tensorflow__GraphDef *gd = g->owned;
+    g->owned = NULL;
+    return gd;
+}
+
 void zf_graph_destroy(zf_graph_t **g_p)
 {
     if (!g_p || !*g_p) return;

@@ -93,6 +93,11 @@ zf_status_t zf_graph_new_from_graphdef(Tensorflow__GraphDef *gd, zf_graph_t **ou
  *     if (zf_ok(s)) zf_graph_adopt_graphdef(g, &gd); else free gd yourself. */
 void zf_graph_adopt_graphdef(zf_graph_t *g, Tensorflow__GraphDef **gd_p);
 
+/* Takes back the GraphDef the graph adopted (NULL when it adopted none):
+ * the caller owns it again, and it must outlive the graph as a borrowed
+ * one does. */
+Tensorflow__GraphDef *zf_graph_release_graphdef(zf_graph_t *g);
+
 /* Frees the graph (and its GraphDef if adopted); NULL-safe, sets *g_p NULL. */
 void zf_graph_destroy(zf_graph_t **g_p);
 

@@ -296,6 +296,19 @@ static zf_status_t s_handle_status(const zf_status_t *st, Zflow__Envelope *rep)
     return r->status ? ZF_STATUS_OK : zf_out_of_memory("master");
 }
 
+static zf_status_t s_handle_extend(zf_master_t *m, const Zflow__Envelope *req, Zflow__Envelope *rep)
+{
+    Zflow__ExtendSessionReply *r = malloc(sizeof *r);
+    if (!r) return zf_out_of_memory("master");
+    zflow__extend_session_reply__init(r);
+    rep->body_case = ZFLOW__ENVELOPE__BODY_EXTEND_SESSION_REPLY;
+    rep->extend_session_reply = r;
+    zf_status_t st = zf_master_extend_session(m, req->extend_session, &r->new_graph_version);
+    r->status = zf__master_status_proto(&st);
+    zf_status_clear(&st);
+    return r->status ? ZF_STATUS_OK : zf_out_of_memory("master");
+}
+
 zf_status_t zf_master_handle(zf_master_t *m, const Zflow__Envelope *request,
                              Zflow__Envelope **reply)
 {
@@ -317,6 +330,15 @@ zf_status_t zf_master_handle_from(zf_master_t *m, const Zflow__Envelope *request
     case ZFLOW__ENVELOPE__BODY_RUN_STEP: st = s_handle_run(m, request, rep); break;
     case ZFLOW__ENVELOPE__BODY_CLOSE_SESSION:
         res = zf_master_close_session(m, request->close_session->session);
+        st = s_handle_status(&res, rep);
+        break;
+    case ZFLOW__ENVELOPE__BODY_EXTEND_SESSION: st = s_handle_extend(m, request, rep); break;
+    case ZFLOW__ENVELOPE__BODY_CANCEL_STEP:
+        res = zf_master_cancel_steps(m, request->cancel_step->session, NULL);
+        st = s_handle_status(&res, rep);
+        break;
+    case ZFLOW__ENVELOPE__BODY_CANCEL_JOB:
+        res = zf_master_job_cancel(m, request->cancel_job->job_id);
         st = s_handle_status(&res, rep);
         break;
     default:

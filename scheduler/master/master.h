@@ -178,6 +178,28 @@ zf_status_t zf_master_run_step(zf_master_t *m, const Zflow__RunStep *req,
  * still delivered). Errors: NOT_FOUND. */
 zf_status_t zf_master_close_session(zf_master_t *m, const char *session);
 
+/* Cancels every step of session running now (CancelStep): each ends with
+ * CANCELLED "step N cancelled: its client cancelled it", its partitions
+ * aborted on every executor. *n (may be NULL) is the number cancelled; a
+ * session with none running is OK. Errors: NOT_FOUND. Closing a session
+ * cancels its running steps the same way. */
+zf_status_t zf_master_cancel_steps(zf_master_t *m, const char *session, int *n);
+
+/* Adds req->graph's nodes and functions (borrowed) to req->session's graph
+ * (ExtendSession); *new_version is the session's graph version after it.
+ * Existing nodes and their devices never change, so cached plans stay;
+ * the new nodes are placed by the first plan that needs them, next to
+ * the placement made so far. Errors: NOT_FOUND for the session; ABORTED
+ * "Current version is N but caller expected M." when another extend came
+ * first; INVALID_ARGUMENT "GraphDef argument to Extend includes node 'x',
+ * which was created by a previous call to Create or Extend in this
+ * session." for a clash, or a function of the same name defined
+ * differently, and the graph checks of CreateSession (prefixed
+ * "ExtendSession"); RESOURCE_EXHAUSTED when the graph would pass
+ * --max-graph-nodes. */
+zf_status_t zf_master_extend_session(zf_master_t *m, const Zflow__ExtendSession *req,
+                                     int64_t *new_version);
+
 /* ---- bounds ---------------------------------------------------------------- */
 
 /* Design note. A scheduler serves whoever reaches it, so what clients can
@@ -309,6 +331,13 @@ zf_status_t zf_master_job_new(zf_master_t *m, const Zflow__SubmitJob *req, char 
  * zf_master_run_step() does, once per step. An id that is not a queued job
  * is logged and ignored. */
 void zf_master_job_run(zf_master_t *m, const char *job_id, const Zflow__SubmitJob *req);
+
+/* Cancels job job_id (CancelJob): queued, it never runs; running, its
+ * current step is cancelled on every executor and no further step runs.
+ * Its result is CANCELLED "job <id> cancelled: its client cancelled it",
+ * collected as any result. Errors: NOT_FOUND as zf_master_job_wait();
+ * FAILED_PRECONDITION for a job that has finished already. */
+zf_status_t zf_master_job_cancel(zf_master_t *m, const char *job_id);
 
 /* The progress of job job_id into *out (zeroed on error). Does not collect
  * the result. Errors: NOT_FOUND as zf_master_job_wait(). */

@@ -57,8 +57,10 @@ static bool s_async_prepare(zf_master_t *m, s_async_t *a)
     pthread_mutex_unlock(&m->mu);
     if (!a->s) return false;
     zf_status_t st = zf__master_names(req, &a->nm);
+    pthread_mutex_lock(&m->mu); /* an ExtendSession replaces the graph under it */
     for (int i = 0; zf_ok(st) && i < a->nm.n_feeds; i++)
         st = zf__master_check_feed(a->s->graph, a->nm.feeds[i], req->feeds[i]->tensor);
+    pthread_mutex_unlock(&m->mu);
     if (zf_ok(st)) st = zf__master_reply_new(&a->r);
     bool ok = zf_ok(st);
     zf_status_clear(&st);

@@ -52,6 +52,8 @@ typedef struct zf__master_call {
 /* A cached plan: see master_plan.c. */
 typedef struct zf__master_plan zf__master_plan_t;
 
+struct zf__master_step;
+
 typedef struct zf__master_session {
     char *id;
     Tensorflow__GraphDef *gd; /* owned by graph */
@@ -83,6 +85,12 @@ typedef struct zf__master_session {
     char **placed_names;
     int n_placed_names;
     int *placed_on;
+    /* the steps running now (under m->mu), for CancelStep and a close;
+     * and the graph's version: 0, then one more per ExtendSession (under
+     * build) */
+    struct zf__master_step *running;
+    int64_t graph_version;
+    const char *cancel_why; /* set (a literal): every step is cancelled as it starts */
 } zf__master_session_t;
 
 struct zf_master {
@@ -256,6 +264,8 @@ void zf__master_placement_free(zf__master_session_t *s);
 /* A step in progress: its plan (a reference), id, one call per partition. */
 typedef struct zf__master_step {
     zf_master_t *m;
+    zf__master_session_t *s;            /* on its running list while it runs */
+    struct zf__master_step *next_running;
     zf__master_plan_t *p;
     int64_t step_id;
     int64_t timeout_ms;
@@ -272,6 +282,11 @@ typedef struct zf__master_step {
 zf_status_t zf__master_step_begin(zf__master_step_t *st, zf__master_session_t *s,
                                   zf__master_plan_t *p, const Zflow__RunStep *req,
                                   const zf__master_names_t *nm, Zflow__RunStepReply *out);
+
+/* Ends every step running in s with CANCELLED "step N cancelled: <why>"
+ * (their partitions are aborted as after any error); the steps cancelled.
+ * Under m->mu. */
+int zf__master_cancel_running(zf_master_t *m, zf__master_session_t *s, const char *why);
 
 /* DEADLINE_EXCEEDED "step N did not finish within M ms", naming the
  * scheduler's flag when its default timeout applied. */

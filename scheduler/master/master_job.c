@@ -34,6 +34,7 @@ typedef struct zf__master_job {
     int64_t started_ms, ended_ms; /* monotonic; 0 until then */
     Zflow__RunStepReply *result;  /* owned once done */
     s_waiter_t *waiters;
+    bool cancelled;                       /* CancelJob: no further step runs */
     bool listed;                          /* on the done list: its result waits */
     struct zf__master_job *older, *newer; /* that list's neighbours */
 } zf__master_job_t;
@@ -219,10 +220,56 @@ static void s_note_step(zf_master_t *m, zf__master_job_t *j, int64_t done)
     pthread_mutex_unlock(&m->mu);
 }
 
+static zf_status_t s_cancelled(const zf__master_job_t *j)
+{
+    return zf_status_new(ZF_CANCELLED, "job %s cancelled: its client cancelled it", j->id);
+}
+
+static bool s_is_cancelled(zf_master_t *m, const zf__master_job_t *j)
+{
+    pthread_mutex_lock(&m->mu);
+    bool c = j->cancelled;
+    pthread_mutex_unlock(&m->mu);
+    return c;
+}
+
+/* CANCELLED once CancelJob came for j. */
+static zf_status_t s_check_cancelled(zf_master_t *m, const zf__master_job_t *j)
+{
+    return s_is_cancelled(m, j) ? s_cancelled(j) : ZF_STATUS_OK;
+}
+
+zf_status_t zf_master_job_cancel(zf_master_t *m, const char *job_id)
+{
+    pthread_mutex_lock(&m->mu);
+    s_expire(m, s_now_ms());
+    zf__master_job_t *j = s_find(m, job_id);
+    zf_status_t st = ZF_STATUS_OK;
+    uintptr_t v = 0;
+    if (!j) {
+        st = s_not_found(m, job_id);
+    } else if (j->state == ZF_MASTER_JOB_DONE) {
+        st = zf_status_new(ZF_FAILED_PRECONDITION,
+                           "job %s has finished already; its result waits to be collected",
+                           j->id);
+    } else {
+        j->cancelled = true;
+        if (j->session && zf_strmap_get(m->sessions, j->session, &v)) {
+            zf__master_session_t *s = (zf__master_session_t *)v;
+            s->cancel_why = "its job was cancelled"; /* a step starting now too */
+            zf__master_cancel_running(m, s, s->cancel_why);
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (zf_ok(st)) zf_log_info(S_LOG, "cancelling job %s", job_id);
+    return st;
+}
+
 /* Runs j's steps on session; the last reply, or the first failure. */
 static zf_status_t s_run_steps(zf_master_t *m, zf__master_job_t *j, const Zflow__SubmitJob *req,
                                char *session, Zflow__RunStepReply **out)
 {
+    ZF_TRY(s_check_cancelled(m, j));
     if (req->n_init_targets > 0) { /* once, before the steps: initializers */
         Zflow__RunStep init = ZFLOW__RUN_STEP__INIT;
         init.session = session;
@@ -238,6 +285,7 @@ static zf_status_t s_run_steps(zf_master_t *m, zf__master_job_t *j, const Zflow_
     for (int64_t k = 1; k <= j->steps_total; k++) {
         if (*out) zflow__run_step_reply__free_unpacked(*out, NULL);
         *out = NULL;
+        ZF_TRY(s_check_cancelled(m, j));
         zf_status_t st = zf_master_run_step(m, &step, out);
         if (!zf_ok(st))
             return j->steps_total > 1
@@ -264,6 +312,10 @@ static Zflow__RunStepReply *s_run(zf_master_t *m, zf__master_job_t *j, const Zfl
         zf_status_clear(&c);
     }
     free(session);
+    if (st.code == ZF_CANCELLED && s_is_cancelled(m, j)) { /* whichever step it stopped in */
+        zf_status_clear(&st);
+        st = s_cancelled(j);
+    }
     if (!zf_ok(st)) {
         if (r) zflow__run_step_reply__free_unpacked(r, NULL);
         r = s_status_reply(&st);

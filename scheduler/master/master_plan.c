@@ -178,6 +178,36 @@ static void s_placement_keep(zf__master_session_t *s, const zf_partition_device_
     if (!ok) zf__master_placement_free(s);
 }
 
+/* Whether a reused placement leaves nodes unplaced (an ExtendSession's). */
+static bool s_placement_partial(const int *assignment, int n_nodes)
+{
+    for (int n = 0; n < n_nodes; n++)
+        if (assignment[n] < 0) return true;
+    return false;
+}
+
+/* Places the unplaced nodes of assignment, every placed node keeping its
+ * device (the placer's assigned devices). */
+static zf_status_t s_place_around(zf__master_session_t *s, const zf_placer_device_t *pdev,
+                                  const zf_partition_device_t *qdev, int nd,
+                                  zf_placer_options_t *popts, int *assignment)
+{
+    int n_nodes = zf_graph_num_nodes(s->graph);
+    char(*names)[ZF_DEVICE_NAME_MAX] = calloc((size_t)nd + 1, sizeof *names);
+    const char **assigned = calloc((size_t)n_nodes + 1, sizeof *assigned);
+    zf_status_t st = names && assigned ? ZF_STATUS_OK : zf_out_of_memory("master");
+    for (int i = 0; zf_ok(st) && i < nd; i++)
+        zf_device_name_format(&qdev[i].name, names[i], sizeof names[i]);
+    for (int n = 0; zf_ok(st) && n < n_nodes; n++)
+        assigned[n] = assignment[n] >= 0 ? names[assignment[n]] : NULL;
+    popts->assigned = assigned;
+    if (zf_ok(st)) st = zf_placer_run(s->graph, pdev, nd, popts, assignment);
+    popts->assigned = NULL;
+    free(assigned);
+    free(names);
+    return st;
+}
+
 /* Places the session's graph on a snapshot of the live devices — or reuses
  * the session's placement while its devices live — and partitions it for
  * the names' signature. Under s->build. */
@@ -202,6 +232,9 @@ static zf_status_t s_plan_partition(zf_master_t *m, zf__master_session_t *s,
     popts.mode = s->place_first ? ZF_PLACE_FIRST : ZF_PLACE_BALANCED;
     if (zf_ok(st) && !s_placement_reuse(s, qdev, nd, assignment)) {
         st = zf_placer_run(s->graph, pdev, nd, &popts, assignment);
+        if (zf_ok(st)) s_placement_keep(s, qdev, nd, assignment);
+    } else if (zf_ok(st) && s_placement_partial(assignment, n_nodes)) {
+        st = s_place_around(s, pdev, qdev, nd, &popts, assignment);
         if (zf_ok(st)) s_placement_keep(s, qdev, nd, assignment);
     }
     zf_partition_options_t qopts = {

@@ -166,6 +166,7 @@ static zf__master_session_t *s_close(zf_master_t *m, zf__master_session_t *s)
     zf_strmap_remove(m->sessions, s->id, NULL);
     s_count(m, s, -1);
     s->closed = true;
+    zf__master_cancel_running(m, s, "its session was closed");
     zf__master_drop_plans(m, s, NULL);
     return --s->refs == 0 ? s : NULL;
 }
@@ -291,6 +292,19 @@ zf_status_t zf_master_close_session(zf_master_t *m, const char *session)
     if (large) zf_master_release_memory();
     zf_log_info(S_LOG, "closed %s", session);
     return ZF_STATUS_OK;
+}
+
+zf_status_t zf_master_cancel_steps(zf_master_t *m, const char *session, int *n)
+{
+    zf_status_t st = ZF_STATUS_OK;
+    pthread_mutex_lock(&m->mu);
+    zf__master_session_t *s = zf__master_session_find(m, session, &st);
+    int k = s ? zf__master_cancel_running(m, s, "its client cancelled it") : 0;
+    zf__master_session_unref(m, &s);
+    pthread_mutex_unlock(&m->mu);
+    if (n) *n = k;
+    if (k) zf_log_info(S_LOG, "cancelled %d step(s) of %s", k, session);
+    return st;
 }
 
 int zf_master_sessions_tick(zf_master_t *m)

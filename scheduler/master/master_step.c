@@ -108,6 +108,19 @@ bool zf__master_step_scan(zf__master_step_t *st)
     return all;
 }
 
+int zf__master_cancel_running(zf_master_t *m, zf__master_session_t *s, const char *why)
+{
+    int n = 0;
+    for (zf__master_step_t *st = s->running; st; st = st->next_running) {
+        if (!zf_ok(st->first)) continue; /* failing already: its error stands */
+        st->first = zf_status_new(ZF_CANCELLED, "step %" PRId64 " cancelled: %s", st->step_id, why);
+        st->failed = -1; /* every partition is told to abort */
+        n++;
+    }
+    if (n) pthread_cond_broadcast(&m->cv);
+    return n;
+}
+
 zf_status_t zf__master_step_deadline(const zf__master_step_t *st)
 {
     return zf_status_new(ZF_DEADLINE_EXCEEDED,
@@ -258,6 +271,10 @@ zf_status_t zf__master_step_begin(zf__master_step_t *st, zf__master_session_t *s
         return zf_out_of_memory("master");
     }
     out->step_id = st->step_id;
+    st->s = s;
+    st->next_running = s->running;
+    s->running = st;
+    if (s->cancel_why) zf__master_cancel_running(m, s, s->cancel_why);
     for (int i = 0; i < n; i++) {
         zf_status_t e = s_start_part(st, i, req, nm);
         if (!zf_ok(e)) { /* out of memory: fail this partition, abort the rest */
@@ -276,6 +293,12 @@ zf_status_t zf__master_step_end(zf__master_step_t *st, zf__master_session_t *s,
                                 const Zflow__RunStep *req, const zf__master_names_t *nm,
                                 Zflow__RunStepReply *out, bool cleanup)
 {
+    for (zf__master_step_t **pp = &s->running; *pp; pp = &(*pp)->next_running) {
+        if (*pp != st) continue;
+        *pp = st->next_running;
+        break;
+    }
+    st->s = NULL;
     if (cleanup && !zf_ok(st->first)) zf__master_step_cleanup(st);
     zf_status_t res = st->first;
     if (zf_ok(res)) res = s_collect(st, req, nm, out);
@@ -353,8 +376,10 @@ zf_status_t zf_master_run_step(zf_master_t *m, const Zflow__RunStep *req, Zflow_
     zf__master_names_t nm = {0};
     zf__master_plan_t *p = NULL;
     zf_status_t st = zf__master_names(req, &nm);
+    pthread_mutex_lock(&m->mu); /* an ExtendSession replaces the graph under it */
     for (int i = 0; zf_ok(st) && i < nm.n_feeds; i++)
         st = zf__master_check_feed(s->graph, nm.feeds[i], req->feeds[i]->tensor);
+    pthread_mutex_unlock(&m->mu);
     if (zf_ok(st)) st = zf__master_plan_get(m, s, &nm, &p);
     Zflow__RunStepReply *r = NULL;
     if (zf_ok(st)) st = zf__master_reply_new(&r);

@@ -31,6 +31,15 @@ static void s_answer(zf_sched_server_t *srv, const zf_route_t *route, uint64_t r
 
 /* ---- broker messages -------------------------------------------------------------- */
 
+/* CancelStep or CancelJob, served on the loop thread: it only marks the
+ * steps, and the loop's next zf_master_poll() aborts them. */
+static zf_status_t s_cancel(zf_sched_server_t *srv, const Zflow__Envelope *env)
+{
+    if (env->body_case == ZFLOW__ENVELOPE__BODY_CANCEL_STEP)
+        return zf_master_cancel_steps(srv->master, env->cancel_step->session, NULL);
+    return zf_master_job_cancel(srv->master, env->cancel_job->job_id);
+}
+
 static void s_on_message(zf_sched_server_t *srv, const zf_route_t *route, Zflow__Envelope **env_p)
 {
     Zflow__Envelope *env = *env_p;
@@ -44,9 +53,14 @@ static void s_on_message(zf_sched_server_t *srv, const zf_route_t *route, Zflow_
         if (!zf_ok(st)) zf_log_warn(S_LOG, "ignored a device event: %s", zf_status_msg(&st));
         zf_status_clear(&st);
         break;
+    case ZFLOW__ENVELOPE__BODY_CANCEL_STEP:
+    case ZFLOW__ENVELOPE__BODY_CANCEL_JOB:
+        if (route->n == 1) s_answer(srv, route, env->request_id, s_cancel(srv, env));
+        break;
     case ZFLOW__ENVELOPE__BODY_CREATE_SESSION:
     case ZFLOW__ENVELOPE__BODY_RUN_STEP:
     case ZFLOW__ENVELOPE__BODY_CLOSE_SESSION:
+    case ZFLOW__ENVELOPE__BODY_EXTEND_SESSION:
     case ZFLOW__ENVELOPE__BODY_SUBMIT_JOB:
         if (route->n != 1)
             zf_log_warn(S_LOG, "dropped a client request without a client frame");
@@ -114,9 +128,15 @@ static void s_on_direct(zf_sched_server_t *srv, const zf_route_t *route, Zflow__
     Zflow__Envelope *env = *env_p;
     zf_status_t st = ZF_STATUS_OK;
     switch (env->body_case) {
+    case ZFLOW__ENVELOPE__BODY_CANCEL_STEP:
+        st = zf_route_authorize(route, ZF_ROLE_CLIENT, "CancelStep");
+        if (zf_ok(st)) st = s_cancel(srv, env);
+        zf__sched_srv_answer_on(srv->clients, route, env->request_id, st);
+        break;
     case ZFLOW__ENVELOPE__BODY_CREATE_SESSION:
     case ZFLOW__ENVELOPE__BODY_RUN_STEP:
     case ZFLOW__ENVELOPE__BODY_CLOSE_SESSION:
+    case ZFLOW__ENVELOPE__BODY_EXTEND_SESSION:
         st = zf__sched_srv_client_add(srv, route, env);
         if (zf_ok(st))
             zf__sched_srv_submit(srv, true, route, env_p);
@@ -130,8 +150,8 @@ static void s_on_direct(zf_sched_server_t *srv, const zf_route_t *route, Zflow__
         zf__sched_srv_answer_on(
             srv->clients, route, env->request_id,
             zf_unimplemented("the scheduler's client endpoint serves CreateSession, "
-                             "RunStep, CloseSession and Ping; message body %d goes "
-                             "through the broker",
+                             "ExtendSession, RunStep, CancelStep, CloseSession and Ping; "
+                             "message body %d goes through the broker",
                              (int)env->body_case));
         break;
     }

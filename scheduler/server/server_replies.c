@@ -96,6 +96,7 @@ static const char *s_body_name(const Zflow__Envelope *env)
     case ZFLOW__ENVELOPE__BODY_CREATE_SESSION: return "CreateSession";
     case ZFLOW__ENVELOPE__BODY_RUN_STEP: return "RunStep";
     case ZFLOW__ENVELOPE__BODY_CLOSE_SESSION: return "CloseSession";
+    case ZFLOW__ENVELOPE__BODY_EXTEND_SESSION: return "ExtendSession";
     default: return "a request";
     }
 }

@@ -1,0 +1,364 @@
+/* The session's controls through real processes (`zflow up --cpu 2` on
+ * 127.0.0.1): ExtendSession, cancelling a running step or job (from the C
+ * client, `zflow cancel`, and Ctrl-C on `zflow run`), CloseSession of a
+ * session with a step running, and Reset. The long step is a while loop
+ * over both executors (tests/data/sum_loop.pbtxt) fed a bound it would
+ * need hours for; after each cancel the same executors run the loop again
+ * to the value n (n + 1) / 2. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "client/zflow_client.h"
+#include "common/graphdef_io.h"
+#include "process_test_util.h"
+#include "test_util.h"
+
+#define ZFLOW    ZF_BIN_DIR "/zflow"
+#define SUM_LOOP ZF_TEST_DATA_DIR "/sum_loop.pbtxt"
+#define COUNTER  ZF_TEST_DATA_DIR "/counter.pbtxt"
+#define WAIT_MS  60000
+#define FOREVER  1000000000000LL /* iterations: hours of the loop */
+#define CPU1     "/job:localhost/replica:0/task:0/device:CPU:1"
+
+static char s_endpoint[256];
+static pid_t s_up = -1;
+static zf_client_t *s_client;
+
+static int s_setup(void **state)
+{
+    (void)state;
+    const char *up[] = {ZFLOW, "up", "--port", "0", "--cpu", "2", NULL};
+    int fd = -1;
+    s_up = zf_test_spawn_piped(up, &fd, NULL);
+    char line[512];
+    if (!zf_test_read_line(fd, line, sizeof line, WAIT_MS)) line[0] = '\0';
+    close(fd);
+    const char *prefix = "zflow cluster listening on ";
+    if (strncmp(line, prefix, strlen(prefix)) != 0) return -1;
+    sscanf(line + strlen(prefix), "%255s", s_endpoint);
+    zf_status_t s = zf_client_connect(s_endpoint, &s_client);
+    if (!zf_ok(s)) {
+        zf_status_clear(&s);
+        return -1;
+    }
+    zf_client_set_timeout(s_client, WAIT_MS);
+    return 0;
+}
+
+static int s_teardown(void **state)
+{
+    (void)state;
+    zf_client_destroy(&s_client);
+    if (s_up <= 0) return 0;
+    kill(s_up, SIGTERM);
+    return zf_test_reap(s_up, zf_test_now_ms() + WAIT_MS) == 0 ? 0 : -1;
+}
+
+static Tensorflow__GraphDef *s_read(const char *path)
+{
+    Tensorflow__GraphDef *gd = NULL;
+    ASSERT_OK(zf_graphdef_read_file(path, ZF_FORMAT_AUTO, &gd));
+    return gd;
+}
+
+static char *s_session(Tensorflow__GraphDef *gd)
+{
+    char *id = NULL;
+    ASSERT_OK(zf_client_session_create(s_client, gd, NULL, &id));
+    return id;
+}
+
+/* ---- the sum loop ------------------------------------------------------------ */
+
+typedef struct {
+    zf_tensor_t *n;
+    const char *feed;
+    const char *fetch;
+    zf_client_step_t step;
+} s_loop_step_t;
+
+static void s_loop_step(s_loop_step_t *ls, int64_t n)
+{
+    zf_shape_t scalar = zf_shape_scalar();
+    ASSERT_OK(zf_tensor_new(ZF_INT64, &scalar, &ls->n));
+    *(int64_t *)zf_tensor_data(ls->n) = n;
+    ls->feed = "n";
+    ls->fetch = "w/s_exit";
+    ls->step = (zf_client_step_t){&ls->feed, &ls->n, 1, &ls->fetch, 1, NULL, 0};
+}
+
+/* Runs the loop to n on session and checks s = n (n + 1) / 2. */
+static void s_expect_sum(const char *session, int64_t n)
+{
+    s_loop_step_t ls;
+    s_loop_step(&ls, n);
+    zf_tensor_t *out = NULL;
+    ASSERT_OK(zf_client_session_run(s_client, session, &ls.step, WAIT_MS, &out));
+    assert_int_equal(*(const int64_t *)zf_tensor_data(out), n * (n + 1) / 2);
+    zf_tensor_unref(&out);
+    zf_tensor_unref(&ls.n);
+}
+
+/* Starts the endless loop on session: its request id. The first iteration
+ * has run once this returns (a poll would show it; a short wait does). */
+static uint64_t s_start_forever(const char *session, s_loop_step_t *ls)
+{
+    s_loop_step(ls, FOREVER);
+    uint64_t req = 0;
+    ASSERT_OK(zf_client_session_run_start(s_client, session, &ls->step, WAIT_MS, &req));
+    usleep(300000);
+    return req;
+}
+
+/* ---- ExtendSession ---------------------------------------------------------- */
+
+static float s_fetch_float(const char *session, const char *fetch, const char *target)
+{
+    zf_client_step_t step = {NULL, NULL, 0, &fetch, fetch ? 1 : 0, &target, target ? 1 : 0};
+    zf_tensor_t *out = NULL;
+    ASSERT_OK(zf_client_session_run(s_client, session, &step, WAIT_MS, fetch ? &out : NULL));
+    float v = out ? *(const float *)zf_tensor_data(out) : 0.0f;
+    zf_tensor_unref(&out);
+    return v;
+}
+
+static void test_extend_adds_nodes_next_to_the_state_and_refuses_clashes(void **state)
+{
+    (void)state;
+    Tensorflow__GraphDef *gd = s_read(COUNTER);
+    char *sess = s_session(gd);
+    s_fetch_float(sess, NULL, "init");
+    assert_true(s_fetch_float(sess, "count", NULL) == 1.0f);
+
+    /* twice the counter: reads the variable where the session placed it */
+    Tensorflow__GraphDef *ext = zf_test_graphdef(
+        "node { name: 'two' op: 'Const' attr { key: 'dtype' value { type: DT_FLOAT } }"
+        " attr { key: 'value' value { tensor { dtype: DT_FLOAT tensor_shape {} float_val: 2 } } } }"
+        "node { name: 'double' op: 'Mul' input: 'counter' input: 'two'"
+        " attr { key: 'T' value { type: DT_FLOAT } } }");
+    int64_t version = -1;
+    ASSERT_OK(zf_client_session_extend(s_client, sess, ext, 0, &version));
+    assert_int_equal(version, 1);
+    assert_true(s_fetch_float(sess, "double", NULL) == 2.0f);
+    assert_true(s_fetch_float(sess, "count", NULL) == 2.0f); /* the old plan still runs */
+
+    /* a stale version, a clash, a bad input: refused, the graph unchanged */
+    zf_test_expect_error(zf_client_session_extend(s_client, sess, ext, 0, &version), ZF_ABORTED,
+                         "Current version is 1 but caller expected 0.");
+    zf_test_expect_error(zf_client_session_extend(s_client, sess, ext, 1, &version),
+                         ZF_INVALID_ARGUMENT,
+                         "GraphDef argument to Extend includes node 'two', which was created by "
+                         "a previous call to Create or Extend in this session.");
+    Tensorflow__GraphDef *bad = zf_test_graphdef(
+        "node { name: 'lost' op: 'Neg' input: 'nowhere' attr { key: 'T' value { type: DT_FLOAT } } }");
+    zf_test_expect_error(zf_client_session_extend(s_client, sess, bad, 1, &version),
+                         ZF_INVALID_ARGUMENT, "ExtendSession");
+    zf_test_expect_error(zf_client_session_extend(s_client, "no-such-session", ext, 0, &version),
+                         ZF_NOT_FOUND, "no-such-session");
+
+    /* on the other executor: -(2 * counter) with the counter at 2 */
+    Tensorflow__GraphDef *far = zf_test_graphdef(
+        "node { name: 'neg' op: 'Neg' input: 'double' device: '" CPU1 "'"
+        " attr { key: 'T' value { type: DT_FLOAT } } }");
+    ASSERT_OK(zf_client_session_extend(s_client, sess, far, 1, &version));
+    assert_int_equal(version, 2);
+    assert_true(s_fetch_float(sess, "neg", NULL) == -4.0f);
+    assert_true(s_fetch_float(sess, "count", NULL) == 3.0f);
+
+    ASSERT_OK(zf_client_session_close(s_client, sess));
+    free(sess);
+    zf_graphdef_free(&far);
+    zf_graphdef_free(&bad);
+    zf_graphdef_free(&ext);
+    zf_graphdef_free(&gd);
+}
+
+/* ---- cancelling steps and closing sessions ------------------------------------ */
+
+static void test_cancel_ends_a_running_step_everywhere_and_the_session_runs_on(void **state)
+{
+    (void)state;
+    Tensorflow__GraphDef *gd = s_read(SUM_LOOP);
+    char *sess = s_session(gd);
+    s_expect_sum(sess, 10); /* its plan is cached: the long step runs without a worker */
+
+    s_loop_step_t ls;
+    uint64_t req = s_start_forever(sess, &ls);
+    ASSERT_OK(zf_client_session_cancel(s_client, sess));
+    zf_tensor_t *out = NULL;
+    zf_test_expect_error(zf_client_session_run_finish(s_client, req, 1, WAIT_MS, &out),
+                         ZF_CANCELLED, "cancelled: its client cancelled it");
+    assert_null(out);
+    zf_tensor_unref(&ls.n);
+
+    /* both executors are free: the loop runs again, and again after that */
+    s_expect_sum(sess, 1000);
+    s_expect_sum(sess, 3);
+    ASSERT_OK(zf_client_session_cancel(s_client, sess)); /* nothing running: OK */
+    zf_test_expect_error(zf_client_session_cancel(s_client, "no-such-session"), ZF_NOT_FOUND,
+                         "no-such-session");
+    ASSERT_OK(zf_client_session_close(s_client, sess));
+    free(sess);
+    zf_graphdef_free(&gd);
+}
+
+static void test_close_cancels_the_step_the_session_runs(void **state)
+{
+    (void)state;
+    Tensorflow__GraphDef *gd = s_read(SUM_LOOP);
+    char *sess = s_session(gd);
+    s_loop_step_t ls;
+    uint64_t req = s_start_forever(sess, &ls); /* its first plan: run by a worker thread */
+    ASSERT_OK(zf_client_session_close(s_client, sess));
+    zf_tensor_t *out = NULL;
+    zf_test_expect_error(zf_client_session_run_finish(s_client, req, 1, WAIT_MS, &out),
+                         ZF_CANCELLED, "its session was closed");
+    zf_tensor_unref(&ls.n);
+    free(sess);
+
+    char *again = s_session(gd); /* the executors serve a new session at once */
+    s_expect_sum(again, 100);
+    ASSERT_OK(zf_client_reset(s_client));
+    zf_graphdef_free(&gd);
+    free(again);
+}
+
+static void test_reset_closes_every_session_of_the_client(void **state)
+{
+    (void)state;
+    Tensorflow__GraphDef *gd = s_read(SUM_LOOP);
+    char *a = s_session(gd), *b = s_session(gd);
+    s_expect_sum(a, 4);
+    s_loop_step_t ls;
+    uint64_t req = s_start_forever(b, &ls);
+    ASSERT_OK(zf_client_reset(s_client));
+    zf_tensor_t *out = NULL;
+    zf_test_expect_error(zf_client_session_run_finish(s_client, req, 1, WAIT_MS, &out),
+                         ZF_CANCELLED, "its session was closed");
+    zf_tensor_unref(&ls.n);
+    s_loop_step(&ls, 2);
+    zf_test_expect_error(zf_client_session_run(s_client, a, &ls.step, WAIT_MS, &out),
+                         ZF_NOT_FOUND, a);
+    zf_test_expect_error(zf_client_session_run(s_client, b, &ls.step, WAIT_MS, &out),
+                         ZF_NOT_FOUND, b);
+    ASSERT_OK(zf_client_reset(s_client)); /* none left: nothing to do */
+    zf_tensor_unref(&ls.n);
+    free(a);
+    free(b);
+    zf_graphdef_free(&gd);
+}
+
+/* ---- cancelling jobs ------------------------------------------------------------- */
+
+static char *s_submit_loop(Tensorflow__GraphDef *gd, int64_t n)
+{
+    s_loop_step_t ls;
+    s_loop_step(&ls, n);
+    char *id = NULL;
+    ASSERT_OK(zf_client_submit(s_client, gd, NULL, &ls.step, &id));
+    zf_tensor_unref(&ls.n);
+    return id;
+}
+
+static void s_wait_state(const char *job, zf_client_job_state_t want)
+{
+    zf_client_job_progress_t p = {0};
+    for (int64_t end = zf_test_now_ms() + WAIT_MS; zf_test_now_ms() < end; usleep(20000)) {
+        ASSERT_OK(zf_client_poll(s_client, job, &p));
+        if (p.state == want) break;
+    }
+    assert_int_equal(p.state, want);
+}
+
+static void test_cancel_job_stops_it_and_its_result_says_so(void **state)
+{
+    (void)state;
+    Tensorflow__GraphDef *gd = s_read(SUM_LOOP);
+    char *job = s_submit_loop(gd, FOREVER);
+    s_wait_state(job, ZF_CLIENT_JOB_RUNNING);
+    ASSERT_OK(zf_client_cancel_job(s_client, job));
+    zf_tensor_t *out = NULL;
+    char want[160];
+    snprintf(want, sizeof want, "job %s cancelled: its client cancelled it", job);
+    zf_test_expect_error(zf_client_wait(s_client, job, 1, WAIT_MS, &out), ZF_CANCELLED, want);
+    zf_test_expect_error(zf_client_cancel_job(s_client, job), ZF_NOT_FOUND, job); /* collected */
+
+    /* a finished job: its result stays, whole */
+    char *done = s_submit_loop(gd, 20);
+    s_wait_state(done, ZF_CLIENT_JOB_DONE);
+    zf_test_expect_error(zf_client_cancel_job(s_client, done), ZF_FAILED_PRECONDITION,
+                         "has finished already");
+    ASSERT_OK(zf_client_wait(s_client, done, 1, WAIT_MS, &out));
+    assert_int_equal(*(const int64_t *)zf_tensor_data(out), 20 * 21 / 2);
+    zf_tensor_unref(&out);
+    free(done);
+    free(job);
+    zf_graphdef_free(&gd);
+}
+
+/* Runs argv to its end: exit code, stderr into err. */
+static int s_run(const char *const *argv, char *err, size_t size, int sigint_after_ms)
+{
+    int ofd = -1, efd = -1;
+    pid_t pid = zf_test_spawn_piped(argv, &ofd, &efd);
+    if (sigint_after_ms > 0) {
+        usleep((useconds_t)sigint_after_ms * 1000);
+        kill(pid, SIGINT);
+    }
+    int64_t deadline = zf_test_now_ms() + WAIT_MS;
+    char out[4096];
+    zf_test_drain(ofd, out, sizeof out, deadline);
+    zf_test_drain(efd, err, size, deadline);
+    close(ofd);
+    close(efd);
+    return zf_test_reap(pid, deadline);
+}
+
+static void test_ctrl_c_on_zflow_run_cancels_its_job(void **state)
+{
+    (void)state;
+    char err[4096];
+    const char *run[] = {ZFLOW,    "run",     SUM_LOOP,     "--broker", s_endpoint,
+                         "--feed", "n=1000000000000", "--fetch", "w/s_exit", "--quiet", NULL};
+    assert_int_equal(s_run(run, err, sizeof err, 1500), 130);
+    assert_non_null(strstr(err, "CANCELLED"));
+    assert_non_null(strstr(err, "cancelled: its client cancelled it"));
+
+    const char *cancel[] = {ZFLOW, "cancel", "job-0-nosuchjob", "--broker", s_endpoint, NULL};
+    assert_int_equal(s_run(cancel, err, sizeof err, 0), 1);
+    assert_non_null(strstr(err, "NOT_FOUND"));
+    const char *usage[] = {ZFLOW, "cancel", "--broker", s_endpoint, NULL};
+    assert_int_equal(s_run(usage, err, sizeof err, 0), 2);
+    assert_non_null(strstr(err, "need a JOB id"));
+
+    /* the cluster runs the loop to its end afterwards */
+    Tensorflow__GraphDef *gd = s_read(SUM_LOOP);
+    char *sess = s_session(gd);
+    s_expect_sum(sess, 50);
+    ASSERT_OK(zf_client_reset(s_client));
+    free(sess);
+    zf_graphdef_free(&gd);
+}
+
+int main(void)
+{
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_extend_adds_nodes_next_to_the_state_and_refuses_clashes),
+        cmocka_unit_test(test_cancel_ends_a_running_step_everywhere_and_the_session_runs_on),
+        cmocka_unit_test(test_close_cancels_the_step_the_session_runs),
+        cmocka_unit_test(test_reset_closes_every_session_of_the_client),
+        cmocka_unit_test(test_cancel_job_stops_it_and_its_result_says_so),
+        cmocka_unit_test(test_ctrl_c_on_zflow_run_cancels_its_job),
+    };
+    return cmocka_run_group_tests(tests, s_setup, s_teardown);
+}
