@@ -383,11 +383,17 @@ test_cli_run_names_its_job_when_its_wait_fails_so_the_result_can_be_collected(vo
     kill(f->svc.executors[1].pid, SIGSTOP);
     zf_test_wait_stopped(f->svc.executors[1].pid, WAIT_MS);
     int out_fd = -1, err_fd = -1;
+    setenv("ZFLOW_LOG_LEVEL", "debug", 1); /* the client's log says when it submitted */
     pid_t cli = s_cli_run(f, path, "60000", &out_fd, &err_fd);
-    usleep(1000000); /* submitted by now: the job waits on CPU:1 */
+    unsetenv("ZFLOW_LOG_LEVEL");
+    static char out[4096], err[4096], line[512];
+    bool submitted = false;
+    for (int64_t end = zf_test_now_ms() + WAIT_MS; !submitted && zf_test_now_ms() < end;)
+        submitted = zf_test_read_line(err_fd, line, sizeof line, WAIT_MS) &&
+                    strstr(line, "submitted job ") != NULL;
+    assert_true(submitted); /* the job waits on CPU:1 now */
     kill(f->svc.broker.pid, SIGSTOP);
     zf_test_wait_stopped(f->svc.broker.pid, WAIT_MS);
-    static char out[4096], err[4096];
     int64_t deadline = zf_test_now_ms() + WAIT_MS;
     zf_test_drain(out_fd, out, sizeof out, deadline);
     zf_test_drain(err_fd, err, sizeof err, deadline);
