@@ -37,6 +37,7 @@
 #define S_MAX_LABELS (S_LETTERS + ZF_MAX_RANK) /* then the ellipsis dims */
 #define S_ELLIPSIS   (-1)
 #define S_EQ_MAX     256
+#define S_TYPES      (ZF_TYPES_FLOAT | ZF_TYPES_INDEX | ZF_TYPE_BIT(ZF_HALF) | ZF_TYPE_BIT(ZF_BFLOAT16))
 /* Each operand but the last ends at a comma, so an equation that fits in
  * S_EQ_MAX bytes has fewer operands. */
 #define S_MAX_OPERANDS S_EQ_MAX
@@ -178,7 +179,7 @@ typedef struct {
 } s_axis_t;
 
 /* dst (row-major over keep) = src summed over the sum axes. */
-#define S_GATHER(name_, T)                                                                         \
+#define S_GATHER(name_, T, ACC)                                                                    \
     static void name_(const void *srcv, const s_axis_t *keep, int nk, const s_axis_t *sum, int ns, \
                       void *dstv)                                                                  \
     {                                                                                              \
@@ -191,10 +192,10 @@ typedef struct {
             if (ns == 0) {                                                                         \
                 dst[e] = src[off];                                                                 \
             } else {                                                                               \
-                double acc = 0;                                                                    \
+                ACC acc = 0;                                                                       \
                 int64_t si[S_MAX_LABELS] = {0}, soff = 0;                                          \
                 for (int64_t p = 0; p < per; p++) {                                                \
-                    acc += (double)src[off + soff];                                                \
+                    acc += (ACC)src[off + soff];                                                   \
                     for (int d = ns - 1; d >= 0; d--) {                                            \
                         soff += sum[d].stride;                                                     \
                         if (++si[d] < sum[d].size) break;                                          \
@@ -212,11 +213,65 @@ typedef struct {
             }                                                                                      \
         }                                                                                          \
     }
-S_GATHER(s_gather_f32, float)
-S_GATHER(s_gather_f64, double)
+/* Integers are summed unsigned: overflow wraps, as in TensorFlow. */
+S_GATHER(s_gather_f32, float, double)
+S_GATHER(s_gather_f64, double, double)
+S_GATHER(s_gather_i32, int32_t, uint32_t)
+S_GATHER(s_gather_i64, int64_t, uint64_t)
 
 typedef void (*s_gather_fn)(const void *src, const s_axis_t *keep, int nk, const s_axis_t *sum,
                             int ns, void *dst);
+
+/* c[m,n] = a[m,k] b[k,n], all row-major and packed. */
+typedef void (*s_gemm_fn)(int64_t m, int64_t n, int64_t k, const void *a, const void *b, void *c);
+
+static void s_gemm_f32(int64_t m, int64_t n, int64_t k, const void *a, const void *b, void *c)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n, (blasint)k, 1.0f,
+                a, (blasint)k, b, (blasint)n, 0.0f, c, (blasint)n);
+}
+
+static void s_gemm_f64(int64_t m, int64_t n, int64_t k, const void *a, const void *b, void *c)
+{
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n, (blasint)k, 1.0,
+                a, (blasint)k, b, (blasint)n, 0.0, c, (blasint)n);
+}
+
+/* OpenBLAS has no integer GEMM: rows of c accumulate a's entries times
+ * b's rows, in the unsigned type U so that overflow wraps. */
+#define S_GEMM_INT(name_, T, U)                                                                    \
+    static void name_(int64_t m, int64_t n, int64_t k, const void *av, const void *bv, void *cv)   \
+    {                                                                                              \
+        const T *a = av, *b = bv;                                                                  \
+        for (int64_t i = 0; i < m; i++) {                                                          \
+            U *row = (U *)cv + i * n;                                                              \
+            memset(row, 0, (size_t)n * sizeof *row);                                               \
+            for (int64_t p = 0; p < k; p++) {                                                      \
+                U x = (U)a[i * k + p];                                                             \
+                const T *brow = b + p * n;                                                         \
+                for (int64_t j = 0; j < n; j++) row[j] += x * (U)brow[j];                          \
+            }                                                                                      \
+        }                                                                                          \
+    }
+S_GEMM_INT(s_gemm_i32, int32_t, uint32_t)
+S_GEMM_INT(s_gemm_i64, int64_t, uint64_t)
+
+/* The loops for the dtype the kernel computes in (FLOAT for HALF and
+ * BFLOAT16, which are widened first). */
+typedef struct {
+    s_gather_fn gather;
+    s_gemm_fn gemm;
+} s_ops_t;
+
+static s_ops_t s_ops(zf_dtype_t work)
+{
+    switch (work) {
+    case ZF_DOUBLE: return (s_ops_t){s_gather_f64, s_gemm_f64};
+    case ZF_INT32: return (s_ops_t){s_gather_i32, s_gemm_i32};
+    case ZF_INT64: return (s_ops_t){s_gather_i64, s_gemm_i64};
+    default: return (s_ops_t){s_gather_f32, s_gemm_f32};
+    }
+}
 
 /* ---- compute -------------------------------------------------------------- */
 
@@ -449,7 +504,7 @@ static zf_status_t s_contract(zf_kernel_ctx_t *ctx, const s_einsum_t *st, const 
         return zf_kernel_error(ctx, ZF_UNIMPLEMENTED,
                                "equation '%s' gives matrices too large for one BLAS call",
                                st->equation);
-    s_gather_fn gather = dtype == ZF_FLOAT ? s_gather_f32 : s_gather_f64;
+    s_ops_t ops = s_ops(dtype);
     /* Is the product [batch, afree, bfree] already order's order? */
     bool direct = true;
     for (int i = 0; i < no; i++) {
@@ -469,24 +524,18 @@ static zf_status_t s_contract(zf_kernel_ctx_t *ctx, const s_einsum_t *st, const 
         return zf_out_of_memory("Einsum operands");
     const void *pa = a->data, *pb = b->data;
     if (pack[0].copy) {
-        gather(a->data, pack[0].keep, pack[0].nkeep, pack[0].sum, pack[0].nsum, buf);
+        ops.gather(a->data, pack[0].keep, pack[0].nkeep, pack[0].sum, pack[0].nsum, buf);
         pa = buf;
     }
     if (pack[1].copy) {
-        gather(b->data, pack[1].keep, pack[1].nkeep, pack[1].sum, pack[1].nsum, buf + a_bytes);
+        ops.gather(b->data, pack[1].keep, pack[1].nkeep, pack[1].sum, pack[1].nsum, buf + a_bytes);
         pb = buf + a_bytes;
     }
     char *pc = direct ? dst : buf + a_bytes + b_bytes;
     for (int64_t e = 0; e < batches; e++) {
         const void *ma = (const char *)pa + (size_t)(e * m * k) * elem;
         const void *mb = (const char *)pb + (size_t)(e * k * n) * elem;
-        void *mc = pc + (size_t)(e * m * n) * elem;
-        if (dtype == ZF_FLOAT)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n,
-                        (blasint)k, 1.0f, ma, (blasint)k, mb, (blasint)n, 0.0f, mc, (blasint)n);
-        else
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n,
-                        (blasint)k, 1.0, ma, (blasint)k, mb, (blasint)n, 0.0, mc, (blasint)n);
+        ops.gemm(m, n, k, ma, mb, pc + (size_t)(e * m * n) * elem);
     }
     if (!direct) {
         /* The product's strides, row-major over [batch, afree, bfree]. */
@@ -502,7 +551,7 @@ static zf_status_t s_contract(zf_kernel_ctx_t *ctx, const s_einsum_t *st, const 
         s_axis_t keep[S_MAX_LABELS];
         int nkeep = 0;
         for (int i = 0; i < no; i++) s_push(keep, &nkeep, lb, order[i], cstride);
-        gather(pc, keep, nkeep, NULL, 0, dst);
+        ops.gather(pc, keep, nkeep, NULL, 0, dst);
     }
     free(buf);
     return ZF_STATUS_OK;
@@ -524,7 +573,7 @@ static void s_needed(const s_labels_t *lb, s_term_t *const *live, int nlive, int
  * leftmost on a tie) replaced by its product until two are left, which are
  * multiplied into out. */
 static zf_status_t s_contract_all(zf_kernel_ctx_t *ctx, const s_einsum_t *st, s_labels_t *lb,
-                                  zf_dtype_t dtype, zf_tensor_t *out)
+                                  zf_dtype_t dtype, void *dst)
 {
     s_term_t *live[S_MAX_OPERANDS];
     int nlive = st->num_inputs;
@@ -591,11 +640,39 @@ static zf_status_t s_contract_all(zf_kernel_ctx_t *ctx, const s_einsum_t *st, s_
         memmove(&live[bj], &live[bj + 1], (size_t)(nlive - bj - 1) * sizeof live[0]);
         nlive--;
     }
-    if (zf_ok(s))
-        s = s_contract(ctx, st, lb, dtype, live[0], live[1], lb->out, lb->out_rank,
-                       zf_tensor_data(out));
-    for (int i = 0; i < st->num_inputs; i++) free(lb->term[i].owned);
+    if (zf_ok(s)) s = s_contract(ctx, st, lb, dtype, live[0], live[1], lb->out, lb->out_rank, dst);
     return s;
+}
+
+/* HALF and BFLOAT16 are computed in FLOAT: n values widened into dst... */
+static void s_widen(zf_dtype_t dtype, const uint16_t *src, int64_t n, float *dst)
+{
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = dtype == ZF_HALF ? zf_half_to_float(src[i]) : zf_bfloat16_to_float(src[i]);
+}
+
+/* ... and the result rounded (to nearest even) once, at the end. */
+static void s_narrow(zf_dtype_t dtype, const float *src, int64_t n, uint16_t *dst)
+{
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = dtype == ZF_HALF ? zf_float_to_half(src[i]) : zf_float_to_bfloat16(src[i]);
+}
+
+/* Widens the inputs of a HALF or BFLOAT16 Einsum (each term then owns its
+ * FLOAT copy) and gives a FLOAT buffer for the output in *wide_out. */
+static zf_status_t s_widen_all(zf_kernel_ctx_t *ctx, const s_einsum_t *st, s_labels_t *lb,
+                               zf_dtype_t dtype, const zf_tensor_t *out, float **wide_out)
+{
+    for (int i = 0; i < st->num_inputs; i++) {
+        int64_t n = zf_tensor_num_elements(ctx->inputs[i]);
+        if (n == 0) continue;
+        float *w = malloc((size_t)n * sizeof *w);
+        if (!w) return zf_out_of_memory("Einsum widened input");
+        s_widen(dtype, zf_tensor_data(ctx->inputs[i]), n, w);
+        lb->term[i].data = lb->term[i].owned = w;
+    }
+    *wide_out = malloc((size_t)zf_tensor_num_elements(out) * sizeof **wide_out);
+    return *wide_out ? ZF_STATUS_OK : zf_out_of_memory("Einsum widened output");
 }
 
 static zf_status_t s_einsum_compute(zf_kernel_ctx_t *ctx)
@@ -607,22 +684,27 @@ static zf_status_t s_einsum_compute(zf_kernel_ctx_t *ctx)
                                st->equation, st->num_inputs, ctx->num_inputs);
     ZF_TRY(zf_kernels_check_inputs(ctx, st->num_inputs));
     zf_dtype_t dtype = zf_tensor_dtype(ctx->inputs[0]);
-    if (dtype != ZF_FLOAT && dtype != ZF_DOUBLE)
+    if (!(S_TYPES & ZF_TYPE_BIT(dtype)))
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
                                zf_kernels_dtype_name((int)dtype));
     for (int i = 1; i < st->num_inputs; i++) ZF_TRY(zf_kernels_check_dtype(ctx, i, dtype));
+    zf_dtype_t work = dtype == ZF_HALF || dtype == ZF_BFLOAT16 ? ZF_FLOAT : dtype;
     s_labels_t *lb = calloc(1, sizeof *lb + (size_t)st->num_inputs * sizeof lb->term[0]);
     if (!lb) return zf_out_of_memory("Einsum labels");
     zf_status_t s = s_bind_shapes(ctx, st, lb);
     zf_shape_t os = {.rank = lb->out_rank};
     for (int i = 0; i < lb->out_rank; i++) os.dims[i] = lb->size[lb->out[i]];
     zf_tensor_t *out = NULL;
+    float *wide_out = NULL;
     if (zf_ok(s)) s = zf_kernel_alloc_output(ctx, 0, dtype, &os, &out);
-    if (zf_ok(s) && zf_tensor_num_elements(out) == 0) {
+    bool empty = zf_ok(s) && zf_tensor_num_elements(out) == 0;
+    if (zf_ok(s) && !empty && work != dtype) s = s_widen_all(ctx, st, lb, dtype, out, &wide_out);
+    void *dst = wide_out ? (void *)wide_out : out ? zf_tensor_data(out) : NULL;
+    if (!zf_ok(s) || empty) {
         /* nothing to compute */
-    } else if (zf_ok(s) && st->num_inputs >= 2) {
-        s = s_contract_all(ctx, st, lb, dtype, out);
-    } else if (zf_ok(s)) {
+    } else if (st->num_inputs >= 2) {
+        s = s_contract_all(ctx, st, lb, work, dst);
+    } else {
         /* One operand: a transpose, a diagonal and/or a sum. */
         const s_term_t *t = &lb->term[0];
         s_axis_t keep[S_MAX_LABELS], sum[S_MAX_LABELS];
@@ -634,9 +716,12 @@ static zf_status_t s_einsum_compute(zf_kernel_ctx_t *ctx)
         }
         for (int l = 0; l < S_MAX_LABELS; l++)
             if (t->has[l] && !in_out[l]) s_push(sum, &nsum, lb, l, t->stride);
-        (dtype == ZF_FLOAT ? s_gather_f32 : s_gather_f64)(t->data, keep, nkeep, sum, nsum,
-                                                          zf_tensor_data(out));
+        s_ops(work).gather(t->data, keep, nkeep, sum, nsum, dst);
     }
+    if (zf_ok(s) && wide_out)
+        s_narrow(dtype, wide_out, zf_tensor_num_elements(out), zf_tensor_data(out));
+    for (int i = 0; i < st->num_inputs; i++) free(lb->term[i].owned);
+    free(wide_out);
     free(lb);
     return s;
 }
@@ -644,7 +729,7 @@ static zf_status_t s_einsum_compute(zf_kernel_ctx_t *ctx)
 static const zf_kernel_t s_defs[] = {
     {.op = "Einsum",
      .device_type = "CPU",
-     .allowed_types = ZF_TYPES_FLOAT,
+     .allowed_types = S_TYPES,
      .flags = ZF_KERNEL_EXPENSIVE,
      .create = s_einsum_create,
      .destroy = free,

@@ -17,8 +17,15 @@
 
 static double s_get(const zf_tensor_t *t, int64_t i)
 {
-    return zf_tensor_dtype(t) == ZF_FLOAT ? ((const float *)zf_tensor_data(t))[i]
-                                          : ((const double *)zf_tensor_data(t))[i];
+    const void *p = zf_tensor_data(t);
+    switch (zf_tensor_dtype(t)) {
+    case ZF_FLOAT: return ((const float *)p)[i];
+    case ZF_INT32: return ((const int32_t *)p)[i];
+    case ZF_INT64: return (double)((const int64_t *)p)[i];
+    case ZF_HALF: return zf_half_to_float(((const uint16_t *)p)[i]);
+    case ZF_BFLOAT16: return zf_bfloat16_to_float(((const uint16_t *)p)[i]);
+    default: return ((const double *)p)[i];
+    }
 }
 
 /* The element of t at idx (one index per dim of t). */
@@ -104,7 +111,12 @@ static void s_expect(const char *eq, zf_tensor_t *const *in, int n, zf_shape_t s
     ASSERT_OK(kt_run(node, in, n, &out, 1));
     assert_int_equal(zf_tensor_dtype(out), t);
     kt_expect_shape(out, shape);
-    double tol = t == ZF_FLOAT ? 1e-5 : 1e-12;
+    /* HALF and BFLOAT16 are rounded once, from float; integers are exact. */
+    double tol = t == ZF_FLOAT      ? 1e-5
+                 : t == ZF_DOUBLE   ? 1e-12
+                 : t == ZF_HALF     ? 1e-3
+                 : t == ZF_BFLOAT16 ? 4e-3
+                                    : 0;
     for (int64_t i = 0; i < zf_tensor_num_elements(out); i++) {
         double got = s_get(out, i);
         if (fabs(got - want[i]) > tol * (1 + fabs(want[i])))
@@ -535,6 +547,69 @@ static void test_einsum_contracts_three_and_four_operands(void **state)
     }
 }
 
+/* kt_random_f32's values rounded to HALF or BFLOAT16, or as integers in
+ * [-4, 4] for INT32 and INT64. */
+static zf_tensor_t *s_random(zf_dtype_t dt, zf_shape_t shape, uint32_t seed)
+{
+    zf_tensor_t *f = kt_random_f32(shape, seed), *t = NULL;
+    ASSERT_OK(zf_tensor_new(dt, &shape, &t));
+    const float *src = zf_tensor_data(f);
+    void *dst = zf_tensor_data(t);
+    for (int64_t i = 0; i < zf_tensor_num_elements(f); i++) {
+        if (dt == ZF_HALF)
+            ((uint16_t *)dst)[i] = zf_float_to_half(src[i]);
+        else if (dt == ZF_BFLOAT16)
+            ((uint16_t *)dst)[i] = zf_float_to_bfloat16(src[i]);
+        else if (dt == ZF_INT32)
+            ((int32_t *)dst)[i] = (int32_t)lrintf(src[i] * 4);
+        else
+            ((int64_t *)dst)[i] = lrintf(src[i] * 4);
+    }
+    zf_tensor_unref(&f);
+    return t;
+}
+
+static void test_einsum_integer_and_16_bit_types(void **state)
+{
+    (void)state;
+    const zf_dtype_t types[] = {ZF_INT32, ZF_INT64, ZF_HALF, ZF_BFLOAT16};
+    for (int t = 0; t < 4; t++) {
+        zf_dtype_t dt = types[t];
+        zf_tensor_t *in[4] = {s_random(dt, ZF_SHAPE(2, 3), 60), s_random(dt, ZF_SHAPE(3, 4), 61),
+                              s_random(dt, ZF_SHAPE(4, 5), 62), s_random(dt, ZF_SHAPE(5, 5), 63)};
+        s_check("ij,jk,kl->il", in, 3, ZF_SHAPE(2, 5));
+        s_check("ij,jk->ki", in, 2, ZF_SHAPE(4, 2));
+        s_check("ij,jk,kl,ll->i", in, 4, ZF_SHAPE(2));
+        s_check("ij->j", in, 1, ZF_SHAPE(3));
+        s_check("ll->", &in[3], 1, ZF_SHAPE());
+        s_check("ll->l", &in[3], 1, ZF_SHAPE(5));
+        s_check("kl,ll->k", &in[2], 2, ZF_SHAPE(4));
+        kt_unref_all(in, 4);
+        in[0] = s_random(dt, ZF_SHAPE(3), 64); /* an outer product of three */
+        in[1] = s_random(dt, ZF_SHAPE(2), 65);
+        in[2] = s_random(dt, ZF_SHAPE(4), 66);
+        s_check("i,j,k->kij", in, 3, ZF_SHAPE(4, 3, 2));
+        kt_unref_all(in, 3);
+    }
+    /* integers wrap as TensorFlow's do, and int64 stays exact past 2^53 */
+    zf_tensor_t *i32 = KT_I32(ZF_SHAPE(2), INT32_MAX, 1), *out = NULL;
+    Tensorflow__NodeDef *node = s_node("i->", ZF_INT32, 1);
+    ASSERT_OK(kt_run(node, &i32, 1, &out, 1));
+    assert_int_equal(((const int32_t *)zf_tensor_data(out))[0], INT32_MIN);
+    zf_tensor_unref(&out);
+    kt_node_free(&node);
+    zf_tensor_t *i64[2] = {KT_I64(ZF_SHAPE(1), ((int64_t)1 << 40) + 1),
+                           KT_I64(ZF_SHAPE(1), ((int64_t)1 << 20) + 1)};
+    node = s_node("i,i->", ZF_INT64, 2);
+    ASSERT_OK(kt_run(node, i64, 2, &out, 1));
+    assert_true(((const int64_t *)zf_tensor_data(out))[0] ==
+                ((int64_t)1 << 60) + ((int64_t)1 << 40) + ((int64_t)1 << 20) + 1);
+    zf_tensor_unref(&out);
+    kt_node_free(&node);
+    zf_tensor_unref(&i32);
+    kt_unref_all(i64, 2);
+}
+
 static void test_einsum_chains_with_empty_dims(void **state)
 {
     (void)state;
@@ -659,6 +734,7 @@ int main(void)
         cmocka_unit_test(test_einsum_takes_diagonals_and_traces),
         cmocka_unit_test(test_einsum_contracts_three_and_four_operands),
         cmocka_unit_test(test_einsum_chains_with_empty_dims),
+        cmocka_unit_test(test_einsum_integer_and_16_bit_types),
         cmocka_unit_test(test_einsum_reports_bad_equations_and_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
