@@ -1,4 +1,6 @@
-/* CPU Einsum (FLOAT and DOUBLE) of any number of operands, through OpenBLAS.
+/* CPU Einsum of any number of operands: FLOAT and DOUBLE through OpenBLAS,
+ * INT32 and INT64 through a GEMM loop of its own, HALF and BFLOAT16 widened
+ * to FLOAT (and the result rounded once).
  *
  * The equation ("bhqd,bhkd->bhqk", "ij,jk,kl->il", "bii->bi") is parsed once
  * when the kernel is created. When it runs, every label gets a size and each
@@ -16,15 +18,16 @@
  * contracted label (in both, no longer needed), a free label of one operand
  * (still needed) or a label summed within one. The operands are gathered
  * into [batch, free, contracted] and [batch, contracted, free] matrices
- * (summing the labels only one operand has) and multiplied with one GEMM per
- * batch entry. A product still to be multiplied stays in that
- * [batch, free, free] order; the last one is gathered into the output's order
- * unless it already has it.
+ * (summing the labels only one operand has; an operand already laid out
+ * that way is used in place) and multiplied with one GEMM per batch entry. A product still to be
+ * multiplied stays in that [batch, free, free] order; the last one is gathered into the output's
+ * order unless it already has it.
  *
  * An ellipsis stands for the dims its subscript does not name; those of the
  * operands broadcast as NumPy's do (aligned from the right, size 1 repeats),
  * and an output without an ellipsis sums them. Sums within one operand are
- * accumulated in double; products of a pair in the dtype, by the GEMM. */
+ * accumulated in double (integers: unsigned, so overflow wraps); products
+ * of a pair in the dtype, by the GEMM. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -644,7 +647,7 @@ static zf_status_t s_contract_all(zf_kernel_ctx_t *ctx, const s_einsum_t *st, s_
     return s;
 }
 
-/* HALF and BFLOAT16 are computed in FLOAT: n values widened into dst... */
+/* HALF and BFLOAT16 are computed in FLOAT: n values widened into dst, ... */
 static void s_widen(zf_dtype_t dtype, const uint16_t *src, int64_t n, float *dst)
 {
     for (int64_t i = 0; i < n; i++)
