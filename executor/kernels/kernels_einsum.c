@@ -572,9 +572,9 @@ static void s_needed(const s_labels_t *lb, s_term_t *const *live, int nlive, int
             for (int l = 0; l < S_MAX_LABELS; l++) need[l] |= live[t]->has[l];
 }
 
-/* Three or more operands: the cheapest pair (fewest multiply-adds, the
- * leftmost on a tie) replaced by its product until two are left, which are
- * multiplied into out. */
+/* Two or more operands: while more than two are left, the cheapest pair
+ * (fewest multiply-adds, the leftmost on a tie) is replaced by its product;
+ * the last two are multiplied into dst, in the output's order. */
 static zf_status_t s_contract_all(zf_kernel_ctx_t *ctx, const s_einsum_t *st, s_labels_t *lb,
                                   zf_dtype_t dtype, void *dst)
 {
