@@ -610,6 +610,47 @@ static void test_einsum_integer_and_16_bit_types(void **state)
     kt_unref_all(i64, 2);
 }
 
+/* Equations drawn at random (fixed seeds): two to four operands of up to
+ * three labels from a-e, repeats within a subscript allowed, and an output
+ * of some of the labels in any order; each against Einsum's definition. */
+static void test_einsum_random_equations(void **state)
+{
+    (void)state;
+    uint32_t r = 12345;
+#define S_RAND(n) ((r = r * 1664525u + 1013904223u), (int)((r >> 16) % (uint32_t)(n)))
+    for (int trial = 0; trial < 300; trial++) {
+        int64_t size[5];
+        for (int c = 0; c < 5; c++) size[c] = 1 + S_RAND(3);
+        int n = 2 + S_RAND(3);
+        char eq[64];
+        size_t len = 0;
+        bool used[5] = {false};
+        zf_tensor_t *in[4];
+        for (int k = 0; k < n; k++) {
+            zf_shape_t shape = {.rank = S_RAND(4)};
+            for (int d = 0; d < shape.rank; d++) {
+                int c = S_RAND(5);
+                used[c] = true;
+                eq[len++] = (char)('a' + c);
+                shape.dims[d] = size[c];
+            }
+            eq[len++] = k + 1 < n ? ',' : '-';
+            in[k] = kt_random_float(ZF_DOUBLE, shape, (uint32_t)(100 + trial * 4 + k));
+        }
+        eq[len++] = '>';
+        zf_shape_t oshape = {.rank = 0};
+        for (int c = S_RAND(5), i = 0; i < 5; i++, c = (c + 2) % 5) /* a shuffled order */
+            if (used[c] && S_RAND(2)) {
+                eq[len++] = (char)('a' + c);
+                oshape.dims[oshape.rank++] = size[c];
+            }
+        eq[len] = '\0';
+        s_check(eq, in, n, oshape);
+        kt_unref_all(in, n);
+    }
+#undef S_RAND
+}
+
 static void test_einsum_chains_with_empty_dims(void **state)
 {
     (void)state;
@@ -734,6 +775,7 @@ int main(void)
         cmocka_unit_test(test_einsum_takes_diagonals_and_traces),
         cmocka_unit_test(test_einsum_contracts_three_and_four_operands),
         cmocka_unit_test(test_einsum_chains_with_empty_dims),
+        cmocka_unit_test(test_einsum_random_equations),
         cmocka_unit_test(test_einsum_integer_and_16_bit_types),
         cmocka_unit_test(test_einsum_reports_bad_equations_and_shapes),
     };
