@@ -1,10 +1,11 @@
 /* Tests for executor/kernels/kernels_einsum: Einsum's equations (matrix
  * products, attention's batched products, ellipsis broadcasting, transposes,
  * reductions, outer products, diagonals and traces, chains of three and four
- * operands) in float and double against index loops written here for each
+ * operands, random equations) in float and double, and some in int32,
+ * int64, half and bfloat16, against index loops written here for each
  * equation or against Einsum's definition evaluated directly (every value
- * of every label in turn); batch dims of 1, empty dims, and bad equations
- * and shapes. */
+ * of every label in turn); integer wrap-around, batch dims of 1, empty
+ * dims, and bad equations and shapes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
