@@ -124,4 +124,20 @@ static inline void zf_bench_node_bool(zf_bench_node_t *n, const char *key, bool 
     v->b = b;
 }
 
+/* The attr key: the string s (borrowed), as an equation. */
+static inline void zf_bench_node_string(zf_bench_node_t *n, const char *key, const char *s)
+{
+    Tensorflow__AttrValue *v = zf_bench_node_attr(n, key);
+    v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_S;
+    v->s.data = (uint8_t *)s;
+    v->s.len = strlen(s);
+}
+
+static inline void zf_bench_node_int(zf_bench_node_t *n, const char *key, int64_t i)
+{
+    Tensorflow__AttrValue *v = zf_bench_node_attr(n, key);
+    v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_I;
+    v->i = i;
+}
+
 #endif

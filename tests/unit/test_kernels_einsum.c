@@ -1,20 +1,32 @@
-/* Tests for executor/kernels/kernels_einsum: Einsum's one- and two-operand
- * equations (matrix products, attention's batched products, ellipsis
- * broadcasting, transposes, reductions, outer products) in float and
- * double against index loops written here for each equation; batch dims
- * of 1, empty dims, and bad or unsupported equations. */
+/* Tests for executor/kernels/kernels_einsum: Einsum's equations (matrix
+ * products, attention's batched products, ellipsis broadcasting, transposes,
+ * reductions, outer products, diagonals and traces, chains of three and four
+ * operands, random equations) in float and double, and some in int32,
+ * int64, half and bfloat16, against index loops written here for each
+ * equation or against Einsum's definition evaluated directly (every value
+ * of every label in turn); integer wrap-around, batch dims of 1, empty
+ * dims, and bad equations and shapes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "kernel_test_util.h"
 
 static double s_get(const zf_tensor_t *t, int64_t i)
 {
-    return zf_tensor_dtype(t) == ZF_FLOAT ? ((const float *)zf_tensor_data(t))[i]
-                                          : ((const double *)zf_tensor_data(t))[i];
+    const void *p = zf_tensor_data(t);
+    switch (zf_tensor_dtype(t)) {
+    case ZF_FLOAT: return ((const float *)p)[i];
+    case ZF_INT32: return ((const int32_t *)p)[i];
+    case ZF_INT64: return (double)((const int64_t *)p)[i];
+    case ZF_HALF: return zf_half_to_float(((const uint16_t *)p)[i]);
+    case ZF_BFLOAT16: return zf_bfloat16_to_float(((const uint16_t *)p)[i]);
+    default: return ((const double *)p)[i];
+    }
 }
 
 /* The element of t at idx (one index per dim of t). */
@@ -26,6 +38,60 @@ static double s_at(const zf_tensor_t *t, const int64_t *idx)
     return s_get(t, off);
 }
 #define AT(t, ...) s_at((t), (const int64_t[]){__VA_ARGS__})
+
+/* Einsum's definition evaluated directly, for equations of letters only:
+ * for every value of every label, the product of the operands' elements
+ * at those values is added to the output's element at them (a label
+ * repeated within a subscript takes one value, so reads the diagonal).
+ * Returns the output, row-major, of *count elements (free() it). */
+static double *s_reference(const char *eq, zf_tensor_t *const *in, int n, int64_t *count)
+{
+    int64_t size[128] = {0}, idx[128] = {0};
+    bool used[128] = {false};
+    const char *sub[8], *arrow = strstr(eq, "->"), *out = arrow + 2;
+    int len[8];
+    assert_true(n <= 8);
+    for (int k = 0, start = 0; k < n; k++) {
+        sub[k] = eq + start;
+        len[k] = (int)strcspn(sub[k], ",-");
+        start += len[k] + 1;
+        const zf_shape_t *s = zf_tensor_shape(in[k]);
+        assert_int_equal(s->rank, len[k]);
+        for (int d = 0; d < len[k]; d++) {
+            unsigned char c = (unsigned char)sub[k][d];
+            size[c] = s->dims[d];
+            used[c] = true;
+        }
+    }
+    int labels[128], nl = 0, olen = (int)strlen(out);
+    for (int c = 0; c < 128; c++)
+        if (used[c]) labels[nl++] = c;
+    *count = 1;
+    for (int d = 0; d < olen; d++) *count *= size[(unsigned char)out[d]];
+    double *want = calloc((size_t)*count + 1, sizeof *want);
+    assert_non_null(want);
+    for (int c = 0; c < nl; c++)
+        if (size[labels[c]] == 0) return want;
+    for (;;) {
+        double prod = 1;
+        for (int k = 0; k < n; k++) {
+            const zf_shape_t *s = zf_tensor_shape(in[k]);
+            int64_t off = 0;
+            for (int d = 0; d < len[k]; d++) off = off * s->dims[d] + idx[(unsigned char)sub[k][d]];
+            prod *= s_get(in[k], off);
+        }
+        int64_t o = 0;
+        for (int d = 0; d < olen; d++)
+            o = o * size[(unsigned char)out[d]] + idx[(unsigned char)out[d]];
+        want[o] += prod;
+        int c = nl - 1;
+        for (; c >= 0; c--) {
+            if (++idx[labels[c]] < size[labels[c]]) break;
+            idx[labels[c]] = 0;
+        }
+        if (c < 0) return want;
+    }
+}
 
 static Tensorflow__NodeDef *s_node(const char *eq, zf_dtype_t t, int n)
 {
@@ -46,7 +112,12 @@ static void s_expect(const char *eq, zf_tensor_t *const *in, int n, zf_shape_t s
     ASSERT_OK(kt_run(node, in, n, &out, 1));
     assert_int_equal(zf_tensor_dtype(out), t);
     kt_expect_shape(out, shape);
-    double tol = t == ZF_FLOAT ? 1e-5 : 1e-12;
+    /* HALF and BFLOAT16 are rounded once, from float; integers are exact. */
+    double tol = t == ZF_FLOAT      ? 1e-5
+                 : t == ZF_DOUBLE   ? 1e-12
+                 : t == ZF_HALF     ? 1e-3
+                 : t == ZF_BFLOAT16 ? 4e-3
+                                    : 0;
     for (int64_t i = 0; i < zf_tensor_num_elements(out); i++) {
         double got = s_get(out, i);
         if (fabs(got - want[i]) > tol * (1 + fabs(want[i])))
@@ -54,6 +125,15 @@ static void s_expect(const char *eq, zf_tensor_t *const *in, int n, zf_shape_t s
     }
     zf_tensor_unref(&out);
     kt_node_free(&node);
+}
+
+/* Runs eq on inputs and checks it against Einsum's definition. */
+static void s_check(const char *eq, zf_tensor_t *const *in, int n, zf_shape_t shape)
+{
+    int64_t count = 0;
+    double *want = s_reference(eq, in, n, &count);
+    s_expect(eq, in, n, shape, want);
+    free(want);
 }
 
 static void test_einsum_matrix_products(void **state)
@@ -297,13 +377,312 @@ static void test_einsum_handles_empty_dims(void **state)
     kt_unref_all(in, 2);
 }
 
-static void s_error(const char *eq, zf_tensor_t *const *in, int n, zf_code_t code, const char *msg)
+static void test_einsum_takes_diagonals_and_traces(void **state)
 {
-    Tensorflow__NodeDef *node = s_node(eq, zf_tensor_dtype(in[0]), n);
+    (void)state;
+    for (int t = 0; t < 2; t++) {
+        zf_dtype_t dt = t ? ZF_DOUBLE : ZF_FLOAT;
+        double want[64];
+        zf_tensor_t *sq = kt_random_float(dt, ZF_SHAPE(4, 4), 30);
+        for (int i = 0; i < 4; i++) want[i] = AT(sq, i, i);
+        s_expect("ii->i", &sq, 1, ZF_SHAPE(4), want);
+        want[0] = 0;
+        for (int i = 0; i < 4; i++) want[0] += AT(sq, i, i);
+        s_expect("ii->", &sq, 1, ZF_SHAPE(), want);
+        s_check("ii->i", &sq, 1, ZF_SHAPE(4));
+
+        zf_tensor_t *cube = kt_random_float(dt, ZF_SHAPE(3, 3, 3), 31);
+        for (int i = 0; i < 3; i++) want[i] = AT(cube, i, i, i);
+        s_expect("iii->i", &cube, 1, ZF_SHAPE(3), want);
+        s_check("iji->j", &cube, 1, ZF_SHAPE(3)); /* not adjacent */
+        s_check("iij->ji", &cube, 1, ZF_SHAPE(3, 3));
+        zf_tensor_unref(&cube);
+
+        zf_tensor_t *iij = kt_random_float(dt, ZF_SHAPE(3, 3, 5), 32);
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 5; j++) want[i * 5 + j] = AT(iij, i, i, j);
+        s_expect("iij->ij", &iij, 1, ZF_SHAPE(3, 5), want);
+        s_check("iij->j", &iij, 1, ZF_SHAPE(5));
+        zf_tensor_unref(&iij);
+
+        zf_tensor_t *bii = kt_random_float(dt, ZF_SHAPE(2, 4, 4), 33); /* batched */
+        for (int b = 0; b < 2; b++)
+            for (int i = 0; i < 4; i++) want[b * 4 + i] = AT(bii, b, i, i);
+        s_expect("bii->bi", &bii, 1, ZF_SHAPE(2, 4), want);
+        for (int b = 0; b < 2; b++) {
+            want[b] = 0;
+            for (int i = 0; i < 4; i++) want[b] += AT(bii, b, i, i);
+        }
+        s_expect("bii->b", &bii, 1, ZF_SHAPE(2), want);
+        for (int i = 0; i < 4; i++)
+            for (int b = 0; b < 2; b++) want[i * 2 + b] = AT(bii, b, i, i);
+        s_expect("...ii->i...", &bii, 1, ZF_SHAPE(4, 2), want);
+
+        /* repeated labels meeting a contraction */
+        zf_tensor_t *m = kt_random_float(dt, ZF_SHAPE(3, 4), 34);
+        zf_tensor_t *in[2] = {m, sq};
+        for (int i = 0; i < 3; i++) {
+            want[i] = 0;
+            for (int j = 0; j < 4; j++) want[i] += AT(m, i, j) * AT(sq, j, j);
+        }
+        s_expect("ij,jj->i", in, 2, ZF_SHAPE(3), want);
+        s_check("ij,jj->ij", in, 2, ZF_SHAPE(3, 4));
+        in[0] = sq;
+        in[1] = sq;
+        s_check("ii,ii->i", in, 2, ZF_SHAPE(4));
+        s_check("ii,jj->", in, 2, ZF_SHAPE()); /* the product of two traces */
+        s_check("ij,jj->ij", in, 2, ZF_SHAPE(4, 4));
+        in[0] = bii;
+        in[1] = sq;
+        s_check("bii,ik->bk", in, 2, ZF_SHAPE(2, 4));
+        zf_tensor_unref(&m);
+        zf_tensor_unref(&sq);
+        zf_tensor_unref(&bii);
+    }
+}
+
+static void test_einsum_contracts_three_and_four_operands(void **state)
+{
+    (void)state;
+    for (int t = 0; t < 2; t++) {
+        zf_dtype_t dt = t ? ZF_DOUBLE : ZF_FLOAT;
+        double want[256];
+        zf_tensor_t *in[4] = {
+            kt_random_float(dt, ZF_SHAPE(2, 3), 40), kt_random_float(dt, ZF_SHAPE(3, 4), 41),
+            kt_random_float(dt, ZF_SHAPE(4, 5), 42), kt_random_float(dt, ZF_SHAPE(5, 3), 43)};
+        for (int i = 0; i < 2; i++) /* written out once */
+            for (int l = 0; l < 5; l++) {
+                double s = 0;
+                for (int j = 0; j < 3; j++)
+                    for (int k = 0; k < 4; k++)
+                        s += AT(in[0], i, j) * AT(in[1], j, k) * AT(in[2], k, l);
+                want[i * 5 + l] = s;
+            }
+        s_expect("ij,jk,kl->il", in, 3, ZF_SHAPE(2, 5), want);
+        s_check("ij,jk,kl->li", in, 3, ZF_SHAPE(5, 2));
+        s_check("ij,jk,kl->", in, 3, ZF_SHAPE());
+        s_check("ij,jk,kl->jl", in, 3, ZF_SHAPE(3, 5));
+        s_check("ij,jk,kl,lm->im", in, 4, ZF_SHAPE(2, 3));
+        s_check("ij,jk,kl,lm->mi", in, 4, ZF_SHAPE(3, 2));
+        s_check("ij,jk,kl,lj->ik", in, 4, ZF_SHAPE(2, 4)); /* j in three operands */
+        kt_unref_all(in, 4);
+
+        /* a chain cheaper from the right: the middle pair goes first */
+        in[0] = kt_random_float(dt, ZF_SHAPE(9, 2), 44);
+        in[1] = kt_random_float(dt, ZF_SHAPE(2, 9), 45);
+        in[2] = kt_random_float(dt, ZF_SHAPE(9, 2), 46);
+        s_check("ij,jk,kl->il", in, 3, ZF_SHAPE(9, 2));
+        s_check("ij,jk,kl->li", in, 3, ZF_SHAPE(2, 9));
+        kt_unref_all(in, 3);
+
+        in[0] = kt_random_float(dt, ZF_SHAPE(5), 47); /* vectors */
+        in[1] = kt_random_float(dt, ZF_SHAPE(5), 48);
+        in[2] = kt_random_float(dt, ZF_SHAPE(5), 49);
+        want[0] = 0;
+        for (int i = 0; i < 5; i++) want[0] += AT(in[0], i) * AT(in[1], i) * AT(in[2], i);
+        s_expect("i,i,i->", in, 3, ZF_SHAPE(), want);
+        s_check("i,i,i->i", in, 3, ZF_SHAPE(5));
+        zf_tensor_t *same[3] = {in[0], in[0], in[0]}; /* one tensor three times */
+        s_check("i,i,i->i", same, 3, ZF_SHAPE(5));
+        kt_unref_all(in, 3);
+
+        in[0] = kt_random_float(dt, ZF_SHAPE(2), 50); /* outer products */
+        in[1] = kt_random_float(dt, ZF_SHAPE(3), 51);
+        in[2] = kt_random_float(dt, ZF_SHAPE(4), 52);
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++)
+                for (int k = 0; k < 4; k++)
+                    want[(i * 3 + j) * 4 + k] = AT(in[0], i) * AT(in[1], j) * AT(in[2], k);
+        s_expect("i,j,k->ijk", in, 3, ZF_SHAPE(2, 3, 4), want);
+        s_check("i,j,k->kji", in, 3, ZF_SHAPE(4, 3, 2));
+        s_check("i,j,k->ik", in, 3, ZF_SHAPE(2, 4));
+        s_check("i,j,k->", in, 3, ZF_SHAPE());
+        kt_unref_all(in, 3);
+
+        in[0] = kt_random_float(dt, ZF_SHAPE(2, 3, 4), 53); /* batched */
+        in[1] = kt_random_float(dt, ZF_SHAPE(2, 4, 5), 54);
+        in[2] = kt_random_float(dt, ZF_SHAPE(2, 5, 3), 55);
+        for (int b = 0; b < 2; b++)
+            for (int i = 0; i < 3; i++)
+                for (int l = 0; l < 3; l++) {
+                    double s = 0;
+                    for (int j = 0; j < 4; j++)
+                        for (int k = 0; k < 5; k++)
+                            s += AT(in[0], b, i, j) * AT(in[1], b, j, k) * AT(in[2], b, k, l);
+                    want[(b * 3 + i) * 3 + l] = s;
+                }
+        s_expect("bij,bjk,bkl->bil", in, 3, ZF_SHAPE(2, 3, 3), want);
+        s_check("bij,bjk,bkl->lbi", in, 3, ZF_SHAPE(3, 2, 3));
+        s_check("bij,bjk,bki->b", in, 3, ZF_SHAPE(2));      /* batched traces of the product */
+        in[3] = kt_random_float(dt, ZF_SHAPE(2, 3, 3), 59); /* with a diagonal */
+        s_check("bii,bij,bjk->bk", (zf_tensor_t *[]){in[3], in[0], in[1]}, 3, ZF_SHAPE(2, 5));
+        s_check("bii,bij,bjk,bkl->bl", (zf_tensor_t *[]){in[3], in[0], in[1], in[2]}, 4,
+                ZF_SHAPE(2, 3));
+        kt_unref_all(in, 4);
+
+        /* ellipsis dims broadcast over three operands: [2,1], [3] and [1,1] */
+        in[0] = kt_random_float(dt, ZF_SHAPE(2, 1, 2, 3), 56);
+        in[1] = kt_random_float(dt, ZF_SHAPE(3, 3, 4), 57);
+        in[2] = kt_random_float(dt, ZF_SHAPE(1, 1, 4, 2), 58);
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 3; b++)
+                for (int i = 0; i < 2; i++)
+                    for (int l = 0; l < 2; l++) {
+                        double s = 0;
+                        for (int j = 0; j < 3; j++)
+                            for (int k = 0; k < 4; k++)
+                                s += AT(in[0], a, 0, i, j) * AT(in[1], b, j, k) *
+                                     AT(in[2], 0, 0, k, l);
+                        want[((a * 3 + b) * 2 + i) * 2 + l] = s;
+                    }
+        s_expect("...ij,...jk,...kl->...il", in, 3, ZF_SHAPE(2, 3, 2, 2), want);
+        for (int i = 0; i < 2; i++) /* the ellipsis dims summed */
+            for (int l = 0; l < 2; l++) {
+                double s = 0;
+                for (int a = 0; a < 2; a++)
+                    for (int b = 0; b < 3; b++) s += want[((a * 3 + b) * 2 + i) * 2 + l];
+                want[100 + i * 2 + l] = s;
+            }
+        s_expect("...ij,...jk,...kl->il", in, 3, ZF_SHAPE(2, 2), want + 100);
+        kt_unref_all(in, 3);
+    }
+}
+
+/* kt_random_f32's values rounded to HALF or BFLOAT16, or as integers in
+ * [-4, 4] for INT32 and INT64. */
+static zf_tensor_t *s_random(zf_dtype_t dt, zf_shape_t shape, uint32_t seed)
+{
+    zf_tensor_t *f = kt_random_f32(shape, seed), *t = NULL;
+    ASSERT_OK(zf_tensor_new(dt, &shape, &t));
+    const float *src = zf_tensor_data(f);
+    void *dst = zf_tensor_data(t);
+    for (int64_t i = 0; i < zf_tensor_num_elements(f); i++) {
+        if (dt == ZF_HALF)
+            ((uint16_t *)dst)[i] = zf_float_to_half(src[i]);
+        else if (dt == ZF_BFLOAT16)
+            ((uint16_t *)dst)[i] = zf_float_to_bfloat16(src[i]);
+        else if (dt == ZF_INT32)
+            ((int32_t *)dst)[i] = (int32_t)lrintf(src[i] * 4);
+        else
+            ((int64_t *)dst)[i] = lrintf(src[i] * 4);
+    }
+    zf_tensor_unref(&f);
+    return t;
+}
+
+static void test_einsum_integer_and_16_bit_types(void **state)
+{
+    (void)state;
+    const zf_dtype_t types[] = {ZF_INT32, ZF_INT64, ZF_HALF, ZF_BFLOAT16};
+    for (int t = 0; t < 4; t++) {
+        zf_dtype_t dt = types[t];
+        zf_tensor_t *in[4] = {s_random(dt, ZF_SHAPE(2, 3), 60), s_random(dt, ZF_SHAPE(3, 4), 61),
+                              s_random(dt, ZF_SHAPE(4, 5), 62), s_random(dt, ZF_SHAPE(5, 5), 63)};
+        s_check("ij,jk,kl->il", in, 3, ZF_SHAPE(2, 5));
+        s_check("ij,jk->ki", in, 2, ZF_SHAPE(4, 2));
+        s_check("ij,jk,kl,ll->i", in, 4, ZF_SHAPE(2));
+        s_check("ij->j", in, 1, ZF_SHAPE(3));
+        s_check("ll->", &in[3], 1, ZF_SHAPE());
+        s_check("ll->l", &in[3], 1, ZF_SHAPE(5));
+        s_check("kl,ll->k", &in[2], 2, ZF_SHAPE(4));
+        kt_unref_all(in, 4);
+        in[0] = s_random(dt, ZF_SHAPE(3), 64); /* an outer product of three */
+        in[1] = s_random(dt, ZF_SHAPE(2), 65);
+        in[2] = s_random(dt, ZF_SHAPE(4), 66);
+        s_check("i,j,k->kij", in, 3, ZF_SHAPE(4, 3, 2));
+        kt_unref_all(in, 3);
+    }
+    /* integers wrap as TensorFlow's do, and int64 stays exact past 2^53 */
+    zf_tensor_t *i32 = KT_I32(ZF_SHAPE(2), INT32_MAX, 1), *out = NULL;
+    Tensorflow__NodeDef *node = s_node("i->", ZF_INT32, 1);
+    ASSERT_OK(kt_run(node, &i32, 1, &out, 1));
+    assert_int_equal(((const int32_t *)zf_tensor_data(out))[0], INT32_MIN);
+    zf_tensor_unref(&out);
+    kt_node_free(&node);
+    zf_tensor_t *i64[2] = {KT_I64(ZF_SHAPE(1), ((int64_t)1 << 40) + 1),
+                           KT_I64(ZF_SHAPE(1), ((int64_t)1 << 20) + 1)};
+    node = s_node("i,i->", ZF_INT64, 2);
+    ASSERT_OK(kt_run(node, i64, 2, &out, 1));
+    assert_true(((const int64_t *)zf_tensor_data(out))[0] ==
+                ((int64_t)1 << 60) + ((int64_t)1 << 40) + ((int64_t)1 << 20) + 1);
+    zf_tensor_unref(&out);
+    kt_node_free(&node);
+    zf_tensor_unref(&i32);
+    kt_unref_all(i64, 2);
+}
+
+/* Equations drawn at random (fixed seeds): two to four operands of up to
+ * three labels from a-e, repeats within a subscript allowed, and an output
+ * of some of the labels in any order; each against Einsum's definition. */
+static void test_einsum_random_equations(void **state)
+{
+    (void)state;
+    uint32_t r = 12345;
+#define S_RAND(n) ((r = r * 1664525u + 1013904223u), (int)((r >> 16) % (uint32_t)(n)))
+    for (int trial = 0; trial < 300; trial++) {
+        int64_t size[5];
+        for (int c = 0; c < 5; c++) size[c] = 1 + S_RAND(3);
+        int n = 2 + S_RAND(3);
+        char eq[64];
+        size_t len = 0;
+        bool used[5] = {false};
+        zf_tensor_t *in[4];
+        for (int k = 0; k < n; k++) {
+            zf_shape_t shape = {.rank = S_RAND(4)};
+            for (int d = 0; d < shape.rank; d++) {
+                int c = S_RAND(5);
+                used[c] = true;
+                eq[len++] = (char)('a' + c);
+                shape.dims[d] = size[c];
+            }
+            eq[len++] = k + 1 < n ? ',' : '-';
+            in[k] = kt_random_float(ZF_DOUBLE, shape, (uint32_t)(100 + trial * 4 + k));
+        }
+        eq[len++] = '>';
+        zf_shape_t oshape = {.rank = 0};
+        for (int c = S_RAND(5), i = 0; i < 5; i++, c = (c + 2) % 5) /* a shuffled order */
+            if (used[c] && S_RAND(2)) {
+                eq[len++] = (char)('a' + c);
+                oshape.dims[oshape.rank++] = size[c];
+            }
+        eq[len] = '\0';
+        s_check(eq, in, n, oshape);
+        kt_unref_all(in, n);
+    }
+#undef S_RAND
+}
+
+static void test_einsum_chains_with_empty_dims(void **state)
+{
+    (void)state;
+    const double zeros[8] = {0};
+    zf_tensor_t *in[3] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(2, 0)), kt_zeros(ZF_FLOAT, ZF_SHAPE(0, 3)),
+                          kt_zeros(ZF_FLOAT, ZF_SHAPE(3, 2))};
+    s_expect("ij,jk,kl->il", in, 3, ZF_SHAPE(2, 2), zeros); /* an empty contraction */
+    s_expect("ij,jk,kl->jl", in, 3, ZF_SHAPE(0, 2), zeros); /* an empty output */
+    s_expect("ij,jk,kl->ik", in, 3, ZF_SHAPE(2, 3), zeros);
+    kt_unref_all(in, 3);
+    in[0] = kt_zeros(ZF_DOUBLE, ZF_SHAPE(0, 0)); /* the trace of an empty matrix */
+    s_expect("ii->", in, 1, ZF_SHAPE(), zeros);
+    s_expect("ii->i", in, 1, ZF_SHAPE(0), zeros);
+    zf_tensor_unref(&in[0]);
+}
+
+/* Runs eq on n inputs in a node whose N attr is attr_n; expects code and
+ * msg. */
+static void s_error_n(const char *eq, zf_tensor_t *const *in, int n, int attr_n, zf_code_t code,
+                      const char *msg)
+{
+    Tensorflow__NodeDef *node = s_node(eq, zf_tensor_dtype(in[0]), attr_n);
     zf_tensor_t *out = NULL;
     zf_test_expect_error(kt_run(node, in, n, &out, 1), code, msg);
     assert_null(out);
     kt_node_free(&node);
+}
+
+static void s_error(const char *eq, zf_tensor_t *const *in, int n, zf_code_t code, const char *msg)
+{
+    s_error_n(eq, in, n, n, code, msg);
 }
 
 static void test_einsum_reports_bad_equations_and_shapes(void **state)
@@ -337,14 +716,52 @@ static void test_einsum_reports_bad_equations_and_shapes(void **state)
             "equation '..ij->ij' has a malformed or repeated ellipsis");
     s_error("ij,jk->ik", (zf_tensor_t *[]){a, d}, 2, ZF_INVALID_ARGUMENT,
             "input 1 must be float, got double");
+    /* operands against inputs, and against the N attr (which counts inputs) */
+    s_error_n("ij,jk->ik", (zf_tensor_t *[]){a}, 1, 2, ZF_INVALID_ARGUMENT,
+              "es (Einsum): equation 'ij,jk->ik' has 2 operands but the node has 1 inputs");
+    s_error_n("ij,jk,kl->il", (zf_tensor_t *[]){a, a}, 2, 3, ZF_INVALID_ARGUMENT,
+              "equation 'ij,jk,kl->il' has 3 operands but the node has 2 inputs");
+    s_error_n("ij->i", (zf_tensor_t *[]){a, a}, 2, 1, ZF_INVALID_ARGUMENT,
+              "equation 'ij->i' has 1 operands but the node has 2 inputs");
     s_error("ij,jk->ik", (zf_tensor_t *[]){a}, 1, ZF_INVALID_ARGUMENT,
-            "equation 'ij,jk->ik' has 2 operands but the node has 1 inputs");
-    s_error("ii->i", (zf_tensor_t *[]){sq}, 1, ZF_UNIMPLEMENTED,
-            "es (Einsum): equation 'ii->i' repeats label 'i' within one operand (diagonals and "
-            "traces are not supported)");
-    s_error("ii->", (zf_tensor_t *[]){sq}, 1, ZF_UNIMPLEMENTED, "repeats label 'i'");
-    s_error("ij,jk,kl->il", (zf_tensor_t *[]){a, a, a}, 3, ZF_UNIMPLEMENTED,
-            "equation 'ij,jk,kl->il' has 3 operands; at most 2 are supported");
+            "es (Einsum): equation 'ij,jk->ik' has 2 operands but attr N is 1");
+    s_error("ij,jk,kl->il", (zf_tensor_t *[]){a, a}, 2, ZF_INVALID_ARGUMENT,
+            "es (Einsum): equation 'ij,jk,kl->il' has 3 operands but attr N is 2");
+    /* repeated labels: their dims must be equal */
+    s_error("ii->i", (zf_tensor_t *[]){a}, 1, ZF_INVALID_ARGUMENT,
+            "es (Einsum): label 'i' of equation 'ii->i' is repeated in input 0 over dims of "
+            "sizes 2 and 3: input shapes [2,3]");
+    s_error("ij,jj->i", (zf_tensor_t *[]){a, b}, 2, ZF_INVALID_ARGUMENT,
+            "label 'j' of equation 'ij,jj->i' is repeated in input 1 over dims of sizes 4 and 5: "
+            "input shapes [2,3] and [4,5]");
+    s_error("ij,jj->i", (zf_tensor_t *[]){a, a}, 2, ZF_INVALID_ARGUMENT,
+            "label 'j' of equation 'ij,jj->i' is repeated in input 1 over dims of sizes 2 and 3");
+    s_error("ij,jj->i", (zf_tensor_t *[]){c, sq}, 2, ZF_INVALID_ARGUMENT,
+            "equation 'ij,jj->i' names 2 dims of input 0, which has rank 3");
+    zf_tensor_t *sq4 = kt_zeros(ZF_FLOAT, ZF_SHAPE(4, 4));
+    s_error("ij,jj->i", (zf_tensor_t *[]){a, sq4}, 2, ZF_INVALID_ARGUMENT,
+            "label 'j' of equation 'ij,jj->i' has sizes 3 and 4: input shapes [2,3] and [4,4]");
+    zf_tensor_unref(&sq4);
+    s_error("ii->ii", (zf_tensor_t *[]){sq}, 1, ZF_INVALID_ARGUMENT,
+            "output label 'i' appears twice in equation 'ii->ii'");
+    /* three operands */
+    zf_tensor_t *f = kt_zeros(ZF_FLOAT, ZF_SHAPE(3, 4)), *g = kt_zeros(ZF_FLOAT, ZF_SHAPE(5, 6));
+    s_error("ij,jk,kl->il", (zf_tensor_t *[]){a, f, g}, 3, ZF_INVALID_ARGUMENT,
+            "es (Einsum): label 'k' of equation 'ij,jk,kl->il' has sizes 4 and 5: input shapes "
+            "[2,3], [3,4] and [5,6]");
+    s_error("ij,jk,kl->il", (zf_tensor_t *[]){a, f, c}, 3, ZF_INVALID_ARGUMENT,
+            "equation 'ij,jk,kl->il' names 2 dims of input 2, which has rank 3 (input shapes "
+            "[2,3], [3,4] and [2,3,4])");
+    s_error("ij,jk,kl->iz", (zf_tensor_t *[]){a, f, g}, 3, ZF_INVALID_ARGUMENT,
+            "es (Einsum): output label 'z' of equation 'ij,jk,kl->iz' appears in no input");
+    s_error("ij,jk,kl->ili", (zf_tensor_t *[]){a, f, g}, 3, ZF_INVALID_ARGUMENT,
+            "output label 'i' appears twice in equation 'ij,jk,kl->ili'");
+    s_error("ij,jk,kl->il", (zf_tensor_t *[]){a, f, d}, 3, ZF_INVALID_ARGUMENT,
+            "input 2 must be float, got double");
+    s_error("...ij,...jk,...kl->...il", (zf_tensor_t *[]){c, e, g}, 3, ZF_INVALID_ARGUMENT,
+            "the ellipsis dims of equation '...ij,...jk,...kl->...il' do not broadcast: input "
+            "shapes [2,3,4], [3,4,5] and [5,6]");
+    kt_unref_all((zf_tensor_t *[]){f, g}, 2);
     kt_unref_all((zf_tensor_t *[]){a, b, c, d, e, sq}, 6);
 }
 
@@ -356,6 +773,11 @@ int main(void)
         cmocka_unit_test(test_einsum_broadcasts_ellipsis_dims),
         cmocka_unit_test(test_einsum_transposes_and_reductions),
         cmocka_unit_test(test_einsum_handles_empty_dims),
+        cmocka_unit_test(test_einsum_takes_diagonals_and_traces),
+        cmocka_unit_test(test_einsum_contracts_three_and_four_operands),
+        cmocka_unit_test(test_einsum_chains_with_empty_dims),
+        cmocka_unit_test(test_einsum_random_equations),
+        cmocka_unit_test(test_einsum_integer_and_16_bit_types),
         cmocka_unit_test(test_einsum_reports_bad_equations_and_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
