@@ -73,7 +73,9 @@ struct zf_broker {
 /* An envelope frame at least this large that the broker only passes on (a
  * client request for a scheduler, a scheduler's reply for a client) is
  * not decoded: its header is read from the wire bytes and the frame goes
- * on as it came, so that no large message holds up the loop thread. */
+ * on as it came, so that no large message holds up the loop thread. Nor
+ * is a SubmitJob this large, whose bytes the job store keeps as they came
+ * (broker_jobs.c). */
 #define ZF__BROKER_PASS_RAW_BYTES (1 << 20)
 
 /* A message the broker passes on: decoded (env), or the packed frame

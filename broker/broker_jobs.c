@@ -5,7 +5,10 @@
  * stored until a client's WaitJob collects it. A job whose scheduler goes
  * away is handed to another one (or the same once it is back), up to
  * max_attempts times; a broker started on the same store picks up every
- * job not yet collected. */
+ * job not yet collected. A SubmitJob of ZF__BROKER_PASS_RAW_BYTES or more
+ * is never decoded here: its bytes are kept as they came by the store's
+ * own thread (broker/job_blobs.h), and handed to a scheduler behind a new
+ * header built there. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
