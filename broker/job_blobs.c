@@ -13,12 +13,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/graphdef_io.h"
 #include "common/strmap.h"
 #include "proto/service.pb-c.h"
 
 #define S_SUBDIR   "requests"
 #define S_TMP      ".tmp"
-#define S_HEAD_MAX 32 /* version (2) + request id (11) + body key (2) + body length (10) */
+#define S_HEAD_MAX 32 /* version (2), request id (11), body key (2), body length (10) */
 
 /* A body held in memory: a share of the frame it came in. */
 typedef struct {
@@ -123,18 +124,6 @@ static zf_status_t s_write_file(const char *dir, const char *id, const uint8_t *
     return s_sync_dir(dir);
 }
 
-/* Appends varint v at p; returns the bytes written. */
-static size_t s_varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    do {
-        uint8_t b = v & 0x7f;
-        v >>= 7;
-        p[n++] = b | (v ? 0x80 : 0);
-    } while (v);
-    return n;
-}
-
 static void s_free_buf(void *data, void *hint)
 {
     (void)data;
@@ -153,12 +142,12 @@ static uint8_t *s_frame_buf(size_t len)
 static zf_status_t s_frame_take(zmq_msg_t *msg, uint8_t *buf, size_t len, uint64_t request_id)
 {
     uint8_t h[S_HEAD_MAX];
-    size_t n = s_varint(h, 1 << 3);
-    n += s_varint(h + n, ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1);
-    n += s_varint(h + n, 2 << 3);
-    n += s_varint(h + n, request_id);
-    n += s_varint(h + n, (uint64_t)ZFLOW__ENVELOPE__BODY_SUBMIT_JOB << 3 | 2);
-    n += s_varint(h + n, len);
+    size_t n = zf_proto_put_varint(h, 1 << 3);
+    n += zf_proto_put_varint(h + n, ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1);
+    n += zf_proto_put_varint(h + n, 2 << 3);
+    n += zf_proto_put_varint(h + n, request_id);
+    n += zf_proto_put_varint(h + n, (uint64_t)ZFLOW__ENVELOPE__BODY_SUBMIT_JOB << 3 | 2);
+    n += zf_proto_put_varint(h + n, len);
     uint8_t *start = buf + S_HEAD_MAX - n;
     memcpy(start, h, n);
     zmq_msg_close(msg);

@@ -31,24 +31,12 @@
 #define PING_MS  20
 #define NAME_FMT "n%07d"
 
-/* Appends varint v at p; returns the bytes written. */
-static size_t s_varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    do {
-        uint8_t b = v & 0x7f;
-        v >>= 7;
-        p[n++] = b | (v ? 0x80 : 0);
-    } while (v);
-    return n;
-}
-
 /* Appends field `field`, length-delimited, of `len` bytes at `data` (or
  * only the key and length when data is NULL). */
 static size_t s_field(uint8_t *p, uint32_t field, const void *data, size_t len)
 {
-    size_t n = s_varint(p, (uint64_t)field << 3 | 2);
-    n += s_varint(p + n, len);
+    size_t n = zf_proto_put_varint(p, (uint64_t)field << 3 | 2);
+    n += zf_proto_put_varint(p + n, len);
     if (data) memcpy(p + n, data, len);
     return n + (data ? len : 0);
 }
@@ -83,8 +71,9 @@ static uint8_t *s_big_create(uint64_t request_id, size_t *len_out)
     buf[n++] = 0x08; /* version */
     buf[n++] = 0x01;
     buf[n++] = 0x10; /* request_id */
-    n += s_varint(buf + n, request_id);
-    size_t create_len = s_varint(hdr, 1 << 3 | 2) + s_varint(hdr, graph_len) + graph_len;
+    n += zf_proto_put_varint(buf + n, request_id);
+    size_t create_len =
+        zf_proto_put_varint(hdr, 1 << 3 | 2) + zf_proto_put_varint(hdr, graph_len) + graph_len;
     n += s_field(buf + n, ZFLOW__ENVELOPE__BODY_CREATE_SESSION, NULL, create_len);
     n += s_field(buf + n, 1, NULL, graph_len); /* CreateSession.graph */
     for (int k = 0; k < NODES; k++) {
