@@ -550,12 +550,9 @@ static void s_load(zf_broker_t *b, s_job_t *j)
     zf__broker_jobs_t *J = b->jobs;
     uint64_t c = s_call_new(J, j); /* the envelope's request id */
     zf_job_blob_task_t *t = c ? zf_job_blob_task_new(ZF_JOB_BLOB_LOAD, j->id) : NULL;
-    zf_status_t st = zf_out_of_memory("broker: a job store task");
-    if (t) {
-        zf_status_clear(&st);
-        t->request_id = c;
-        st = zf_job_blobs_submit(J->blobs, &t);
-    }
+    if (t) t->request_id = c;
+    zf_status_t st =
+        t ? zf_job_blobs_submit(J->blobs, &t) : zf_out_of_memory("broker: a job store task");
     if (!zf_ok(st)) {
         zf_log_warn(ZF__BROKER_LOG, "cannot hand job %s to a scheduler: %s", j->id,
                     zf_status_msg(&st));
@@ -757,7 +754,8 @@ void zf__broker_jobs_on_large_submit(zf_broker_t *b, const zf__broker_ident_t *c
                       zmq_msg_copy(&t->bytes, m->raw) != 0))
         st = zf_out_of_memory("broker: a job");
     if (zf_ok(st)) {
-        *a = (s_ack_t){*client, m->request_id, a->job};
+        a->client = *client;
+        a->request_id = m->request_id;
         t->off = m->submit.off;
         t->len = m->submit.len;
         t->tag = a;
