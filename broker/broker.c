@@ -111,6 +111,8 @@ static void s_dispatch_raw(zf_broker_t *b, const zf_route_t *route, const zf__br
     }
     if (route->n == 2)
         zf__broker_on_scheduler_reply(b, route, m);
+    else if (m->body == ZFLOW__ENVELOPE__BODY_SUBMIT_JOB)
+        zf__broker_jobs_on_large_submit(b, &from, m);
     else
         zf__broker_forward_request(b, &from, m);
 }
@@ -126,8 +128,8 @@ static zf_status_t s_recv_error(int err)
 
 /* Whether frame, received with route, is one the broker passes on without
  * decoding it: large, a well-formed header of the protocol's version, and
- * a client request (one routing frame) or a scheduler's reply (two). Fills
- * m when it is. */
+ * a client request (one routing frame) or a scheduler's reply (two); or a
+ * large SubmitJob, which the broker keeps as it came. Fills m when it is. */
 static bool s_pass_raw(zmq_msg_t *frame, const zf_route_t *route, zf__broker_msg_t *m)
 {
     uint64_t version = 0;
@@ -140,7 +142,8 @@ static bool s_pass_raw(zmq_msg_t *frame, const zf_route_t *route, zf__broker_msg
         return m->body != ZFLOW__ENVELOPE__BODY__NOT_SET && !zf__broker_jobs_is_self(&to);
     }
     return route->n == 1 && zf__broker_is_client_request(m->body) &&
-           !zf__broker_jobs_serves(m->body); /* jobs are the broker's own */
+           (!zf__broker_jobs_serves(m->body) || /* jobs are the broker's own */
+            m->body == ZFLOW__ENVELOPE__BODY_SUBMIT_JOB);
 }
 
 /* zf_envelope_recv's checks on the next ready message, also telling which
@@ -248,9 +251,11 @@ void zf__broker_serve_monitor(zf_broker_t *b)
 
 static zf_status_t s_wait(zf_broker_t *b, int wait_ms)
 {
-    zmq_pollitem_t items[2] = {{zf_socket_handle(b->monitor), 0, ZMQ_POLLIN, 0},
-                               {zf_socket_handle(b->sock), 0, ZMQ_POLLIN, 0}};
-    if (zmq_poll(items, 2, wait_ms) >= 0 || zmq_errno() == EINTR) return ZF_STATUS_OK;
+    zmq_pollitem_t items[3] = {{zf_socket_handle(b->monitor), 0, ZMQ_POLLIN, 0},
+                               {zf_socket_handle(b->sock), 0, ZMQ_POLLIN, 0},
+                               {zf__broker_jobs_socket(b), 0, ZMQ_POLLIN, 0}};
+    if (zmq_poll(items, items[2].socket ? 3 : 2, wait_ms) >= 0 || zmq_errno() == EINTR)
+        return ZF_STATUS_OK;
     return s_recv_error(zmq_errno());
 }
 
@@ -404,12 +409,12 @@ void zf_broker_destroy(zf_broker_t **b_p)
         s_settle(b);
         zmq_socket_monitor(zf_socket_handle(b->sock), NULL, 0);
     }
+    zf__broker_jobs_close(b); /* its thread's sockets before the context */
     zf_socket_destroy(&b->monitor);
     zf_socket_destroy(&b->sock);
     zf_zctx_destroy(&b->ctx);
     zf_registry_destroy(&b->reg);
     zf__broker_requests_free(b);
-    zf__broker_jobs_close(b);
     free(b->scheds);
     free(b);
 }

@@ -1,7 +1,8 @@
 /* Private to broker/broker*.c: the layout of zf_broker_t and the helpers its
  * files share (broker.c: setup and the loop; broker_send.c: identities and
  * replies; broker_peers.c: schedulers and executors; broker_requests.c:
- * client requests in flight). Nothing else includes this header. */
+ * client requests in flight). Nothing else includes this header but the
+ * fuzz target of its peek (tests/fuzz/fuzz_broker_peek.c). */
 #ifndef ZF_BROKER_INTERNAL_H
 #define ZF_BROKER_INTERNAL_H
 
@@ -72,7 +73,9 @@ struct zf_broker {
 /* An envelope frame at least this large that the broker only passes on (a
  * client request for a scheduler, a scheduler's reply for a client) is
  * not decoded: its header is read from the wire bytes and the frame goes
- * on as it came, so that no large message holds up the loop thread. */
+ * on as it came, so that no large message holds up the loop thread. Nor
+ * is a SubmitJob this large, whose bytes the job store keeps as they came
+ * (broker_jobs.c). */
 #define ZF__BROKER_PASS_RAW_BYTES (1 << 20)
 
 /* A message the broker passes on: decoded (env), or the packed frame
@@ -86,13 +89,23 @@ typedef struct zf__broker_msg {
      * names (NULL: none; then any scheduler may take it) */
     const char *owned;
     char owned_buf[ZF_ROUTE_MAX_FRAME_BYTES]; /* a raw one's, NUL-terminated */
+    /* a raw SubmitJob's: what the broker checks of it, and where its
+     * SubmitJob bytes lie in the frame (broker_jobs.c keeps them as they are) */
+    struct {
+        bool graph, step; /* session.graph and step are present */
+        int64_t steps;
+        size_t off, len;
+    } submit;
 } zf__broker_msg_t;
 
-/* Reads an envelope's version, request id, body case and (for the
- * requests that name one) owned id from its wire bytes into m without
- * decoding the body (m->env NULL, m->raw untouched); *version receives
- * the version. False when the top level, or the body's own fields for an
- * owned id, are malformed. */
+/* Reads an envelope's version, request id, body case, (for the requests
+ * that name one) owned id and (for a SubmitJob) m->submit from its wire
+ * bytes into m without decoding the body (m->env NULL, m->raw untouched);
+ * *version receives the version. Every field is found by its key and
+ * skipped by its length, nothing is copied but the owned id, and no read
+ * goes past data + len. False when the top level, or the body's own
+ * fields that are read, are malformed (a SubmitJob's session, step and
+ * steps of another wire type than theirs among them). */
 bool zf__broker_peek(const uint8_t *data, size_t len, zf__broker_msg_t *m, uint64_t *version);
 
 /* m for a decoded envelope (borrowed by m). */
@@ -182,10 +195,17 @@ void zf__broker_jobs_close(zf_broker_t *b);
 /* The store's database path, for logs. */
 const char *zf__broker_jobs_store_path(const zf_broker_t *b);
 /* True for SubmitJob, WaitJob and PollJob, which the broker serves itself
- * (and so decodes, whatever their size). */
+ * (and so decodes, whatever their size, but a large SubmitJob). */
 bool zf__broker_jobs_serves(Zflow__Envelope__BodyCase body);
 void zf__broker_jobs_on_request(zf_broker_t *b, const zf__broker_ident_t *client,
                                 const Zflow__Envelope *env);
+/* A large SubmitJob, m->raw as it came and m->submit peeked: checked as a
+ * decoded one is, its SubmitJob bytes kept apart as they are (job_blobs.h);
+ * the client hears its id once they and its record are durable. */
+void zf__broker_jobs_on_large_submit(zf_broker_t *b, const zf__broker_ident_t *client,
+                                     const zf__broker_msg_t *m);
+/* The socket the loop polls for the job store's thread (NULL when none). */
+void *zf__broker_jobs_socket(const zf_broker_t *b);
 /* True for the client frame of the broker's own requests to schedulers. */
 bool zf__broker_jobs_is_self(const zf__broker_ident_t *id);
 /* A reply of scheduler i to one of them; env is the caller's, but a

@@ -5,7 +5,10 @@
  * stored until a client's WaitJob collects it. A job whose scheduler goes
  * away is handed to another one (or the same once it is back), up to
  * max_attempts times; a broker started on the same store picks up every
- * job not yet collected. */
+ * job not yet collected. A SubmitJob of ZF__BROKER_PASS_RAW_BYTES or more
+ * is never decoded here: its bytes are kept as they came by the store's
+ * own thread (broker/job_blobs.h), and handed to a scheduler behind a new
+ * header built there. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +16,7 @@
 #include <time.h>
 
 #include "broker/broker_internal.h"
+#include "broker/job_blobs.h"
 #include "broker/job_store.h"
 #include "common/log.h"
 #include "common/random.h"
@@ -23,6 +27,7 @@
 #define S_WINDOW      1024  /* jobs one scheduler holds at most */
 #define S_MAX_JOBS    65536 /* jobs the broker keeps (queued, running, results) */
 #define S_MAX_WAITERS 65536 /* WaitJobs waiting, all jobs together */
+#define S_LOADS       2     /* large requests read for sending at once (each held whole) */
 
 /* The routing identity the broker's own requests to schedulers carry as
  * their client frame. ZeroMQ's generated identities are 5 bytes and a
@@ -55,6 +60,8 @@ typedef struct s_job {
     bool cancelled;      /* CancelJob came while a scheduler had it */
     s_waiter_t *waiters;
     struct s_job *next_queued;
+    bool apart;   /* its request is kept apart (job_blobs.h), not in its row */
+    bool loading; /* taken off the queue while that request is read to be sent */
 } s_job_t;
 
 /* A client's PollJob passed on to the job's scheduler. */
@@ -73,9 +80,12 @@ typedef struct s_ack {
 
 struct zf__broker_jobs {
     zf_job_store_t *store;
-    zf_strmap_t *by_id; /* job id -> s_job_t * */
-    zf_strmap_t *calls; /* 8-byte call id -> s_job_t * */
-    zf_strmap_t *polls; /* 8-byte call id -> s_poll_t * */
+    zf_job_blobs_t *blobs; /* large requests, on a thread of their own */
+    int n_storing;         /* large SubmitJobs being written there */
+    int n_loading;         /* large requests being read from there */
+    zf_strmap_t *by_id;    /* job id -> s_job_t * */
+    zf_strmap_t *calls;    /* 8-byte call id -> s_job_t * */
+    zf_strmap_t *polls;    /* 8-byte call id -> s_poll_t * */
     s_job_t *q_head, *q_tail;
     int64_t next_seq;
     uint64_t next_call;
@@ -182,10 +192,29 @@ static uint64_t s_call_new(zf__broker_jobs_t *J, s_job_t *j)
     return j->call;
 }
 
+/* Forgets j's request kept apart, when it has one (a file left behind is
+ * removed at the next start). */
+static void s_blob_drop(zf__broker_jobs_t *J, s_job_t *j)
+{
+    if (!j->apart) return;
+    j->apart = false;
+    zf_job_blob_task_t *t = zf_job_blob_task_new(ZF_JOB_BLOB_DELETE, j->id);
+    zf_status_t s =
+        t ? zf_job_blobs_submit(J->blobs, &t) : zf_out_of_memory("broker: a job store task");
+    if (!zf_ok(s))
+        zf_log_warn(ZF__BROKER_LOG,
+                    "the request of job %s stays in the job store until the broker starts "
+                    "again: %s",
+                    j->id, zf_status_msg(&s));
+    zf_status_clear(&s);
+    zf_job_blob_task_free(&t);
+}
+
 /* Removes j from memory (not from the store) and frees it; its waiters
  * must have been answered. */
 static void s_job_free(zf__broker_jobs_t *J, s_job_t *j)
 {
+    s_blob_drop(J, j);
     s_call_forget(J, j);
     if (j->state == ZF_JOB_STORE_QUEUED) s_queue_remove(J, j);
     if (j->state == ZF_JOB_STORE_DONE) J->n_done--;
@@ -381,6 +410,10 @@ static void s_finish(zf_broker_t *b, s_job_t *j, Zflow__RunStepReply *r)
     /* durable before a reply tells of it (the result to a waiter, DONE to a
      * poll): a broker killed right after must still have it */
     zf_status_t c = zf_job_store_commit(J->store);
+    if (zf_ok(c))
+        s_blob_drop(J, j); /* its request is no longer needed once its end is recorded */
+    else
+        j->apart = false; /* kept: after a restart its record may still need it */
     if (!zf_ok(c)) zf_log_error(ZF__BROKER_LOG, "%s", zf_status_msg(&c));
     zf_status_clear(&c);
     s_begin(J);
@@ -457,31 +490,19 @@ static int s_pick(zf_broker_t *b)
     return best;
 }
 
-/* Hands j, just taken off the queue, to scheduler i. False when i is gone
- * (it was dropped; j is back at the queue's head). */
-static bool s_dispatch(zf_broker_t *b, int i, s_job_t *j)
+/* j's stored request cannot be read (why): it ends with DATA_LOSS. */
+static void s_unreadable(zf_broker_t *b, s_job_t *j, const zf_status_t *why)
+{
+    s_finish_status(b, j,
+                    zf_status_new(ZF_DATA_LOSS, "the stored request of job '%s' cannot be read: %s",
+                                  j->id, zf_status_msg(why)));
+}
+
+/* j's request went to scheduler i (st: how its sending went). False when i
+ * is gone (it was dropped; j is back at the queue's head). */
+static bool s_sent(zf_broker_t *b, int i, s_job_t *j, zf_status_t st)
 {
     zf__broker_jobs_t *J = b->jobs;
-    void *bytes = NULL;
-    size_t len = 0;
-    Zflow__Envelope *env = NULL;
-    zf_status_t st = zf_job_store_request(J->store, j->id, &bytes, &len);
-    if (zf_ok(st)) st = zf_envelope_decode(bytes, len, &env, NULL);
-    free(bytes);
-    if (zf_ok(st) && (env->body_case != ZFLOW__ENVELOPE__BODY_SUBMIT_JOB || !env->submit_job))
-        st = zf_invalid_argument("it holds a %s", zf_envelope_body_name(env));
-    if (!zf_ok(st)) {
-        if (env) zflow__envelope__free_unpacked(env, NULL);
-        s_finish_status(b, j,
-                        zf_status_new(ZF_DATA_LOSS,
-                                      "the stored request of job '%s' cannot be "
-                                      "read: %s",
-                                      j->id, zf_status_msg(&st)));
-        zf_status_clear(&st);
-        return true;
-    }
-    st = s_call(b, i, j, env);
-    zflow__envelope__free_unpacked(env, NULL);
     if (st.code == ZF_UNAVAILABLE) {
         zf_status_clear(&st);
         s_queue_push(J, j, true);
@@ -508,6 +529,83 @@ static bool s_dispatch(zf_broker_t *b, int i, s_job_t *j)
     return true;
 }
 
+/* Hands j, just taken off the queue, to scheduler i: its stored envelope
+ * decoded and sent with the broker's request id. False when i is gone (as
+ * s_sent). */
+static bool s_dispatch(zf_broker_t *b, int i, s_job_t *j)
+{
+    void *bytes = NULL;
+    size_t len = 0;
+    Zflow__Envelope *env = NULL;
+    zf_status_t st = zf_job_store_request(b->jobs->store, j->id, &bytes, &len);
+    if (zf_ok(st)) st = zf_envelope_decode(bytes, len, &env, NULL);
+    free(bytes);
+    if (zf_ok(st) && (env->body_case != ZFLOW__ENVELOPE__BODY_SUBMIT_JOB || !env->submit_job))
+        st = zf_invalid_argument("it holds a %s", zf_envelope_body_name(env));
+    if (!zf_ok(st)) {
+        if (env) zflow__envelope__free_unpacked(env, NULL);
+        s_unreadable(b, j, &st);
+        zf_status_clear(&st);
+        return true;
+    }
+    st = s_call(b, i, j, env);
+    zflow__envelope__free_unpacked(env, NULL);
+    return s_sent(b, i, j, st);
+}
+
+/* Starts reading j's request kept apart, just taken off the queue, into
+ * the envelope to send (s_on_loaded); j waits for its retry time in the
+ * queue when the store's thread cannot take it. */
+static void s_load(zf_broker_t *b, s_job_t *j)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    uint64_t c = s_call_new(J, j); /* the envelope's request id */
+    zf_job_blob_task_t *t = c ? zf_job_blob_task_new(ZF_JOB_BLOB_LOAD, j->id) : NULL;
+    if (t) t->request_id = c;
+    zf_status_t st =
+        t ? zf_job_blobs_submit(J->blobs, &t) : zf_out_of_memory("broker: a job store task");
+    if (!zf_ok(st)) {
+        zf_log_warn(ZF__BROKER_LOG, "cannot hand job %s to a scheduler: %s", j->id,
+                    zf_status_msg(&st));
+        zf_status_clear(&st);
+        zf_job_blob_task_free(&t);
+        s_call_forget(J, j);
+        j->retry_at_ms = s_mono_ms() + S_RETRY_MS;
+        s_queue_push(J, j, false);
+        return;
+    }
+    j->loading = true;
+    J->n_loading++;
+}
+
+/* j's request kept apart is read into an envelope (t done): sent, as it
+ * is, to the scheduler with room now, or j goes back to the queue's head
+ * when none has. */
+static void s_on_loaded(zf_broker_t *b, zf_job_blob_task_t *t)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    J->n_loading--;
+    s_job_t *j = s_find(J, t->id);
+    if (!j || !j->loading || j->call != t->request_id) return; /* it went meanwhile */
+    j->loading = false;
+    if (!zf_ok(t->status)) {
+        s_call_forget(J, j);
+        s_unreadable(b, j, &t->status);
+        return;
+    }
+    int i = s_pick(b);
+    if (i < 0) {
+        s_call_forget(J, j);
+        s_queue_push(J, j, true);
+        return;
+    }
+    zf_route_t r = zf__broker_route_to(&b->scheds[i].id);
+    zf_status_t st = zf_route_push(&r, s_self, S_SELF_LEN);
+    if (zf_ok(st)) st = zf_envelope_send_packed(b->sock, &r, &t->bytes);
+    if (!zf_ok(st)) s_call_forget(J, j);
+    s_sent(b, i, j, st);
+}
+
 /* Hands queued jobs, oldest first, to schedulers with room. */
 static void s_dispatch_queued(zf_broker_t *b)
 {
@@ -529,7 +627,14 @@ static void s_dispatch_queued(zf_broker_t *b)
             continue;
         }
         j->retry_at_ms = 0;
-        s_dispatch(b, i, j);
+        if (!j->apart) {
+            s_dispatch(b, i, j);
+        } else if (J->n_loading < S_LOADS) {
+            s_load(b, j);
+        } else { /* its turn comes once a request being read is sent */
+            s_queue_push(J, j, true);
+            break;
+        }
     }
     if (later) { /* back in front, in their order */
         later_tail->next_queued = J->q_head;
@@ -562,21 +667,22 @@ static zf_status_t s_not_found(const zf__broker_jobs_t *J, const char *id)
                         id ? id : "", J->keep_ms / 1000, J->keep_results);
 }
 
-static zf_status_t s_check_submit(const zf__broker_jobs_t *J, const Zflow__SubmitJob *req)
+/* A SubmitJob's checks, from its decoded fields or its peeked ones:
+ * whether it names a session graph and a step, and its steps. */
+static zf_status_t s_check_submit(const zf__broker_jobs_t *J, bool graph, bool step, int64_t steps)
 {
-    if (!req || !req->session || !req->session->graph)
-        return zf_invalid_argument("SubmitJob without a session graph");
-    if (!req->step) return zf_invalid_argument("SubmitJob without a step");
-    if (req->steps < 0)
+    if (!graph) return zf_invalid_argument("SubmitJob without a session graph");
+    if (!step) return zf_invalid_argument("SubmitJob without a step");
+    if (steps < 0)
         return zf_invalid_argument("SubmitJob: steps must be 0 or more, not %" PRId64
                                    " (0 runs the step once; this broker accepts at most %" PRId64
                                    " per job (--max-job-steps))",
-                                   req->steps, J->max_steps);
-    if (req->steps > J->max_steps)
+                                   steps, J->max_steps);
+    if (steps > J->max_steps)
         return zf_invalid_argument("SubmitJob asks for %" PRId64 " steps; this broker accepts at "
                                    "most %" PRId64 " per job (--max-job-steps)",
-                                   req->steps, J->max_steps);
-    if (zf_strmap_size(J->by_id) >= S_MAX_JOBS)
+                                   steps, J->max_steps);
+    if (zf_strmap_size(J->by_id) + (size_t)J->n_storing >= S_MAX_JOBS)
         return zf_status_new(ZF_RESOURCE_EXHAUSTED,
                              "SubmitJob refused: the broker already keeps %d jobs (queued, "
                              "running or with results to collect); submit again once some are "
@@ -585,43 +691,116 @@ static zf_status_t s_check_submit(const zf__broker_jobs_t *J, const Zflow__Submi
     return ZF_STATUS_OK;
 }
 
-/* Records env's job in the store's open transaction and in memory; the
- * client hears its id once the round's commit is done. */
-static void s_on_submit(zf_broker_t *b, const zf__broker_ident_t *client,
-                        const Zflow__Envelope *env)
+/* A new job of steps runs (0: one) with the next id; NULL when out of memory. */
+static s_job_t *s_job_new(zf__broker_jobs_t *J, int64_t steps)
+{
+    s_job_t *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->seq = J->next_seq++;
+    j->steps = steps > 0 ? steps : 1;
+    snprintf(j->id, sizeof j->id, "job-%" PRId64 "-%08" PRIx64, j->seq,
+             zf_random_id() & 0xffffffffu);
+    return j;
+}
+
+/* Records j with its request bytes (NULL: kept apart) in the store's open
+ * transaction and in memory; the client hears its id once the round's
+ * commit is done. On failure the client is answered and j freed. */
+static void s_record(zf_broker_t *b, const zf__broker_ident_t *client, uint64_t request_id,
+                     s_job_t *j, const void *bytes, size_t len)
 {
     zf__broker_jobs_t *J = b->jobs;
-    zf_status_t st = s_check_submit(J, env->submit_job);
-    s_job_t *j = NULL;
-    uint8_t *bytes = NULL;
-    size_t len = zflow__envelope__get_packed_size(env);
-    if (zf_ok(st))
-        st = zf__broker_grow((void **)&J->acks, &J->cap_acks, J->n_acks, sizeof *J->acks);
-    if (zf_ok(st) && (!(j = calloc(1, sizeof *j)) || !(bytes = malloc(len ? len : 1))))
-        st = zf_out_of_memory("broker: a job");
-    if (zf_ok(st)) {
-        zflow__envelope__pack(env, bytes);
-        j->seq = J->next_seq++;
-        j->steps = env->submit_job->steps > 0 ? env->submit_job->steps : 1;
-        snprintf(j->id, sizeof j->id, "job-%" PRId64 "-%08" PRIx64, j->seq,
-                 zf_random_id() & 0xffffffffu);
-        st = zf_job_store_begin(J->store);
-    }
+    zf_status_t st = zf__broker_grow((void **)&J->acks, &J->cap_acks, J->n_acks, sizeof *J->acks);
+    if (zf_ok(st)) st = zf_job_store_begin(J->store);
     if (zf_ok(st)) st = zf_job_store_put(J->store, j->id, j->seq, j->steps, bytes, len);
-    free(bytes);
     if (zf_ok(st) && zf_strmap_insert(J->by_id, j->id, (uintptr_t)j, NULL) != 0) {
         zf_status_t d = zf_job_store_delete(J->store, j->id);
         zf_status_clear(&d);
         st = zf_out_of_memory("broker: the job table");
     }
     if (!zf_ok(st)) {
+        s_blob_drop(J, j);
+        free(j);
+        zf_log_warn(ZF__BROKER_LOG, "SubmitJob refused: %s", zf_status_msg(&st));
+        s_send_submit_reply(b, client, request_id, &st, NULL);
+        return;
+    }
+    s_queue_push(J, j, false);
+    J->acks[J->n_acks++] = (s_ack_t){*client, request_id, j};
+}
+
+/* Records env's job, its envelope packed again as the request. */
+static void s_on_submit(zf_broker_t *b, const zf__broker_ident_t *client,
+                        const Zflow__Envelope *env)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    const Zflow__SubmitJob *req = env->submit_job;
+    zf_status_t st = s_check_submit(J, req && req->session && req->session->graph, req && req->step,
+                                    req ? req->steps : 0);
+    s_job_t *j = NULL;
+    uint8_t *bytes = NULL;
+    size_t len = zflow__envelope__get_packed_size(env);
+    if (zf_ok(st) && (!(j = s_job_new(J, req->steps)) || !(bytes = malloc(len ? len : 1))))
+        st = zf_out_of_memory("broker: a job");
+    if (!zf_ok(st)) {
         free(j);
         zf_log_warn(ZF__BROKER_LOG, "SubmitJob refused: %s", zf_status_msg(&st));
         s_send_submit_reply(b, client, env->request_id, &st, NULL);
         return;
     }
-    s_queue_push(J, j, false);
-    J->acks[J->n_acks++] = (s_ack_t){*client, env->request_id, j};
+    zflow__envelope__pack(env, bytes);
+    s_record(b, client, env->request_id, j, bytes, len);
+    free(bytes);
+}
+
+void zf__broker_jobs_on_large_submit(zf_broker_t *b, const zf__broker_ident_t *client,
+                                     const zf__broker_msg_t *m)
+{
+    zf__broker_jobs_t *J = b->jobs;
+    zf_status_t st = s_check_submit(J, m->submit.graph, m->submit.step, m->submit.steps);
+    s_ack_t *a = zf_ok(st) ? calloc(1, sizeof *a) : NULL;
+    zf_job_blob_task_t *t = NULL;
+    if (zf_ok(st) && (!a || !(a->job = s_job_new(J, m->submit.steps)) ||
+                      !(t = zf_job_blob_task_new(ZF_JOB_BLOB_PUT, a->job->id)) ||
+                      zmq_msg_copy(&t->bytes, m->raw) != 0))
+        st = zf_out_of_memory("broker: a job");
+    if (zf_ok(st)) {
+        a->client = *client;
+        a->request_id = m->request_id;
+        t->off = m->submit.off;
+        t->len = m->submit.len;
+        t->tag = a;
+        st = zf_job_blobs_submit(J->blobs, &t);
+    }
+    if (!zf_ok(st)) {
+        zf_job_blob_task_free(&t);
+        if (a) free(a->job);
+        free(a);
+        zf_log_warn(ZF__BROKER_LOG, "SubmitJob refused: %s", zf_status_msg(&st));
+        s_send_submit_reply(b, client, m->request_id, &st, NULL);
+        return;
+    }
+    J->n_storing++;
+}
+
+/* A large SubmitJob's bytes are durable (t done): its job is recorded. */
+static void s_on_stored(zf_broker_t *b, zf_job_blob_task_t *t)
+{
+    s_ack_t *a = t->tag;
+    b->jobs->n_storing--;
+    if (zf_ok(t->status)) {
+        a->job->apart = true;
+        s_record(b, &a->client, a->request_id, a->job, NULL, 0);
+    } else {
+        zf_status_t st = zf_status_new(ZF_UNAVAILABLE,
+                                       "SubmitJob refused: the broker cannot record it in its "
+                                       "job store: %s",
+                                       zf_status_msg(&t->status));
+        zf_log_warn(ZF__BROKER_LOG, "%s", zf_status_msg(&st));
+        s_send_submit_reply(b, &a->client, a->request_id, &st, NULL);
+        free(a->job);
+    }
+    free(a);
 }
 
 static void s_on_wait(zf_broker_t *b, const zf__broker_ident_t *client, const Zflow__Envelope *env)
@@ -1001,9 +1180,29 @@ static bool s_commit(zf_broker_t *b)
     return false;
 }
 
+/* Takes back the store thread's tasks done. */
+static void s_blobs_done(zf_broker_t *b)
+{
+    for (zf_job_blob_task_t *t; (t = zf_job_blobs_next(b->jobs->blobs));) {
+        if (t->op == ZF_JOB_BLOB_PUT)
+            s_on_stored(b, t);
+        else if (t->op == ZF_JOB_BLOB_LOAD)
+            s_on_loaded(b, t);
+        else if (!zf_ok(t->status))
+            zf_log_warn(ZF__BROKER_LOG, "%s", zf_status_msg(&t->status));
+        zf_job_blob_task_free(&t);
+    }
+}
+
+void *zf__broker_jobs_socket(const zf_broker_t *b)
+{
+    return b->jobs && b->jobs->blobs ? zf_job_blobs_socket(b->jobs->blobs) : NULL;
+}
+
 void zf__broker_jobs_round(zf_broker_t *b)
 {
     zf__broker_jobs_t *J = b->jobs;
+    s_blobs_done(b);
     bool durable = s_commit(b);
     for (int k = 0; k < J->n_acks; k++) {
         s_ack_t *a = &J->acks[k];
@@ -1051,6 +1250,7 @@ static zf_status_t s_recover(zf_broker_t *b)
         }
         j->seq = recs[k].seq;
         j->steps = recs[k].steps;
+        j->apart = recs[k].request_apart;
         j->attempts = recs[k].attempts;
         j->ended_ms = recs[k].ended_ms;
         if (j->seq >= J->next_seq) J->next_seq = j->seq + 1;
@@ -1089,6 +1289,13 @@ static zf_status_t s_recover(zf_broker_t *b)
     return zf_job_store_commit(J->store);
 }
 
+/* Whether the job store keeps id's request apart (for zf_job_blobs_sweep). */
+static bool s_keeps_apart(void *arg, const char *id)
+{
+    const s_job_t *j = s_find(arg, id);
+    return j && j->apart;
+}
+
 zf_status_t zf__broker_jobs_open(zf_broker_t *b, const zf_broker_config_t *config)
 {
     zf__broker_jobs_t *J = calloc(1, sizeof *J);
@@ -1103,14 +1310,29 @@ zf_status_t zf__broker_jobs_open(zf_broker_t *b, const zf_broker_config_t *confi
     J->calls = zf_strmap_new(0, 0);
     J->polls = zf_strmap_new(0, 0);
     if (!J->by_id || !J->calls || !J->polls) return zf_out_of_memory("broker: jobs");
-    ZF_TRY(zf_job_store_open(config->state ? config->state : ZF_JOB_STORE_MEMORY, &J->store));
-    return s_recover(b);
+    const char *dir =
+        config->state && strcmp(config->state, ZF_JOB_STORE_MEMORY) != 0 ? config->state : NULL;
+    ZF_TRY(zf_job_store_open(dir ? dir : ZF_JOB_STORE_MEMORY, &J->store));
+    ZF_TRY(zf_job_blobs_new(b->ctx, dir, &J->blobs));
+    ZF_TRY(s_recover(b));
+    size_t gone = dir ? zf_job_blobs_sweep(dir, s_keeps_apart, J) : 0;
+    if (gone)
+        zf_log_info(ZF__BROKER_LOG, "job store %s: removed %zu request(s) of no job", dir, gone);
+    return ZF_STATUS_OK;
 }
 
 void zf__broker_jobs_close(zf_broker_t *b)
 {
     zf__broker_jobs_t *J = b->jobs;
     if (!J) return;
+    if (J->blobs) zf_job_blobs_stop(J->blobs); /* what it was given is done */
+    for (zf_job_blob_task_t *t; J->blobs && (t = zf_job_blobs_next(J->blobs));) {
+        s_ack_t *a = t->op == ZF_JOB_BLOB_PUT ? t->tag : NULL;
+        if (a) free(a->job);
+        free(a);
+        zf_job_blob_task_free(&t);
+    }
+    zf_job_blobs_destroy(&J->blobs);
     b->jobs = NULL;
     size_t iter = 0;
     uintptr_t v = 0;

@@ -33,12 +33,45 @@ static bool s_peek_owner(const uint8_t *p, size_t n, zf__broker_msg_t *m)
     return true;
 }
 
+/* Whether a CreateSession's bytes name a graph at their first level. */
+static bool s_peek_graph(const uint8_t *p, size_t n, bool *graph)
+{
+    const uint8_t *end = p + n;
+    while (p < end) {
+        zf_proto_field_t f;
+        if (!zf_proto_next_field(&p, end, &f)) return false;
+        if (f.number == 1 && f.wire != 2) return false;
+        if (f.number == 1) *graph = true;
+    }
+    return true;
+}
+
+/* A SubmitJob's first level into m->submit: its session (and whether that
+ * names a graph), step and steps; the graph and everything else are only
+ * skipped. Sub-messages that come more than once merge, as protobuf's do;
+ * of repeated steps the last wins. */
+static bool s_peek_submit(const uint8_t *p, size_t n, zf__broker_msg_t *m)
+{
+    const uint8_t *end = p + n;
+    while (p < end) {
+        zf_proto_field_t f;
+        if (!zf_proto_next_field(&p, end, &f)) return false;
+        if ((f.number == 1 || f.number == 2 || f.number == 4) && f.wire != 2) return false;
+        if (f.number == 3 && f.wire != 0) return false;
+        if (f.number == 1 && !s_peek_graph(f.data, (size_t)f.value, &m->submit.graph)) return false;
+        if (f.number == 2) m->submit.step = true;
+        if (f.number == 3) m->submit.steps = (int64_t)f.value;
+    }
+    return true;
+}
+
 bool zf__broker_peek(const uint8_t *data, size_t len, zf__broker_msg_t *m, uint64_t *version)
 {
     m->env = NULL;
     m->request_id = 0;
     m->body = ZFLOW__ENVELOPE__BODY__NOT_SET;
     m->owned = NULL;
+    memset(&m->submit, 0, sizeof m->submit);
     *version = 0;
     const uint8_t *p = data, *end = data + len, *body = NULL;
     size_t body_len = 0;
@@ -58,6 +91,11 @@ bool zf__broker_peek(const uint8_t *data, size_t len, zf__broker_msg_t *m, uint6
         }
     }
     if (body && s_names_owner(m->body)) return s_peek_owner(body, body_len, m);
+    if (body && m->body == ZFLOW__ENVELOPE__BODY_SUBMIT_JOB) {
+        m->submit.off = (size_t)(body - data);
+        m->submit.len = body_len;
+        return s_peek_submit(body, body_len, m);
+    }
     return true;
 }
 

@@ -34,7 +34,8 @@ static const char *const s_sql[S_N_STMTS] = {
     [S_REQUEUED] = "UPDATE jobs SET state = 1, scheduler = NULL, attempts = ?2 WHERE id = ?1",
     [S_FINISHED] = "UPDATE jobs SET state = 3, result = ?2, ended_ms = ?3, attempts = ?4, "
                    "request = NULL WHERE id = ?1",
-    [S_LIST] = "SELECT id, seq, state, scheduler, attempts, steps, ended_ms FROM jobs ORDER BY seq",
+    [S_LIST] = "SELECT id, seq, state, scheduler, attempts, steps, ended_ms, request IS NULL FROM "
+               "jobs ORDER BY seq",
     [S_REQUEST] = "SELECT request FROM jobs WHERE id = ?1",
     [S_RESULT] = "SELECT result FROM jobs WHERE id = ?1 AND state = 3",
     [S_DELETE] = "DELETE FROM jobs WHERE id = ?1",
@@ -254,6 +255,7 @@ static zf_status_t s_run(zf_job_store_t *s, int i, const char *doing, int *chang
 
 static int s_bind_blob(sqlite3_stmt *st, int k, const void *p, size_t len)
 {
+    if (!p) return sqlite3_bind_null(st, k);
     if (len > S_MAX_BLOB) return SQLITE_TOOBIG;
     return sqlite3_bind_blob(st, k, len ? p : "", (int)len, SQLITE_TRANSIENT);
 }
@@ -338,6 +340,7 @@ static bool s_read_row(sqlite3_stmt *st, zf_job_store_record_t *r)
     r->attempts = (int)attempts;
     r->steps = sqlite3_column_int64(st, 5);
     r->ended_ms = sqlite3_column_int64(st, 6);
+    r->request_apart = r->state != ZF_JOB_STORE_DONE && sqlite3_column_int(st, 7);
     return r->seq > 0;
 }
 

@@ -18,14 +18,17 @@
  *   transaction, so that a broker round with many submits pays one commit;
  *   outside of them each write commits on its own.
  * - Requests and results are stored as opaque bytes (the SubmitJob
- *   envelope as received, the RunStepReply); this layer never decodes them,
- *   and its callers check them as any peer's input.
+ *   envelope as decoded and packed again, the RunStepReply); this layer
+ *   never decodes them, and its callers check them as any peer's input. A
+ *   large SubmitJob's request is not in its row: its bytes, as they came,
+ *   are kept apart by broker/job_blobs.h, written on a thread of their own.
  * - The interface names no SQLite type, so another database can serve it.
  *
  * Thread-safety: none; one thread (the broker's) uses a store. */
 #ifndef ZF_BROKER_JOB_STORE_H
 #define ZF_BROKER_JOB_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +51,7 @@ typedef struct zf_job_store_record {
     int attempts;       /* times it was handed to a scheduler */
     int64_t steps;      /* runs of its step (informational) */
     int64_t ended_ms;   /* wall clock (ms since the epoch) once done; else 0 */
+    bool request_apart; /* not done, and stored without its request (job_blobs.h) */
 } zf_job_store_record_t;
 
 /* The file a store keeps in its directory. */
@@ -73,8 +77,9 @@ const char *zf_job_store_path(const zf_job_store_t *s);
 zf_status_t zf_job_store_begin(zf_job_store_t *s);
 zf_status_t zf_job_store_commit(zf_job_store_t *s);
 
-/* Records an accepted job, QUEUED, with its request bytes. ALREADY_EXISTS
- * for an id already stored. */
+/* Records an accepted job, QUEUED, with its request bytes, or without them
+ * (request NULL) when its request is kept apart (broker/job_blobs.h).
+ * ALREADY_EXISTS for an id already stored. */
 zf_status_t zf_job_store_put(zf_job_store_t *s, const char *id, int64_t seq, int64_t steps,
                              const void *request, size_t len);
 

@@ -96,6 +96,17 @@ static int s_read_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
     return -2; /* more than 10 bytes */
 }
 
+size_t zf_proto_put_varint(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    do {
+        uint8_t b = v & 0x7f;
+        v >>= 7;
+        p[n++] = b | (v ? 0x80 : 0);
+    } while (v);
+    return n;
+}
+
 bool zf_proto_next_field(const uint8_t **p, const uint8_t *end, zf_proto_field_t *f)
 {
     uint64_t key = 0;

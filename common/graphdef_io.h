@@ -74,6 +74,14 @@ typedef struct zf_proto_field {
  * group or an unknown wire type); *p is then undefined. */
 bool zf_proto_next_field(const uint8_t **p, const uint8_t *end, zf_proto_field_t *f);
 
+/* The most bytes a varint takes. */
+#define ZF_PROTO_VARINT_MAX 10
+
+/* Writes v as a protobuf varint at p (room for ZF_PROTO_VARINT_MAX bytes);
+ * returns the bytes written: for writing a message's top level (an
+ * envelope's header) around bytes that are not packed again. */
+size_t zf_proto_put_varint(uint8_t *p, uint64_t v);
+
 /* Frees a GraphDef from this module (or protobuf-c's unpack); NULL-safe,
  * sets *gd_p to NULL. */
 void zf_graphdef_free(Tensorflow__GraphDef **gd_p);

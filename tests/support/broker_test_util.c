@@ -1,4 +1,5 @@
 /* Definitions of broker_test_util.h. */
+#include <dirent.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -86,6 +87,12 @@ void zf_test_state_dir_remove(const char *dir)
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         unlink(path);
     }
+    snprintf(path, sizeof path, "%s/requests", dir); /* large requests, kept apart */
+    DIR *d = opendir(path);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.') unlinkat(dirfd(d), e->d_name, 0);
+    if (d) closedir(d);
+    rmdir(path);
     rmdir(dir);
 }
 

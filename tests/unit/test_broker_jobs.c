@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <sqlite3.h>
 
 #include "broker_test_util.h"
@@ -80,10 +81,31 @@ static void s_register(zf_socket_t *s, const char *sid)
     zflow__envelope__free_unpacked(rep, NULL);
 }
 
-/* Submits a job whose step fetches `fetch`; returns its id (caller frees). */
-static char *s_submit(zf_socket_t *c, uint64_t request_id, const char *fetch)
+/* The byte at i of a large job's padding. */
+static char s_pad_byte(size_t i)
+{
+    return (char)('a' + i % 26);
+}
+
+/* Submits a job whose step fetches `fetch` and whose graph has one node
+ * with a device name of `pad` bytes when pad > 0 (a SubmitJob of 1 MiB or
+ * more is one the broker keeps as it came); returns its id (caller frees). */
+static char *s_submit_padded(zf_socket_t *c, uint64_t request_id, const char *fetch, size_t pad)
 {
     Tensorflow__GraphDef gd = TENSORFLOW__GRAPH_DEF__INIT;
+    Tensorflow__NodeDef node = TENSORFLOW__NODE_DEF__INIT, *nodes[] = {&node};
+    char *device = NULL;
+    if (pad) {
+        device = malloc(pad + 1);
+        assert_non_null(device);
+        for (size_t i = 0; i < pad; i++) device[i] = s_pad_byte(i);
+        device[pad] = '\0';
+        node.name = "n";
+        node.op = "NoOp";
+        node.device = device;
+        gd.n_node = 1;
+        gd.node = nodes;
+    }
     Zflow__CreateSession cs = ZFLOW__CREATE_SESSION__INIT;
     cs.graph = &gd;
     char *fetches[] = {(char *)fetch};
@@ -94,6 +116,7 @@ static char *s_submit(zf_socket_t *c, uint64_t request_id, const char *fetch)
     sj.session = &cs;
     sj.step = &rs;
     zf_test_send_body(c, request_id, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &sj);
+    free(device);
     Zflow__Envelope *rep = zf_test_recv(c, 5000, NULL);
     assert_non_null(rep);
     assert_int_equal(rep->request_id, request_id);
@@ -106,6 +129,12 @@ static char *s_submit(zf_socket_t *c, uint64_t request_id, const char *fetch)
     return id;
 }
 
+/* Submits a job whose step fetches `fetch`; returns its id (caller frees). */
+static char *s_submit(zf_socket_t *c, uint64_t request_id, const char *fetch)
+{
+    return s_submit_padded(c, request_id, fetch, 0);
+}
+
 /* A request from the broker to scheduler s: its body, the broker's own
  * client frame in *from and the request id in *id. */
 typedef struct {
@@ -114,6 +143,8 @@ typedef struct {
     char fetch[32]; /* a SubmitJob's fetch, which names its job in these tests */
     char job[64];   /* a WaitJob's or PollJob's job id */
     Zflow__Envelope__BodyCase body;
+    size_t pad;  /* a SubmitJob's padding (s_submit_padded) ... */
+    bool pad_ok; /* ... each byte of it as sent */
 } s_req_t;
 
 static bool s_next_req(zf_socket_t *s, int timeout_ms, s_req_t *r)
@@ -127,6 +158,11 @@ static bool s_next_req(zf_socket_t *s, int timeout_ms, s_req_t *r)
     if (env->body_case == ZFLOW__ENVELOPE__BODY_SUBMIT_JOB) {
         assert_int_equal(env->submit_job->step->n_fetches, 1);
         snprintf(r->fetch, sizeof r->fetch, "%s", env->submit_job->step->fetches[0]);
+        const Tensorflow__GraphDef *gd = env->submit_job->session->graph;
+        const char *device = gd && gd->n_node == 1 ? gd->node[0]->device : "";
+        r->pad = strlen(device);
+        r->pad_ok = true;
+        for (size_t i = 0; i < r->pad; i++) r->pad_ok = r->pad_ok && device[i] == s_pad_byte(i);
     } else if (env->body_case == ZFLOW__ENVELOPE__BODY_WAIT_JOB) {
         snprintf(r->job, sizeof r->job, "%s", env->wait_job->job_id);
     } else if (env->body_case == ZFLOW__ENVELOPE__BODY_POLL_JOB) {
@@ -359,6 +395,70 @@ static void test_broker_jobs_survive_a_broker_restart(void **state)
     free(queued);
 }
 
+/* The files in the state directory's requests/, where large requests are kept. */
+static int s_requests_kept(const fixture_t *f)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/requests", f->state);
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Makes an empty file name in the state directory's requests/. */
+static void s_touch_request(const fixture_t *f, const char *name)
+{
+    char path[160];
+    snprintf(path, sizeof path, "%s/requests/%s", f->state, name);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fclose(fp);
+}
+
+static void test_broker_jobs_keep_a_large_job_acknowledged_through_a_broker_restart(void **state)
+{
+    fixture_t *f = *state;
+    s_start_broker(f, NULL, NULL);
+    zf_socket_t *c = s_peer(f);
+    size_t pad = (size_t)3 << 20; /* past the 1 MiB from which a SubmitJob is kept as it came */
+    char *big = s_submit_padded(c, 1, "big", pad), *small = s_submit(c, 2, "small");
+    assert_int_equal(s_requests_kept(f), 1); /* durable before its id was told */
+    /* killed with both queued, and with what a broker killed while
+     * writing a request could leave: a request of no job, a partial one */
+    assert_int_equal(zf_test_broker_stop(&f->tb, SIGKILL), 128 + SIGKILL);
+    for (int i = 0; i < f->n_socks; i++) zf_socket_destroy(&f->socks[i]);
+    f->n_socks = 0;
+    s_touch_request(f, "job-99-0123abcd");
+    s_touch_request(f, "job-98-0123abcd.tmp");
+    s_start_broker(f, NULL, NULL);
+    assert_int_equal(s_requests_kept(f), 1);
+    assert_true(zf_test_broker_log_contains(&f->tb, "removed 2 request(s) of no job"));
+    c = s_peer(f);
+    zf_socket_t *s1 = s_peer(f);
+    s_register(s1, "aaaa0001");
+    s_req_t sub[2], wait;
+    for (int k = 0; k < 2; k++) s_expect_req(s1, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &sub[k]);
+    for (int k = 0; k < 2; k++) { /* the large one whole, as it was sent */
+        bool is_big = strcmp(sub[k].fetch, "big") == 0;
+        assert_int_equal(sub[k].pad, is_big ? pad : 0);
+        assert_true(sub[k].pad_ok);
+        s_accept(s1, &sub[k], is_big ? "aaaa0001/job-b" : "aaaa0001/job-s", &wait);
+        s_finish(s1, &wait, sub[k].fetch, is_big ? 1.5f : 2.5f);
+    }
+    s_expect_result(c, 3, big, "big", 1.5f, 1);
+    s_expect_result(c, 4, small, "small", 2.5f, 1);
+    /* a large job's request goes once its result is stored */
+    for (int tries = 0; s_requests_kept(f) > 0; tries++) {
+        assert_true(tries < 500);
+        usleep(10000);
+    }
+    free(big);
+    free(small);
+}
+
 static void test_broker_jobs_end_a_job_whose_stored_record_is_bad_with_data_loss(void **state)
 {
     fixture_t *f = *state;
@@ -436,6 +536,7 @@ int main(void)
         T(test_broker_jobs_hand_a_lost_schedulers_jobs_to_another),
         T(test_broker_jobs_end_with_the_last_error_after_max_attempts),
         T(test_broker_jobs_survive_a_broker_restart),
+        T(test_broker_jobs_keep_a_large_job_acknowledged_through_a_broker_restart),
         T(test_broker_jobs_end_a_job_whose_stored_record_is_bad_with_data_loss),
         T(test_broker_jobs_refuse_a_bad_state_directory_at_start),
 #undef T

@@ -366,6 +366,36 @@ static void test_graphdef_rejects_deep_nesting(void **state)
     free(msg);
 }
 
+static void test_proto_varints_are_written_as_protobuf_reads_them(void **state)
+{
+    (void)state;
+    /* bytes by hand: 7 bits a byte, low first, the top bit set on all but the last */
+    const struct {
+        uint64_t v;
+        size_t n;
+        uint8_t bytes[ZF_PROTO_VARINT_MAX];
+    } cases[] = {
+        {0, 1, {0x00}},
+        {1, 1, {0x01}},
+        {127, 1, {0x7f}},
+        {128, 2, {0x80, 0x01}},
+        {300, 2, {0xac, 0x02}},
+        {UINT64_MAX, 10, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        uint8_t buf[ZF_PROTO_VARINT_MAX + 1] = {0};
+        buf[0] = 0x10; /* a field 2 varint key, then the value */
+        size_t n = zf_proto_put_varint(buf + 1, cases[k].v);
+        assert_int_equal(n, cases[k].n);
+        assert_memory_equal(buf + 1, cases[k].bytes, n);
+        const uint8_t *p = buf;
+        zf_proto_field_t f;
+        assert_true(zf_proto_next_field(&p, buf + 1 + n, &f));
+        assert_int_equal(f.number, 2);
+        assert_true(f.value == cases[k].v);
+    }
+}
+
 static void test_graphdef_survives_random_bytes(void **state)
 {
     (void)state;
@@ -528,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_graphdef_rejects_bad_wire_type),
         cmocka_unit_test(test_graphdef_collapses_uint32_map_keys_as_unpacked),
         cmocka_unit_test(test_graphdef_rejects_deep_nesting),
+        cmocka_unit_test(test_proto_varints_are_written_as_protobuf_reads_them),
         cmocka_unit_test(test_graphdef_survives_random_bytes),
         cmocka_unit_test(test_graphdef_round_trips_every_tensorflow_test_graph),
         cmocka_unit_test(test_graphdef_round_trips_our_test_graphs),

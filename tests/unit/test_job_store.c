@@ -243,6 +243,37 @@ static void test_job_store_refuses_a_bad_database_with_a_clear_error(void **stat
     zf_job_store_close(&s);
 }
 
+static void test_job_store_lists_which_jobs_keep_their_request_apart(void **state)
+{
+    fixture_t *f = *state;
+    zf_job_store_t *s = NULL;
+    ASSERT_OK(zf_job_store_open(f->dir, &s));
+    ASSERT_OK(zf_job_store_put(s, "job-1", 1, 1, NULL, 0)); /* kept apart */
+    ASSERT_OK(zf_job_store_put(s, "job-2", 2, 1, "", 0));   /* an empty one is still a request */
+    ASSERT_OK(zf_job_store_put(s, "job-3", 3, 1, NULL, 0));
+    ASSERT_OK(zf_job_store_dispatched(s, "job-3", "aaaa0001", 1));
+    zf_job_store_close(&s);
+    ASSERT_OK(zf_job_store_open(f->dir, &s));
+    zf_job_store_record_t *r = NULL;
+    size_t n = 0;
+    ASSERT_OK(zf_job_store_list(s, &r, &n, NULL));
+    assert_int_equal(n, 3);
+    assert_true(r[0].request_apart);
+    assert_false(r[1].request_apart);
+    assert_true(r[2].request_apart); /* dispatched, still apart */
+    free(r);
+    void *blob = NULL;
+    size_t len = 0;
+    zf_status_t st = zf_job_store_request(s, "job-1", &blob, &len);
+    zf_test_expect_error(st, ZF_NOT_FOUND, "job 'job-1' has no stored request");
+    s_expect_blob(s, false, "job-2", "");
+    ASSERT_OK(zf_job_store_finished(s, "job-1", "r", 1, 5, 1)); /* done: nothing to keep */
+    ASSERT_OK(zf_job_store_list(s, &r, &n, NULL));
+    assert_false(r[0].request_apart);
+    free(r);
+    zf_job_store_close(&s);
+}
+
 static void test_job_store_in_memory_keeps_nothing(void **state)
 {
     (void)state;
@@ -264,6 +295,7 @@ int main(void)
         T(test_job_store_keeps_moves_and_puts_of_one_transaction),
         T(test_job_store_skips_and_counts_rows_that_are_no_job),
         T(test_job_store_refuses_a_bad_database_with_a_clear_error),
+        T(test_job_store_lists_which_jobs_keep_their_request_apart),
         T(test_job_store_in_memory_keeps_nothing),
 #undef T
     };
