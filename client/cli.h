@@ -201,6 +201,13 @@ struct Zflow__NodeRun;
 zf_status_t zf_cli_write_trace(const char *path, struct Zflow__NodeRun *const *runs, size_t n,
                                int64_t start_us, int64_t end_us);
 
+/* Writes a plan's cost model (zflow run --cost-graph) to path as
+ * tab-separated lines: a header, then one line per node and device, the
+ * most expensive first (cli_trace.c). */
+struct Zflow__CostNode;
+zf_status_t zf_cli_write_cost_graph(const char *path, struct Zflow__CostNode *const *nodes,
+                                    size_t n);
+
 /* Makes dir unless it exists (NOT_FOUND when it cannot; INVALID_ARGUMENT
  * when it is no directory). */
 zf_status_t zf_cli_make_dir(const char *dir);

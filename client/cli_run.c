@@ -65,6 +65,10 @@ static const char s_usage[] =
     "                    variables carry over; prints the last run's fetches\n"
     "  --init N          node to run once, without feeds, before the first\n"
     "                    step, e.g. a variable's initializer (repeatable)\n"
+    "  --cost-graph FILE.tsv  (service) write the cost model the scheduler\n"
+    "                    built over the steps: per node and device, the mean\n"
+    "                    kernel time and output bytes per step, tab-separated,\n"
+    "                    most expensive first (GraphOptions.build_cost_model)\n"
     "  --trace FILE.json write the (last) step as a Chrome trace (trace-event\n"
     "                    JSON for chrome://tracing and Perfetto): a process per\n"
     "                    device, every kernel run, an arrow per tensor that\n"
@@ -81,7 +85,8 @@ static const char s_usage[] =
 
 typedef struct {
     zf_cli_step_args_t step;
-    const char *devices, *out_dir, *broker, *timeout_text, *keys, *trace, *partition_graphs;
+    const char *devices, *out_dir, *broker, *timeout_text, *keys, *trace, *partition_graphs,
+        *cost_graph;
     int timeout_ms;
     bool inprocess, quiet;
 } s_args_t;
@@ -176,6 +181,7 @@ static zf_status_t s_run_job(const s_runner_t *r, const s_args_t *a, const zf_cl
         s = zf_cli_write_trace(a->trace, res->runs, res->n_runs, start, zf_step_trace_now_us());
     if (zf_ok(s) && a->partition_graphs)
         s = zf_cli_write_partition_graphs(a->partition_graphs, res->graphs, res->n_graphs);
+    if (zf_ok(s) && a->cost_graph) s = zf_cli_write_cost_graph(a->cost_graph, res->cost, res->n_cost);
     zf_client_job_result_free(&res);
     free(id);
     return s;
@@ -200,6 +206,7 @@ static zf_status_t s_run_step(const s_runner_t *r, const s_args_t *a, const zf_c
     zf_client_set_timeout(r->client, a->timeout_ms);
     zf_client_set_interrupt(r->client, zf_cli_catch_interrupt()); /* Ctrl-C cancels the job */
     zf_client_session_options_t opts = zf_cli_session_options(&a->step);
+    if (a->cost_graph) opts.build_cost_model = a->step.steps; /* the last step returns it */
     return zf_status_prefix(s_run_job(r, a, &step, &opts, got), "%s", a->step.graph);
 }
 
@@ -244,6 +251,8 @@ static zf_status_t s_set_option(void *arg, const char *opt, const char *value)
         a->trace = value;
     else if (strcmp(opt, "--partition-graphs") == 0)
         a->partition_graphs = value;
+    else if (strcmp(opt, "--cost-graph") == 0)
+        a->cost_graph = value;
     else
         a->timeout_text = value;
     return ZF_STATUS_OK;
@@ -268,13 +277,17 @@ static int s_parse_args(int argc, char **argv, s_args_t *a)
     static const char *const flags[] = {"--inprocess", "--quiet", "-q", NULL};
     static const char *const valued[] = {"--devices",          "--out-dir", "--broker",
                                          "--timeout-ms",       "--keys",    "--trace",
-                                         "--partition-graphs", NULL};
+                                         "--partition-graphs", "--cost-graph", NULL};
     const zf_cli_own_options_t own = {flags, valued, s_set_option, a};
     int rc = zf_cli_step_args_parse("run", s_usage, argc, argv, &own, &a->step);
     if (rc) return rc;
     if (a->inprocess && a->broker)
         return zf_cli_usage_error("run", s_usage, "give --broker or --inprocess, not both");
     if (a->timeout_text && (rc = s_parse_timeout(a)) != 0) return rc;
+    if (a->inprocess && a->cost_graph)
+        return zf_cli_usage_error("run", s_usage,
+                                  "--cost-graph needs the service: the scheduler keeps the cost "
+                                  "model (drop --inprocess)");
     if (a->broker && a->devices)
         return zf_cli_usage_error(
             "run", s_usage, "--devices does not apply with --broker: the service has its own");

@@ -6,6 +6,7 @@
  * that crossed between partitions, matched by tensor name, devices, frame
  * and iteration. One event per line. The runs come from the in-process
  * session's trace or from the service (NodeRun), alike. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,4 +124,37 @@ zf_status_t zf_cli_write_trace(const char *path, Zflow__NodeRun *const *runs, si
     free(pid);
     zf_strmap_destroy(&sends);
     return ok ? ZF_STATUS_OK : zf_status_new(ZF_UNAVAILABLE, "writing the trace %s failed", path);
+}
+
+/* Most compute first; ties by device, then node. */
+static int s_cost_cmp(const void *a, const void *b)
+{
+    const Zflow__CostNode *x = *(Zflow__CostNode *const *)a, *y = *(Zflow__CostNode *const *)b;
+    if (x->compute_us != y->compute_us) return x->compute_us > y->compute_us ? -1 : 1;
+    int c = strcmp(x->device ? x->device : "", y->device ? y->device : "");
+    return c ? c : strcmp(x->node ? x->node : "", y->node ? y->node : "");
+}
+
+zf_status_t zf_cli_write_cost_graph(const char *path, Zflow__CostNode *const *nodes, size_t n)
+{
+    Zflow__CostNode **sorted = malloc((n + 1) * sizeof *sorted);
+    if (!sorted) return zf_out_of_memory("cost graph");
+    if (n) memcpy(sorted, nodes, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, s_cost_cmp);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        free(sorted);
+        return zf_status_new(ZF_NOT_FOUND, "cannot write the cost graph to '%s': %s", path,
+                             strerror(errno));
+    }
+    fprintf(f, "node\tdevice\tsteps\tcompute_us\toutput_bytes\truns_per_step\n");
+    for (size_t k = 0; k < n; k++)
+        fprintf(f, "%s\t%s\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\n",
+                sorted[k]->node, sorted[k]->device, sorted[k]->steps, sorted[k]->compute_us,
+                sorted[k]->output_bytes, sorted[k]->runs_per_step);
+    free(sorted);
+    if (fclose(f) != 0)
+        return zf_status_new(ZF_INTERNAL, "writing the cost graph to '%s': %s", path,
+                             strerror(errno));
+    return ZF_STATUS_OK;
 }

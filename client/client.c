@@ -484,6 +484,7 @@ static Zflow__SessionOptions s_options(const zf_client_session_options_t *opts)
         o.step_timeout_ms = opts->step_timeout_ms;
         o.opt_level = opts->opt_level;
         o.bfloat16_sendrecv = opts->bfloat16_sendrecv;
+        o.build_cost_model = opts->build_cost_model;
     }
     return o;
 }
@@ -823,10 +824,26 @@ void zf_client_job_result_free(zf_client_job_result_t **r_p)
     for (size_t k = 0; k < r->n_graphs; k++)
         protobuf_c_message_free_unpacked(&r->graphs[k]->base, NULL);
     free(r->graphs);
+    for (size_t k = 0; k < r->n_cost; k++) zflow__cost_node__free_unpacked(r->cost[k], NULL);
+    free(r->cost);
     free(r->names);
     free(r->tensors);
     free(r);
     *r_p = NULL;
+}
+
+/* Copies of src[0..n) into a new array *dst of *n_dst (NULL, 0 when n is
+ * 0; on failure the copies made so far are in it, for the caller to free). */
+static zf_status_t s_clone_all(ProtobufCMessage *const *src, size_t n, ProtobufCMessage ***dst,
+                               size_t *n_dst)
+{
+    if (n == 0) return ZF_STATUS_OK;
+    if (!(*dst = calloc(n, sizeof **dst))) return zf_out_of_memory("job result");
+    for (size_t k = 0; k < n; k++) {
+        ZF_TRY(zf_proto_clone(src[k], "job result", &(*dst)[k]));
+        (*n_dst)++;
+    }
+    return ZF_STATUS_OK;
 }
 
 /* The fetches of a finished job's reply, by name. */
@@ -850,24 +867,15 @@ static zf_status_t s_result(const Zflow__RunStepReply *r, zf_client_job_result_t
         if (!zf_ok(s)) s = zf_status_prefix(s, "fetch '%s'", name);
     }
     if (zf_ok(s)) res->attempts = r->attempts;
-    if (zf_ok(s) && r->n_step_stats > 0) {
-        res->runs = calloc(r->n_step_stats, sizeof *res->runs);
-        if (!res->runs) s = zf_out_of_memory("job result");
-    }
-    for (size_t k = 0; zf_ok(s) && k < r->n_step_stats; k++) {
-        ProtobufCMessage *copy = NULL;
-        s = zf_proto_clone(&r->step_stats[k]->base, "job result", &copy);
-        if (zf_ok(s)) res->runs[res->n_runs++] = (Zflow__NodeRun *)copy;
-    }
-    if (zf_ok(s) && r->n_partition_graphs > 0) {
-        res->graphs = calloc(r->n_partition_graphs, sizeof *res->graphs);
-        if (!res->graphs) s = zf_out_of_memory("job result");
-    }
-    for (size_t k = 0; zf_ok(s) && k < r->n_partition_graphs; k++) {
-        ProtobufCMessage *copy = NULL;
-        s = zf_proto_clone(&r->partition_graphs[k]->base, "job result", &copy);
-        if (zf_ok(s)) res->graphs[res->n_graphs++] = (Tensorflow__GraphDef *)copy;
-    }
+    if (zf_ok(s))
+        s = s_clone_all((ProtobufCMessage *const *)r->step_stats, r->n_step_stats,
+                        (ProtobufCMessage ***)&res->runs, &res->n_runs);
+    if (zf_ok(s))
+        s = s_clone_all((ProtobufCMessage *const *)r->partition_graphs, r->n_partition_graphs,
+                        (ProtobufCMessage ***)&res->graphs, &res->n_graphs);
+    if (zf_ok(s))
+        s = s_clone_all((ProtobufCMessage *const *)r->cost_graph, r->n_cost_graph,
+                        (ProtobufCMessage ***)&res->cost, &res->n_cost);
     if (!zf_ok(s)) zf_client_job_result_free(&res);
     *out = res;
     return s;

@@ -28,9 +28,13 @@ typedef struct zf_client_session_options {
     int64_t step_timeout_ms; /* 0: none */
     int opt_level;           /* 0 (L1): the graph optimizer runs on every partition; -1 (L0): not */
     bool bfloat16_sendrecv;  /* FLOAT tensors cross between devices as BFLOAT16 */
+    /* GraphOptions.build_cost_model: N > 0 traces every step, and every N-th
+     * step of a plan returns its cost model (a job's result: cost) */
+    int64_t build_cost_model;
 } zf_client_session_options_t;
 
-#define ZF_CLIENT_SESSION_OPTIONS_DEFAULT ((zf_client_session_options_t){false, false, 0, 0, false})
+#define ZF_CLIENT_SESSION_OPTIONS_DEFAULT                                                          \
+    ((zf_client_session_options_t){false, false, 0, 0, false, 0})
 
 /* One step: feeds (names "x" or "x:0" with borrowed tensors), fetches and
  * targets. outputs of the run functions get n_fetches new tensors, in the
@@ -221,6 +225,11 @@ typedef struct zf_client_job_result {
     /* With partition_graphs: the last step's partitions. */
     struct Tensorflow__GraphDef **graphs;
     size_t n_graphs;
+    /* The cost model of the last step's plan (proto/service.proto's
+     * CostNode: per node, mean kernel time and output bytes per traced
+     * step), with trace_level > 0 or the session option build_cost_model. */
+    struct Zflow__CostNode **cost;
+    size_t n_cost;
 } zf_client_job_result_t;
 
 /* Frees a result and its tensors; NULL-safe, sets *r_p to NULL. */

@@ -52,6 +52,9 @@ typedef struct zf__master_call {
 /* A cached plan: see master_plan.c. */
 typedef struct zf__master_plan zf__master_plan_t;
 
+/* A plan's cost model: see master_cost.c. */
+typedef struct zf__master_cost zf__master_cost_t;
+
 struct zf__master_step;
 
 typedef struct zf__master_session {
@@ -61,6 +64,7 @@ typedef struct zf__master_session {
     bool soft, place_first;
     int opt_level;          /* SessionOptions.opt_level, for RegisterGraph */
     bool bfloat16_sendrecv; /* SessionOptions' */
+    int64_t cost_every;     /* SessionOptions.build_cost_model: 0, or trace every step */
     int64_t timeout_ms;
     zf_strmap_t *plans;    /* signature -> zf__master_plan_t *, under m->mu */
     pthread_mutex_t build; /* one plan built at a time per session */
@@ -232,6 +236,8 @@ struct zf__master_plan {
     const char **fetch_key; /* per fetch: rendezvous key (borrowed from set) */
     int refs;               /* under m->mu; the session's cache holds one */
     bool dropped;
+    zf__master_cost_t *cost; /* its traced steps' costs (NULL: none yet); under m->mu */
+    int64_t cost_steps;      /* its steps traced for the session's cost_every; under m->mu */
 };
 
 /* The session's plan for nm's signature, built (placed, partitioned,
@@ -258,6 +264,17 @@ void zf__master_drop_plans(zf_master_t *m, zf__master_session_t *s, const char *
 /* Forgets s's placement (freed with the session, or when one of its devices
  * is gone). */
 void zf__master_placement_free(zf__master_session_t *s);
+
+/* ---- master_cost.c ------------------------------------------------------- */
+
+/* Folds a traced step's kernel runs into p's cost model. Under m->mu. */
+void zf__master_cost_add(zf__master_plan_t *p, Zflow__NodeRun *const *runs, size_t n_runs);
+
+/* p's cost model as out's cost_graph (nothing when it has none). Under
+ * m->mu. RESOURCE_EXHAUSTED. */
+zf_status_t zf__master_cost_graph(const zf__master_plan_t *p, Zflow__RunStepReply *out);
+
+void zf__master_cost_free(zf__master_cost_t **c_p);
 
 /* ---- master_step.c: one step ------------------------------------------------ */
 

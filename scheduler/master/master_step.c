@@ -52,7 +52,7 @@ static zf_status_t s_start_part(zf__master_step_t *st, int i, const Zflow__RunSt
     rg.feeds = fp;
     rg.n_fetch_keys = (size_t)part->n_fetches;
     rg.fetch_keys = fetch_keys;
-    rg.trace = req->trace_level > 0;
+    rg.trace = req->trace_level > 0 || st->s->cost_every > 0;
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_RUN_GRAPH;
     env.run_graph = &rg;
@@ -214,7 +214,8 @@ static zf_status_t s_collect(const zf__master_step_t *st, const Zflow__RunStep *
     return ZF_STATUS_OK;
 }
 
-/* A traced step's kernel runs: every partition's, moved into out. */
+/* A traced step's kernel runs: every partition's, moved into out, and
+ * folded into the plan's cost model. */
 static zf_status_t s_collect_runs(const zf__master_step_t *st, Zflow__RunStepReply *out)
 {
     size_t total = 0;
@@ -233,7 +234,29 @@ static zf_status_t s_collect_runs(const zf__master_step_t *st, Zflow__RunStepRep
             out->step_stats[out->n_step_stats++] = r->node_runs[k];
         r->n_node_runs = 0;
     }
+    zf__master_cost_add(st->p, out->step_stats, out->n_step_stats);
     return ZF_STATUS_OK;
+}
+
+/* What a successful step's reply carries of its trace: its kernel runs
+ * when the client asked for them, the plan's cost graph then and every
+ * build_cost_model-th step of the plan. The runs of a step traced only for the cost
+ * model are dropped once counted. Under m->mu. */
+static zf_status_t s_collect_trace(zf__master_step_t *st, zf__master_session_t *s,
+                                   const Zflow__RunStep *req, Zflow__RunStepReply *out)
+{
+    bool asked = req->trace_level > 0;
+    if (!asked && s->cost_every <= 0) return ZF_STATUS_OK;
+    ZF_TRY(s_collect_runs(st, out));
+    bool cost = asked || ++st->p->cost_steps % s->cost_every == 0;
+    if (!asked) {
+        for (size_t k = 0; k < out->n_step_stats; k++)
+            zflow__node_run__free_unpacked(out->step_stats[k], NULL);
+        free(out->step_stats);
+        out->step_stats = NULL;
+        out->n_step_stats = 0;
+    }
+    return cost ? zf__master_cost_graph(st->p, out) : ZF_STATUS_OK;
 }
 
 /* The plan's partitions, copied into out (RunOptions.output_partition_graphs). */
@@ -302,7 +325,7 @@ zf_status_t zf__master_step_end(zf__master_step_t *st, zf__master_session_t *s,
     if (cleanup && !zf_ok(st->first)) zf__master_step_cleanup(st);
     zf_status_t res = st->first;
     if (zf_ok(res)) res = s_collect(st, req, nm, out);
-    if (zf_ok(res) && req->trace_level > 0) res = s_collect_runs(st, out);
+    if (zf_ok(res)) res = s_collect_trace(st, s, req, out);
     if (zf_ok(res) && req->output_partition_graphs) res = s_collect_graphs(st, out);
     if (st->restarted || res.code == ZF_UNAVAILABLE) zf__master_plan_drop(st->m, s, nm->sig, st->p);
     for (int i = 0; i < st->p->set->n_parts; i++) zf__master_call_finish(st->m, &st->calls[i]);

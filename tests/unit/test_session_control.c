@@ -1,7 +1,7 @@
 /* The session's controls through real processes (`zflow up --cpu 2` on
  * 127.0.0.1): ExtendSession, cancelling a running step or job (from the C
  * client, `zflow cancel`, and Ctrl-C on `zflow run`), CloseSession of a
- * session with a step running, and Reset. The long step is a while loop
+ * session with a step running, Reset, and the plans' cost model. The long step is a while loop
  * over both executors (tests/data/sum_loop.pbtxt) fed a bound it would
  * need hours for; after each cancel the same executors run the loop again
  * to the value n (n + 1) / 2. */
@@ -19,6 +19,7 @@
 
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
+#include "proto/service.pb-c.h"
 #include "process_test_util.h"
 #include "test_util.h"
 
@@ -305,6 +306,50 @@ static void test_cancel_job_stops_it_and_its_result_says_so(void **state)
     zf_graphdef_free(&gd);
 }
 
+/* ---- the cost model ------------------------------------------------------------- */
+
+static const Zflow__CostNode *s_cost_of(const zf_client_job_result_t *res, const char *node)
+{
+    for (size_t k = 0; k < res->n_cost; k++)
+        if (strcmp(res->cost[k]->node, node) == 0) return res->cost[k];
+    fail_msg("no cost for node %s", node);
+    return NULL;
+}
+
+static void test_a_jobs_cost_graph_averages_its_steps(void **state)
+{
+    (void)state;
+    enum { N = 30, STEPS = 4 };
+    Tensorflow__GraphDef *gd = s_read(SUM_LOOP);
+    s_loop_step_t ls;
+    s_loop_step(&ls, N);
+    zf_client_session_options_t opts = ZF_CLIENT_SESSION_OPTIONS_DEFAULT;
+    opts.build_cost_model = STEPS; /* the last step's reply carries it */
+    zf_client_job_options_t jo = ZF_CLIENT_JOB_OPTIONS_DEFAULT;
+    jo.steps = STEPS;
+    char *job = NULL;
+    ASSERT_OK(zf_client_submit_job(s_client, gd, &opts, &ls.step, &jo, &job));
+    zf_client_job_result_t *res = NULL;
+    ASSERT_OK(zf_client_wait_result(s_client, job, WAIT_MS, NULL, NULL, &res));
+    assert_int_equal(*(const int64_t *)zf_tensor_data(res->tensors[0]), N * (N + 1) / 2);
+    assert_int_equal(res->n_runs, 0); /* traced for the cost model only */
+    /* the body adds once per iteration on CPU:1, the condition tests N + 1
+     * times on CPU:0; every step alike, each output one int64 */
+    const Zflow__CostNode *body = s_cost_of(res, "w/i_body"), *less = s_cost_of(res, "w/less");
+    assert_string_equal(body->device, CPU1);
+    assert_int_equal(body->steps, STEPS);
+    assert_int_equal(body->runs_per_step, N);
+    assert_int_equal(body->output_bytes, N * 8);
+    assert_string_equal(less->device, "/job:localhost/replica:0/task:0/device:CPU:0");
+    assert_int_equal(less->runs_per_step, N + 1);
+    assert_int_equal(less->output_bytes, (N + 1) * 1); /* a bool each */
+    assert_true(body->compute_us >= 0 && less->compute_us >= 0);
+    zf_client_job_result_free(&res);
+    zf_tensor_unref(&ls.n);
+    free(job);
+    zf_graphdef_free(&gd);
+}
+
 /* Runs argv to its end: exit code, stderr into err. */
 static int s_run(const char *const *argv, char *err, size_t size, int sigint_after_ms)
 {
@@ -339,6 +384,10 @@ static void test_ctrl_c_on_zflow_run_cancels_its_job(void **state)
     const char *usage[] = {ZFLOW, "cancel", "--broker", s_endpoint, NULL};
     assert_int_equal(s_run(usage, err, sizeof err, 0), 2);
     assert_non_null(strstr(err, "need a JOB id"));
+    const char *local[] = {ZFLOW,    "run",     SUM_LOOP,   "--inprocess", "--feed",
+                           "n=3",    "--fetch", "w/s_exit", "--cost-graph", "/dev/null", NULL};
+    assert_int_equal(s_run(local, err, sizeof err, 0), 2);
+    assert_non_null(strstr(err, "--cost-graph needs the service"));
 
     /* the cluster runs the loop to its end afterwards */
     Tensorflow__GraphDef *gd = s_read(SUM_LOOP);
@@ -358,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_close_cancels_the_step_the_session_runs),
         cmocka_unit_test(test_reset_closes_every_session_of_the_client),
         cmocka_unit_test(test_cancel_job_stops_it_and_its_result_says_so),
+        cmocka_unit_test(test_a_jobs_cost_graph_averages_its_steps),
         cmocka_unit_test(test_ctrl_c_on_zflow_run_cancels_its_job),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
