@@ -100,6 +100,9 @@ zf_status_t zf_cli_parse_count(const char *option, const char *text, long max, l
 typedef struct zf_cli_step_args {
     const char *graph, *place, *steps_text;
     long steps; /* 1 unless --steps; set by zf_cli_step_args_check */
+    /* --checkpoint-every N --checkpoint-dir DIR (jobs; 0: none) */
+    const char *checkpoint_every_text, *checkpoint_dir;
+    long checkpoint_every;
     const char **feed_specs, **fetches, **targets, **inits;
     int n_feeds, n_fetches, n_targets, n_inits;
     bool soft_placement;

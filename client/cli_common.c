@@ -385,8 +385,9 @@ const char *zf_cli_default_broker(void)
 
 /* ---- the step of `zflow run` and `zflow submit` --------------------------------- */
 
-static const char *const s_step_valued[] = {"--feed", "--fetch", "--target",
-                                            "--init", "--place", "--steps"};
+static const char *const s_step_valued[] = {"--feed",  "--fetch", "--target",
+                                            "--init",  "--place", "--steps",
+                                            "--checkpoint-every", "--checkpoint-dir"};
 
 static bool s_listed(const char *const *list, const char *opt)
 {
@@ -436,6 +437,10 @@ static bool s_step_option(zf_cli_step_args_t *a, const char *opt, const char *v)
         a->place = v;
     else if (strcmp(opt, "--steps") == 0)
         a->steps_text = v;
+    else if (strcmp(opt, "--checkpoint-every") == 0)
+        a->checkpoint_every_text = v;
+    else if (strcmp(opt, "--checkpoint-dir") == 0)
+        a->checkpoint_dir = v;
     else
         return false;
     return true;
@@ -503,16 +508,29 @@ int zf_cli_step_args_parse(const char *command, const char *usage, int argc, cha
     return a->graph ? 0 : zf_cli_usage_error(command, usage, "need a GRAPH file");
 }
 
+/* Parses text (when given) as a count of option opt into *out: 0, or 2
+ * after reporting bad usage. */
+static int s_count_option(const char *command, const char *usage, const char *opt,
+                          const char *text, long *out)
+{
+    if (!text) return 0;
+    zf_status_t s = zf_cli_parse_count(opt, text, 1000000000L, out);
+    if (zf_ok(s)) return 0;
+    int rc = zf_cli_usage_error(command, usage, "%s", zf_status_msg(&s));
+    zf_status_clear(&s);
+    return rc;
+}
+
 int zf_cli_step_args_check(const char *command, const char *usage, zf_cli_step_args_t *a)
 {
-    if (a->steps_text) {
-        zf_status_t s = zf_cli_parse_count("--steps", a->steps_text, 1000000000L, &a->steps);
-        if (!zf_ok(s)) {
-            int rc = zf_cli_usage_error(command, usage, "%s", zf_status_msg(&s));
-            zf_status_clear(&s);
-            return rc;
-        }
-    }
+    int rc = s_count_option(command, usage, "--steps", a->steps_text, &a->steps);
+    if (!rc)
+        rc = s_count_option(command, usage, "--checkpoint-every", a->checkpoint_every_text,
+                            &a->checkpoint_every);
+    if (rc) return rc;
+    if (!a->checkpoint_every_text != !a->checkpoint_dir)
+        return zf_cli_usage_error(command, usage,
+                                  "--checkpoint-every and --checkpoint-dir go together");
     if (a->place && strcmp(a->place, "first") != 0 && strcmp(a->place, "balanced") != 0)
         return zf_cli_usage_error(command, usage, "--place takes first or balanced, not '%s'",
                                   a->place);
@@ -569,7 +587,8 @@ zf_client_session_options_t zf_cli_session_options(const zf_cli_step_args_t *a)
 
 zf_client_job_options_t zf_cli_job_options(const zf_cli_step_args_t *a)
 {
-    return (zf_client_job_options_t){a->steps, a->inits, a->n_inits, 0, false};
+    return (zf_client_job_options_t){a->steps,           a->inits,         a->n_inits, 0, false,
+                                     a->checkpoint_every, a->checkpoint_dir};
 }
 
 zf_status_t zf_cli_load_graph(const char *path, zf_graph_format_t format, zf_graph_t **g)

@@ -65,6 +65,12 @@ static const char s_usage[] =
     "                    variables carry over; prints the last run's fetches\n"
     "  --init N          node to run once, without feeds, before the first\n"
     "                    step, e.g. a variable's initializer (repeatable)\n"
+    "  --checkpoint-every N --checkpoint-dir DIR  (service) save the job's\n"
+    "                    variables every N steps into DIR (TensorFlow's\n"
+    "                    checkpoint format; DIR on the executors' file system);\n"
+    "                    a job started where a checkpoint is, or run again\n"
+    "                    after its scheduler was lost, restores it and goes on\n"
+    "                    after its step\n"
     "  --cost-graph FILE.tsv  (service) write the cost model the scheduler\n"
     "                    built over the steps: per node and device, the mean\n"
     "                    kernel time and output bytes per step, tab-separated,\n"
@@ -284,6 +290,10 @@ static int s_parse_args(int argc, char **argv, s_args_t *a)
     if (a->inprocess && a->broker)
         return zf_cli_usage_error("run", s_usage, "give --broker or --inprocess, not both");
     if (a->timeout_text && (rc = s_parse_timeout(a)) != 0) return rc;
+    if (a->inprocess && a->step.checkpoint_dir)
+        return zf_cli_usage_error("run", s_usage,
+                                  "--checkpoint-every is for jobs on the service (drop "
+                                  "--inprocess)");
     if (a->inprocess && a->cost_graph)
         return zf_cli_usage_error("run", s_usage,
                                   "--cost-graph needs the service: the scheduler keeps the cost "

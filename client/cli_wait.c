@@ -1,5 +1,6 @@
 /* zflow wait: waits for a job that `zflow submit` started and prints its
  * fetches as `zflow run` does, with a progress line on a terminal. */
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,9 @@ static int s_wait(int argc, char **argv)
         s = zf_client_wait_result(c, a.job, (int)a.timeout_ms, draw, &pr, &res);
         zf_cli_progress_end(&pr);
     }
+    if (zf_ok(s) && res->resumed_from_step > 0 && !a.quiet)
+        fprintf(stderr, "zflow wait: job %s resumed from its checkpoint of step %" PRId64 "\n",
+                a.job, res->resumed_from_step);
     if (zf_ok(s) && res->attempts > 1 && !a.quiet)
         fprintf(stderr, "zflow wait: job %s ran %d times: a scheduler running it was lost\n", a.job,
                 res->attempts);

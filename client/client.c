@@ -725,6 +725,8 @@ zf_status_t zf_client_submit_job(zf_client_t *c, const struct Tensorflow__GraphD
     sj.steps = jo.steps;
     rs.trace_level = jo.trace_level;
     rs.output_partition_graphs = jo.partition_graphs;
+    sj.checkpoint_every = jo.checkpoint_every;
+    sj.checkpoint_dir = (char *)jo.checkpoint_dir;
     sj.n_init_targets = (size_t)jo.n_init_targets;
     sj.init_targets = (char **)jo.init_targets;
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
@@ -867,6 +869,7 @@ static zf_status_t s_result(const Zflow__RunStepReply *r, zf_client_job_result_t
         if (!zf_ok(s)) s = zf_status_prefix(s, "fetch '%s'", name);
     }
     if (zf_ok(s)) res->attempts = r->attempts;
+    if (zf_ok(s)) res->resumed_from_step = r->resumed_from_step;
     if (zf_ok(s))
         s = s_clone_all((ProtobufCMessage *const *)r->step_stats, r->n_step_stats,
                         (ProtobufCMessage ***)&res->runs, &res->n_runs);

@@ -170,9 +170,16 @@ typedef struct zf_client_job_options {
     int n_init_targets;
     int trace_level; /* RunOptions' trace level for the steps (0: none); the result's runs */
     bool partition_graphs; /* RunOptions.output_partition_graphs: the result's graphs */
+    /* N > 0: the job's variables are saved into checkpoint_dir (the
+     * executors' file system) every N steps, and a job starting where a
+     * checkpoint is (another attempt of it, after a lost scheduler)
+     * restores it and continues after its step; see the result's
+     * resumed_from_step */
+    int64_t checkpoint_every;
+    const char *checkpoint_dir;
 } zf_client_job_options_t;
 
-#define ZF_CLIENT_JOB_OPTIONS_DEFAULT ((zf_client_job_options_t){1, NULL, 0, 0, false})
+#define ZF_CLIENT_JOB_OPTIONS_DEFAULT ((zf_client_job_options_t){1, NULL, 0, 0, false, 0, NULL})
 
 /* zf_client_submit for a job that first runs job->init_targets once (no
  * feeds, e.g. variable initializers), then its step job->steps times on
@@ -222,6 +229,7 @@ typedef struct zf_client_job_result {
     struct Zflow__NodeRun **runs;
     size_t n_runs;
     int attempts; /* times the broker handed the job to a scheduler (> 1: one was lost) */
+    int64_t resumed_from_step; /* the step of the checkpoint it restored; 0: none */
     /* With partition_graphs: the last step's partitions. */
     struct Tensorflow__GraphDef **graphs;
     size_t n_graphs;

@@ -276,6 +276,28 @@ zf_status_t zf__master_cost_graph(const zf__master_plan_t *p, Zflow__RunStepRepl
 
 void zf__master_cost_free(zf__master_cost_t **c_p);
 
+/* ---- master_checkpoint.c: jobs' checkpoints ------------------------------- */
+
+typedef struct zf__master_ckpt {
+    const char *dir; /* SubmitJob.checkpoint_dir, borrowed */
+    int64_t every;   /* SubmitJob.checkpoint_every, > 0 */
+    int n_vars;      /* set by zf__master_ckpt_prepare */
+} zf__master_ckpt_t;
+
+/* Extends the job's session with the save and restore sub-graphs over its
+ * variables. INVALID_ARGUMENT for a graph without variables; the errors of
+ * ExtendSession; each prefixed "checkpoint". */
+zf_status_t zf__master_ckpt_prepare(zf_master_t *m, const char *session, zf__master_ckpt_t *ck);
+
+/* Restores the newest checkpoint of ck->dir that reads back whole; *step
+ * is its step (0: none there, nothing restored). */
+zf_status_t zf__master_ckpt_restore(zf_master_t *m, const char *session, zf__master_ckpt_t *ck,
+                                    int64_t *step);
+
+/* Saves the variables and step into ck->dir. */
+zf_status_t zf__master_ckpt_save(zf_master_t *m, const char *session, zf__master_ckpt_t *ck,
+                                 int64_t step);
+
 /* ---- master_step.c: one step ------------------------------------------------ */
 
 /* A step in progress: its plan (a reference), id, one call per partition. */

@@ -186,6 +186,16 @@ zf_status_t zf_master_job_new(zf_master_t *m, const Zflow__SubmitJob *req, char 
         return zf_invalid_argument("SubmitJob without a session graph");
     if (!req->step) return zf_invalid_argument("SubmitJob without a step");
     ZF_TRY(s_check_steps(m, req->steps));
+    if (req->checkpoint_every < 0)
+        return zf_invalid_argument("SubmitJob: checkpoint_every must be 0 or more, not %" PRId64,
+                                   req->checkpoint_every);
+    if (req->checkpoint_every > 0 && (!req->checkpoint_dir || !req->checkpoint_dir[0]))
+        return zf_invalid_argument("SubmitJob: checkpoint_every %" PRId64
+                                   " needs a checkpoint_dir to save into",
+                                   req->checkpoint_every);
+    if (req->checkpoint_dir && strlen(req->checkpoint_dir) > 4000)
+        return zf_invalid_argument("SubmitJob: checkpoint_dir is %zu bytes long; at most 4000",
+                                   strlen(req->checkpoint_dir));
     ZF_TRY(zf_master_check_graph(m, req->session->graph, "SubmitJob"));
     zf__master_job_t *j = calloc(1, sizeof *j);
     if (!j) return zf_out_of_memory("master");
@@ -267,7 +277,7 @@ zf_status_t zf_master_job_cancel(zf_master_t *m, const char *job_id)
 
 /* Runs j's steps on session; the last reply, or the first failure. */
 static zf_status_t s_run_steps(zf_master_t *m, zf__master_job_t *j, const Zflow__SubmitJob *req,
-                               char *session, Zflow__RunStepReply **out)
+                               char *session, Zflow__RunStepReply **out, int64_t *resumed)
 {
     ZF_TRY(s_check_cancelled(m, j));
     if (req->n_init_targets > 0) { /* once, before the steps: initializers */
@@ -282,11 +292,25 @@ static zf_status_t s_run_steps(zf_master_t *m, zf__master_job_t *j, const Zflow_
     }
     Zflow__RunStep step = *req->step;
     step.session = session;
-    for (int64_t k = 1; k <= j->steps_total; k++) {
+    zf__master_ckpt_t ck = {req->checkpoint_dir, req->checkpoint_every, 0};
+    int64_t first = 1;
+    if (ck.every > 0) {
+        ZF_TRY(zf__master_ckpt_prepare(m, session, &ck));
+        ZF_TRY(zf__master_ckpt_restore(m, session, &ck, resumed));
+        /* a checkpoint of a longer job in the same directory still
+         * leaves the last step to run, for the fetches */
+        if (*resumed >= j->steps_total) *resumed = j->steps_total - 1;
+        first = *resumed + 1;
+        s_note_step(m, j, *resumed);
+    }
+    for (int64_t k = first; k <= j->steps_total; k++) {
         if (*out) zflow__run_step_reply__free_unpacked(*out, NULL);
         *out = NULL;
         ZF_TRY(s_check_cancelled(m, j));
         zf_status_t st = zf_master_run_step(m, &step, out);
+        /* never after the last step: a restore always leaves one to run */
+        if (zf_ok(st) && ck.every > 0 && k % ck.every == 0 && k < j->steps_total)
+            st = zf__master_ckpt_save(m, session, &ck, k);
         if (!zf_ok(st))
             return j->steps_total > 1
                        ? zf_status_prefix(st, "step %" PRId64 " of %" PRId64, k, j->steps_total)
@@ -301,13 +325,14 @@ static Zflow__RunStepReply *s_run(zf_master_t *m, zf__master_job_t *j, const Zfl
 {
     char *session = NULL;
     Zflow__RunStepReply *r = NULL;
+    int64_t resumed = 0;
     zf_status_t st = zf__master_create_job_session(m, req->session, &session);
     if (zf_ok(st)) {
         char *copy = strdup(session);
         pthread_mutex_lock(&m->mu);
         j->session = copy; /* a poll without it only lacks the partition counts */
         pthread_mutex_unlock(&m->mu);
-        st = s_run_steps(m, j, req, session, &r);
+        st = s_run_steps(m, j, req, session, &r, &resumed);
         zf_status_t c = zf_master_close_session(m, session);
         zf_status_clear(&c);
     }
@@ -320,6 +345,7 @@ static Zflow__RunStepReply *s_run(zf_master_t *m, zf__master_job_t *j, const Zfl
         if (r) zflow__run_step_reply__free_unpacked(r, NULL);
         r = s_status_reply(&st);
     }
+    if (r) r->resumed_from_step = resumed;
     zf_status_clear(&st);
     return r;
 }

@@ -179,7 +179,10 @@ static char *s_client_submit(zf_client_t *c, int64_t steps)
     ASSERT_OK(zf_graphdef_read_file(COUNTER, ZF_FORMAT_AUTO, &gd));
     const char *fetches[] = {"count"}, *inits[] = {"init"};
     zf_client_step_t step = {NULL, NULL, 0, fetches, 1, NULL, 0};
-    zf_client_job_options_t job = {steps, inits, 1, 0, false};
+    zf_client_job_options_t job = ZF_CLIENT_JOB_OPTIONS_DEFAULT;
+    job.steps = steps;
+    job.init_targets = inits;
+    job.n_init_targets = 1;
     char *id = NULL;
     ASSERT_OK(zf_client_submit_job(c, gd, NULL, &step, &job, &id));
     zf_graphdef_free(&gd);

@@ -1,7 +1,9 @@
 /* The session's controls through real processes (`zflow up --cpu 2` on
  * 127.0.0.1): ExtendSession, cancelling a running step or job (from the C
  * client, `zflow cancel`, and Ctrl-C on `zflow run`), CloseSession of a
- * session with a step running, Reset, and the plans' cost model. The long step is a while loop
+ * session with a step running, Reset, the plans' cost model, and jobs'
+ * checkpoints (a scheduler killed mid-job, the job resuming on its
+ * successor). The long step is a while loop
  * over both executors (tests/data/sum_loop.pbtxt) fed a bound it would
  * need hours for; after each cancel the same executors run the loop again
  * to the value n (n + 1) / 2. */
@@ -19,6 +21,7 @@
 
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
+#include "common/tensor_bundle.h"
 #include "proto/service.pb-c.h"
 #include "process_test_util.h"
 #include "test_util.h"
@@ -350,6 +353,152 @@ static void test_a_jobs_cost_graph_averages_its_steps(void **state)
     zf_graphdef_free(&gd);
 }
 
+/* ---- jobs' checkpoints ---------------------------------------------------------- */
+
+/* Submits the counter job: init, then `count` steps times, checkpointed
+ * every `every` steps into dir. */
+static char *s_submit_counter(Tensorflow__GraphDef *gd, int64_t steps, int64_t every,
+                              const char *dir)
+{
+    const char *fetch = "count", *init = "init";
+    zf_client_step_t step = {NULL, NULL, 0, &fetch, 1, NULL, 0};
+    zf_client_job_options_t jo = ZF_CLIENT_JOB_OPTIONS_DEFAULT;
+    jo.steps = steps;
+    jo.init_targets = &init;
+    jo.n_init_targets = 1;
+    jo.checkpoint_every = every;
+    jo.checkpoint_dir = dir;
+    char *job = NULL;
+    ASSERT_OK(zf_client_submit_job(s_client, gd, NULL, &step, &jo, &job));
+    return job;
+}
+
+static zf_client_job_result_t *s_result_of(const char *job)
+{
+    zf_client_job_result_t *res = NULL;
+    ASSERT_OK(zf_client_wait_result(s_client, job, 2 * WAIT_MS, NULL, NULL, &res));
+    assert_int_equal(res->n_fetches, 1);
+    return res;
+}
+
+/* The float of key in the checkpoint at prefix. */
+static double s_ckpt_value(const char *prefix, const char *key)
+{
+    zf_bundle_reader_t *r = NULL;
+    ASSERT_OK(zf_bundle_reader_open(prefix, &r));
+    zf_tensor_t *t = NULL;
+    ASSERT_OK(zf_bundle_reader_lookup(r, key, strlen(key), &t));
+    double v = zf_tensor_dtype(t) == ZF_INT64 ? (double)*(const int64_t *)zf_tensor_data(t)
+                                                : (double)*(const float *)zf_tensor_data(t);
+    zf_tensor_unref(&t);
+    zf_bundle_reader_destroy(&r);
+    return v;
+}
+
+static void test_a_job_saves_checkpoints_and_one_started_on_them_resumes(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/zflow-ckpt-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    Tensorflow__GraphDef *gd = s_read(COUNTER);
+    char *job = s_submit_counter(gd, 10, 3, dir);
+    zf_client_job_result_t *res = s_result_of(job);
+    assert_true(*(const float *)zf_tensor_data(res->tensors[0]) == 10.0f);
+    assert_int_equal(res->resumed_from_step, 0);
+    zf_client_job_result_free(&res);
+    free(job);
+    /* steps 3 and 9 went to ckpt-b, 6 to ckpt-a; none after the last */
+    char a[64], b[64];
+    snprintf(a, sizeof a, "%s/ckpt-a", dir);
+    snprintf(b, sizeof b, "%s/ckpt-b", dir);
+    assert_true(s_ckpt_value(a, "_zflow_job_step") == 6.0 && s_ckpt_value(a, "counter") == 6.0);
+    assert_true(s_ckpt_value(b, "_zflow_job_step") == 9.0 && s_ckpt_value(b, "counter") == 9.0);
+
+    /* the same job again: init, then the counter of step 9, and one step */
+    job = s_submit_counter(gd, 10, 3, dir);
+    res = s_result_of(job);
+    assert_true(*(const float *)zf_tensor_data(res->tensors[0]) == 10.0f);
+    assert_int_equal(res->resumed_from_step, 9);
+    zf_client_job_result_free(&res);
+    free(job);
+
+    /* a graph without variables has nothing to checkpoint */
+    Tensorflow__GraphDef *loop = s_read(SUM_LOOP);
+    s_loop_step_t ls;
+    s_loop_step(&ls, 3);
+    zf_client_job_options_t jo = ZF_CLIENT_JOB_OPTIONS_DEFAULT;
+    jo.steps = 2;
+    jo.checkpoint_every = 1;
+    jo.checkpoint_dir = dir;
+    ASSERT_OK(zf_client_submit_job(s_client, loop, NULL, &ls.step, &jo, &job));
+    zf_tensor_t *out = NULL;
+    zf_test_expect_error(zf_client_wait(s_client, job, 1, WAIT_MS, &out), ZF_INVALID_ARGUMENT,
+                         "checkpoint_every needs variables to save");
+    free(job);
+    jo.checkpoint_dir = NULL; /* every without a directory */
+    ASSERT_OK(zf_client_submit_job(s_client, loop, NULL, &ls.step, &jo, &job));
+    zf_test_expect_error(zf_client_wait(s_client, job, 1, WAIT_MS, &out), ZF_INVALID_ARGUMENT,
+                         "needs a checkpoint_dir");
+    free(job);
+    zf_tensor_unref(&ls.n);
+    zf_graphdef_free(&loop);
+    zf_graphdef_free(&gd);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* The pid of s_up's child running prog, or -1. */
+static pid_t s_child_of_up(const char *prog)
+{
+    for (pid_t pid = 2; pid < 4194304; pid++) {
+        char path[64], line[256];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        bool got = fgets(line, sizeof line, f) != NULL;
+        fclose(f);
+        char comm[64];
+        int ppid = 0;
+        if (got && sscanf(line, "%*d (%63[^)]) %*c %d", comm, &ppid) == 2 && ppid == s_up &&
+            strcmp(comm, prog) == 0)
+            return pid;
+    }
+    return -1;
+}
+
+static void test_a_job_whose_scheduler_is_killed_resumes_from_its_checkpoint(void **state)
+{
+    (void)state;
+    enum { STEPS = 3000, EVERY = 100, KILL_AFTER = 400 };
+    char dir[] = "/tmp/zflow-ckpt-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    Tensorflow__GraphDef *gd = s_read(COUNTER);
+    char *job = s_submit_counter(gd, STEPS, EVERY, dir);
+    zf_client_job_progress_t p = {0};
+    for (int64_t end = zf_test_now_ms() + 2 * WAIT_MS; zf_test_now_ms() < end; usleep(5000)) {
+        ASSERT_OK(zf_client_poll(s_client, job, &p));
+        if (p.steps_done >= KILL_AFTER || p.state == ZF_CLIENT_JOB_DONE) break;
+    }
+    assert_true(p.steps_done >= KILL_AFTER && p.state == ZF_CLIENT_JOB_RUNNING);
+    pid_t sched = s_child_of_up("zflow-scheduler");
+    assert_true(sched > 0);
+    assert_int_equal(kill(sched, SIGKILL), 0); /* `zflow up` starts it again */
+
+    zf_client_job_result_t *res = s_result_of(job);
+    /* every step counted once: the counter ends at STEPS exactly */
+    assert_true(*(const float *)zf_tensor_data(res->tensors[0]) == (float)STEPS);
+    assert_int_equal(res->attempts, 2);
+    assert_true(res->resumed_from_step >= KILL_AFTER && res->resumed_from_step < STEPS);
+    assert_int_equal(res->resumed_from_step % EVERY, 0);
+    zf_client_job_result_free(&res);
+    free(job);
+    zf_graphdef_free(&gd);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* Runs argv to its end: exit code, stderr into err. */
 static int s_run(const char *const *argv, char *err, size_t size, int sigint_after_ms)
 {
@@ -408,6 +557,8 @@ int main(void)
         cmocka_unit_test(test_reset_closes_every_session_of_the_client),
         cmocka_unit_test(test_cancel_job_stops_it_and_its_result_says_so),
         cmocka_unit_test(test_a_jobs_cost_graph_averages_its_steps),
+        cmocka_unit_test(test_a_job_saves_checkpoints_and_one_started_on_them_resumes),
+        cmocka_unit_test(test_a_job_whose_scheduler_is_killed_resumes_from_its_checkpoint),
         cmocka_unit_test(test_ctrl_c_on_zflow_run_cancels_its_job),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
