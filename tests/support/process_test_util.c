@@ -3,6 +3,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "process_test_util.h"
@@ -95,4 +97,27 @@ int zf_test_run_program(const char *program, const char *args, char *out, size_t
     out[n] = '\0';
     int status = pclose(p);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+pid_t zf_test_up_start(const char *zflow, int cpus, char *endpoint, size_t size, int wait_ms)
+{
+    char n[16];
+    snprintf(n, sizeof n, "%d", cpus);
+    const char *up[] = {zflow, "up", "--port", "0", "--cpu", n, NULL};
+    int fd = -1;
+    pid_t pid = zf_test_spawn_piped(up, &fd, NULL);
+    char line[512];
+    if (!zf_test_read_line(fd, line, sizeof line, wait_ms)) line[0] = '\0';
+    close(fd);
+    const char *prefix = "zflow cluster listening on ";
+    size_t len = strcspn(line + (strncmp(line, prefix, strlen(prefix)) == 0 ? strlen(prefix) : 0),
+                         " \t");
+    if (strncmp(line, prefix, strlen(prefix)) != 0 || len == 0 || len >= size) {
+        kill(pid, SIGKILL);
+        zf_test_reap(pid, zf_test_now_ms() + wait_ms);
+        return -1;
+    }
+    memcpy(endpoint, line + strlen(prefix), len);
+    endpoint[len] = '\0';
+    return pid;
 }

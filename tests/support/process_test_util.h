@@ -39,4 +39,10 @@ int zf_test_reap(pid_t pid, int64_t deadline);
  * when a signal ended it. */
 int zf_test_run_program(const char *program, const char *args, char *out, size_t size);
 
+/* Starts `zflow up --port 0 --cpu cpus` (zflow: the program's path) and
+ * reads the broker's endpoint from its "zflow cluster listening on" line
+ * into endpoint (size bytes) within wait_ms. Its pid, or -1 (the child
+ * killed and reaped) when no such line came. */
+pid_t zf_test_up_start(const char *zflow, int cpus, char *endpoint, size_t size, int wait_ms);
+
 #endif

@@ -92,15 +92,8 @@ static char *s_submit(const char *const *argv)
 static int s_setup(void **state)
 {
     (void)state;
-    const char *up[] = {ZFLOW, "up", "--port", "0", "--cpu", "2", NULL};
-    int fd = -1;
-    s_up = zf_test_spawn_piped(up, &fd, NULL);
-    char line[512];
-    if (!zf_test_read_line(fd, line, sizeof line, WAIT_MS)) line[0] = '\0';
-    close(fd);
-    const char *prefix = "zflow cluster listening on ";
-    if (strncmp(line, prefix, strlen(prefix)) != 0) return -1;
-    sscanf(line + strlen(prefix), "%255s", s_endpoint);
+    s_up = zf_test_up_start(ZFLOW, 2, s_endpoint, sizeof s_endpoint, WAIT_MS);
+    if (s_up < 0) return -1;
     return setenv("ZFLOW_BROKER", s_endpoint, 1);
 }
 
