@@ -126,3 +126,35 @@ def test_jobs_pass_between_the_c_cli_and_python(cluster, zflow_bin):
                           capture_output=True, text=True, timeout=60)
     assert wait.returncode == 0, wait.stderr
     assert wait.stdout == "count:0 =\n5.0\n"
+
+
+def test_cancel_stops_a_running_job(cluster):
+    job = zflow.submit(COUNTER, "count:0", steps=1000000, init="init", target=cluster.target)
+    for _ in range(2000):
+        if job.poll().state == "RUNNING":
+            break
+    job.cancel()
+    with pytest.raises(errors.CancelledError) as e:
+        job.result(timeout=60)
+    assert e.value.message == "job %s cancelled: its client cancelled it" % job.id
+    finished = zflow.submit(COUNTER, "count:0", steps=3, init="init", target=cluster.target)
+    while not finished.done():
+        pass
+    with pytest.raises(errors.FailedPreconditionError):
+        finished.cancel()
+    assert float(finished.result(timeout=60)) == 3.0
+
+
+def test_a_job_resumes_from_its_checkpoint(cluster, tmp_path):
+    first = zflow.submit(COUNTER, "count:0", steps=7, init="init", target=cluster.target,
+                         checkpoint_every=2, checkpoint_dir=tmp_path)
+    assert float(first.result(timeout=60)) == 7.0
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == ["ckpt-a.index",
+                                                                      "ckpt-b.index"]
+    # again on the same directory: the counter of step 6, then step 7 alone
+    again = zflow.submit(COUNTER, "count:0", steps=7, init="init", target=cluster.target,
+                         checkpoint_every=2, checkpoint_dir=tmp_path)
+    assert float(again.result(timeout=60)) == 7.0
+    assert first.resumed_from_step == 0 and again.resumed_from_step == 6
+    with pytest.raises(ValueError):
+        zflow.submit(COUNTER, "count:0", steps=2, target=cluster.target, checkpoint_every=1)

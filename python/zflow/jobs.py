@@ -1,5 +1,6 @@
 """One-shot jobs (SubmitJob, PollJob, WaitJob) and the executor listing."""
 import collections
+import os
 import threading
 import time
 
@@ -28,8 +29,6 @@ class Job:
     """A job on a zflow service, by id. Job(id, target=...) reattaches to a
     job submitted elsewhere (another process); its result() is then a dict
     of fetched tensor names to arrays, as the service names them.
-
-    There is no cancel(): the service's protocol has no way to stop a job.
     """
 
     def __init__(self, id, target=DEFAULT_TARGET, _plan=None):
@@ -42,6 +41,7 @@ class Job:
         self._channel = None
         self._done = False
         self._result = None
+        self._resumed = 0
 
     @property
     def id(self):
@@ -50,6 +50,12 @@ class Job:
     @property
     def target(self):
         return self._target
+
+    @property
+    def resumed_from_step(self):
+        """Once result() has returned: the step of the checkpoint the job
+        restored (submit's checkpoint_every), 0 when none."""
+        return self._resumed
 
     def __repr__(self):
         return "zflow.Job(%r, target=%r)" % (self._id, self._target)
@@ -81,6 +87,17 @@ class Job:
                                            % r.state)
             return JobProgress(state, r.steps_done, r.steps_total, r.partitions_running,
                                r.partitions_total, r.elapsed_ms, r.attempts)
+
+    def cancel(self):
+        """Cancels the job (CancelJob): a queued job never runs, a running one
+        stops in its current step on every executor and runs no further
+        step. result() then raises CancelledError. FailedPreconditionError
+        for a job that has finished (its result stays), NotFoundError for
+        one collected or unknown."""
+        with self._lock:
+            env = service_pb2.Envelope()
+            env.cancel_job.job_id = self._id
+            self._call(env, "status_reply", DEFAULT_TIMEOUT_MS)
 
     def done(self):
         """True once the job has finished (or failed)."""
@@ -119,6 +136,7 @@ class Job:
                         "job %s has not finished within %d ms; it goes on, and a later wait "
                         "can collect its result" % (self._id, total_ms))
             self._done = True
+            self._resumed = r.resumed_from_step
             if r.status.code != 0:
                 self._result = errors.from_status(r.status.code, r.status.message)
                 raise self._result
@@ -144,14 +162,20 @@ class Job:
 
 
 def submit(graph, fetches, feed_dict=None, steps=1, init=None, target=DEFAULT_TARGET,
-           config=None):
+           config=None, checkpoint_every=0, checkpoint_dir=None):
     """Submits a one-shot job and returns its Job at once: a session for
     graph, the operations in init (a name or list of names; variable
     initializers) run once, then the step (feed_dict, fetches as in
     Session.run) run `steps` times on that session (variables carry over;
     the fetches are the last run's), and the session closed. The result
     stays with the service until collected (Job.result), from this process
-    or another (Job(id, target))."""
+    or another (Job(id, target)).
+
+    checkpoint_every N > 0 saves the job's variables every N steps into
+    checkpoint_dir (TensorFlow's checkpoint format, on the executors' file
+    system); a job that starts where a checkpoint is (run again after its
+    scheduler was lost, or submitted again) restores it and goes on after
+    its step."""
     gd = _graph.load_graph(graph)
     plan = _fetch.FetchPlan(fetches)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
@@ -173,6 +197,14 @@ def submit(graph, fetches, feed_dict=None, steps=1, init=None, target=DEFAULT_TA
     sj.step.targets.extend(plan.targets)
     sj.steps = steps
     sj.init_targets.extend(init_names)
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) \
+            or checkpoint_every < 0:
+        raise ValueError("checkpoint_every must be 0 or a positive integer, not %r"
+                         % (checkpoint_every,))
+    if checkpoint_every and not checkpoint_dir:
+        raise ValueError("checkpoint_every needs a checkpoint_dir")
+    sj.checkpoint_every = checkpoint_every
+    sj.checkpoint_dir = os.fspath(checkpoint_dir) if checkpoint_dir else ""
     ch = Channel(target)
     try:
         r = ch.call(ch.broker, env, "submit_job_reply", DEFAULT_TIMEOUT_MS)
