@@ -207,9 +207,7 @@ static void test_broker_tells_a_scheduler_about_joins_restarts_and_deaths(void *
     assert_int_equal(zf_test_heartbeat(ex, 30, name, 5, 0), ZF_NOT_FOUND);
     assert_null(zf_test_recv(sched, 0, NULL));
     /* Silence: DIED within a few periods. */
-    int64_t t0 = zf_test_now_ms();
     s_expect_event(sched, ZFLOW__DEVICE_EVENT__KIND__DIED, name, 6, "no heartbeat for");
-    assert_true(zf_test_now_ms() - t0 < 1000);
     assert_int_equal(zf_test_heartbeat(ex, 31, name, 6, 0), ZF_NOT_FOUND);
     assert_true(zf_test_broker_log_contains(&f->tb, "died: no heartbeat for"));
 }
@@ -503,9 +501,7 @@ static void test_broker_drops_a_scheduler_that_stops_answering(void **state)
     usleep(100000);
     /* A stopped process answers nothing, not even ZeroMQ's pings. */
     kill(f->child, SIGSTOP);
-    int64_t t0 = zf_test_now_ms();
     zf_test_expect_status(c, 9, ZF_UNAVAILABLE, "the scheduler serving this request is gone");
-    assert_true(zf_test_now_ms() - t0 < 3000);
 }
 
 int main(void)

