@@ -255,11 +255,13 @@ static inline void s_prefetch_node(const zf_graph_t *g, int i)
     }
 }
 
-static zf_status_t s_alloc_nodes(zf_graph_t *g)
+/* The per-node ints, and the name table: a new one, or a copy of old's
+ * with room for the nodes g adds to it. */
+static zf_status_t s_alloc_nodes(zf_graph_t *g, const zf_graph_t *old)
 {
     size_t n = (size_t)g->n;
     g->ints = malloc((5 * n + 2) * sizeof *g->ints);
-    g->names = zf_strmap_new(n, 0);
+    g->names = old ? zf_strmap_clone(old->names, n - (size_t)old->n) : zf_strmap_new(n, 0);
     if (!g->ints || !g->names) return zf_out_of_memory("the node table");
     g->in_off = g->ints;
     g->out_off = g->in_off + n + 1;
@@ -366,9 +368,18 @@ static zf_status_t s_insert_name(zf_graph_t *g, int i, const s_name_t *p)
 /* Pass 1, the only one over the NodeDefs: checks and indexes every node and
  * parses its inputs. A node's name goes into the table S_NODE_AHEAD nodes
  * after its slot was prefetched. */
-static zf_status_t s_load_nodes(s_loader_t *L)
+static zf_status_t s_load_nodes(s_loader_t *L, int first)
 {
     zf_graph_t *g = L->g;
+    if (first > 0) { /* an extension: few nodes, no prefetching pipeline */
+        for (int i = first; i < g->n; i++) {
+            s_name_t p;
+            ZF_TRY(s_load_node(L, i, &p));
+            ZF_TRY(s_insert_name(g, i, &p));
+        }
+        g->num_edges = g->in_off[g->n];
+        return ZF_STATUS_OK;
+    }
     for (int i = 0; i < g->n; i++) {
         s_prefetch_node(g, i);
         s_name_t *p = &L->pending[i % S_NODE_AHEAD];
@@ -376,8 +387,8 @@ static zf_status_t s_load_nodes(s_loader_t *L)
         ZF_TRY(s_load_node(L, i, p));
         zf_strmap_prefetch(g->names, p->hash);
     }
-    int first = g->n > S_NODE_AHEAD ? g->n - S_NODE_AHEAD : 0;
-    for (int i = first; i < g->n; i++) ZF_TRY(s_insert_name(g, i, &L->pending[i % S_NODE_AHEAD]));
+    int last = g->n > S_NODE_AHEAD ? g->n - S_NODE_AHEAD : 0;
+    for (int i = last; i < g->n; i++) ZF_TRY(s_insert_name(g, i, &L->pending[i % S_NODE_AHEAD]));
     g->num_edges = g->in_off[g->n];
     return ZF_STATUS_OK;
 }
@@ -456,17 +467,45 @@ static void s_fill_out_edges(zf_graph_t *g, s_loader_t *L, int *cursor)
     }
 }
 
-/* Builds nodes and edges. max_port and cursor are scratch arrays of n ints;
- * max_port comes back filled. */
-static zf_status_t s_load(zf_graph_t *g, const zf_strmap_t *functions, int *max_port, int *cursor)
+/* Takes over old's nodes 0..old->n into g (an extension of it): their
+ * per-node ints, ops and in-edges, the edges resolved already. */
+static zf_status_t s_take_old(s_loader_t *L, const zf_graph_t *old)
+{
+    zf_graph_t *g = L->g;
+    int n_old = old->n;
+    memcpy(g->in_off, old->in_off, ((size_t)n_old + 1) * sizeof *g->in_off);
+    memcpy(g->n_data, old->n_data, (size_t)n_old * sizeof *g->n_data);
+    memcpy(g->op_of, old->op_of, (size_t)n_old * sizeof *g->op_of);
+    memcpy(g->topo, old->topo, (size_t)n_old * sizeof *g->topo);
+    g->ops = malloc(((size_t)old->cap_ops + 1) * sizeof *g->ops);
+    if (!g->ops) return zf_out_of_memory("the op table");
+    memcpy(g->ops, old->ops, (size_t)old->num_ops * sizeof *g->ops);
+    g->num_ops = old->num_ops;
+    g->cap_ops = old->cap_ops;
+    for (int k = 0; k < g->num_ops; k++)
+        if (zf_strmap_insert(L->op_map, g->ops[k].name, (uintptr_t)k, NULL) != 0)
+            return zf_out_of_memory("the op table");
+    size_t ne = (size_t)old->num_edges;
+    ZF_TRY(s_reserve_inputs(L, 0, ne + 2 * (size_t)(g->n - n_old)));
+    memcpy(g->in_edges, old->in_edges, ne * sizeof *g->in_edges);
+    for (size_t k = 0; k < ne; k++) L->refs[k] = (s_name_t){NULL, 0, 0}; /* resolved */
+    return ZF_STATUS_OK;
+}
+
+/* Builds nodes and edges — of every node, or, when old is not NULL, of
+ * the nodes g adds to it (old's taken over). max_port and cursor are
+ * scratch arrays of n ints; max_port comes back filled. */
+static zf_status_t s_load(zf_graph_t *g, const zf_graph_t *old, const zf_strmap_t *functions,
+                          int *max_port, int *cursor)
 {
     s_loader_t L = {.g = g, .functions = functions};
     for (int k = 0; k < S_RECENT; k++) L.recent[k].node = -1;
     L.op_map = zf_strmap_new(64, 0);
     zf_status_t s = L.op_map ? ZF_STATUS_OK : zf_out_of_memory("the op table");
+    if (zf_ok(s) && old) s = s_take_old(&L, old);
     /* Room for two inputs per node up front; more doubles. */
-    if (zf_ok(s)) s = s_reserve_inputs(&L, 0, 2 * (size_t)g->n);
-    if (zf_ok(s)) s = s_load_nodes(&L);
+    if (zf_ok(s) && !old) s = s_reserve_inputs(&L, 0, 2 * (size_t)g->n);
+    if (zf_ok(s)) s = s_load_nodes(&L, old ? old->n : 0);
     zf_strmap_destroy(&L.op_map);
     if (zf_ok(s)) s = s_resolve_inputs(g, L.refs, max_port);
     if (zf_ok(s)) s_fill_out_edges(g, &L, cursor);
@@ -586,17 +625,22 @@ static zf_status_t s_cycle_error(const zf_graph_t *g, int *indeg, int *path)
 /* Kahn's algorithm, lowest ready index first: a cursor sweeps the nodes in
  * index order and a min-heap holds nodes that became ready behind it, so an
  * already sorted graph never touches the heap. indeg and heap are scratch
- * arrays of n ints. */
-static zf_status_t s_sort(zf_graph_t *g, int *indeg, int *heap)
+ * arrays of n ints. Nodes before first are in g->topo already (an
+ * extension's old nodes, which never read a new one). Once the cursor has
+ * passed the old nodes, every one of them has been emitted (they read only
+ * each other), so sorting the new nodes after them gives the order sorting
+ * the whole graph gives. */
+static zf_status_t s_sort(zf_graph_t *g, int first, int *indeg, int *heap)
 {
     int n = g->n;
-    for (int v = 0; v < n; v++) {
+    for (int v = 0; v < first; v++) indeg[v] = -1; /* ordered already */
+    for (int v = first; v < n; v++) {
         int d = 0;
         for (int k = g->in_off[v]; k < g->in_off[v + 1]; k++)
-            d += !s_is_back_edge(g, &g->in_edges[k]);
+            d += !s_is_back_edge(g, &g->in_edges[k]) && g->in_edges[k].src >= first;
         indeg[v] = d;
     }
-    int cursor = 0, hn = 0, emitted = 0;
+    int cursor = first, hn = 0, emitted = first;
     for (;;) {
         while (cursor < n && indeg[cursor] != 0) cursor++;
         int v;
@@ -639,17 +683,17 @@ static zf_status_t s_list_unsupported(zf_graph_t *g)
     return ZF_STATUS_OK;
 }
 
-static zf_status_t s_build(zf_graph_t *g)
+static zf_status_t s_build(zf_graph_t *g, const zf_graph_t *old)
 {
     zf_strmap_t *functions = NULL;
     ZF_TRY(s_library_functions(g->gd, &functions, &g->num_functions));
     int *scratch = malloc((2 * (size_t)g->n + 1) * sizeof *scratch);
-    zf_status_t s = scratch ? s_alloc_nodes(g) : zf_out_of_memory("graph scratch space");
+    zf_status_t s = scratch ? s_alloc_nodes(g, old) : zf_out_of_memory("graph scratch space");
     int *max_port = scratch, *heap = scratch + g->n;
-    if (zf_ok(s)) s = s_load(g, functions, max_port, heap);
+    if (zf_ok(s)) s = s_load(g, old, functions, max_port, heap);
     zf_strmap_destroy(&functions);
     if (zf_ok(s)) s = s_check_ports(g, max_port);
-    if (zf_ok(s)) s = s_sort(g, max_port, heap);
+    if (zf_ok(s)) s = s_sort(g, old ? old->n : 0, max_port, heap);
     free(scratch);
     ZF_TRY(s);
     return s_list_unsupported(g);
@@ -665,7 +709,30 @@ zf_status_t zf_graph_new_from_graphdef(Tensorflow__GraphDef *gd, zf_graph_t **ou
     if (!g) return zf_out_of_memory("a graph");
     g->gd = gd;
     g->n = (int)gd->n_node;
-    zf_status_t s = s_build(g);
+    zf_status_t s = s_build(g, NULL);
+    if (!zf_ok(s)) {
+        zf_graph_destroy(&g);
+        return s;
+    }
+    *out = g;
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_graph_extend(const zf_graph_t *old, Tensorflow__GraphDef *gd, zf_graph_t **out)
+{
+    assert(old && gd && out);
+    *out = NULL;
+    bool extends = gd->n_node >= (size_t)old->n && gd->n_node <= (size_t)INT_MAX / 8 &&
+                   gd->library == old->gd->library;
+    for (int i = 0; extends && i < old->n; i++) extends = gd->node[i] == old->gd->node[i];
+    if (!extends)
+        return zf_invalid_argument("zf_graph_extend: the GraphDef does not start with the "
+                                   "graph's own nodes and library");
+    zf_graph_t *g = calloc(1, sizeof *g);
+    if (!g) return zf_out_of_memory("a graph");
+    g->gd = gd;
+    g->n = (int)gd->n_node;
+    zf_status_t s = s_build(g, old);
     if (!zf_ok(s)) {
         zf_graph_destroy(&g);
         return s;

@@ -84,6 +84,17 @@ static inline bool zf_edge_is_control(const zf_edge_t *e)
  * of memory. Cost is linear in nodes + inputs. */
 zf_status_t zf_graph_new_from_graphdef(Tensorflow__GraphDef *gd, zf_graph_t **out);
 
+/* The graph of gd, which is old's GraphDef grown: its first nodes are
+ * old's own NodeDefs (the same pointers, in the same order), its library
+ * old's, and the nodes after them new. Only the new nodes are read: old's
+ * index (names, edges, order) is copied and extended, so the cost is a
+ * copy of old's tables plus the new nodes, not a build of the whole graph.
+ * The result equals zf_graph_new_from_graphdef(gd) (node order and
+ * topological order included); old is not changed and stays valid. gd is
+ * borrowed as there. Errors: those of zf_graph_new_from_graphdef about the
+ * new nodes; INVALID_ARGUMENT when gd does not extend old. */
+zf_status_t zf_graph_extend(const zf_graph_t *old, Tensorflow__GraphDef *gd, zf_graph_t **out);
+
 /* Hands the GraphDef the graph was built from over to the graph, which then
  * frees it with protobuf_c_message_free_unpacked(.., NULL) when destroyed.
  * *gd_p must be the graph's own GraphDef, allocated the way protobuf-c's

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -192,6 +193,29 @@ static int s_rehash(zf_strmap_t *map, size_t cap)
     map->slots = slots;
     map->cap = cap;
     return 0;
+}
+
+zf_strmap_t *zf_strmap_clone(const zf_strmap_t *map, size_t extra)
+{
+    if (map->flags != 0 || extra > SIZE_MAX - map->size) return NULL;
+    size_t cap = s_cap_for(map->size + extra);
+    if (cap == 0) return NULL;
+    zf_strmap_t *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->slots = malloc(map->cap * sizeof *c->slots);
+    if (!c->slots) {
+        free(c);
+        return NULL;
+    }
+    memcpy(c->slots, map->slots, map->cap * sizeof *c->slots);
+    c->cap = map->cap;
+    c->size = map->size;
+    if (cap > c->cap && s_rehash(c, cap) != 0) {
+        free(c->slots);
+        free(c);
+        return NULL;
+    }
+    return c;
 }
 
 int zf_strmap_reserve(zf_strmap_t *map, size_t expected)

@@ -41,6 +41,12 @@ enum {
  * out of memory. */
 zf_strmap_t *zf_strmap_new(size_t expected, unsigned flags);
 
+/* A copy of map (made without copying keys: flags 0), with room for extra
+ * more keys before it must grow. Its keys are the same borrowed strings.
+ * NULL when out of memory or when map copies its keys. Cost: a copy of
+ * the table, or one pass over it at a larger size; no key is hashed. */
+zf_strmap_t *zf_strmap_clone(const zf_strmap_t *map, size_t extra);
+
 /* Frees the map (and its key copies); NULL-safe, sets *map_p to NULL. Borrowed
  * keys are not touched. */
 void zf_strmap_destroy(zf_strmap_t **map_p);

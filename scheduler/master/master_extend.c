@@ -1,10 +1,11 @@
 /* ExtendSession: new nodes (and functions) added to a session's graph,
  * the old ones and their placement untouched (scheduler/master/master.h).
  *
- * Design note. The session's graph is rebuilt over a GraphDef holding the
- * old NodeDefs themselves plus copies of the new ones, so an extend of k
- * nodes onto n copies n pointers and k nodes, then indexes n + k nodes;
- * it never copies the old nodes. An extension that brings functions or
+ * Design note. The session's graph grows over a GraphDef holding the old
+ * NodeDefs themselves plus copies of the new ones, and its index is the
+ * old one copied and extended by the new nodes (zf_graph_extend), so an
+ * extend of k nodes onto n copies n pointers and the old index's tables,
+ * and reads k nodes; it never copies or parses the old nodes. An extension that brings functions or
  * functional ops takes the slow path: the whole graph copied and lowered
  * again, as CreateSession lowers it. The new graph replaces the old one
  * under the master's lock, where steps read it to check their feeds; plan
@@ -28,7 +29,8 @@ static zf_status_t s_check(zf_master_t *m, const zf__master_session_t *s,
                            const Zflow__ExtendSession *req)
 {
     if (s->graph_version != req->current_graph_version)
-        return zf_status_new(ZF_ABORTED, "Current version is %" PRId64 " but caller expected %" PRId64 ".",
+        return zf_status_new(ZF_ABORTED,
+                             "Current version is %" PRId64 " but caller expected %" PRId64 ".",
                              s->graph_version, req->current_graph_version);
     const Tensorflow__GraphDef *ext = req->graph, *cur = zf_graph_graphdef(s->graph);
     ZF_TRY(zf_master_check_graph(m, ext, "ExtendSession"));
@@ -103,8 +105,7 @@ static bool s_has_function(const Tensorflow__FunctionDefLibrary *lib,
     const char *name = f->signature ? f->signature->name : NULL;
     for (size_t i = 0; lib && name && i < lib->n_function; i++) {
         const Tensorflow__FunctionDef *g = lib->function[i];
-        if (!g->signature || !g->signature->name || strcmp(g->signature->name, name) != 0)
-            continue;
+        if (!g->signature || !g->signature->name || strcmp(g->signature->name, name) != 0) continue;
         size_t a = protobuf_c_message_get_packed_size(&f->base);
         size_t b = protobuf_c_message_get_packed_size(&g->base);
         uint8_t *pa = malloc(a + 1), *pb = malloc(b + 1);
@@ -133,8 +134,10 @@ static zf_status_t s_merged(const Tensorflow__GraphDef *cur, const Tensorflow__G
     Tensorflow__GraphDef *gd = (Tensorflow__GraphDef *)c;
     zf_status_t st = ZF_STATUS_OK;
     Tensorflow__NodeDef **nodes = realloc(gd->node, (gd->n_node + ext->n_node + 1) * sizeof *nodes);
-    if (!nodes) st = zf_out_of_memory("ExtendSession");
-    else gd->node = nodes;
+    if (!nodes)
+        st = zf_out_of_memory("ExtendSession");
+    else
+        gd->node = nodes;
     for (size_t i = 0; zf_ok(st) && i < ext->n_node; i++) {
         st = zf_proto_clone(&ext->node[i]->base, "ExtendSession: a node", &c);
         if (zf_ok(st)) gd->node[gd->n_node++] = (Tensorflow__NodeDef *)c;
@@ -154,13 +157,13 @@ static zf_status_t s_merged(const Tensorflow__GraphDef *cur, const Tensorflow__G
             if (gd->library) tensorflow__function_def_library__init(gd->library);
         }
         Tensorflow__FunctionDef **fs =
-            gd->library ? realloc(gd->library->function,
-                                  (gd->library->n_function + 1) * sizeof *fs)
+            gd->library ? realloc(gd->library->function, (gd->library->n_function + 1) * sizeof *fs)
                         : NULL;
         if (fs) gd->library->function = fs;
         st = fs ? zf_proto_clone(&lib->function[i]->base, "ExtendSession: a function", &c)
                 : zf_out_of_memory("ExtendSession");
-        if (zf_ok(st)) gd->library->function[gd->library->n_function++] = (Tensorflow__FunctionDef *)c;
+        if (zf_ok(st))
+            gd->library->function[gd->library->n_function++] = (Tensorflow__FunctionDef *)c;
     }
     Tensorflow__GraphDef *lowered = NULL;
     if (zf_ok(st)) st = zf_functions_lower(gd, &lowered);
@@ -186,7 +189,8 @@ static int *s_placement_carry(const zf__master_session_t *s, const zf_graph_t *g
     int n = zf_graph_num_nodes(g), n_old = zf_graph_num_nodes(s->graph);
     int *on = malloc(((size_t)n + 1) * sizeof *on);
     for (int i = 0; on && i < n; i++) {
-        int old = same_order ? (i < n_old ? i : -1) : zf_graph_find_node(s->graph, zf_graph_node_name(g, i));
+        int old = same_order ? (i < n_old ? i : -1)
+                             : zf_graph_find_node(s->graph, zf_graph_node_name(g, i));
         on[i] = old >= 0 ? s->placed_on[old] : -1;
     }
     return on;
@@ -202,7 +206,8 @@ static zf_status_t s_extend(zf_master_t *m, zf__master_session_t *s,
     Tensorflow__GraphDef *gd = NULL;
     zf_status_t st = fast ? s_shell(cur, ext, &gd) : s_merged(cur, ext, &gd);
     zf_graph_t *g = NULL;
-    if (zf_ok(st)) st = zf_graph_new_from_graphdef(gd, &g);
+    if (zf_ok(st))
+        st = fast ? zf_graph_extend(s->graph, gd, &g) : zf_graph_new_from_graphdef(gd, &g);
     if (!zf_ok(st)) {
         if (fast)
             s_shell_free(gd, cur->n_node);
