@@ -484,6 +484,7 @@ static Zflow__SessionOptions s_options(const zf_client_session_options_t *opts)
         o.step_timeout_ms = opts->step_timeout_ms;
         o.opt_level = opts->opt_level;
         o.bfloat16_sendrecv = opts->bfloat16_sendrecv;
+        o.enable_recv_scheduling = opts->recv_scheduling;
     }
     return o;
 }
