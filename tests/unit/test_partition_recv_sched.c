@@ -278,17 +278,6 @@ static void test_recv_sched_rejects_a_frame_entered_after_its_exit(void **state)
 
 /* ---- runs ---------------------------------------------------------------- */
 
-static zf_local_session_t *s_session(Tensorflow__GraphDef *gd, bool sched)
-{
-    zf_local_session_options_t opts = ZF_LOCAL_SESSION_OPTIONS_DEFAULT;
-    opts.devices = "cpu:2";
-    opts.recv_scheduling = sched;
-    zf_local_session_t *s = NULL;
-    zf_status_t st = zf_local_session_new(gd, &opts, &s);
-    if (!zf_ok(st)) fail_msg("%s", zf_status_msg(&st));
-    return s;
-}
-
 /* The recvs of the session's last run that carry a _start_time, as
  * "<start> [^control]..." joined by "; " (partitions in device order),
  * leaving out control-loop inputs; *waiting counts those with a control
@@ -345,7 +334,7 @@ static void test_recv_sched_mlp_gives_the_same_values(void **state)
             if (nd->device != protobuf_c_empty_string) free(nd->device);
             nd->device = strdup(CPU1);
         }
-        zf_local_session_t *s = s_session(gd, sched);
+        zf_local_session_t *s = zf_test_local_session_sched(gd, "cpu:2", sched);
         zf_tensor_t *x = NULL, *probs = NULL;
         zf_shape_t shape = ZF_SHAPE(3, 4);
         assert_true(zf_ok(zf_tensor_new_from_bytes(ZF_FLOAT, &shape, s_mlp_x, sizeof s_mlp_x, &x)));
@@ -382,7 +371,7 @@ static void test_recv_sched_loop_gives_the_same_values(void **state)
     for (int sched = 0; sched < 2; sched++) {
         Tensorflow__GraphDef *gd = NULL;
         assert_true(zf_ok(zf_graphdef_read_mem(text, strlen(text), ZF_FORMAT_PBTXT, &gd)));
-        zf_local_session_t *s = s_session(gd, sched);
+        zf_local_session_t *s = zf_test_local_session_sched(gd, "cpu:2", sched);
         for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
             zf_tensor_t *n = NULL, *out[2] = {NULL, NULL};
             zf_shape_t scalar = ZF_SHAPE();
