@@ -10,7 +10,7 @@
 
 /* ---- dtypes and memory types --------------------------------------------- */
 
-static bool s_grow(void **arr, int *cap, int need, size_t elem)
+bool zf__grow(void **arr, int *cap, int need, size_t elem)
 {
     if (need <= *cap) return true;
     int cap2 = *cap ? *cap : 16;
@@ -31,7 +31,7 @@ static zf_status_t s_op_types(zf__pctx_t *c, int node, bool input, int *n)
         input ? zf_op_input_types : zf_op_output_types;
     ZF_TRY(fn(def, nd, c->scratch, c->cap_scratch, n));
     if (*n <= c->cap_scratch) return ZF_STATUS_OK;
-    if (!s_grow((void **)&c->scratch, &c->cap_scratch, *n, sizeof *c->scratch))
+    if (!zf__grow((void **)&c->scratch, &c->cap_scratch, *n, sizeof *c->scratch))
         return zf_out_of_memory("partition");
     return fn(def, nd, c->scratch, c->cap_scratch, n);
 }
@@ -221,7 +221,7 @@ void zf__pctx_cut_free(zf__pctx_t *c)
 static bool s_push_input(zf__pctx_t *c, const char *name, int port)
 {
     char *in = zf__input_string(name, port);
-    if (!in || !s_grow((void **)&c->inputs, &c->cap_inputs, c->n_inputs + 1, sizeof *c->inputs)) {
+    if (!in || !zf__grow((void **)&c->inputs, &c->cap_inputs, c->n_inputs + 1, sizeof *c->inputs)) {
         free(in);
         return false;
     }
@@ -231,7 +231,7 @@ static bool s_push_input(zf__pctx_t *c, const char *name, int port)
 
 static bool s_push_refc(zf__pctx_t *c, const char *name, int src, int port, bool check)
 {
-    if (!s_grow((void **)&c->refc, &c->cap_refc, c->n_refc + 1, sizeof *c->refc)) return false;
+    if (!zf__grow((void **)&c->refc, &c->cap_refc, c->n_refc + 1, sizeof *c->refc)) return false;
     c->refc[c->n_refc++] = (zf__refc_t){name, src, port, check};
     return true;
 }
@@ -398,8 +398,8 @@ static bool s_remember(zf__pctx_t *c, const s_cut_t *k, Tensorflow__NodeDef *rec
     c->parts[c->devs[k->sd].slot].n_send++;
     c->parts[c->devs[k->dd].slot].n_recv++;
     if (!k->control && s_src_is_ref(c, k->e->src, k->e->src_port)) {
-        if (!s_grow((void **)&c->ref_recvs, &c->cap_ref_recvs, c->n_ref_recvs + 1,
-                    sizeof *c->ref_recvs))
+        if (!zf__grow((void **)&c->ref_recvs, &c->cap_ref_recvs, c->n_ref_recvs + 1,
+                      sizeof *c->ref_recvs))
             return false;
         c->ref_recvs[c->n_ref_recvs++] = recv;
         return true;

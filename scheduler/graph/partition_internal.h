@@ -191,6 +191,10 @@ char *zf__pctx_new_name(zf__pctx_t *c, const char *prefix, const char *suffix);
 /* Appends nd to the partition of device dev (nd is freed on failure). */
 bool zf__pctx_push(zf__pctx_t *c, int dev, Tensorflow__NodeDef *nd);
 
+/* Grows *arr (of *cap elements of elem bytes, doubling from 16) to hold
+ * need; false when out of memory (*arr is kept). */
+bool zf__grow(void **arr, int *cap, int need, size_t elem);
+
 zf_status_t zf__pctx_cut_init(zf__pctx_t *c);
 void zf__pctx_cut_free(zf__pctx_t *c);
 /* Memory type of a pruned node's output / input on its (non-CPU) device. */

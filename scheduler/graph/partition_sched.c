@@ -42,13 +42,7 @@ typedef struct {
 
 static bool s_arc(s_arcs_t *a, int src, int dst, int64_t w)
 {
-    if (a->n == a->cap) {
-        int cap = a->cap ? a->cap * 2 : 256;
-        s_arc_t *grown = realloc(a->arcs, (size_t)cap * sizeof *grown);
-        if (!grown) return false;
-        a->arcs = grown;
-        a->cap = cap;
-    }
+    if (!zf__grow((void **)&a->arcs, &a->cap, a->n + 1, sizeof *a->arcs)) return false;
     a->arcs[a->n++] = (s_arc_t){src, dst, w};
     return true;
 }
@@ -152,13 +146,8 @@ zf_status_t zf__pctx_asap(zf__pctx_t *c)
 bool zf__pctx_note_recv(zf__pctx_t *c, Tensorflow__NodeDef *recv, int v, int src, int sd, int dd,
                         int *rec)
 {
-    if (c->n_srecvs == c->cap_srecvs) {
-        int cap = c->cap_srecvs ? c->cap_srecvs * 2 : 64;
-        zf__srecv_t *grown = realloc(c->srecvs, (size_t)cap * sizeof *grown);
-        if (!grown) return false;
-        c->srecvs = grown;
-        c->cap_srecvs = cap;
-    }
+    if (!zf__grow((void **)&c->srecvs, &c->cap_srecvs, c->n_srecvs + 1, sizeof *c->srecvs))
+        return false;
     c->srecvs[c->n_srecvs] = (zf__srecv_t){recv, c->devs[dd].slot, zf__pctx_out_frame(c, src),
                                            c->asap[v], sd != dd ? ZF_RECV_SCHED_TRANSFER_COST : 0};
     *rec = c->n_srecvs++;
