@@ -461,6 +461,7 @@ void zf__pctx_free(zf__pctx_t *c)
     free(c->frames);
     free(c->cloops);
     free(c->asap);
+    free(c->topo);
     free(c->srecvs);
     zf__pctx_cut_free(c);
     zf__pruned_free(&c->pruned);

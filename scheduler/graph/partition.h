@@ -126,11 +126,12 @@ typedef struct zf_partition_set {
  * NextIteration ignored; an Exit starts after everything in its frame),
  * every `_Recv`/`_HostRecv` made for a cut edge gets the int64 attr
  * `_start_time`: the earliest start of the nodes that read it in its
- * partition; and a recv outside every loop takes a control input from the
- * node of its partition, outside every loop too, that starts last among
- * those done by that time less the edge's transfer cost (none: it is left
- * alone). Recvs inside a loop frame get the attr only. A cycle that passes
- * no NextIteration is INVALID_ARGUMENT then, naming a node on it.
+ * partition; and it takes a control input from the node of its partition
+ * and frame (in a loop frame, one that runs in every iteration, not an
+ * Enter or NextIteration; never a fetch) that starts last among those done
+ * by that time less the edge's transfer cost (none: it is left alone). A
+ * frame entered again after its Exit leaves no ASAP times:
+ * INVALID_ARGUMENT, naming a node after it.
  * Thread-safe; does not block. Cost is linear in the kept nodes and edges
  * (n log n with recv_scheduling). */
 zf_status_t zf_partition_graph(const zf_graph_t *g, const zf_partition_device_t *devices,

@@ -173,6 +173,9 @@ typedef struct zf__pctx {
     zf__cloop_t *cloops; /* per frame and partition slot: [f * n_parts + slot] */
     /* recv scheduling (partition_sched.c): NULL / 0 without the option */
     int64_t *asap; /* per pruned node: its ASAP start time */
+    int *topo;     /* the kept nodes (and per-frame end nodes, ids past n_nodes), in the
+                      order their times were found */
+    int n_topo;
     zf__srecv_t *srecvs;
     int n_srecvs, cap_srecvs;
 } zf__pctx_t;

@@ -1,20 +1,22 @@
 /* Recv scheduling (docs/design.md, "Recv scheduling"; TensorFlow's
  * GraphOptions.enable_recv_scheduling): ASAP start times of the pruned,
  * placed graph under a unit cost model, a `_Recv`'s `_start_time` (when its
- * readers need the value), and a control edge into each recv outside loops
- * from the node of its partition that finishes just before the transfer has
- * to begin, so that the recv is not activated, and its value not held, long
+ * readers need the value), and a control edge into each recv from the node
+ * of its partition and frame that finishes just before the transfer has to
+ * begin, so that the recv is not activated, and its value not held, long
  * before it is read.
  *
  * Why the edges cannot deadlock a step: ASAP times grow by at least a node's
  * cost along every edge outside loop back edges, an Exit starts after every
  * node of its frame (its frame must finish first), and a recv starts no
- * later than its readers. Whatever a recv leads to therefore starts at or
- * after the recv's start time, and its new control input starts before it,
- * so the edge closes no cycle. Inside a loop frame a node may run in some
- * iterations only (one fed by a non-constant Enter runs in the first), and
- * a control input from it would stall the later ones: loop recvs get the
- * attr, and no edge. */
+ * later than its readers. Whatever a recv leads to in the same iteration
+ * therefore starts at or after the recv's start time, and its new control
+ * input starts before it, so the edge closes no cycle. Inside a loop frame
+ * the node waited for must run in every iteration (one fed by a
+ * non-constant Enter runs in the first only, and would stall the recv in
+ * the others), and its output must be in the recv's frame. A recv ignores
+ * the deadness of its control inputs, so a node of an untaken branch
+ * serves. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,10 +80,10 @@ static bool s_collect_arcs(const zf__pctx_t *c, s_arcs_t *a)
     return true;
 }
 
-/* Longest paths from the sources (Kahn's order); left > 0 when a cycle
- * keeps nodes from ever being ready. */
-static void s_longest(const zf__pctx_t *c, const s_arcs_t *a, int m, int *first, int *out,
-                      int *indeg, int *queue, int64_t *t, int *left)
+/* Longest paths from the sources (Kahn's order, in queue); returns how
+ * many nodes it ordered, *left how many a cycle kept from being ready. */
+static int s_longest(const zf__pctx_t *c, const s_arcs_t *a, int m, int *first, int *out,
+                     int *indeg, int *queue, int64_t *t, int *left)
 {
     for (int k = 0; k < a->n; k++) {
         first[a->arcs[k].src + 1]++;
@@ -106,6 +108,7 @@ static void s_longest(const zf__pctx_t *c, const s_arcs_t *a, int m, int *first,
         }
     }
     *left = included - tail;
+    return tail;
 }
 
 zf_status_t zf__pctx_asap(zf__pctx_t *c)
@@ -120,8 +123,8 @@ zf_status_t zf__pctx_asap(zf__pctx_t *c)
     int *out = malloc((size_t)(a.n ? a.n : 1) * sizeof *out);
     int64_t *t = calloc(sm, sizeof *t);
     if (zf_ok(s) && (!first || !indeg || !queue || !out || !t)) s = zf_out_of_memory("partition");
-    int left = 0;
-    if (zf_ok(s)) s_longest(c, &a, m, first, out, indeg, queue, t, &left);
+    int left = 0, ordered = 0;
+    if (zf_ok(s)) ordered = s_longest(c, &a, m, first, out, indeg, queue, t, &left);
     for (int v = 0; zf_ok(s) && left > 0 && v < n; v++)
         if (p->keep[v] && indeg[v] > 0)
             s = zf_invalid_argument("recv scheduling: node '%s' is on or after a cycle that passes "
@@ -131,6 +134,9 @@ zf_status_t zf__pctx_asap(zf__pctx_t *c)
     if (zf_ok(s)) {
         c->asap = t; /* the virtual end nodes' times past n are never read */
         t = NULL;
+        c->topo = queue;
+        c->n_topo = ordered;
+        queue = NULL;
     }
     free(a.arcs);
     free(first);
@@ -161,9 +167,42 @@ void zf__pctx_note_reader(zf__pctx_t *c, int rec, int v)
 
 /* ---- the control edges --------------------------------------------------- */
 
-/* A node a recv may wait for: outside every loop, in partition slot. */
+/* Which kept nodes run in every iteration of their frame (at the root,
+ * all run once): a loop's Merge (its NextIteration input starts each
+ * iteration after the first), a constant Enter (it delivers into every
+ * iteration), and a node whose inputs all do. A non-constant Enter delivers
+ * into the first iteration only, and an Exit of an inner loop only once
+ * that loop, whose Enters may not all run every iteration, finishes:
+ * neither counts. In Kahn's order, so inputs come first. */
+static uint8_t *s_every_iteration(const zf__pctx_t *c)
+{
+    const zf__pruned_t *p = &c->pruned;
+    uint8_t *every = calloc((size_t)(p->n_nodes ? p->n_nodes : 1), 1);
+    for (int i = 0; every && i < c->n_topo; i++) {
+        int v = c->topo[i];
+        if (v >= p->n_nodes) continue; /* a frame's end node */
+        bool enter = s_op(c, v, "Enter"), e = !s_op(c, v, "Exit"), loop_merge = false;
+        if (enter) {
+            zf_status_t s =
+                zf_node_attr_bool_or(zf_graph_node_def(c->g, v), "is_constant", false, &e);
+            if (!zf_ok(s)) e = false;
+            zf_status_clear(&s);
+        }
+        for (int k = 0, m = enter ? 0 : zf__pruned_num_in(p, v); k < m; k++) {
+            int src = zf__pruned_in_edge(p, v, k).src;
+            if (s_op(c, src, "NextIteration"))
+                loop_merge = true;
+            else
+                e = e && every[src];
+        }
+        every[v] = e || (loop_merge && s_op(c, v, "Merge"));
+    }
+    return every;
+}
+
+/* A node a recv may wait for: in partition slot, its outputs in frame. */
 typedef struct {
-    int slot;
+    int slot, frame;
     int64_t t;
     int v;
 } s_cand_t;
@@ -172,22 +211,51 @@ static int s_cand_cmp(const void *x, const void *y)
 {
     const s_cand_t *a = x, *b = y;
     if (a->slot != b->slot) return a->slot < b->slot ? -1 : 1;
+    if (a->frame != b->frame) return a->frame < b->frame ? -1 : 1;
     if (a->t != b->t) return a->t < b->t ? -1 : 1;
     return (a->v > b->v) - (a->v < b->v);
 }
 
-/* The last candidate of slot starting at or before by; -1 when none. */
-static int s_last_by(const s_cand_t *cand, int n, int slot, int64_t by)
+/* The last candidate of (slot, frame) starting at or before by; -1 when
+ * none. */
+static int s_last_by(const s_cand_t *cand, int n, int slot, int frame, int64_t by)
 {
+    const s_cand_t key = {slot, frame, by, INT32_MAX};
     int lo = 0, hi = n;
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
-        if (cand[mid].slot < slot || (cand[mid].slot == slot && cand[mid].t <= by))
+        if (s_cand_cmp(&cand[mid], &key) <= 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo > 0 && cand[lo - 1].slot == slot ? lo - 1 : -1;
+    return lo > 0 && cand[lo - 1].slot == slot && cand[lo - 1].frame == frame ? lo - 1 : -1;
+}
+
+/* The nodes recvs may wait for, sorted: at the root every kept node but a
+ * fetch; in a loop frame those that run in every iteration, but an Enter
+ * (it belongs to the frame around) and a NextIteration (its output belongs
+ * to the next iteration). NULL when out of memory. */
+static s_cand_t *s_candidates(const zf__pctx_t *c, int *n)
+{
+    const zf__pruned_t *p = &c->pruned;
+    uint8_t *every = c->frame ? s_every_iteration(c) : NULL;
+    s_cand_t *cand = malloc((size_t)(p->n_nodes ? p->n_nodes : 1) * sizeof *cand);
+    if (!cand || (c->frame && !every)) {
+        free(every);
+        free(cand);
+        return NULL;
+    }
+    *n = 0;
+    for (int v = 0; v < p->n_nodes; v++) {
+        if (!p->keep[v] || zf__pruned_is_fetch(p, v)) continue;
+        int f = zf__pctx_out_frame(c, v);
+        if (f != 0 && (!every[v] || s_op(c, v, "Enter") || s_op(c, v, "NextIteration"))) continue;
+        cand[(*n)++] = (s_cand_t){c->devs[c->node_dev[v]].slot, f, c->asap[v], v};
+    }
+    free(every);
+    qsort(cand, (size_t)*n, sizeof *cand, s_cand_cmp);
+    return cand;
 }
 
 /* Adds an attr where name order puts it (NodeDefs here keep attrs sorted). */
@@ -205,21 +273,16 @@ static bool s_add_attr_sorted(Tensorflow__NodeDef *nd, const char *key, Tensorfl
 
 zf_status_t zf__pctx_schedule_recvs(zf__pctx_t *c)
 {
-    const zf__pruned_t *p = &c->pruned;
-    s_cand_t *cand = malloc((size_t)(p->n_nodes ? p->n_nodes : 1) * sizeof *cand);
-    if (!cand) return zf_out_of_memory("partition");
     int n = 0;
-    for (int v = 0; v < p->n_nodes; v++)
-        if (p->keep[v] && !zf__pruned_is_fetch(p, v) && zf__pctx_out_frame(c, v) == 0)
-            cand[n++] = (s_cand_t){c->devs[c->node_dev[v]].slot, c->asap[v], v};
-    qsort(cand, (size_t)n, sizeof *cand, s_cand_cmp);
+    s_cand_t *cand = s_candidates(c, &n);
+    if (!cand) return zf_out_of_memory("partition");
     bool ok = true;
     for (int i = 0; ok && i < c->n_srecvs; i++) {
         const zf__srecv_t *r = &c->srecvs[i];
         ok = s_add_attr_sorted(r->recv, "_start_time", zf__attr_int(r->start));
-        if (!ok || r->frame != 0) continue;
+        if (!ok) continue;
         /* The transfer starts by start - lead; the node must be done by then. */
-        int q = s_last_by(cand, n, r->slot, r->start - r->lead - ZF_RECV_SCHED_NODE_COST);
+        int q = s_last_by(cand, n, r->slot, r->frame, r->start - r->lead - ZF_RECV_SCHED_NODE_COST);
         if (q >= 0)
             ok = zf__node_add_input(r->recv,
                                     zf__input_string(zf__pctx_name(c, cand[q].v), ZF_CONTROL_PORT));
