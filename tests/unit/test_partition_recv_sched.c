@@ -3,7 +3,8 @@
  * and the control edge it gets, against times worked out by hand from the
  * cost model (one unit per node, ZF_RECV_SCHED_TRANSFER_COST = 2 more per
  * edge between devices); loops (back edges ignored, an Exit after its whole
- * frame, recvs inside a frame left without an edge); the error for a cycle;
+ * frame, a loop recv waiting only for a node that runs in every iteration);
+ * the error for a frame entered after its Exit;
  * and runs in process on two devices — the MLP example and a while loop
  * across devices — that give the same values with and without the option,
  * and the values worked out independently. */
