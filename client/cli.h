@@ -106,8 +106,9 @@ typedef struct zf_cli_step_args {
     const char **feed_specs, **fetches, **targets, **inits;
     int n_feeds, n_fetches, n_targets, n_inits;
     bool soft_placement;
-    int opt_level; /* --opt-level L0|L1: -1 or 0 */
-    bool bf16;     /* --bf16 */
+    int opt_level;        /* --opt-level L0|L1: -1 or 0 */
+    bool bf16;            /* --bf16 */
+    bool recv_scheduling; /* --recv-scheduling */
 } zf_cli_step_args_t;
 
 /* Sizes the arrays of *a for argc arguments. false when out of memory

@@ -25,6 +25,7 @@ extern char **environ;
 static const char s_usage[] =
     "usage: zflow partition GRAPH --devices LIST [--feed T]... [--fetch T]...\n"
     "                       [--target N]... [--by device|task] [--bf16] [--optimize]\n"
+    "                       [--recv-scheduling]\n"
     "                       [--out DIR]\n"
     "                       [--format pbtxt|pb|dot] [--png] [--soft]\n"
     "                       [--mode first|balanced] [--load DEV=N]...\n"
@@ -43,6 +44,10 @@ static const char s_usage[] =
     "  --target N      a node run for its effects\n"
     "  --by device|task  one partition per device (default) or per task\n"
     "  --bf16          send FLOAT tensors between devices as BFLOAT16\n"
+    "  --recv-scheduling\n"
+    "                  give each recv its ASAP _start_time and a control input\n"
+    "                  from the node it should wait for, and list them\n"
+    "                  (TensorFlow's enable_recv_scheduling; docs/design.md)\n"
     "  --optimize      show each partition as its executor runs it, after the\n"
     "                  graph optimizer (constant folding, common subexpressions,\n"
     "                  Identity removal; what opt_level L1 does)\n"
@@ -162,6 +167,8 @@ static int s_parse_arg(int argc, char **argv, int *i, s_args_t *a)
         a->place.allow_soft_placement = true;
     else if (strcmp(argv[*i], "--bf16") == 0)
         a->part.bfloat16_sendrecv = true;
+    else if (strcmp(argv[*i], "--recv-scheduling") == 0)
+        a->part.recv_scheduling = true;
     else if (strcmp(argv[*i], "--png") == 0)
         a->png = true;
     else if (strcmp(argv[*i], "--optimize") == 0)
@@ -220,6 +227,16 @@ static void s_print_part(const zf_partition_t *p, const char *path)
     printf("  %s  nodes=%zu sends=%d recvs=%d feeds=%d fetches=%d", p->device, p->graph->n_node,
            p->n_send, p->n_recv, p->n_feeds, p->n_fetches);
     printf(path ? " -> %s\n" : "\n", path);
+    /* With --recv-scheduling: each recv's start time and control inputs. */
+    for (size_t i = 0; i < p->graph->n_node; i++) {
+        const Tensorflow__NodeDef *nd = p->graph->node[i];
+        const Tensorflow__AttrValue *t = zf_node_attr(nd, "_start_time");
+        if (!t) continue;
+        printf("    %s %s _start_time=%" PRId64, nd->op, nd->name, (int64_t)t->i);
+        for (size_t k = 0; k < nd->n_input; k++)
+            if (nd->input[k][0] == '^') printf(" %s", nd->input[k]);
+        printf("\n");
+    }
 }
 
 static zf_status_t s_write_graphs(const s_args_t *a, const zf_partition_set_t *set)

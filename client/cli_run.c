@@ -59,6 +59,9 @@ static const char s_usage[] =
     "                    Identity removal); L0 runs the graph as written\n"
     "  --bf16            FLOAT tensors cross between devices as BFLOAT16 (half\n"
     "                    the bytes; TensorFlow's enable_bfloat16_sendrecv)\n"
+    "  --recv-scheduling hold each recv back until its value is about to be\n"
+    "                    needed (ASAP times from a unit cost model; TensorFlow's\n"
+    "                    enable_recv_scheduling)\n"
     "  --allow-soft-placement  put a node whose device has no kernel for it\n"
     "                    on a valid device of the same task instead\n"
     "  --steps N         run the step N times (default 1) on one session, so\n"
@@ -312,6 +315,7 @@ static int s_run_inprocess(const s_args_t *a, Tensorflow__GraphDef *gd)
     opts.allow_soft_placement = a->step.soft_placement;
     opts.opt_level = a->step.opt_level;
     opts.bfloat16_sendrecv = a->step.bf16;
+    opts.recv_scheduling = a->step.recv_scheduling;
     opts.balanced_placement = a->step.place && strcmp(a->step.place, "balanced") == 0;
     zf_status_t s = zf_status_prefix(zf_local_session_new(gd, &opts, &r.sess), "%s", a->step.graph);
     int rc = zf_ok(s) ? s_execute(a, &r) : zf_cli_fail("run", &s);

@@ -485,6 +485,7 @@ static Zflow__SessionOptions s_options(const zf_client_session_options_t *opts)
         o.opt_level = opts->opt_level;
         o.bfloat16_sendrecv = opts->bfloat16_sendrecv;
         o.build_cost_model = opts->build_cost_model;
+        o.enable_recv_scheduling = opts->recv_scheduling;
     }
     return o;
 }

@@ -28,13 +28,14 @@ typedef struct zf_client_session_options {
     int64_t step_timeout_ms; /* 0: none */
     int opt_level;           /* 0 (L1): the graph optimizer runs on every partition; -1 (L0): not */
     bool bfloat16_sendrecv;  /* FLOAT tensors cross between devices as BFLOAT16 */
+    bool recv_scheduling;    /* recvs wait for their ASAP start (enable_recv_scheduling) */
     /* GraphOptions.build_cost_model: N > 0 traces every step, and every N-th
      * step of a plan returns its cost model (a job's result: cost) */
     int64_t build_cost_model;
 } zf_client_session_options_t;
 
 #define ZF_CLIENT_SESSION_OPTIONS_DEFAULT                                                          \
-    ((zf_client_session_options_t){false, false, 0, 0, false, 0})
+    ((zf_client_session_options_t){false, false, 0, 0, false, false, 0})
 
 /* One step: feeds (names "x" or "x:0" with borrowed tensors), fetches and
  * targets. outputs of the run functions get n_fetches new tensors, in the

@@ -49,6 +49,7 @@ struct zf_local_session {
     int64_t timeout_ms;
     int opt_level;
     bool bfloat16_sendrecv;
+    bool recv_scheduling;
     atomic_int_fast64_t next_step;
     pthread_mutex_t mu;     /* guards callables and last_parts */
     zf_strmap_t *callables; /* signature -> s_callable_t *, keys copied */
@@ -195,6 +196,7 @@ static zf_status_t s_callable_partition(zf_local_session_t *s, s_callable_t *p, 
         .n_targets = n_targets,
         .by = ZF_PARTITION_BY_DEVICE,
         .bfloat16_sendrecv = s->bfloat16_sendrecv,
+        .recv_scheduling = s->recv_scheduling,
     };
     zf_status_t st =
         zf_partition_graph(s->graph, devs, s->n_devices, s->assignment, &opts, &p->set);
@@ -586,6 +588,7 @@ zf_status_t zf_local_session_new(Tensorflow__GraphDef *gd, const zf_local_sessio
     s->timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : 0;
     s->opt_level = o.opt_level;
     s->bfloat16_sendrecv = o.bfloat16_sendrecv;
+    s->recv_scheduling = o.recv_scheduling;
     atomic_init(&s->next_step, 1);
     zf_status_t st = (s->callables = zf_strmap_new(8, ZF_STRMAP_COPY_KEYS))
                          ? ZF_STATUS_OK

@@ -44,10 +44,12 @@ typedef struct zf_local_session_options {
     int64_t timeout_ms; /* per run; 0: no limit */
     int opt_level; /* ZF_OPT_L1 (0, the default): optimize every partition; ZF_OPT_L0 (-1): not */
     bool bfloat16_sendrecv; /* FLOAT tensors cross between devices as BFLOAT16 */
+    bool recv_scheduling;   /* recvs wait for their ASAP start (TensorFlow's
+                               enable_recv_scheduling; docs/design.md) */
 } zf_local_session_options_t;
 
 #define ZF_LOCAL_SESSION_OPTIONS_DEFAULT                                                           \
-    ((zf_local_session_options_t){NULL, 0, false, false, false, 0, 0, false})
+    ((zf_local_session_options_t){NULL, 0, false, false, false, 0, 0, false, false})
 
 /* Creates the session's devices and resource store, builds the graph of gd
  * (BORROWED: it must outlive the session) and places it. opts may be NULL.

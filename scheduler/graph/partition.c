@@ -460,6 +460,9 @@ void zf__pctx_free(zf__pctx_t *c)
     free(c->frame);
     free(c->frames);
     free(c->cloops);
+    free(c->asap);
+    free(c->topo);
+    free(c->srecvs);
     zf__pctx_cut_free(c);
     zf__pruned_free(&c->pruned);
 }
@@ -489,8 +492,10 @@ static zf_status_t s_run(zf__pctx_t *c, const zf_partition_device_t *devices, in
                          zf_partition_set_t **out)
 {
     ZF_TRY(zf__pctx_setup(c, c->g, devices, n_devices, assignment, opts));
+    if (c->opts->recv_scheduling) ZF_TRY(zf__pctx_asap(c));
     for (int v = 0; v < c->pruned.n_nodes; v++)
         if (c->pruned.keep[v]) ZF_TRY(s_place_node(c, v));
+    if (c->asap) ZF_TRY(zf__pctx_schedule_recvs(c));
     return s_collect(c, out);
 }
 

@@ -27,6 +27,12 @@ typedef struct zf_partition_device {
     uint64_t incarnation;
 } zf_partition_device_t;
 
+/* The cost model of recv scheduling (zf_partition_options_t.recv_scheduling):
+ * every node takes ZF_RECV_SCHED_NODE_COST units, and an edge between two
+ * devices adds ZF_RECV_SCHED_TRANSFER_COST units for its transfer. */
+#define ZF_RECV_SCHED_NODE_COST     1
+#define ZF_RECV_SCHED_TRANSFER_COST 2
+
 typedef struct zf_partition_options {
     const char *const *feeds; /* "node" or "node:port" */
     int n_feeds;
@@ -36,6 +42,8 @@ typedef struct zf_partition_options {
     int n_targets;
     zf_partition_by_t by;
     bool bfloat16_sendrecv;    /* cast FLOAT cross-device edges to BFLOAT16 */
+    bool recv_scheduling;      /* ASAP `_start_time` on recvs, control edges that hold
+                                  them back (TensorFlow's enable_recv_scheduling) */
     const char *client_device; /* device named as the client side of feeds and
                                   fetches; NULL: the partition's own device */
 } zf_partition_options_t;
@@ -110,8 +118,22 @@ typedef struct zf_partition_set {
  * inside a loop's frame gets a control loop that runs the frame's
  * iterations in step with the partition of the loop's LoopCond, whose
  * value it receives every iteration (partition_frames.c); the recvs of the
- * frame hang off it, and their keys carry the frame and iteration. Thread-safe; does not
- * block. Cost is linear in the kept nodes and edges. */
+ * frame hang off it, and their keys carry the frame and iteration.
+ *
+ * With recv_scheduling (docs/design.md, "Recv scheduling"; TensorFlow's
+ * GraphOptions.enable_recv_scheduling), every kept node gets an ASAP start
+ * time from the cost model above over the placed graph (back edges out of
+ * NextIteration ignored; an Exit starts after everything in its frame),
+ * every `_Recv`/`_HostRecv` made for a cut edge gets the int64 attr
+ * `_start_time`: the earliest start of the nodes that read it in its
+ * partition; and it takes a control input from the node of its partition
+ * and frame (in a loop frame, one that runs in every iteration, not an
+ * Enter or NextIteration; never a fetch) that starts last among those done
+ * by that time less the edge's transfer cost (none: it is left alone). A
+ * frame entered again after its Exit leaves no ASAP times:
+ * INVALID_ARGUMENT, naming a node after it.
+ * Thread-safe; does not block. Cost is linear in the kept nodes and edges
+ * (n log n with recv_scheduling). */
 zf_status_t zf_partition_graph(const zf_graph_t *g, const zf_partition_device_t *devices,
                                int n_devices, const int *assignment,
                                const zf_partition_options_t *opts, zf_partition_set_t **out);

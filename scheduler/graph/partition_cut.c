@@ -10,7 +10,7 @@
 
 /* ---- dtypes and memory types --------------------------------------------- */
 
-static bool s_grow(void **arr, int *cap, int need, size_t elem)
+bool zf__grow(void **arr, int *cap, int need, size_t elem)
 {
     if (need <= *cap) return true;
     int cap2 = *cap ? *cap : 16;
@@ -31,7 +31,7 @@ static zf_status_t s_op_types(zf__pctx_t *c, int node, bool input, int *n)
         input ? zf_op_input_types : zf_op_output_types;
     ZF_TRY(fn(def, nd, c->scratch, c->cap_scratch, n));
     if (*n <= c->cap_scratch) return ZF_STATUS_OK;
-    if (!s_grow((void **)&c->scratch, &c->cap_scratch, *n, sizeof *c->scratch))
+    if (!zf__grow((void **)&c->scratch, &c->cap_scratch, *n, sizeof *c->scratch))
         return zf_out_of_memory("partition");
     return fn(def, nd, c->scratch, c->cap_scratch, n);
 }
@@ -158,13 +158,14 @@ static void s_dup_key(int src, int port, int slot, bool on_host, uint64_t *a, ui
     *b = (uint64_t)(uint32_t)slot << 1 | (on_host ? 1u : 0u);
 }
 
-static const char *s_dup_get(const zf__pctx_t *c, int src, int port, int slot, bool on_host)
+static const zf__dup_slot_t *s_dup_get(const zf__pctx_t *c, int src, int port, int slot,
+                                       bool on_host)
 {
     uint64_t a, b;
     s_dup_key(src, port, slot, on_host, &a, &b);
     size_t mask = c->dup_cap - 1;
     for (size_t i = s_dup_hash(a, b) & mask; c->dup[i].name; i = (i + 1) & mask)
-        if (c->dup[i].a == a && c->dup[i].b == b) return c->dup[i].name;
+        if (c->dup[i].a == a && c->dup[i].b == b) return &c->dup[i];
     return NULL;
 }
 
@@ -175,7 +176,8 @@ static void s_dup_place(zf__dup_slot_t *slots, size_t cap, zf__dup_slot_t e)
     slots[i] = e;
 }
 
-static bool s_dup_put(zf__pctx_t *c, int src, int port, int slot, bool on_host, const char *name)
+static bool s_dup_put(zf__pctx_t *c, int src, int port, int slot, bool on_host, const char *name,
+                      int rec)
 {
     if ((c->dup_n + 1) * 4 > c->dup_cap * 3) {
         size_t cap = c->dup_cap * 2;
@@ -187,7 +189,7 @@ static bool s_dup_put(zf__pctx_t *c, int src, int port, int slot, bool on_host, 
         c->dup = slots;
         c->dup_cap = cap;
     }
-    zf__dup_slot_t e = {0, 0, name};
+    zf__dup_slot_t e = {0, 0, name, rec};
     s_dup_key(src, port, slot, on_host, &e.a, &e.b);
     s_dup_place(c->dup, c->dup_cap, e);
     c->dup_n++;
@@ -219,7 +221,7 @@ void zf__pctx_cut_free(zf__pctx_t *c)
 static bool s_push_input(zf__pctx_t *c, const char *name, int port)
 {
     char *in = zf__input_string(name, port);
-    if (!in || !s_grow((void **)&c->inputs, &c->cap_inputs, c->n_inputs + 1, sizeof *c->inputs)) {
+    if (!in || !zf__grow((void **)&c->inputs, &c->cap_inputs, c->n_inputs + 1, sizeof *c->inputs)) {
         free(in);
         return false;
     }
@@ -229,7 +231,7 @@ static bool s_push_input(zf__pctx_t *c, const char *name, int port)
 
 static bool s_push_refc(zf__pctx_t *c, const char *name, int src, int port, bool check)
 {
-    if (!s_grow((void **)&c->refc, &c->cap_refc, c->n_refc + 1, sizeof *c->refc)) return false;
+    if (!zf__grow((void **)&c->refc, &c->cap_refc, c->n_refc + 1, sizeof *c->refc)) return false;
     c->refc[c->n_refc++] = (zf__refc_t){name, src, port, check};
     return true;
 }
@@ -391,18 +393,18 @@ static zf_status_t s_edge_dtype(zf__pctx_t *c, int v, const zf__pedge_t *e, zf_d
  * gets its own recv, to be ordered after the reader's other inputs);
  * others are remembered for reuse by later readers. */
 static bool s_remember(zf__pctx_t *c, const s_cut_t *k, Tensorflow__NodeDef *recv, const char *read,
-                       bool on_host)
+                       bool on_host, int rec)
 {
     c->parts[c->devs[k->sd].slot].n_send++;
     c->parts[c->devs[k->dd].slot].n_recv++;
     if (!k->control && s_src_is_ref(c, k->e->src, k->e->src_port)) {
-        if (!s_grow((void **)&c->ref_recvs, &c->cap_ref_recvs, c->n_ref_recvs + 1,
-                    sizeof *c->ref_recvs))
+        if (!zf__grow((void **)&c->ref_recvs, &c->cap_ref_recvs, c->n_ref_recvs + 1,
+                      sizeof *c->ref_recvs))
             return false;
         c->ref_recvs[c->n_ref_recvs++] = recv;
         return true;
     }
-    return s_dup_put(c, k->e->src, k->e->src_port, c->devs[k->dd].slot, on_host, read) &&
+    return s_dup_put(c, k->e->src, k->e->src_port, c->devs[k->dd].slot, on_host, read, rec) &&
            s_push_refc(c, read, -1, 0, false);
 }
 
@@ -449,7 +451,9 @@ static zf_status_t s_cut(zf__pctx_t *c, int v, const zf__pedge_t *e, bool on_hos
     const char *read = NULL;
     Tensorflow__NodeDef *recv = NULL;
     ZF_TRY(s_transfer(c, &k, v, what, driver, &recv, &read));
-    bool ok = s_remember(c, &k, recv, read, on_host) &&
+    int rec = -1;
+    bool ok = (!c->asap || zf__pctx_note_recv(c, recv, v, e->src, k.sd, k.dd, &rec)) &&
+              s_remember(c, &k, recv, read, on_host, rec) &&
               s_push_input(c, read, k.control ? ZF_CONTROL_PORT : 0);
     return ok ? ZF_STATUS_OK : zf_out_of_memory("partition");
 }
@@ -458,9 +462,9 @@ zf_status_t zf__pctx_cut_pred(zf__pctx_t *c, int src, int dev, const char *drive
                               const char **read)
 {
     int slot = c->devs[dev].slot;
-    const char *found = s_dup_get(c, src, 0, slot, true);
+    const zf__dup_slot_t *found = s_dup_get(c, src, 0, slot, true);
     if (found) {
-        *read = found;
+        *read = found->name;
         return ZF_STATUS_OK;
     }
     zf__pedge_t e = {src, 0, 1, -1};
@@ -469,7 +473,8 @@ zf_status_t zf__pctx_cut_pred(zf__pctx_t *c, int src, int dev, const char *drive
     ZF_TRY(s_transfer(c, &k, -1, "loop_pred", driver, &recv, read));
     c->parts[c->devs[k.sd].slot].n_send++;
     c->parts[slot].n_recv++;
-    return s_dup_put(c, src, 0, slot, true, *read) ? ZF_STATUS_OK : zf_out_of_memory("partition");
+    return s_dup_put(c, src, 0, slot, true, *read, -1) ? ZF_STATUS_OK
+                                                       : zf_out_of_memory("partition");
 }
 
 zf_status_t zf__pctx_input(zf__pctx_t *c, int v, const zf__pedge_t *e)
@@ -487,10 +492,11 @@ zf_status_t zf__pctx_input(zf__pctx_t *c, int v, const zf__pedge_t *e)
         return ok ? ZF_STATUS_OK : zf_out_of_memory("partition");
     }
     bool on_host = ddev->cpu || (!control && zf__pctx_in_host(c, v, e->dst_port));
-    const char *found = s_dup_get(c, e->src, e->src_port, ddev->slot, on_host);
+    const zf__dup_slot_t *found = s_dup_get(c, e->src, e->src_port, ddev->slot, on_host);
     if (found) {
-        bool ok = s_push_input(c, found, control ? ZF_CONTROL_PORT : 0) &&
-                  s_push_refc(c, found, -1, 0, false);
+        if (c->asap) zf__pctx_note_reader(c, found->rec, v);
+        bool ok = s_push_input(c, found->name, control ? ZF_CONTROL_PORT : 0) &&
+                  s_push_refc(c, found->name, -1, 0, false);
         return ok ? ZF_STATUS_OK : zf_out_of_memory("partition");
     }
     return s_cut(c, v, e, on_host);

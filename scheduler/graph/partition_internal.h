@@ -103,7 +103,17 @@ typedef struct zf__refc {
 typedef struct zf__dup_slot {
     uint64_t a, b;
     const char *name; /* NULL: empty slot */
+    int rec;          /* its recv's entry in zf__pctx_t.srecvs, or -1 */
 } zf__dup_slot_t;
+
+/* A recv made for a cut edge, with what recv scheduling needs of it
+ * (partition_sched.c). */
+typedef struct zf__srecv {
+    Tensorflow__NodeDef *recv; /* the partition's */
+    int slot, frame;           /* its partition, and the frame it runs in */
+    int64_t start;             /* earliest ASAP start among its readers */
+    int64_t lead;              /* the transfer cost of its edge */
+} zf__srecv_t;
 
 /* A while-loop frame: its name (borrowed from the Enter node), parent,
  * parallel_iterations (its first Enter's) and LoopCond node (-1: none). */
@@ -161,6 +171,13 @@ typedef struct zf__pctx {
     zf__frame_t *frames;
     int n_frames;
     zf__cloop_t *cloops; /* per frame and partition slot: [f * n_parts + slot] */
+    /* recv scheduling (partition_sched.c): NULL / 0 without the option */
+    int64_t *asap; /* per pruned node: its ASAP start time */
+    int *topo;     /* the kept nodes (and per-frame end nodes, ids past n_nodes), in the
+                      order their times were found */
+    int n_topo;
+    zf__srecv_t *srecvs;
+    int n_srecvs, cap_srecvs;
 } zf__pctx_t;
 
 /* Validates the inputs, builds the pruned and names the client endpoints:
@@ -176,6 +193,10 @@ const char *zf__pctx_name(const zf__pctx_t *c, int node);
 char *zf__pctx_new_name(zf__pctx_t *c, const char *prefix, const char *suffix);
 /* Appends nd to the partition of device dev (nd is freed on failure). */
 bool zf__pctx_push(zf__pctx_t *c, int dev, Tensorflow__NodeDef *nd);
+
+/* Grows *arr (of *cap elements of elem bytes, doubling from 16) to hold
+ * need; false when out of memory (*arr is kept). */
+bool zf__grow(void **arr, int *cap, int need, size_t elem);
 
 zf_status_t zf__pctx_cut_init(zf__pctx_t *c);
 void zf__pctx_cut_free(zf__pctx_t *c);
@@ -204,5 +225,18 @@ zf_status_t zf__pctx_loop_driver(zf__pctx_t *c, int src, int dev, const char **d
  * (partition_cut.c). */
 zf_status_t zf__pctx_cut_pred(zf__pctx_t *c, int src, int dev, const char *driver,
                               const char **read);
+
+/* Recv scheduling (partition_sched.c). ASAP start times of the pruned
+ * nodes, before the walk; INVALID_ARGUMENT for a cycle that passes no
+ * NextIteration. */
+zf_status_t zf__pctx_asap(zf__pctx_t *c);
+/* Records the recv made for the cut edge src -> v (devices sd -> dd);
+ * *rec is its entry. false when out of memory. */
+bool zf__pctx_note_recv(zf__pctx_t *c, Tensorflow__NodeDef *recv, int v, int src, int sd, int dd,
+                        int *rec);
+/* Another reader v of recorded recv rec (-1: none recorded). */
+void zf__pctx_note_reader(zf__pctx_t *c, int rec, int v);
+/* After the walk: `_start_time` attrs and the control edges. */
+zf_status_t zf__pctx_schedule_recvs(zf__pctx_t *c);
 
 #endif

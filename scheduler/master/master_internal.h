@@ -65,6 +65,7 @@ typedef struct zf__master_session {
     int opt_level;          /* SessionOptions.opt_level, for RegisterGraph */
     bool bfloat16_sendrecv; /* SessionOptions' */
     int64_t cost_every;     /* SessionOptions.build_cost_model: 0, or trace every step */
+    bool recv_scheduling;   /* SessionOptions.enable_recv_scheduling */
     int64_t timeout_ms;
     zf_strmap_t *plans;    /* signature -> zf__master_plan_t *, under m->mu */
     pthread_mutex_t build; /* one plan built at a time per session */

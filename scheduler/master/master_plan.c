@@ -247,6 +247,7 @@ static zf_status_t s_plan_partition(zf_master_t *m, zf__master_session_t *s,
         .n_targets = nm->ns_targets,
         .by = ZF_PARTITION_BY_DEVICE,
         .bfloat16_sendrecv = s->bfloat16_sendrecv,
+        .recv_scheduling = s->recv_scheduling,
     };
     if (zf_ok(st)) st = zf_partition_graph(s->graph, qdev, nd, assignment, &qopts, &p->set);
     if (zf_ok(st) && !(p->incarnation = calloc((size_t)p->set->n_parts + 1, sizeof(uint64_t))))

@@ -57,8 +57,15 @@ Tensorflow__GraphDef *zf_test_tf_graphdef(const char *name)
 
 zf_local_session_t *zf_test_local_session(Tensorflow__GraphDef *gd, const char *devices)
 {
+    return zf_test_local_session_sched(gd, devices, false);
+}
+
+zf_local_session_t *zf_test_local_session_sched(Tensorflow__GraphDef *gd, const char *devices,
+                                                bool recv_scheduling)
+{
     zf_local_session_options_t opts = ZF_LOCAL_SESSION_OPTIONS_DEFAULT;
     opts.devices = devices;
+    opts.recv_scheduling = recv_scheduling;
     zf_local_session_t *s = NULL;
     zf_status_t st = zf_local_session_new(gd, &opts, &s);
     if (!zf_ok(st)) fail_msg("%s", zf_status_msg(&st));

@@ -34,6 +34,11 @@ Tensorflow__GraphDef *zf_test_tf_graphdef(const char *name);
  * test on error. */
 zf_local_session_t *zf_test_local_session(Tensorflow__GraphDef *gd, const char *devices);
 
+/* The same on devices, with recv scheduling (zf_local_session_options_t) on
+ * or off. */
+zf_local_session_t *zf_test_local_session_sched(Tensorflow__GraphDef *gd, const char *devices,
+                                                bool recv_scheduling);
+
 /* How many shared-memory arenas of process pid are in /dev/shm
  * (zflow-<pid>-*, executor/rendezvous/remote.h). */
 int zf_test_shm_segments_of(long pid);

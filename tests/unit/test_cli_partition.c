@@ -314,6 +314,35 @@ static void test_cli_partition_reports_bad_usage_and_errors(void **state)
     s_assert_contains(f, "is not a directory");
 }
 
+/* --recv-scheduling: each recv's _start_time and control inputs in the
+ * summary and the files. By hand, one unit per node and two per transfer:
+ * _recv_x_0 and w start at 0, m at 1, n at 1 + 1 + 2 = 4, so the recv of m
+ * on cpu:1 starts at 4; nothing of cpu:1 is done by 4 - 2, so it waits for
+ * nothing. */
+static void test_cli_partition_shows_recv_scheduling(void **state)
+{
+    s_fx_t *f = *state;
+    s_zflow(f, NULL, "--devices cpu:2 --recv-scheduling --feed x --fetch y --out %s", f->dir);
+    assert_int_equal(f->rc, 0);
+    s_assert_contains(f, "fetches=1 -> ");
+    s_assert_contains(f, CPU1_FILE ".pbtxt\n    _Recv m_S1 _start_time=4\n");
+    Tensorflow__GraphDef *gd = NULL;
+    assert_true(
+        zf_ok(zf_graphdef_read_file(s_path(f, "", CPU1_FILE ".pbtxt"), ZF_FORMAT_AUTO, &gd)));
+    const Tensorflow__NodeDef *recv = NULL;
+    for (size_t i = 0; i < gd->n_node; i++)
+        if (strcmp(gd->node[i]->name, "m_S1") == 0) recv = gd->node[i];
+    assert_non_null(recv);
+    const Tensorflow__AttrValue *t = zf_node_attr(recv, "_start_time");
+    assert_non_null(t);
+    assert_int_equal(t->i, 4);
+    zf_graphdef_free(&gd);
+    /* Without the option: no times. */
+    s_zflow(f, NULL, "--devices cpu:2 --feed x --fetch y --out %s", f->dir);
+    assert_int_equal(f->rc, 0);
+    assert_null(strstr(f->out, "_start_time"));
+}
+
 static void test_cli_partition_fails_on_a_missing_graph(void **state)
 {
     s_fx_t *f = *state;
@@ -333,6 +362,7 @@ int main(void)
         T(test_cli_partition_draws_the_placed_graph),
         T(test_cli_partition_reports_bad_usage_and_errors),
         T(test_cli_partition_fails_on_a_missing_graph),
+        T(test_cli_partition_shows_recv_scheduling),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -302,6 +302,24 @@ static void test_cli_run_sends_bfloat16_between_devices_when_asked(void **state)
     }
 }
 
+/* --recv-scheduling: the while loop over two devices (tests/data/sum_loop.pbtxt)
+ * sums 1..n alike with and without it, in process and on a cluster (whose
+ * master gets it through SessionOptions). */
+static void test_cli_run_schedules_recvs_when_asked(void **state)
+{
+    (void)state;
+    const char *modes[] = {"--inprocess", ""}, *opts[] = {"", "--recv-scheduling"};
+    for (int m = 0; m < 2; m++)
+        for (int o = 0; o < 2; o++) {
+            s_run_t r;
+            s_zflow(&r,
+                    "run " ZF_TEST_DATA_DIR "/sum_loop.pbtxt %s --devices cpu:2 %s "
+                    "--feed n:int64=100 --fetch w/s_exit",
+                    modes[m], opts[o]);
+            s_expect(&r, 0, "w/s_exit =\n5050\n");
+        }
+}
+
 static void test_cli_run_runs_targets_and_multiple_fetches(void **state)
 {
     s_tmp_t *t = *state;
@@ -587,6 +605,7 @@ int main(void)
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_runs_a_while_loop_in_process, s_setup,
                                         s_teardown),
+        cmocka_unit_test(test_cli_run_schedules_recvs_when_asked),
         cmocka_unit_test_setup_teardown(test_cli_run_places_softly_and_by_mode_when_asked, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_runs_functions_on_a_local_cluster, s_setup,

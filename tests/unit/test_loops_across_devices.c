@@ -274,6 +274,7 @@ static Tensorflow__GraphDef *s_cond_graph(void)
 /* The service of two executors, started once for the file. */
 static zf_test_service_t s_svc;
 static zf_client_t *s_client;
+static bool s_recv_scheduling; /* s_runner's sessions schedule their recvs */
 
 static int s_setup(void **state)
 {
@@ -297,8 +298,9 @@ typedef struct {
 
 static s_runner_t s_runner(Tensorflow__GraphDef *gd)
 {
-    s_runner_t r = {gd, zf_test_local_session(gd, "cpu:2"), NULL};
+    s_runner_t r = {gd, zf_test_local_session_sched(gd, "cpu:2", s_recv_scheduling), NULL};
     zf_client_session_options_t o = ZF_CLIENT_SESSION_OPTIONS_DEFAULT;
+    o.recv_scheduling = s_recv_scheduling;
     ASSERT_OK(zf_client_session_create(s_client, gd, &o, &r.remote));
     return r;
 }
@@ -350,19 +352,25 @@ static void s_expect_i64(s_runner_t *r, const char *const *names, const int64_t 
     for (int i = 0; i < n; i++) zf_tensor_unref(&values[i]);
 }
 
-static void test_loop_sums_with_its_body_on_another_device(void **state)
+/* The sum loop for n = ns[0..count-1], and i's exit for the last n. */
+static void s_expect_sums(const int64_t *ns, size_t count)
 {
-    (void)state;
     s_runner_t r = s_runner(s_sum_graph());
     const char *names[] = {"n"};
-    const int64_t ns[] = {0, 1, 10, 1000, 100000};
-    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+    for (size_t k = 0; k < count; k++) {
         s_in_process_only = ns[k] > S_SERVICE_MAX_ITERATIONS;
         s_expect_i64(&r, names, &ns[k], 1, "w/s_exit", ns[k] * (ns[k] + 1) / 2);
     }
     s_in_process_only = false;
-    s_expect_i64(&r, names, &ns[3], 1, "w/i_exit", ns[3]);
+    s_expect_i64(&r, names, &ns[count - 1], 1, "w/i_exit", ns[count - 1]);
     s_runner_free(&r);
+}
+
+static void test_loop_sums_with_its_body_on_another_device(void **state)
+{
+    (void)state;
+    const int64_t ns[] = {0, 1, 10, 100000, 1000};
+    s_expect_sums(ns, sizeof ns / sizeof ns[0]);
 }
 
 static void test_nested_loops_span_two_devices(void **state)
@@ -548,6 +556,21 @@ static void test_functional_while_if_and_case_span_two_devices(void **state)
     s_runner_free(&r);
 }
 
+/* Recv scheduling (SessionOptions.enable_recv_scheduling) changes no value:
+ * the loops and conditionals above again (the sum loop up to 1000
+ * iterations), with it on in process and on the service. */
+static void test_recv_scheduling_keeps_every_value(void **state)
+{
+    s_recv_scheduling = true;
+    const int64_t ns[] = {0, 1, 10, 1000};
+    s_expect_sums(ns, sizeof ns / sizeof ns[0]);
+    test_nested_loops_span_two_devices(state);
+    test_conditional_inside_a_loop_spans_two_devices(state);
+    test_matmul_tanh_loop_spans_two_devices(state);
+    test_cond_branches_on_two_devices(state);
+    s_recv_scheduling = false;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -557,6 +580,7 @@ int main(void)
         cmocka_unit_test(test_matmul_tanh_loop_spans_two_devices),
         cmocka_unit_test(test_cond_branches_on_two_devices),
         cmocka_unit_test(test_functional_while_if_and_case_span_two_devices),
+        cmocka_unit_test(test_recv_scheduling_keeps_every_value),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
