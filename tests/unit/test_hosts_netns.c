@@ -528,6 +528,7 @@ static void test_hosts_a_cut_off_host_fails_its_steps_and_comes_back(void **stat
                   (long long)(back >= 0 ? zf_test_now_ms() - healed_at : -1));
     assert_true(back >= 0);
     assert_true(s_count_in_file(c_log, "registered with ") > registered_before);
+    assert_true(s_count_in_file(c_log, "the broker forgot") > 0); /* its heartbeats: NOT_FOUND */
     s_expect_span_runs();
 }
 
