@@ -74,6 +74,7 @@ typedef struct {
 enum { P_BROKER, P_SCHEDULER, P_EXEC_B, P_EXEC_C };
 
 static s_hosts_t s_h;
+static int s_teardown_failures; /* cmocka's result leaves a group teardown's out */
 
 /* ---- the hosts' network ------------------------------------------------------- */
 
@@ -693,19 +694,39 @@ static int s_setup(void **state)
     return 0;
 }
 
-/* Stops every process and deletes the namespaces; fails unless `ip netns
- * list` no longer shows them. */
+/* Prints the end of a process's log to stderr. */
+static void s_print_log_tail(const char *path)
+{
+    static char buf[8192];
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    if (fseek(f, -(long)(sizeof buf - 1), SEEK_END) != 0) rewind(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    fprintf(stderr, "%s:\n%s\n", path, buf);
+}
+
+/* Stops every process and deletes the namespaces; fails when a process
+ * did not exit 0 on SIGTERM (a sanitizer's report among the reasons; its
+ * log is printed) or `ip netns list` still shows a namespace. */
 static int s_teardown(void **state)
 {
     (void)state;
-    for (int i = 3; i >= 0; i--)
-        if (s_h.procs[i].pid > 0) zf_test_child_stop(&s_h.procs[i], SIGTERM, WAIT_MS / 6);
+    int left = 0;
+    for (int i = 3; i >= 0; i--) {
+        if (s_h.procs[i].pid <= 0) continue;
+        int rc = zf_test_child_stop(&s_h.procs[i], SIGTERM, WAIT_MS / 6);
+        if (rc == 0) continue;
+        fprintf(stderr, "process %d exited %d on SIGTERM\n", i, rc);
+        s_print_log_tail(s_h.log[i]);
+        left++;
+    }
     if (s_h.hub > 0) {
         kill(s_h.hub, SIGKILL);
         waitpid(s_h.hub, NULL, 0);
     }
     s_remove_network();
-    int left = 0;
     if (!s_h.skip) {
         static char list[16384];
         s_tool(s_h.ip_tool, list, sizeof list, "netns list");
@@ -725,6 +746,7 @@ static int s_teardown(void **state)
         zf_test_rm_rf(s_h.dir);
         free(s_h.dir);
     }
+    s_teardown_failures += left;
     return left ? -1 : 0;
 }
 
@@ -746,6 +768,7 @@ int main(int argc, char **argv)
     int failed = with_delay
                      ? cmocka_run_group_tests_name("delay", delay, s_setup, s_teardown)
                      : cmocka_run_group_tests_name("failures", failures, s_setup, s_teardown);
+    failed += s_teardown_failures;
     if (failed == 0 && s_h.skipped == n) {
         printf("all %d tests skipped: %s\n", n, s_h.skip);
         return SKIP_EXIT_CODE;
