@@ -304,10 +304,15 @@ static void s_hosts_or_skip(void)
 
 /* ---- the client on host A ---------------------------------------------------- */
 
-/* Runs `zflow run GRAPH --broker <A> --feed FEED --fetch z [extra]` in host
- * A's namespace; stdout into out, stderr into err. Its exit code. */
-static int s_run_job(const char *graph, const char *extra, char *out, size_t out_size, char *err,
-                     size_t err_size)
+/* A job in flight from host A: the zflow run process and its pipes. */
+typedef struct {
+    pid_t pid;
+    int out, err;
+} s_job_t;
+
+/* Starts `zflow run GRAPH --broker <A> --feed FEED --fetch z [--steps
+ * steps]` in host A's namespace. */
+static s_job_t s_start_job(const char *graph, const char *steps)
 {
     const char *argv[] = {s_h.ip_tool,  "netns",
                           "exec",       s_h.ns[HOST_A],
@@ -315,16 +320,30 @@ static int s_run_job(const char *graph, const char *extra, char *out, size_t out
                           graph,        "--broker",
                           s_h.endpoint, "--feed",
                           FEED,         "--fetch",
-                          "z",          extra ? "--steps" : NULL,
-                          extra,        NULL};
-    int ofd = -1, efd = -1;
-    pid_t pid = zf_test_spawn_piped(argv, &ofd, &efd);
+                          "z",          steps ? "--steps" : NULL,
+                          steps,        NULL};
+    s_job_t j = {0, -1, -1};
+    j.pid = zf_test_spawn_piped(argv, &j.out, &j.err);
+    return j;
+}
+
+/* Waits for job's end: stdout into out, stderr into err. Its exit code. */
+static int s_finish_job(s_job_t *job, char *out, size_t out_size, char *err, size_t err_size)
+{
     int64_t deadline = zf_test_now_ms() + WAIT_MS;
-    zf_test_drain(ofd, out, out_size, deadline); /* stderr is small: its pipe holds it */
-    zf_test_drain(efd, err, err_size, deadline);
-    close(ofd);
-    close(efd);
-    return zf_test_reap(pid, deadline);
+    zf_test_drain(job->out, out, out_size, deadline); /* stderr is small: its pipe holds it */
+    zf_test_drain(job->err, err, err_size, deadline);
+    close(job->out);
+    close(job->err);
+    return zf_test_reap(job->pid, deadline);
+}
+
+/* Runs a job (as s_start_job) to its end. Its exit code. */
+static int s_run_job(const char *graph, const char *steps, char *out, size_t out_size, char *err,
+                     size_t err_size)
+{
+    s_job_t job = s_start_job(graph, steps);
+    return s_finish_job(&job, out, out_size, err, err_size);
 }
 
 /* Checks `zflow run`'s output is "z =" and -(x*x) for every x of FEED,
@@ -480,6 +499,11 @@ static void test_hosts_a_cut_off_host_fails_its_steps_and_comes_back(void **stat
     snprintf(joined, sizeof joined, "executor %s joined", DEV_C);
     int joined_before = s_count_in_file(s_h.log[P_SCHEDULER], joined);
 
+    /* a many-step job across B and C, whose steps run once C has its
+     * partition, and a session's steps from a client on A */
+    int graphs_before = s_count_in_file(c_log, "registered graph");
+    s_job_t job = s_start_job(s_h.span, "1000000");
+    int64_t job_ran = s_wait_in_file(c_log, "registered graph", graphs_before);
     int fds[2];
     assert_int_equal(pipe(fds), 0);
     pid_t client = fork();
@@ -509,9 +533,20 @@ static void test_hosts_a_cut_off_host_fails_its_steps_and_comes_back(void **stat
         fail_msg("want UNAVAILABLE naming %s, got: %s", DEV_C, failed);
     assert_non_null(strstr(failed, "died: no heartbeat for"));
     assert_true(failed_after < WAIT_MS / 2);
+    /* The job's step failed the same way; the broker ran the job again,
+     * which no longer finds C's device, and the error says both. */
+    static char out[4096], err[8192];
+    rc = s_finish_job(&job, out, sizeof out, err, sizeof err);
+    assert_true(job_ran >= 0);
+    assert_int_equal(rc, 1);
+    assert_string_equal(out, "");
+    if (!strstr(err, "zflow run: INVALID_ARGUMENT: ") ||
+        !strstr(err, "no devices matching that specification are registered") ||
+        !strstr(err, " (run again after attempt 1 failed: step ") ||
+        !strstr(err, "of 1000000: executor " DEV_C " died: no heartbeat for "))
+        fail_msg("the job in flight: %s", err);
 
     /* B alone still serves; a new job needing C finds no such device */
-    static char out[4096], err[8192];
     rc = s_run_job(s_h.on_b, NULL, out, sizeof out, err, sizeof err);
     if (rc != 0) fail_msg("the job on B exited %d: %s", rc, err);
     s_expect_chain_values(out);
