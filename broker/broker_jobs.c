@@ -1367,6 +1367,7 @@ void zf__broker_jobs_close(zf_broker_t *b)
             next = w->next;
             free(w);
         }
+        free(j->retried);
         free(j);
     }
     zf_strmap_destroy(&J->by_id);
