@@ -1,13 +1,15 @@
 /* Failures across real hosts: three network namespaces joined by a bridge
  * in a fourth stand for three machines on a private subnet. Host A runs
  * zflow-broker and zflow-scheduler, hosts B and C a zflow-executor each,
- * every process bound to its host's own address; jobs run from a client on
- * host A. Cutting C's link fails a step that needs C with UNAVAILABLE once
- * the broker misses C's heartbeats, a job on B alone still runs, healing
- * the link brings C back, and 100 ms of delay on every link (netem, or a
- * delaying hub where the kernel has no netem) changes no result. Without
- * root, ip(8) or `ip netns add` every test skips and the program exits 77,
- * which CTest reports as skipped. */
+ * every process bound to its host's own address; jobs (`zflow run`) and a
+ * session's steps run from clients on host A. Cutting C's link fails a
+ * step that needs C with UNAVAILABLE once the broker misses C's
+ * heartbeats (a job in flight then ends saying so), a job on B alone still
+ * runs, healing the link brings C back, and 100 ms of delay on every link
+ * (netem, or a delaying hub where the kernel has no netem) changes no
+ * result. Without root, ip(8) and tc(8), or when `ip netns add` fails,
+ * every test skips and the program exits 77, which CTest reports as
+ * skipped. */
 #define _GNU_SOURCE /* vasprintf */
 #include <errno.h>
 #include <fcntl.h>
