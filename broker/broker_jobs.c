@@ -58,6 +58,7 @@ typedef struct s_job {
     int parts_total;
     int64_t retry_at_ms; /* monotonic: not dispatched before */
     bool cancelled;      /* CancelJob came while a scheduler had it */
+    char *retried;       /* why it was last run again ("attempt N failed: ..."), or NULL */
     s_waiter_t *waiters;
     struct s_job *next_queued;
     bool apart;   /* its request is kept apart (job_blobs.h), not in its row */
@@ -225,6 +226,7 @@ static void s_job_free(zf__broker_jobs_t *J, s_job_t *j)
         free(w);
     }
     zf_strmap_remove(J->by_id, j->id, NULL);
+    free(j->retried);
     free(j);
 }
 
@@ -453,6 +455,10 @@ static void s_retry(zf_broker_t *b, s_job_t *j, zf_status_t why)
     }
     zf_log_warn(ZF__BROKER_LOG, "job %s: attempt %d failed (%s); it will start again", j->id,
                 j->attempts, zf_status_msg(&why));
+    size_t n = strlen(zf_status_msg(&why)) + 48;
+    free(j->retried);
+    if ((j->retried = malloc(n)))
+        snprintf(j->retried, n, "attempt %d failed: %s", j->attempts, zf_status_msg(&why));
     zf_status_clear(&why);
     if (j->state == ZF_JOB_STORE_DISPATCHED) s_leave_sched(b, j);
     zf_status_t s = zf_job_store_requeued(J->store, j->id, j->attempts);
@@ -906,7 +912,8 @@ static void s_send_cancel(zf_broker_t *b, int i, s_job_t *j);
 /* CancelJob: a queued job ends at once; one a scheduler has is cancelled
  * there (once it has accepted it), its CANCELLED result coming back as
  * any result does. */
-static void s_on_cancel(zf_broker_t *b, const zf__broker_ident_t *client, const Zflow__Envelope *env)
+static void s_on_cancel(zf_broker_t *b, const zf__broker_ident_t *client,
+                        const Zflow__Envelope *env)
 {
     const char *id = env->cancel_job->job_id;
     s_job_t *j = s_find_live(b, id);
@@ -1015,6 +1022,21 @@ static void s_on_accepted(zf_broker_t *b, int i, s_job_t *j, const char *sched_j
     }
 }
 
+/* An error that ends j after it was run again says why it was: the
+ * attempt before may have failed for a reason (an executor that died) of
+ * which this error (its device no longer there) is only the consequence. */
+static void s_note_retried(const s_job_t *j, Zflow__RunStepReply *r)
+{
+    Zflow__Status *st = r->status;
+    if (!j->retried || !st || st->code == ZF_OK) return;
+    size_t n = strlen(st->message) + strlen(j->retried) + 32;
+    char *msg = malloc(n);
+    if (!msg) return; /* the error alone, then */
+    snprintf(msg, n, "%s (run again after %s)", st->message, j->retried);
+    if (st->message != protobuf_c_empty_string) free(st->message);
+    st->message = msg;
+}
+
 /* A reply to the broker's own SubmitJob or WaitJob for j. */
 static void s_on_job_reply(zf_broker_t *b, int i, s_job_t *j, Zflow__Envelope *env)
 {
@@ -1033,6 +1055,7 @@ static void s_on_job_reply(zf_broker_t *b, int i, s_job_t *j, Zflow__Envelope *e
         zf_status_clear(&st);
         env->run_step_reply = NULL;
         env->body_case = ZFLOW__ENVELOPE__BODY__NOT_SET;
+        s_note_retried(j, r);
         s_finish(b, j, r);
         return;
     }
@@ -1344,6 +1367,7 @@ void zf__broker_jobs_close(zf_broker_t *b)
             next = w->next;
             free(w);
         }
+        free(j->retried);
         free(j);
     }
     zf_strmap_destroy(&J->by_id);

@@ -216,6 +216,21 @@ static void s_finish(zf_socket_t *s, const s_req_t *wait, const char *name, floa
     zf_test_send(s, wait->from.frame[0], wait->from.len[0], &env);
 }
 
+/* The scheduler answers the WaitJob with an error. */
+static void s_fail(zf_socket_t *s, const s_req_t *wait, int code, const char *message)
+{
+    Zflow__Status st = ZFLOW__STATUS__INIT;
+    st.code = code;
+    st.message = (char *)message;
+    Zflow__RunStepReply r = ZFLOW__RUN_STEP_REPLY__INIT;
+    r.status = &st;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.request_id = wait->id;
+    env.body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY;
+    env.run_step_reply = &r;
+    zf_test_send(s, wait->from.frame[0], wait->from.len[0], &env);
+}
+
 /* Scheduler s takes the next two SubmitJobs, in either order, and answers
  * each with one value: v1 for the job fetching f1, v2 for the other. */
 static void s_run_two(zf_socket_t *s, const char *f1, float v1, float v2)
@@ -348,6 +363,33 @@ static void test_broker_jobs_end_with_the_last_error_after_max_attempts(void **s
         s_close_peer(f, s);
     }
     s_expect_wait_status(c, 2, id, ZF_UNAVAILABLE, "failed 2 times (--max-attempts 2)");
+    free(id);
+}
+
+/* A job run again after an UNAVAILABLE result that then fails otherwise
+ * (its executor died, and the next attempt finds no such device) ends with
+ * that error, which also says why the job was run again. */
+static void test_broker_jobs_say_why_a_job_that_failed_again_was_run_again(void **state)
+{
+    static const int codes[2] = {ZF_UNAVAILABLE, ZF_INVALID_ARGUMENT};
+    static const char *const errors[2] = {
+        "step 3 of 9: executor /job:w/replica:0/task:2/device:CPU:0 died",
+        "no device /job:w/replica:0/task:2/device:CPU:0"};
+    fixture_t *f = *state;
+    s_start_broker(f, NULL, NULL);
+    zf_socket_t *s = s_peer(f), *c = s_peer(f);
+    s_register(s, "aaaa0001");
+    char *id = s_submit(c, 1, "y");
+    for (int k = 0; k < 2; k++) { /* the first attempt's error, then the second's */
+        s_req_t sub, wait;
+        s_expect_req(s, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &sub);
+        s_accept(s, &sub, k ? "aaaa0001/job-2" : "aaaa0001/job-1", &wait);
+        s_fail(s, &wait, codes[k], errors[k]);
+    }
+    s_expect_wait_status(
+        c, 2, id, ZF_INVALID_ARGUMENT,
+        "no device /job:w/replica:0/task:2/device:CPU:0 (run again after attempt 1 "
+        "failed: step 3 of 9: executor /job:w/replica:0/task:2/device:CPU:0 died)");
     free(id);
 }
 
@@ -535,6 +577,7 @@ int main(void)
         T(test_broker_jobs_acknowledge_run_and_return_a_job_once),
         T(test_broker_jobs_hand_a_lost_schedulers_jobs_to_another),
         T(test_broker_jobs_end_with_the_last_error_after_max_attempts),
+        T(test_broker_jobs_say_why_a_job_that_failed_again_was_run_again),
         T(test_broker_jobs_survive_a_broker_restart),
         T(test_broker_jobs_keep_a_large_job_acknowledged_through_a_broker_restart),
         T(test_broker_jobs_end_a_job_whose_stored_record_is_bad_with_data_loss),
