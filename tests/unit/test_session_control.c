@@ -23,6 +23,7 @@
 #include "common/graphdef_io.h"
 #include "common/tensor_bundle.h"
 #include "proto/service.pb-c.h"
+#include "busy_test_util.h"
 #include "process_test_util.h"
 #include "test_util.h"
 
@@ -441,8 +442,9 @@ static void test_a_job_saves_checkpoints_and_one_started_on_them_resumes(void **
     assert_int_equal(system(cmd), 0);
 }
 
-/* The pid of s_up's child running prog, or -1. */
-static pid_t s_child_of_up(const char *prog)
+/* The pid of s_up's child running prog (after the first `skip` of them),
+ * or -1. */
+static pid_t s_child_of_up(const char *prog, int skip)
 {
     for (pid_t pid = 2; pid < 4194304; pid++) {
         char path[64], line[256];
@@ -454,15 +456,29 @@ static pid_t s_child_of_up(const char *prog)
         char comm[64];
         int ppid = 0;
         if (got && sscanf(line, "%*d (%63[^)]) %*c %d", comm, &ppid) == 2 && ppid == s_up &&
-            strcmp(comm, prog) == 0)
+            strcmp(comm, prog) == 0 && skip-- == 0)
             return pid;
     }
     return -1;
 }
 
-static void test_a_job_whose_scheduler_is_killed_resumes_from_its_checkpoint(void **state)
+/* The executor of the cluster that works hardest over 300 ms: the one
+ * running a job's steps. */
+static pid_t s_busy_executor(void)
 {
-    (void)state;
+    pid_t ex[2] = {s_child_of_up("zflow-executor", 0), s_child_of_up("zflow-executor", 1)};
+    assert_true(ex[0] > 0 && ex[1] > 0);
+    long t0[2] = {zf_test_cpu_ticks(ex[0]), zf_test_cpu_ticks(ex[1])};
+    usleep(300000);
+    long d0 = zf_test_cpu_ticks(ex[0]) - t0[0], d1 = zf_test_cpu_ticks(ex[1]) - t0[1];
+    return d0 >= d1 ? ex[0] : ex[1];
+}
+
+/* Runs the counter job, SIGKILLs what kill() picks once KILL_AFTER steps
+ * are done (`zflow up` starts it again), and checks the job ends on its
+ * second attempt, resumed from a checkpoint, every step counted once. */
+static void s_kill_mid_job(pid_t (*pick)(void))
+{
     enum { STEPS = 3000, EVERY = 100, KILL_AFTER = 400 };
     char dir[] = "/tmp/zflow-ckpt-XXXXXX";
     assert_non_null(mkdtemp(dir));
@@ -474,9 +490,9 @@ static void test_a_job_whose_scheduler_is_killed_resumes_from_its_checkpoint(voi
         if (p.steps_done >= KILL_AFTER || p.state == ZF_CLIENT_JOB_DONE) break;
     }
     assert_true(p.steps_done >= KILL_AFTER && p.state == ZF_CLIENT_JOB_RUNNING);
-    pid_t sched = s_child_of_up("zflow-scheduler");
-    assert_true(sched > 0);
-    assert_int_equal(kill(sched, SIGKILL), 0); /* `zflow up` starts it again */
+    pid_t victim = pick();
+    assert_true(victim > 0);
+    assert_int_equal(kill(victim, SIGKILL), 0);
 
     zf_client_job_result_t *res = s_result_of(job);
     /* every step counted once: the counter ends at STEPS exactly */
@@ -490,6 +506,26 @@ static void test_a_job_whose_scheduler_is_killed_resumes_from_its_checkpoint(voi
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+static pid_t s_scheduler(void)
+{
+    return s_child_of_up("zflow-scheduler", 0);
+}
+
+static void test_a_job_whose_scheduler_is_killed_resumes_from_its_checkpoint(void **state)
+{
+    (void)state;
+    s_kill_mid_job(s_scheduler);
+}
+
+/* The executor holding the counter dies: the step fails UNAVAILABLE, the
+ * broker runs the job again, placed on the executor left (or the one
+ * started again), its counter restored from the checkpoint. */
+static void test_a_job_whose_executor_is_killed_resumes_from_its_checkpoint(void **state)
+{
+    (void)state;
+    s_kill_mid_job(s_busy_executor);
 }
 
 /* Runs argv to its end: exit code, stderr into err. */
@@ -552,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_a_jobs_cost_graph_averages_its_steps),
         cmocka_unit_test(test_a_job_saves_checkpoints_and_one_started_on_them_resumes),
         cmocka_unit_test(test_a_job_whose_scheduler_is_killed_resumes_from_its_checkpoint),
+        cmocka_unit_test(test_a_job_whose_executor_is_killed_resumes_from_its_checkpoint),
         cmocka_unit_test(test_ctrl_c_on_zflow_run_cancels_its_job),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
