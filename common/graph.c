@@ -479,7 +479,7 @@ static zf_status_t s_take_old(s_loader_t *L, const zf_graph_t *old)
     memcpy(g->topo, old->topo, (size_t)n_old * sizeof *g->topo);
     g->ops = malloc(((size_t)old->cap_ops + 1) * sizeof *g->ops);
     if (!g->ops) return zf_out_of_memory("the op table");
-    memcpy(g->ops, old->ops, (size_t)old->num_ops * sizeof *g->ops);
+    if (old->num_ops > 0) memcpy(g->ops, old->ops, (size_t)old->num_ops * sizeof *g->ops);
     g->num_ops = old->num_ops;
     g->cap_ops = old->cap_ops;
     for (int k = 0; k < g->num_ops; k++)
@@ -487,7 +487,7 @@ static zf_status_t s_take_old(s_loader_t *L, const zf_graph_t *old)
             return zf_out_of_memory("the op table");
     size_t ne = (size_t)old->num_edges;
     ZF_TRY(s_reserve_inputs(L, 0, ne + 2 * (size_t)(g->n - n_old)));
-    memcpy(g->in_edges, old->in_edges, ne * sizeof *g->in_edges);
+    if (ne > 0) memcpy(g->in_edges, old->in_edges, ne * sizeof *g->in_edges);
     for (size_t k = 0; k < ne; k++) L->refs[k] = (s_name_t){NULL, 0, 0}; /* resolved */
     return ZF_STATUS_OK;
 }

@@ -74,7 +74,7 @@ static zf_status_t s_shell(const Tensorflow__GraphDef *cur, const Tensorflow__Gr
         return zf_out_of_memory("ExtendSession");
     }
     *gd = *cur;
-    memcpy(nodes, cur->node, cur->n_node * sizeof *nodes);
+    if (cur->n_node > 0) memcpy(nodes, cur->node, cur->n_node * sizeof *nodes);
     gd->node = nodes;
     gd->n_node = cur->n_node;
     *out = gd;
