@@ -22,10 +22,24 @@
  * against memcpy of the same size between two buffers already touched (at
  * 1 MiB both stay in the caches), in the same run: shm/memcpy (target >=
  * 0.5). The shm path is one copy into the arena on the sending side plus
- * an offer and its answer, across six threads (the sender, two ZeroMQ I/O
- * threads, each transport's receiver and the taker) where memcpy has one;
- * the receiver reads the bytes in place (this bench does not touch them,
- * nor does memcpy's figure include reading them a second time). */
+ * an offer, across five threads (the sender, two ZeroMQ I/O threads, the
+ * receiving transport's receiver and the taker) where memcpy has one; the
+ * receiver lets go of a block by a store into its release word, which the
+ * sender reads before its next copy, and reads the bytes in place (this
+ * bench does not touch them, nor does memcpy's figure include reading them
+ * a second time).
+ *
+ * A fourth case sends many small tensors per step: 1000 float[16]
+ * (64-byte) tensors under 1000 keys, every _Recv waiting already (as the
+ * receiving partition's _Recv nodes are, from the step's start), against
+ * 1000 raw 64-byte ZeroMQ messages on a PUSH/PULL pair of the same
+ * context, in the same run: raw/remote time per step (higher is better),
+ * with the sends in a send batch as the engine makes them (all but the
+ * last held back and pushed as one message), and with batches off (one
+ * message each, as before batches).
+ *
+ * Arguments name the cases to run (plain, shm, small; default all), and
+ * ZFLOW_BENCH_REPS the runs of each. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -225,11 +239,168 @@ static void s_bench_shm(int reps, const size_t sizes[2], const int counts[2])
     printf("worst shm/memcpy bandwidth ratio, 1 MiB and 64 MiB: %.2fx (target >= 0.5)\n", worst);
 }
 
-int main(void)
+/* ---- many small tensors ----------------------------------------------------- */
+
+#define SMALL_N     1000
+#define SMALL_ELEMS 16 /* floats: 64 bytes */
+
+typedef struct {
+    s_bench_t *b;
+    zf_tensor_t **t; /* SMALL_N tensors */
+    char **keys;     /* SMALL_N keys */
+    int64_t step;
+} s_small_t;
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int got, bad;
+} s_small_wait_t;
+
+static void s_small_done(zf_status_t status, zf_tensor_t *tensor, bool is_dead, void *arg)
 {
-    int reps = zf_bench_reps(5);
-    const size_t sizes[2] = {(size_t)1 << 20, (size_t)64 << 20};
-    const int counts[2] = {400, 12};
+    s_small_wait_t *w = arg;
+    bool ok = zf_ok(status) && !is_dead && tensor && zf_tensor_nbytes(tensor) == 64;
+    zf_status_clear(&status);
+    zf_tensor_unref(&tensor);
+    pthread_mutex_lock(&w->mu);
+    w->bad += !ok;
+    if (++w->got == SMALL_N) pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* The sends as the engine makes them when SMALL_N _Sends are ready at
+ * once: in a send batch, but for the last, which goes alone after it. */
+static void *s_small_send_remote(void *arg)
+{
+    s_small_t *s = arg;
+    zf_rendezvous_t *r = NULL;
+    s_check(zf_rendezvous_mgr_find(s->b->mgr_a, s->step, &r));
+    bool batch = zf_rendezvous_batch_begin();
+    for (int i = 0; i < SMALL_N; i++) {
+        if (i == SMALL_N - 1 && batch) zf_rendezvous_batch_end();
+        s_check(zf_rendezvous_send(r, s->keys[i], s->t[i], false));
+    }
+    zf_rendezvous_unref(&r);
+    zf_remote_finish_step(s->b->a, s->step);
+    return NULL;
+}
+
+static void *s_small_send_raw(void *arg)
+{
+    s_small_t *s = arg;
+    for (int i = 0; i < SMALL_N; i++)
+        if (zmq_send(zf_socket_handle(s->b->push), zf_tensor_data(s->t[i]), 64, 0) != 64) exit(1);
+    return NULL;
+}
+
+/* Seconds for one step of SMALL_N small tensors (remote) or as many raw
+ * messages. */
+static double s_small_run(s_bench_t *b, zf_tensor_t **t, char **keys, bool remote)
+{
+    static int64_t step = 1000000;
+    s_small_t s = {b, t, keys, ++step};
+    s_small_wait_t w = {.got = 0};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    zf_rendezvous_t *r = NULL;
+    if (remote) { /* the receiving partition's _Recvs wait from the step's start */
+        s_check(zf_rendezvous_mgr_find(b->mgr_b, s.step, &r));
+        for (int i = 0; i < SMALL_N; i++)
+            s_check(zf_rendezvous_recv_async(r, keys[i], s_small_done, &w, NULL));
+    }
+    pthread_t th;
+    double t0 = zf_bench_now();
+    if (pthread_create(&th, NULL, remote ? s_small_send_remote : s_small_send_raw, &s) != 0)
+        exit(1);
+    if (remote) {
+        pthread_mutex_lock(&w.mu);
+        while (w.got < SMALL_N) pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+    } else {
+        char buf[64];
+        for (int i = 0; i < SMALL_N; i++)
+            if (zmq_recv(zf_socket_handle(b->pull), buf, sizeof buf, 0) != 64) exit(1);
+    }
+    double t1 = zf_bench_now();
+    pthread_join(th, NULL);
+    if (w.bad) {
+        fprintf(stderr, "remote: %d small tensors arrived wrong\n", w.bad);
+        exit(1);
+    }
+    if (remote) {
+        zf_rendezvous_unref(&r);
+        zf_remote_cleanup_step(b->b, s.step, NULL);
+    }
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    return t1 - t0;
+}
+
+/* SMALL_N small tensors per step, rendezvous to rendezvous, sent in a
+ * batch and one message each (batches off on a second pair), against as
+ * many raw ZeroMQ messages. */
+static void s_bench_small(int reps)
+{
+    s_bench_t b, one;
+    s_open(&b, NULL, (size_t)ZF_REMOTE_SHM_MIB << 20);
+    s_open(&one, NULL, (size_t)ZF_REMOTE_SHM_MIB << 20);
+    zf_remote_set_batch(one.a, 0);
+    zf_tensor_t *t[SMALL_N];
+    char *keys[SMALL_N];
+    zf_shape_t shape = ZF_SHAPE(SMALL_ELEMS);
+    for (int i = 0; i < SMALL_N; i++) {
+        s_check(zf_tensor_new(ZF_FLOAT, &shape, &t[i]));
+        float *v = zf_tensor_data(t[i]);
+        for (int k = 0; k < SMALL_ELEMS; k++) v[k] = (float)(i + k);
+        keys[i] = malloc(256);
+        if (!keys[i]) exit(1);
+        snprintf(keys[i], 256, "%s;0000000000000001;%s;small%d:0;0:0", DEV_A, DEV_B, i);
+    }
+    for (int w = 0; w < 3; w++) { /* warm up */
+        s_small_run(&b, t, keys, false);
+        s_small_run(&b, t, keys, true);
+        s_small_run(&one, t, keys, true);
+    }
+    zf_remote_stats_t st0 = zf_remote_stats(b.a), one0 = zf_remote_stats(one.a);
+    double best[3] = {1e30, 1e30, 1e30};
+    int steps = reps * 4;
+    for (int r = 0; r < steps; r++) {
+        best[0] = zf_bench_min(best[0], s_small_run(&b, t, keys, false));
+        best[1] = zf_bench_min(best[1], s_small_run(&one, t, keys, true));
+        best[2] = zf_bench_min(best[2], s_small_run(&b, t, keys, true));
+    }
+    zf_remote_stats_t st = zf_remote_stats(b.a), one1 = zf_remote_stats(one.a);
+    printf("\nsmall: best of %d steps, %d float[%d] tensors per step rendezvous to rendezvous, "
+           "one message each (one) and in send batches (batched); raw: %d 64-byte ZeroMQ "
+           "messages\n",
+           steps, SMALL_N, SMALL_ELEMS, SMALL_N);
+    printf("%8s %8s %8s %10s %10s %10s %12s\n", "tensors", "raw_us", "one_us", "batched_us",
+           "raw/one", "raw/batch", "batches/step");
+    printf("%8d %8.0f %8.0f %10.0f %10.2f %10.2f %12.1f\n", SMALL_N, best[0] * 1e6, best[1] * 1e6,
+           best[2] * 1e6, best[0] / best[1], best[0] / best[2],
+           (double)(st.batches_sent - st0.batches_sent) / steps);
+    if (one1.batches_sent != one0.batches_sent) exit(1);
+    for (int i = 0; i < SMALL_N; i++) {
+        zf_tensor_unref(&t[i]);
+        free(keys[i]);
+    }
+    s_close(&one);
+    s_close(&b);
+}
+
+/* Whether case name is to run: named in argv, or none named. */
+static bool s_wanted(int argc, char **argv, const char *name)
+{
+    if (argc < 2) return true;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], name) == 0) return true;
+    return false;
+}
+
+/* The byte path, plain and with CURVE, against raw ZeroMQ. */
+static void s_bench_plain(int reps, const size_t sizes[2], const int counts[2])
+{
     char keys[] = "/tmp/zflow-bench-keys-XXXXXX";
     if (!mkdtemp(keys)) exit(1);
     s_check(zf_keygen_cluster(keys));
@@ -268,7 +439,6 @@ int main(void)
     printf("worst curve/plain remote bandwidth ratio: %.2fx (target >= 0.5)\n", worst_curve);
     s_close(&bs);
     s_close(&b);
-    s_bench_shm(reps, sizes, counts);
     static const char *const files[] = {"broker", "scheduler", "executor", "client"};
     for (int i = 0; i < 4; i++) {
         char path[64];
@@ -278,5 +448,15 @@ int main(void)
         unlink(path);
     }
     rmdir(keys);
+}
+
+int main(int argc, char **argv)
+{
+    int reps = zf_bench_reps(5);
+    const size_t sizes[2] = {(size_t)1 << 20, (size_t)64 << 20};
+    const int counts[2] = {400, 12};
+    if (s_wanted(argc, argv, "plain")) s_bench_plain(reps, sizes, counts);
+    if (s_wanted(argc, argv, "shm")) s_bench_shm(reps, sizes, counts);
+    if (s_wanted(argc, argv, "small")) s_bench_small(reps);
     return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
@@ -213,6 +214,103 @@ zf_status_t zf_tensor_frame_send_reply(zf_socket_t *s, const zf_tensor_frame_rep
     return s_send_header_only(s, head, head_len, what);
 }
 
+/* ---- batches ---------------------------------------------------------------------------- */
+
+/* Makes room for more bytes after *len in *buf (capacity *cap). */
+static bool s_reserve(uint8_t **buf, size_t *cap, size_t len, size_t more)
+{
+    if (*cap >= len && more <= *cap - len) return true;
+    size_t want = *cap ? *cap : 16384;
+    while (want < len || want - len < more) {
+        if (want > SIZE_MAX / 2) return false;
+        want *= 2;
+    }
+    uint8_t *grown = realloc(*buf, want);
+    if (!grown) return false;
+    *buf = grown;
+    *cap = want;
+    return true;
+}
+
+zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const char *key,
+                                          int64_t step_id, const zf_tensor_t *t, bool is_dead,
+                                          uint64_t max_payload, bool *added)
+{
+    *added = false;
+    zf_tensor_frame_header_t h; /* filled in part: clearing it all would cost more than the rest */
+    ZF_TRY(zf__tensor_frame_header_fill(key, step_id, t, is_dead, &h));
+    if (h.len > max_payload) return ZF_STATUS_OK;
+    if (b->n >= ZF_TENSOR_FRAME_MAX_BATCH)
+        return zf_status_new(ZF_RESOURCE_EXHAUSTED, "a batch holds at most %d tensors",
+                             ZF_TENSOR_FRAME_MAX_BATCH);
+    if (!b->head_len) b->head_len = ZF_TENSOR_FRAME_BATCH_PREFIX; /* written when sent */
+    size_t at = b->n ? zf_tensor_frame_batch_offset(b->payload_len) : 0;
+    if (!s_reserve(&b->head, &b->head_cap, b->head_len, ZF_TENSOR_FRAME_HEADER_MAX_ENCODED) ||
+        !s_reserve(&b->payload, &b->payload_cap, b->payload_len, at - b->payload_len + h.len))
+        return zf_out_of_memory("a batch of tensors");
+    size_t head_len = 0;
+    ZF_TRY(zf_tensor_frame_encode_header(&h, b->head + b->head_len,
+                                         ZF_TENSOR_FRAME_HEADER_MAX_ENCODED, &head_len));
+    if (h.len && !is_dead && s_holds_strings(h.dtype)) {
+        uint8_t *enc = NULL;
+        ZF_TRY(s_encode_strings(t, h.len, &enc));
+        memcpy(b->payload + at, enc, (size_t)h.len);
+        free(enc);
+    } else if (h.len && !is_dead) {
+        memcpy(b->payload + at, zf_tensor_data(t), (size_t)h.len);
+    }
+    if (at > b->payload_len) memset(b->payload + b->payload_len, 0, at - b->payload_len);
+    b->head_len += head_len;
+    b->payload_len = at + (size_t)h.len;
+    b->n++;
+    *added = true;
+    return ZF_STATUS_OK;
+}
+
+void zf_tensor_frame_batch_out_clear(zf_tensor_frame_batch_out_t *b)
+{
+    free(b->head);
+    free(b->payload);
+    memset(b, 0, sizeof *b);
+}
+
+zf_status_t zf_tensor_frame_batch_out_send(zf_socket_t *s, zf_tensor_frame_batch_out_t *b)
+{
+    if (b->n == 0) {
+        zf_tensor_frame_batch_out_clear(b);
+        return zf_invalid_argument("an empty batch of tensors");
+    }
+    zf_tensor_frame_batch_prefix(b->n, b->head);
+    zmq_msg_t head, payload;
+    if (zmq_msg_init_data(&head, b->head, b->head_len, s_free_bytes, NULL) != 0) {
+        zf_tensor_frame_batch_out_clear(b);
+        return zf_out_of_memory("a batch frame");
+    }
+    b->head = NULL; /* ZeroMQ's now */
+    int rc = b->payload_len
+                 ? zmq_msg_init_data(&payload, b->payload, b->payload_len, s_free_bytes, NULL)
+                 : zmq_msg_init(&payload);
+    if (rc != 0) {
+        zmq_msg_close(&head);
+        zf_tensor_frame_batch_out_clear(b);
+        return zf_out_of_memory("a batch frame");
+    }
+    if (b->payload_len) b->payload = NULL;
+    uint32_t n = b->n;
+    zf_tensor_frame_batch_out_clear(b);
+    void *sock = zf_socket_handle(s);
+    /* As for one tensor: only the first frame can wait for room. */
+    if (zmq_msg_send(&head, sock, ZMQ_SNDMORE) < 0 || zmq_msg_send(&payload, sock, 0) < 0) {
+        char what[64];
+        snprintf(what, sizeof what, "sending a batch of %" PRIu32 " tensors", n);
+        zf_status_t st = zf__zmq_error(errno, what);
+        zmq_msg_close(&head);
+        zmq_msg_close(&payload);
+        return st;
+    }
+    return ZF_STATUS_OK;
+}
+
 /* ---- receiving ------------------------------------------------------------------------- */
 
 void zf_tensor_frame_clear(zf_tensor_frame_t *f)
@@ -221,6 +319,10 @@ void zf_tensor_frame_clear(zf_tensor_frame_t *f)
     free(f->key);
     free(f->offer);
     free(f->reply);
+    if (f->batch) {
+        zf_tensor_frame_batch_clear(f->batch);
+        free(f->batch);
+    }
     zf_tensor_unref(&f->tensor);
     memset(f, 0, sizeof *f);
 }
@@ -320,12 +422,38 @@ static zf_status_t s_header_only(const zf_tensor_frame_header_t *h,
     return ZF_STATUS_OK;
 }
 
+/* A batch message (head and its payload frame, taken) into frame->batch:
+ * its tensors view the received payload, not copied again. */
+static zf_status_t s_batch(zmq_msg_t *head, zmq_msg_t *payload, zf_tensor_frame_t *frame)
+{
+    zf_buffer_t *buf = NULL;
+    zf_status_t st = ZF_STATUS_OK;
+    if (zmq_msg_size(payload) == 0)
+        s_close_msg(NULL, payload);
+    else if (!zf_ok(st = zf_buffer_wrap(zmq_msg_data(payload), zmq_msg_size(payload), s_close_msg,
+                                        payload, &buf)))
+        s_close_msg(NULL, payload);
+    zf_tensor_frame_batch_t *b = zf_ok(st) ? calloc(1, sizeof *b) : NULL;
+    if (zf_ok(st) && !b) st = zf_out_of_memory("a tensor frame batch");
+    if (zf_ok(st))
+        st = zf_tensor_frame_decode_batch(zmq_msg_data(head), zmq_msg_size(head), buf, b);
+    zf_buffer_unref(&buf); /* the tensors hold their own */
+    if (!zf_ok(st)) {
+        free(b);
+        return st;
+    }
+    frame->batch = b;
+    return ZF_STATUS_OK;
+}
+
 static zf_status_t s_recv(zf_socket_t *s, int timeout_ms, zmq_msg_t *head,
                           zf_tensor_frame_header_t *h, zf_tensor_frame_t *frame)
 {
     ZF_TRY(zf__socket_recv_first(s, timeout_ms, head));
     zmq_msg_t *payload = NULL;
     ZF_TRY(s_recv_payload(s, head, &payload));
+    if (zf_tensor_frame_is_batch(zmq_msg_data(head), zmq_msg_size(head)))
+        return s_batch(head, payload, frame);
     zf_tensor_frame_reply_t reply;
     bool is_reply = false;
     zf_status_t st =

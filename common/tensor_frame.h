@@ -46,15 +46,44 @@
  *
  * Shared-memory offers (same-host host memory). A header may carry "shm"
  * instead: a map {"name": str, "offset": int, "nbytes": int, "id": int,
- * "host": str} naming a POSIX shared memory segment of the sender (its
- * arena, executor/rendezvous/remote.h), where the tensor's bytes lie at
- * offset, the offer's id and the sender's host id. As for "ipc": a live
- * tensor of a fixed-size dtype, "len" 0, an empty payload frame, "nbytes"
- * exactly what dtype and shape need; at most one of "ipc" and "shm". The
- * receiver answers with the same reply message: accepted once it has
- * dropped the mapped tensor, refused when it cannot map it (the sender
- * then sends the bytes). Whether the name, offset and size make sense for
- * a segment is the receiver's check, not the codec's. */
+ * "host": str, "rel": int} naming a POSIX shared memory segment of the
+ * sender (its arena, executor/rendezvous/remote.h), where the tensor's
+ * bytes lie at offset, the offer's id, the sender's host id and,
+ * optionally ("rel", 8-byte aligned, absent or 0: none), the offset of the
+ * block's release word. As for "ipc": a live tensor of a fixed-size dtype,
+ * "len" 0, an empty payload frame, "nbytes" exactly what dtype and shape
+ * need; at most one of "ipc" and "shm". The receiver answers a refusal
+ * (it cannot map the segment; the sender then sends the bytes) with the
+ * same reply message; an acceptance, once it has dropped the mapped
+ * tensor, it answers by storing the offer's id into the release word
+ * (release order) when the offer names one, else with an accepting reply
+ * message. Whether the name, offset, size and release word make sense for
+ * a segment is the receiver's check, not the codec's.
+ *
+ * Batches (small tensors sent together, executor/rendezvous/remote.h). One
+ * two-frame message carries several tensors:
+ *
+ *   frame 1  {"v": 1, "batch": [header, ...]}: every header a map as in
+ *            frame 1 above (neither "ipc" nor "shm"), 1 to
+ *            ZF_TENSOR_FRAME_MAX_BATCH of them, written as the
+ *            ZF_TENSOR_FRAME_BATCH_PREFIX bytes 82 a1 'v' 01 a5 'batch' dd
+ *            <count, 32 bits big-endian> and then the headers (a frame that
+ *            does not start so is read as a single tensor's header);
+ *   frame 2  the payloads in the headers' order, each exactly its
+ *            header's "len" bytes, the first at offset 0 and each other at
+ *            the first multiple of ZF_TENSOR_FRAME_BATCH_ALIGN at or after
+ *            the end of the one before (zero bytes between), the frame
+ *            ending with the last.
+ *
+ * The receiver's tensors of fixed-size dtypes are views of frame 2 (all
+ * of it stays while any of them does; strings are copied). The message as
+ * a whole must be sound: msgpack within ZF_TENSOR_FRAME_MAX_BATCH_HEADER
+ * bytes, the version, a count in range, every entry a map with one "len",
+ * an integer >= 0, and the payloads so laid out ending exactly where frame
+ * 2 does (else no payload could be located with certainty), or the whole
+ * message is refused. An entry that fails its own checks (any field of frame 1 above,
+ * the string encoding of its payload) is refused alone, with the reason,
+ * its key and step when they could be read; the others are delivered. */
 #ifndef ZF_TENSOR_FRAME_H
 #define ZF_TENSOR_FRAME_H
 
@@ -75,6 +104,15 @@
 #define ZF_TENSOR_FRAME_MAX_HOST     320 /* "hostname:boot id" */
 #define ZF_TENSOR_FRAME_MAX_WHY      512
 #define ZF_TENSOR_FRAME_MAX_SHM_NAME 63 /* a POSIX shared memory name */
+/* A batch message (see below): at most this many entries, and this many
+ * bytes in its first frame. */
+#define ZF_TENSOR_FRAME_MAX_BATCH        4096
+#define ZF_TENSOR_FRAME_MAX_BATCH_HEADER (4 << 20)
+/* The bytes a batch's first frame starts with: {"v": 1, "batch": [...]},
+ * the array's count in 32 bits. */
+#define ZF_TENSOR_FRAME_BATCH_PREFIX 15
+/* A batch's payloads start on multiples of this (every dtype's alignment). */
+#define ZF_TENSOR_FRAME_BATCH_ALIGN 8
 /* Room for any encoded header: the map, seven names, a 4096-byte key in a
  * str32, sixteen dims and the integers at 9 bytes each, the "ipc" map with
  * its host, and spare. Replies are far smaller. */
@@ -97,6 +135,7 @@ typedef struct zf_tensor_frame_shm {
     uint64_t nbytes;                             /* exactly what dtype and shape need, > 0 */
     uint64_t id;                                 /* the sender's offer id, > 0 */
     char host[ZF_TENSOR_FRAME_MAX_HOST + 1];     /* the sender's host id, non-empty */
+    uint64_t rel; /* the release word's offset in the segment, 8-aligned; 0: none */
 } zf_tensor_frame_shm_t;
 
 /* The answer to an IPC or shared-memory offer. */
@@ -131,8 +170,29 @@ typedef struct zf_tensor_frame_offer {
     zf_tensor_frame_shm_t shm;
 } zf_tensor_frame_offer_t;
 
-/* A received message. key, the reference in tensor, offer and reply are
- * owned; release them with zf_tensor_frame_clear(). */
+/* One entry of a received batch. */
+typedef struct zf_tensor_frame_entry {
+    char *key;       /* NULL when a refused entry's key could not be read */
+    int64_t step_id; /* when has_step */
+    bool has_step;   /* false only for a refused entry whose step could not be read */
+    bool is_dead;
+    zf_tensor_t *tensor; /* NULL when dead (and sent without one) or refused */
+    zf_status_t error;   /* OK, or why the entry is refused (INVALID_ARGUMENT) */
+} zf_tensor_frame_entry_t;
+
+/* A received batch: n entries (>= 1), in the order they were sent. */
+typedef struct zf_tensor_frame_batch {
+    size_t n;
+    zf_tensor_frame_entry_t *entries;
+    char *keys; /* one block holding every entry's key */
+} zf_tensor_frame_batch_t;
+
+/* Frees the entries (their keys, tensor references and errors) and zeroes
+ * *b. NULL-safe. */
+void zf_tensor_frame_batch_clear(zf_tensor_frame_batch_t *b);
+
+/* A received message. key, the reference in tensor, offer, reply and batch
+ * are owned; release them with zf_tensor_frame_clear(). */
 typedef struct zf_tensor_frame {
     char *key;
     int64_t step_id;
@@ -141,11 +201,45 @@ typedef struct zf_tensor_frame {
     bool zero_copy;                 /* tensor's buffer is the received ZeroMQ message */
     zf_tensor_frame_offer_t *offer; /* an IPC offer, which has no tensor; else NULL */
     zf_tensor_frame_reply_t *reply; /* a reply message (key NULL, nothing else set); else NULL */
+    zf_tensor_frame_batch_t *batch; /* a batch message (nothing else set); else NULL */
 } zf_tensor_frame_t;
 
-/* Frees the key, offer and reply, drops the tensor reference and zeroes
- * *f. NULL-safe. */
+/* Frees the key, offer, reply and batch, drops the tensor reference and
+ * zeroes *f. NULL-safe. */
 void zf_tensor_frame_clear(zf_tensor_frame_t *f);
+
+/* A batch being built on the sending side: entries encoded as they are
+ * added (the payload bytes copied), then sent as one message. Zero it
+ * (= {0}) to start; zf_tensor_frame_batch_out_send() or _clear() empties
+ * it again. */
+typedef struct zf_tensor_frame_batch_out {
+    uint8_t *head; /* ZF_TENSOR_FRAME_BATCH_PREFIX bytes left free, then the headers */
+    size_t head_len, head_cap;
+    uint8_t *payload;
+    size_t payload_len, payload_cap;
+    uint32_t n;
+} zf_tensor_frame_batch_out_t;
+
+/* Appends t (borrowed: its bytes are copied now; may be NULL when is_dead)
+ * under key for step_id when its payload is at most max_payload bytes;
+ * *added says whether it was. Errors: those of zf_tensor_frame_send (for a
+ * bad key, a device tensor, VARIANT), RESOURCE_EXHAUSTED; nothing was
+ * added then. The caller sends the batch before it reaches
+ * ZF_TENSOR_FRAME_MAX_BATCH entries or ZF_TENSOR_FRAME_MAX_BATCH_HEADER
+ * bytes of headers (each header takes at most
+ * ZF_TENSOR_FRAME_HEADER_MAX_ENCODED). */
+zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const char *key,
+                                          int64_t step_id, const zf_tensor_t *t, bool is_dead,
+                                          uint64_t max_payload, bool *added);
+
+/* Sends b's entries (at least one) as one batch message, without copying
+ * them again, and empties b, sent or not. Blocks as zf_tensor_frame_send.
+ * Errors: INVALID_ARGUMENT for an empty batch, those of zf_tensor_frame_send
+ * (nothing was sent then). */
+zf_status_t zf_tensor_frame_batch_out_send(zf_socket_t *s, zf_tensor_frame_batch_out_t *b);
+
+/* Frees b's buffers and zeroes it. */
+void zf_tensor_frame_batch_out_clear(zf_tensor_frame_batch_out_t *b);
 
 /* Sends t under key for step_id as one two-frame message (PUSH, DEALER or
  * PAIR sockets). t is borrowed; for a fixed-size dtype the send takes its
@@ -175,8 +269,9 @@ zf_status_t zf_tensor_frame_send_shm(zf_socket_t *s, const zf_tensor_frame_heade
  * is too long, and those of zf_tensor_frame_send. */
 zf_status_t zf_tensor_frame_send_reply(zf_socket_t *s, const zf_tensor_frame_reply_t *r);
 
-/* Receives one message, tensor, IPC offer or reply, waiting up to
- * timeout_ms (< 0: no limit).
+/* Receives one message, tensor, IPC offer, reply or batch, waiting up to
+ * timeout_ms (< 0: no limit). A batch whose entries are refused one by
+ * one is still OK: see each entry's error.
  * On OK *frame is filled and owned by the caller. On error *frame is empty
  * and the whole message has been drained, so the socket is ready for the
  * next one: DEADLINE_EXCEEDED when nothing arrived, INVALID_ARGUMENT naming
@@ -191,6 +286,11 @@ zf_status_t zf_tensor_frame_recv(zf_socket_t *s, int timeout_ms, zf_tensor_frame
 zf_status_t zf_tensor_frame_header_from_tensor(const char *key, int64_t step_id,
                                                const zf_tensor_t *t, bool is_dead,
                                                zf_tensor_frame_header_t *out);
+
+/* As zf_tensor_frame_header_from_tensor(), setting only the fields that
+ * encoding and the checks read (for tensor_frame.c, which reuses *out). */
+zf_status_t zf__tensor_frame_header_fill(const char *key, int64_t step_id, const zf_tensor_t *t,
+                                         bool is_dead, zf_tensor_frame_header_t *out);
 
 /* Fills *out for an IPC offer of a dtype/shape tensor described by ipc
  * (copied) and checks it. Errors: INVALID_ARGUMENT naming the field. */
@@ -240,6 +340,25 @@ zf_status_t zf_tensor_frame_decode_reply(const void *bytes, size_t len,
  * as the two above. */
 zf_status_t zf_tensor_frame_decode_any(const void *bytes, size_t len, zf_tensor_frame_header_t *h,
                                        zf_tensor_frame_reply_t *r, bool *is_reply);
+
+/* Whether len bytes at bytes begin a batch's first frame (its prefix). */
+bool zf_tensor_frame_is_batch(const void *bytes, size_t len);
+
+/* Writes the ZF_TENSOR_FRAME_BATCH_PREFIX bytes of a batch of n entries. */
+void zf_tensor_frame_batch_prefix(uint32_t n, uint8_t *out);
+
+/* Where a batch's payload that follows one ending at byte end starts. */
+size_t zf_tensor_frame_batch_offset(size_t end);
+
+/* Decodes a batch message: frame 1 (head, head_len bytes) and frame 2
+ * (payload, borrowed; NULL when empty). On OK *out holds every entry, each
+ * decoded or refused with its reason ("entry I of N: ..."); tensors of
+ * fixed-size dtypes are views of payload (of a copy when payload is not
+ * ZF_TENSOR_FRAME_BATCH_ALIGN-aligned), so each keeps it alive. Errors
+ * (nothing in *out): INVALID_ARGUMENT "tensor frame batch: ..." when the
+ * message as a whole is unsound (see above); RESOURCE_EXHAUSTED. */
+zf_status_t zf_tensor_frame_decode_batch(const void *head, size_t head_len, zf_buffer_t *payload,
+                                         zf_tensor_frame_batch_t *out);
 
 /* Builds a tensor from a payload by copying it: fixed-size bytes, or the
  * string encoding above parsed element by element. *out is NULL for a dead

@@ -210,6 +210,9 @@ static zf_status_t s_check_shm(const zf_tensor_frame_header_t *h, uint64_t need)
         return zf_invalid_argument("field 'shm': offset %" PRIu64 " is out of range", shm->offset);
     if (shm->id == 0 || shm->id > INT64_MAX)
         return zf_invalid_argument("field 'shm': id %" PRIu64 " is out of range", shm->id);
+    if (shm->rel > INT64_MAX || shm->rel % 8 != 0)
+        return zf_invalid_argument("field 'shm': rel %" PRIu64 " is not an 8-byte aligned offset",
+                                   shm->rel);
     ZF_TRY(s_check_text("name", shm->name, ZF_TENSOR_FRAME_MAX_SHM_NAME, false));
     return s_check_text("host", shm->host, ZF_TENSOR_FRAME_MAX_HOST, false);
 }
@@ -313,7 +316,7 @@ static int s_pack_ipc(msgpack_packer *pk, const zf_tensor_frame_ipc_t *ipc)
 static int s_pack_shm(msgpack_packer *pk, const zf_tensor_frame_shm_t *shm)
 {
     int rc = s_pack_name(pk, "shm");
-    rc |= msgpack_pack_map(pk, 5);
+    rc |= msgpack_pack_map(pk, shm->rel ? 6 : 5);
     rc |= s_pack_name(pk, "name");
     rc |= s_pack_name(pk, shm->name);
     rc |= s_pack_name(pk, "offset");
@@ -324,6 +327,10 @@ static int s_pack_shm(msgpack_packer *pk, const zf_tensor_frame_shm_t *shm)
     rc |= msgpack_pack_uint64(pk, shm->id);
     rc |= s_pack_name(pk, "host");
     rc |= s_pack_name(pk, shm->host);
+    if (shm->rel) {
+        rc |= s_pack_name(pk, "rel");
+        rc |= msgpack_pack_uint64(pk, shm->rel);
+    }
     return rc;
 }
 
@@ -457,7 +464,24 @@ zf_status_t zf_tensor_frame_header_from_tensor(const char *key, int64_t step_id,
                                                const zf_tensor_t *t, bool is_dead,
                                                zf_tensor_frame_header_t *out)
 {
-    ZF_TRY(s_header_start(key, step_id, out));
+    memset(out, 0, sizeof *out);
+    return zf__tensor_frame_header_fill(key, step_id, t, is_dead, out);
+}
+
+zf_status_t zf__tensor_frame_header_fill(const char *key, int64_t step_id, const zf_tensor_t *t,
+                                         bool is_dead, zf_tensor_frame_header_t *out)
+{
+    /* What encoding and the checks read, and nothing more: the key's tail,
+     * "ipc" and "shm" stay as they were. */
+    if (!key) return zf_invalid_argument("field 'key' is missing");
+    size_t key_len = strnlen(key, ZF_TENSOR_FRAME_MAX_KEY + 1);
+    ZF_TRY(s_check_key(key, key_len));
+    memcpy(out->key, key, key_len + 1);
+    out->step_id = step_id;
+    out->dtype = ZF_INVALID;
+    memset(&out->shape, 0, sizeof out->shape);
+    out->len = 0;
+    out->has_ipc = out->has_shm = false;
     out->is_dead = is_dead;
     if (!t) {
         if (!is_dead) return zf_invalid_argument("tensor '%s': a live tensor is required", key);
@@ -507,8 +531,9 @@ enum { I_HANDLE, I_OFFSET, I_NBYTES, I_DEVICE, I_ID, I_HOST, I_COUNT };
 static const char *const s_ipc_names[I_COUNT] = {"handle", "offset", "nbytes",
                                                  "device", "id",     "host"};
 
-enum { M_NAME, M_OFFSET, M_NBYTES, M_ID, M_HOST, M_COUNT };
-static const char *const s_shm_names[M_COUNT] = {"name", "offset", "nbytes", "id", "host"};
+/* "rel" is optional (senders before it answer releases by message only). */
+enum { M_NAME, M_OFFSET, M_NBYTES, M_ID, M_HOST, M_REL, M_COUNT };
+static const char *const s_shm_names[M_COUNT] = {"name", "offset", "nbytes", "id", "host", "rel"};
 
 static const char *s_mp_type_name(msgpack_object_type type)
 {
@@ -673,6 +698,7 @@ static zf_status_t s_read_shm_fields(const msgpack_object *f[], zf_tensor_frame_
     ZF_TRY(s_get_uint(f[M_OFFSET], "offset", &shm->offset));
     ZF_TRY(s_get_uint(f[M_NBYTES], "nbytes", &shm->nbytes));
     ZF_TRY(s_get_uint(f[M_ID], "id", &shm->id));
+    if (f[M_REL]) ZF_TRY(s_get_uint(f[M_REL], "rel", &shm->rel));
     return s_get_text(f[M_HOST], "host", shm->host, ZF_TENSOR_FRAME_MAX_HOST);
 }
 
@@ -682,7 +708,7 @@ static zf_status_t s_read_shm(const msgpack_object *o, zf_tensor_frame_shm_t *sh
         return zf_invalid_argument("field 'shm' must be a map, not %s", s_mp_type_name(o->type));
     const msgpack_object *f[M_COUNT] = {NULL};
     ZF_TRY(s_find_fields(&o->via.map, s_shm_names, M_COUNT, "field 'shm': ", f));
-    ZF_TRY(s_require(f, s_shm_names, 0, M_COUNT - 1, "field 'shm': "));
+    ZF_TRY(s_require(f, s_shm_names, 0, M_HOST, "field 'shm': "));
     zf_status_t s = s_read_shm_fields(f, shm);
     return zf_ok(s) ? s : zf_status_prefix(s, "field 'shm'");
 }
@@ -815,4 +841,263 @@ zf_status_t zf_tensor_frame_decode_reply(const void *bytes, size_t len,
         return zf_invalid_argument("tensor frame reply: a tensor, not a reply");
     }
     return ZF_STATUS_OK;
+}
+
+/* ---- batches ------------------------------------------------------------------------- */
+
+/* {"v": 1, "batch": array32} without the count. */
+static const uint8_t s_batch_prefix[ZF_TENSOR_FRAME_BATCH_PREFIX - 4] = {
+    0x82, 0xa1, 'v', ZF_TENSOR_FRAME_VERSION, 0xa5, 'b', 'a', 't', 'c', 'h', 0xdd};
+
+bool zf_tensor_frame_is_batch(const void *bytes, size_t len)
+{
+    return len >= ZF_TENSOR_FRAME_BATCH_PREFIX &&
+           memcmp(bytes, s_batch_prefix, sizeof s_batch_prefix) == 0;
+}
+
+void zf_tensor_frame_batch_prefix(uint32_t n, uint8_t *out)
+{
+    memcpy(out, s_batch_prefix, sizeof s_batch_prefix);
+    for (int i = 0; i < 4; i++) out[sizeof s_batch_prefix + i] = (uint8_t)(n >> (24 - 8 * i));
+}
+
+void zf_tensor_frame_batch_clear(zf_tensor_frame_batch_t *b)
+{
+    if (!b) return;
+    for (size_t i = 0; i < b->n && b->entries; i++) {
+        zf_tensor_frame_entry_t *e = &b->entries[i];
+        zf_tensor_unref(&e->tensor);
+        zf_status_clear(&e->error);
+    }
+    free(b->entries);
+    free(b->keys);
+    memset(b, 0, sizeof *b);
+}
+
+size_t zf_tensor_frame_batch_offset(size_t end)
+{
+    return (end + ZF_TENSOR_FRAME_BATCH_ALIGN - 1) / ZF_TENSOR_FRAME_BATCH_ALIGN *
+           ZF_TENSOR_FRAME_BATCH_ALIGN;
+}
+
+/* The declared "len" of entry i of n (for locating the payloads): the
+ * map's only "len" field (f: its fields), an integer >= 0. */
+static zf_status_t s_entry_len(const msgpack_object *o, const msgpack_object *f[], size_t i,
+                               size_t n, uint64_t *len)
+{
+    if (o->type != MSGPACK_OBJECT_MAP)
+        return zf_invalid_argument("entry %zu of %zu is %s, not a map", i, n,
+                                   s_mp_type_name(o->type));
+    zf_status_t s = s_find_fields(&o->via.map, s_field_names, F_COUNT, "", f);
+    if (zf_ok(s)) s = s_require(f, s_field_names, F_LEN, F_LEN, "");
+    if (zf_ok(s)) s = s_get_uint(f[F_LEN], "len", len);
+    return zf_ok(s) ? s : zf_status_prefix(s, "entry %zu of %zu", i, n);
+}
+
+/* Copies a checked key (size bytes at p) into the batch's key block. */
+static char *s_keep_key(zf_tensor_frame_batch_t *b, size_t *used, const char *p, size_t size)
+{
+    char *k = b->keys + *used;
+    memcpy(k, p, size);
+    k[size] = '\0';
+    *used += size + 1;
+    return k;
+}
+
+/* Entry e's key and step as far as they can be read (f: its fields), for
+ * the reason it is refused. */
+static void s_entry_names(const msgpack_object *f[], zf_tensor_frame_batch_t *b, size_t *used,
+                          zf_tensor_frame_entry_t *e)
+{
+    zf_status_t s = ZF_STATUS_OK;
+    if (f[F_STEP] && zf_ok(s = s_get_int(f[F_STEP], "step", &e->step_id))) e->has_step = true;
+    zf_status_clear(&s);
+    if (f[F_KEY] && f[F_KEY]->type == MSGPACK_OBJECT_STR) {
+        const msgpack_object_str *k = &f[F_KEY]->via.str;
+        if (zf_ok(s = s_check_key(k->ptr, k->size))) e->key = s_keep_key(b, used, k->ptr, k->size);
+        zf_status_clear(&s);
+    }
+}
+
+/* Entry i of n (f: its fields): payload len bytes at offset off of payload
+ * (which fixed-size tensors view; NULL when the frame is empty), within
+ * the frame already; decoded into e, or e refused with the reason. h is
+ * scratch. */
+static void s_entry(const msgpack_object *f[], size_t i, size_t n, zf_buffer_t *payload, size_t off,
+                    uint64_t len, zf_tensor_frame_header_t *h, zf_tensor_frame_batch_t *b,
+                    size_t *used, zf_tensor_frame_entry_t *e)
+{
+    zf_status_t s = ZF_STATUS_OK;
+    if (f[F_REPLY] || f[F_IPC] || f[F_SHM])
+        s = zf_invalid_argument("field '%s': %s cannot be in a batch",
+                                f[F_REPLY] ? "reply"
+                                : f[F_IPC] ? "ipc"
+                                           : "shm",
+                                f[F_REPLY] ? "a reply" : "an offer");
+    if (zf_ok(s)) s = s_require(f, s_field_names, F_V, F_V, "");
+    /* every field of h that the checks read is set here: no need to clear it */
+    if (zf_ok(s)) s = s_read_fields(f, h);
+    if (zf_ok(s) && h->is_dead) {
+        /* no bytes */
+    } else if (zf_ok(s) && (s_holds_strings(h->dtype) || !payload || len == 0)) {
+        static const uint8_t none[1];
+        const uint8_t *bytes = payload ? (const uint8_t *)zf_buffer_data(payload) + off : none;
+        s = zf_tensor_frame_decode_payload(h, bytes, (size_t)len, &e->tensor);
+    } else if (zf_ok(s)) { /* a view of the payload frame: no copy */
+        s = zf_tensor_from_buffer(h->dtype, &h->shape, payload, off, &e->tensor);
+    }
+    if (zf_ok(s)) {
+        e->key = s_keep_key(b, used, h->key, strlen(h->key));
+        e->step_id = h->step_id;
+        e->has_step = true;
+        e->is_dead = h->is_dead;
+        return;
+    }
+    zf_tensor_unref(&e->tensor);
+    s_entry_names(f, b, used, e);
+    e->error = zf_status_prefix(s, "entry %zu of %zu", i, n);
+}
+
+/* Skips the item at p[*at] with everything it contains (p was scanned). */
+static void s_mp_skip(const uint8_t *p, size_t len, size_t *at)
+{
+    uint64_t items = 0;
+    zf_status_t s = s_mp_item(p, len, at, &items);
+    zf_status_clear(&s); /* cannot fail: the frame was scanned */
+    for (uint64_t k = 0; k < items; k++) s_mp_skip(p, len, at);
+}
+
+/* Where the "batch" array's first entry starts in the scanned frame p, and
+ * its count; checks "v". */
+static zf_status_t s_find_batch(const uint8_t *p, size_t len, size_t *first, size_t *n)
+{
+    size_t at = 0;
+    uint64_t pairs = 0;
+    ZF_TRY(s_mp_item(p, len, &at, &pairs));
+    if ((p[0] & 0xf0) != 0x80 && p[0] != 0xde && p[0] != 0xdf)
+        return zf_invalid_argument("the frame is not a map");
+    bool has_v = false, has_batch = false;
+    for (uint64_t k = 0; k < pairs / 2; k++) {
+        msgpack_unpacked u; /* small items only: the key, and "v" */
+        msgpack_unpacked_init(&u);
+        size_t off = at;
+        msgpack_unpack_return rc = msgpack_unpack_next(&u, (const char *)p, len, &off);
+        zf_status_t s = ZF_STATUS_OK;
+        if (rc != MSGPACK_UNPACK_SUCCESS || u.data.type != MSGPACK_OBJECT_STR)
+            s = zf_invalid_argument("map key %" PRIu64 " is not a string", k);
+        const msgpack_object_str name = zf_ok(s) ? u.data.via.str : (msgpack_object_str){0};
+        bool is_v = name.size == 1 && name.ptr[0] == 'v';
+        bool is_batch = name.size == 5 && memcmp(name.ptr, "batch", 5) == 0;
+        msgpack_unpacked_destroy(&u);
+        ZF_TRY(s);
+        if ((is_v && has_v) || (is_batch && has_batch))
+            return zf_invalid_argument("field '%s' appears twice", is_v ? "v" : "batch");
+        at = off;
+        if (is_v) {
+            has_v = true;
+            msgpack_unpacked_init(&u);
+            off = at;
+            rc = msgpack_unpack_next(&u, (const char *)p, len, &off);
+            s = rc == MSGPACK_UNPACK_SUCCESS ? s_read_version(&u.data)
+                                             : zf_invalid_argument("field 'v' cannot be read");
+            msgpack_unpacked_destroy(&u);
+            ZF_TRY(s);
+        } else if (is_batch) {
+            has_batch = true;
+            uint8_t b = p[at];
+            if ((b & 0xf0) != 0x90 && b != 0xdc && b != 0xdd)
+                return zf_invalid_argument("field 'batch' must be an array");
+            size_t start = at;
+            uint64_t items = 0;
+            ZF_TRY(s_mp_item(p, len, &start, &items));
+            *first = start;
+            *n = (size_t)items;
+        }
+        if (has_v && has_batch) break; /* the rest may hold names for later versions */
+        s_mp_skip(p, len, &at);
+    }
+    if (!has_v) return zf_invalid_argument("field 'v' is missing");
+    if (!has_batch) return zf_invalid_argument("field 'batch' is missing");
+    return ZF_STATUS_OK;
+}
+
+/* The entries of the "batch" array (n of them from byte first of the
+ * scanned frame head) against the payload frame (payload_len bytes). One
+ * entry is unpacked at a time: a whole batch would cost msgpack-c a large
+ * zone each time. */
+static zf_status_t s_read_batch(const uint8_t *head, size_t head_len, size_t first, size_t n,
+                                zf_buffer_t *payload, size_t payload_len,
+                                zf_tensor_frame_batch_t *out)
+{
+    if (n == 0 || n > ZF_TENSOR_FRAME_MAX_BATCH)
+        return zf_invalid_argument("field 'batch' has %zu entries; 1 to %d are allowed", n,
+                                   ZF_TENSOR_FRAME_MAX_BATCH);
+    /* Every key is shorter than the bytes that hold it in frame 1. */
+    zf_tensor_frame_header_t *h = malloc(sizeof *h);
+    if (!h || !(out->entries = calloc(n, sizeof *out->entries)) ||
+        !(out->keys = malloc(head_len + 1))) {
+        free(h);
+        return zf_out_of_memory("a tensor frame batch");
+    }
+    out->n = n;
+    zf_status_t s = ZF_STATUS_OK;
+    size_t used = 0, end = 0, off = first;
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    for (size_t i = 0; i < n && zf_ok(s); i++) {
+        msgpack_unpack_return rc = msgpack_unpack_next(&u, (const char *)head, head_len, &off);
+        if (rc != MSGPACK_UNPACK_SUCCESS) {
+            s = rc == MSGPACK_UNPACK_NOMEM_ERROR ? zf_out_of_memory("a tensor frame batch")
+                                                 : zf_invalid_argument("entry %zu of %zu is not "
+                                                                       "msgpack (code %d)",
+                                                                       i, n, rc);
+            break;
+        }
+        const msgpack_object *f[F_COUNT] = {NULL};
+        uint64_t len = 0;
+        s = s_entry_len(&u.data, f, i, n, &len);
+        size_t at = i ? zf_tensor_frame_batch_offset(end) : 0;
+        if (zf_ok(s) && (at > payload_len || len > payload_len - at))
+            s = zf_invalid_argument("entry %zu of %zu: its %" PRIu64 " bytes at offset %zu are "
+                                    "past the end of the %zu-byte payload frame",
+                                    i, n, len, at, payload_len);
+        if (!zf_ok(s)) break;
+        end = at + (size_t)len;
+        s_entry(f, i, n, payload, at, len, h, out, &used, &out->entries[i]);
+    }
+    msgpack_unpacked_destroy(&u);
+    free(h);
+    if (zf_ok(s) && end != payload_len)
+        s = zf_invalid_argument("the entries end at byte %zu but the payload frame has %zu", end,
+                                payload_len);
+    return s;
+}
+
+zf_status_t zf_tensor_frame_decode_batch(const void *head, size_t head_len, zf_buffer_t *payload,
+                                         zf_tensor_frame_batch_t *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t payload_len = payload ? zf_buffer_size(payload) : 0;
+    zf_buffer_t *copy = NULL;
+    zf_status_t s = ZF_STATUS_OK;
+    if (head_len > ZF_TENSOR_FRAME_MAX_BATCH_HEADER)
+        s = zf_invalid_argument("%zu bytes exceed the limit of %d", head_len,
+                                ZF_TENSOR_FRAME_MAX_BATCH_HEADER);
+    else if (head_len == 0)
+        s = zf_invalid_argument("the frame is empty");
+    if (zf_ok(s)) s = s_mp_scan(head, head_len);
+    size_t first = 0, n = 0;
+    if (zf_ok(s)) s = s_find_batch(head, head_len, &first, &n);
+    if (zf_ok(s) && payload &&
+        (uintptr_t)zf_buffer_data(payload) % ZF_TENSOR_FRAME_BATCH_ALIGN != 0) {
+        /* the entries view it: it must be aligned as they are */
+        s = zf_buffer_new(payload_len, &copy);
+        if (zf_ok(s)) memcpy(zf_buffer_data(copy), zf_buffer_data(payload), payload_len);
+        payload = copy;
+    }
+    if (zf_ok(s)) s = s_read_batch(head, head_len, first, n, payload, payload_len, out);
+    zf_buffer_unref(&copy); /* the entries hold their own references */
+    if (zf_ok(s)) return s;
+    zf_tensor_frame_batch_clear(out);
+    return zf_status_prefix(s, "tensor frame batch");
 }

@@ -26,6 +26,7 @@ enum {
     S_SIZED_BY_VALUE = 1u << 3, /* never on an event loop (ZF_KERNEL_SIZED_BY_VALUE) */
     S_NEVER_DEAD = 1u << 4,     /* ControlTrigger: runs live even with dead inputs */
     S_MERGE = 1u << 5,          /* Merge: ready on its first live data input */
+    S_SEND = 1u << 6,           /* _Send/_HostSend: batched with the next ready one */
 };
 
 /* How a node's outputs travel (control-flow graphs only). */
@@ -139,7 +140,9 @@ static zf_status_t s_layout_node(zf_engine_t *ex, int32_t i)
                   (zf_op_has_flag(zf_graph_op_def(ex->graph, i), ZF_OP_SEND_RECV) ? S_TRANSFER
                                                                                   : 0) |
                   (strcmp(n->def->op, "ControlTrigger") == 0 ? S_NEVER_DEAD : 0) |
-                  (zf__eframes_is(n->def->op, "Merge") ? S_MERGE : 0));
+                  (zf__eframes_is(n->def->op, "Merge") ? S_MERGE : 0) |
+                  (strcmp(n->def->op, "_Send") == 0 || strcmp(n->def->op, "_HostSend") == 0 ? S_SEND
+                                                                                            : 0));
     if (zf_op_has_flag(zf_graph_op_def(ex->graph, i), ZF_OP_CONTROL_FLOW)) ex->has_cf = true;
     return ZF_STATUS_OK;
 }
@@ -1452,17 +1455,41 @@ static bool s_leaves_the_loop(const s_step_t *st, s_tagged_t t)
     return bytes > ZF_ENGINE_INLINE_BYTES || broadcast * widest > ZF_ENGINE_INLINE_BYTES;
 }
 
+/* Runs the worklist. _Sends ready one after another on it run in a send
+ * batch (executor/rendezvous/rendezvous.h), so the small tensors they push
+ * to a peer leave in one message: the batch opens when a _Send is followed
+ * by another, and ends before anything else runs here or leaves for the
+ * pool, and before the last _Send of the run, which goes alone. So the
+ * held-back tensors are out before any other node runs, none waits behind
+ * a kernel, and the step cannot end (its last _Send is still to run) with
+ * a tensor still held: a push that fails aborts the step's rendezvous, and
+ * that last _Send reports it. A lone _Send is never held back. */
 static void s_process(s_step_t *st, s_worklist_t *wl)
 {
+    /* A batch some caller up this thread left open (an inline callback of
+     * one of its _Sends brought us here) ends first: nothing of this step
+     * may wait on that caller. */
+    zf_rendezvous_batch_end();
+    bool batch = false;
     /* wl only holds counted nodes, so the step outlives every pop. */
     while (wl->n > 0) {
         wl->n--;
         s_tagged_t t = {wl->its[wl->n], wl->ids[wl->n]};
-        if (s_leaves_the_loop(st, t))
-            s_schedule(st, t); /* takes the node's count along */
-        else
+        bool here = !s_leaves_the_loop(st, t);
+        bool more = here && (st->ex->nodes[t.id].flags & S_SEND) && wl->n > 0 &&
+                    (st->ex->nodes[wl->ids[wl->n - 1]].flags & S_SEND);
+        if (batch && !more) {
+            zf_rendezvous_batch_end();
+            batch = false;
+        } else if (more && !batch) {
+            batch = zf_rendezvous_batch_begin();
+        }
+        if (here)
             s_run_node(st, t, wl);
+        else
+            s_schedule(st, t); /* takes the node's count along */
     }
+    if (batch) zf_rendezvous_batch_end();
     s_wl_free(wl);
 }
 

@@ -97,6 +97,46 @@ void zf__remote_deliver(zf_remote_t *r, zf_tensor_frame_t *f)
     zf_status_clear(&s);
 }
 
+/* A batch entry that failed its checks: counted and logged; its step, when
+ * it could be read, is aborted here with the reason, naming the key, so
+ * that the _Recv waiting for it fails at once instead of at the step's
+ * timeout. */
+static void s_refuse_entry(zf_remote_t *r, const zf_tensor_frame_entry_t *e)
+{
+    atomic_fetch_add(&r->malformed, 1);
+    atomic_fetch_add(&r->batch_refused, 1);
+    zf_status_t s =
+        zf_status_new(ZF_INVALID_ARGUMENT, "tensor '%s' arrived malformed in a batch on %s: %s",
+                      e->key ? e->key : "(its key is unreadable)", zf_socket_endpoint(r->pull),
+                      zf_status_msg(&e->error));
+    if (e->has_step) s = zf_status_prefix(s, "step %lld", (long long)e->step_id);
+    zf_log_warn("remote", "%s", zf_status_msg(&s));
+    zf_rendezvous_t *rv = NULL;
+    zf_status_t fs = e->has_step ? zf_remote_step_rendezvous(r, e->step_id, &rv) : ZF_STATUS_OK;
+    if (rv) zf_rendezvous_start_abort(rv, &s);
+    zf_rendezvous_unref(&rv);
+    zf_status_clear(&fs);
+    zf_status_clear(&s);
+}
+
+/* A batch: every entry goes to its step as if it had come alone. */
+static void s_on_batch(zf_remote_t *r, const zf_tensor_frame_batch_t *b)
+{
+    atomic_fetch_add(&r->batches_received, 1);
+    atomic_fetch_add(&r->batch_tensors_received, (uint_fast64_t)b->n);
+    for (size_t i = 0; i < b->n; i++) {
+        const zf_tensor_frame_entry_t *e = &b->entries[i];
+        if (!zf_ok(e->error)) {
+            s_refuse_entry(r, e);
+            continue;
+        }
+        /* borrowed from the entry: the rendezvous takes its own reference */
+        zf_tensor_frame_t f = {
+            .key = e->key, .step_id = e->step_id, .is_dead = e->is_dead, .tensor = e->tensor};
+        zf__remote_deliver(r, &f);
+    }
+}
+
 /* Receives and handles one message, waiting up to timeout_ms; false when
  * none came (or the socket's context is closing). */
 static bool s_receive_one(zf_remote_t *r, int timeout_ms)
@@ -104,7 +144,9 @@ static bool s_receive_one(zf_remote_t *r, int timeout_ms)
     zf_tensor_frame_t f = {0};
     zf_status_t s = zf_tensor_frame_recv(r->pull, timeout_ms, &f);
     bool got = zf_ok(s) || (s.code != ZF_CANCELLED && s.code != ZF_DEADLINE_EXCEEDED);
-    if (zf_ok(s) && f.reply) {
+    if (zf_ok(s) && f.batch) {
+        s_on_batch(r, f.batch);
+    } else if (zf_ok(s) && f.reply) {
         zf__remote_on_reply(r, f.reply);
     } else if (zf_ok(s) && f.offer && f.offer->is_shm) {
         zf__remote_shm_on_offer(r, &f);
@@ -205,6 +247,7 @@ static zf_status_t s_new(zf_zctx_t *ctx, zf_rendezvous_mgr_t *mgr, const char *b
     r->ctx = ctx;
     r->mgr = mgr;
     r->ipc_hold_ms = ZF_REMOTE_IPC_HOLD_MS;
+    r->batch_max_bytes = ZF_REMOTE_BATCH_MAX_BYTES;
     r->held_min_ms = INT64_MAX;
     zf_remote_default_host_id(r->host_id, sizeof r->host_id);
     pthread_mutex_init(&r->mu, NULL);
@@ -406,13 +449,162 @@ zf_status_t zf__remote_peer_socket_locked(zf_remote_t *r, zf__remote_peer_t *p)
     return ZF_STATUS_OK;
 }
 
+/* ---- batches ------------------------------------------------------------------ */
+
+/* Small tensors held back during this thread's send batch
+ * (zf_rendezvous_batch_begin()) for one peer, pushed as one message when
+ * the batch ends or fills. */
+typedef struct s_outbox {
+    struct s_outbox *next;
+    zf_remote_t *r;
+    zf__remote_peer_t *p; /* a reference */
+    char *device;
+    char *first_key; /* for errors */
+    int64_t *steps;  /* the distinct steps of the entries (usually one) */
+    size_t n_steps, cap_steps;
+    zf_tensor_frame_batch_out_t b;
+} s_outbox_t;
+
+static _Thread_local s_outbox_t *s_outboxes;
+
+static void s_outbox_free(s_outbox_t *o)
+{
+    zf__remote_peer_release(o->r, &o->p);
+    zf_tensor_frame_batch_out_clear(&o->b);
+    free(o->device);
+    free(o->first_key);
+    free(o->steps);
+    free(o);
+}
+
+/* Pushes o's entries to its peer; a failure aborts their steps here with
+ * the reason (their _Sends returned already). Empties o. */
+static void s_outbox_send(s_outbox_t *o)
+{
+    zf_remote_t *r = o->r;
+    uint32_t n = o->b.n;
+    if (n == 0) return;
+    pthread_mutex_lock(&o->p->mu);
+    zf_status_t s = zf__remote_peer_socket_locked(r, o->p);
+    if (zf_ok(s)) s = zf_tensor_frame_batch_out_send(o->p->push, &o->b);
+    pthread_mutex_unlock(&o->p->mu);
+    zf_tensor_frame_batch_out_clear(&o->b); /* when not sent */
+    if (zf_ok(s)) {
+        atomic_fetch_add(&r->batches_sent, 1);
+        atomic_fetch_add(&r->batch_tensors_sent, n);
+        atomic_fetch_add(&r->bytes_sent, n);
+    } else {
+        s = zf_status_prefix(s, "sending %u tensors to %s in one batch ('%s' first)", n, o->device,
+                             o->first_key ? o->first_key : "?");
+        zf_log_warn("remote", "%s", zf_status_msg(&s));
+        for (size_t i = 0; i < o->n_steps; i++) {
+            zf_rendezvous_t *rv = NULL;
+            zf_status_t fs = zf_remote_step_rendezvous(r, o->steps[i], &rv);
+            if (rv) zf_rendezvous_start_abort(rv, &s);
+            zf_rendezvous_unref(&rv);
+            zf_status_clear(&fs);
+        }
+    }
+    zf_status_clear(&s);
+    o->n_steps = 0;
+    free(o->first_key);
+    o->first_key = NULL;
+}
+
+/* Runs when this thread's batch ends: everything held back leaves. */
+static void s_outboxes_flush(void *arg)
+{
+    (void)arg;
+    while (s_outboxes) {
+        s_outbox_t *o = s_outboxes;
+        s_outboxes = o->next;
+        s_outbox_send(o);
+        s_outbox_free(o);
+    }
+}
+
+/* This thread's outbox for (r, p), made when missing; NULL when out of
+ * memory. */
+static s_outbox_t *s_outbox_for(zf_remote_t *r, zf__remote_peer_t *p, const char *device)
+{
+    for (s_outbox_t *o = s_outboxes; o; o = o->next)
+        if (o->r == r && o->p == p) return o;
+    s_outbox_t *o = calloc(1, sizeof *o);
+    if (!o || !(o->device = strdup(device))) {
+        free(o);
+        return NULL;
+    }
+    pthread_mutex_lock(&r->mu);
+    p->refs++;
+    pthread_mutex_unlock(&r->mu);
+    o->r = r;
+    o->p = p;
+    o->next = s_outboxes;
+    s_outboxes = o;
+    return o;
+}
+
+/* Records step_id among o's steps. */
+static bool s_outbox_step(s_outbox_t *o, int64_t step_id)
+{
+    for (size_t i = 0; i < o->n_steps; i++)
+        if (o->steps[i] == step_id) return true;
+    if (o->n_steps == o->cap_steps) {
+        size_t cap = o->cap_steps ? 2 * o->cap_steps : 4;
+        int64_t *steps = realloc(o->steps, cap * sizeof *steps);
+        if (!steps) return false;
+        o->steps = steps;
+        o->cap_steps = cap;
+    }
+    o->steps[o->n_steps++] = step_id;
+    return true;
+}
+
+/* A batch leaves once it holds this many tensors, or this many bytes of
+ * payloads or of headers: well within what a receiver takes
+ * (ZF_TENSOR_FRAME_MAX_BATCH, ZF_TENSOR_FRAME_MAX_BATCH_HEADER), and the
+ * received tensors view the payload frame, so one kept for long keeps at
+ * most this much (plus one tensor) alive. */
+#define S_BATCH_MAX_TENSORS 1024
+#define S_BATCH_MAX_BYTES   ((size_t)256 << 10)
+
+/* Holds a small host tensor (or a dead one) back for this thread's open
+ * batch; *held false: send it now (no batch open, too big, bound for the
+ * arena, or out of memory). */
+static zf_status_t s_hold_back(zf_remote_t *r, zf__remote_peer_t *p, const char *device,
+                               const char *key, int64_t step_id, zf_tensor_t *tensor, bool is_dead,
+                               bool *held)
+{
+    *held = false;
+    if (!r->batch_max_bytes || !zf_rendezvous_batch_is_open()) return ZF_STATUS_OK;
+    if (tensor && !is_dead &&
+        (zf_tensor_memory_kind(tensor) == ZF_MEMORY_DEVICE ||
+         (zf_tensor_dtype(tensor) != ZF_STRING && zf_tensor_nbytes(tensor) > r->batch_max_bytes) ||
+         zf__remote_shm_qualifies(r, p, tensor)))
+        return ZF_STATUS_OK;
+    if (!zf_rendezvous_batch_defer(s_outboxes_flush, NULL)) return ZF_STATUS_OK;
+    s_outbox_t *o = s_outbox_for(r, p, device);
+    if (!o) return ZF_STATUS_OK;
+    zf_status_t s = zf_tensor_frame_batch_out_add(&o->b, key, step_id, tensor, is_dead,
+                                                  r->batch_max_bytes, held);
+    /* for a failure's report only: out of memory here just makes it vaguer */
+    if (*held) (void)s_outbox_step(o, step_id);
+    if (*held && !o->first_key) o->first_key = strdup(key);
+    if (*held && (o->b.n >= S_BATCH_MAX_TENSORS || o->b.payload_len >= S_BATCH_MAX_BYTES ||
+                  o->b.head_len >= 4 * S_BATCH_MAX_BYTES))
+        s_outbox_send(o);
+    return s;
+}
+
 zf_status_t zf__remote_peer_send(zf_remote_t *r, zf__remote_peer_t *p, const char *device,
                                  const char *key, int64_t step_id, zf_tensor_t *tensor,
                                  bool is_dead)
 {
     if (tensor && !is_dead && zf_tensor_memory_kind(tensor) == ZF_MEMORY_DEVICE)
         return zf__remote_send_device_tensor(r, p, device, key, step_id, tensor);
-    zf_status_t s = ZF_STATUS_OK;
+    bool held = false;
+    zf_status_t s = s_hold_back(r, p, device, key, step_id, tensor, is_dead, &held);
+    if (!zf_ok(s) || held) return zf_status_prefix(s, "sending '%s' to %s", key, device);
     if (tensor && !is_dead) {
         bool sent = false;
         s = zf__remote_shm_send(r, p, device, key, step_id, tensor, &sent);
@@ -466,6 +658,11 @@ void zf_remote_finish_step(zf_remote_t *r, int64_t step_id)
     s_close_step(r, step_id, NULL, false);
 }
 
+void zf_remote_set_batch(zf_remote_t *r, size_t max_bytes)
+{
+    r->batch_max_bytes = max_bytes;
+}
+
 zf_remote_stats_t zf_remote_stats(zf_remote_t *r)
 {
     pthread_mutex_lock(&r->mu);
@@ -474,6 +671,11 @@ zf_remote_stats_t zf_remote_stats(zf_remote_t *r)
     return (zf_remote_stats_t){.delivered = atomic_load(&r->delivered),
                                .dropped = atomic_load(&r->dropped),
                                .malformed = atomic_load(&r->malformed),
+                               .batches_sent = atomic_load(&r->batches_sent),
+                               .batch_tensors_sent = atomic_load(&r->batch_tensors_sent),
+                               .batches_received = atomic_load(&r->batches_received),
+                               .batch_tensors_received = atomic_load(&r->batch_tensors_received),
+                               .batch_refused = atomic_load(&r->batch_refused),
                                .ipc_offered = atomic_load(&r->ipc_offered),
                                .ipc_released = atomic_load(&r->ipc_released),
                                .ipc_refused = atomic_load(&r->ipc_refused),

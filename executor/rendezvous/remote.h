@@ -73,8 +73,19 @@
  * segment's size and the alignment, maps the whole segment once (a few
  * senders' segments stay mapped, ZF__REMOTE_SHM_MAPS) and hands the step a
  * tensor over the mapped bytes: no copy on the receiving side. When the
- * last reference to that tensor goes, the receiver answers the offer (the
- * IPC reply message) and the sender frees the block. The block is held
+ * last reference to that tensor goes, the receiver stores the offer's id
+ * into the block's release word (a 64-bit word after the tensor's bytes,
+ * on a cache line of its own, whose offset the offer names: "rel"), with
+ * no message at all, and the sender frees the block the next time it
+ * looks: before each shared-memory send, in zf_remote_expire() and in
+ * zf_remote_shm_stats() (zf__remote_shm_reap()). An offer without a
+ * release word (a sender before it) is answered with the IPC reply
+ * message instead, as is a refusal. Freed blocks are reused most recent
+ * first when the size matches (the arena keeps the last few apart), so a
+ * steady stream of transfers cycles through as few blocks as are in
+ * flight, whose lines are still in the caches; the pages are reserved in
+ * steps of a few MiB and mapped in at once (MADV_POPULATE_WRITE) rather
+ * than faulted in page by page by the first copies. The block is held
  * like an IPC offer (same list, same hold limit,
  * zf_remote_set_ipc_hold_ms()), with one difference: the receiver reads it
  * in place for as long as it keeps the tensor (past its step; a variable
@@ -94,8 +105,35 @@
  * (zf_remote_shm_sweep()). Mappings a receiver holds stay valid after the
  * sender unlinks or dies; the memory goes with the last one.
  *
+ * Batches. Small tensors a thread sends one after another to the same
+ * peer travel together when the thread has opened a send batch
+ * (zf_rendezvous_batch_begin(); the engine does so around _Sends that are
+ * ready together): a host tensor whose payload is at most
+ * zf_remote_set_batch()'s limit (ZF_REMOTE_BATCH_MAX_BYTES), strings and
+ * dead values included, that does not go through the arena, is encoded
+ * into the thread's outbox for that peer instead of being pushed, and the
+ * outbox leaves as one batch message (common/tensor_frame.h, "Batches")
+ * when the batch ends, or as soon as it holds 1024 tensors or 256 KiB of
+ * payloads. Larger tensors, device tensors and arena offers leave at
+ * once, batch or not (a tensor's order is kept per key only). Without an
+ * open batch nothing is held back, so a lone tensor never waits. A batch
+ * that cannot be pushed aborts the steps of its tensors here with the
+ * reason. The receiver hands each entry to its step as if it had come
+ * alone; its fixed-size tensors view the received payload frame (no copy;
+ * a tensor kept for long keeps the frame's at most 256 KiB alive). An
+ * entry that fails its checks is counted (malformed, batch_refused),
+ * logged, and its step, when its step id could be read, is aborted here
+ * with INVALID_ARGUMENT "step N: tensor '<key>' arrived malformed in a
+ * batch on <endpoint>: entry I of M: <reason>", so the _Recv waiting for
+ * it fails at once rather than at the step's timeout; the other entries
+ * are delivered. A batch whose framing is unsound (its payloads do not add
+ * up to the payload frame) is dropped whole and counted as one malformed
+ * message, like any other.
+ *
  * Thread-safety: every function may be called from any thread, except that
- * zf_remote_destroy() must not race with other calls. */
+ * zf_remote_destroy() must not race with other calls, nor come while a
+ * thread's send batch still holds tensors for the transport (end it
+ * first). */
 #ifndef ZF_REMOTE_H
 #define ZF_REMOTE_H
 
@@ -117,6 +155,8 @@
  * goes through it by default. */
 #define ZF_REMOTE_SHM_MIB       256
 #define ZF_REMOTE_SHM_MIN_BYTES (64 * 1024)
+/* The largest tensor payload a send batch holds back by default. */
+#define ZF_REMOTE_BATCH_MAX_BYTES (64 * 1024)
 /* The name prefix of every arena segment (in /dev/shm without the '/'). */
 #define ZF_REMOTE_SHM_PREFIX "/zflow-"
 
@@ -244,13 +284,20 @@ int zf_remote_expire(zf_remote_t *r, int64_t now_ms);
 
 /* Counters (tests, diagnostics): tensors handed to a rendezvous, tensors
  * dropped because their step was closed, aborted or refused them,
- * malformed messages; IPC offers sent, released by their receiver, refused
+ * malformed messages (and refused batch entries); send batches pushed and
+ * the tensors in them, batches received and their entries, entries
+ * refused; IPC offers sent, released by their receiver, refused
  * by it, offers received, offers released by the hold limit
  * (zf_remote_expire()), and offers sent still held. */
 typedef struct zf_remote_stats {
     uint64_t delivered;
     uint64_t dropped;
     uint64_t malformed;
+    uint64_t batches_sent;           /* batch messages pushed */
+    uint64_t batch_tensors_sent;     /* tensors in them */
+    uint64_t batches_received;       /* batch messages received whole */
+    uint64_t batch_tensors_received; /* entries in them, refused ones included */
+    uint64_t batch_refused;          /* entries refused alone (also in malformed) */
     uint64_t ipc_offered;
     uint64_t ipc_released;
     uint64_t ipc_refused;
@@ -260,6 +307,11 @@ typedef struct zf_remote_stats {
 } zf_remote_stats_t;
 
 zf_remote_stats_t zf_remote_stats(zf_remote_t *r);
+
+/* Sets the largest tensor payload a send batch holds back (0: none, every
+ * tensor leaves at once); ZF_REMOTE_BATCH_MAX_BYTES by default. Call it
+ * before any tensor moves. */
+void zf_remote_set_batch(zf_remote_t *r, size_t max_bytes);
 
 /* ---- shared memory ------------------------------------------------------------- */
 

@@ -45,6 +45,9 @@ typedef struct zf__remote_held {
     struct zf__remote_held *next;
     uint64_t id;
     bool shm;
+    /* a shared-memory block's release word, in the arena: the receiver
+     * stores id there when done (remote_shm.c); NULL for IPC offers */
+    _Atomic uint64_t *rel;
     int64_t step_id;
     int64_t held_at_ms; /* zf_remote_now_ms() when offered */
     char *device, *key;
@@ -79,12 +82,16 @@ struct zf_remote {
     zf_step_set_t *closed;   /* the most recent ZF_REMOTE_CLOSED_STEPS closed steps */
     zf__remote_held_t *held; /* guarded by mu, newest first */
     uint64_t n_held;
+    uint64_t n_held_rel; /* guarded by mu: held blocks with a release word */
     int64_t ipc_hold_ms; /* guarded by mu: how long an offer is held at most */
     int64_t held_min_ms; /* guarded by mu: no held offer is older (INT64_MAX: none) */
     atomic_uint_fast64_t next_offer;
     zf__remote_acker_t *acker;
     char host_id[ZF_TENSOR_FRAME_MAX_HOST + 1];
     atomic_uint_fast64_t delivered, dropped, malformed;
+    size_t batch_max_bytes; /* larger tensors are never held back for a batch; 0: no batches */
+    atomic_uint_fast64_t batches_sent, batch_tensors_sent, batches_received, batch_tensors_received,
+        batch_refused;
     atomic_uint_fast64_t ipc_offered, ipc_released, ipc_refused, ipc_received, ipc_expired;
     /* shared memory (remote_shm.c) */
     pthread_mutex_t shm_mu;    /* guards arena creation and maps */
@@ -126,12 +133,17 @@ zf_status_t zf__remote_peer_send(zf_remote_t *r, zf__remote_peer_t *p, const cha
 
 /* ---- remote_ipc.c --------------------------------------------------------- */
 
-/* Holds tensor (a new reference) as offer id (shm: a shared-memory offer)
- * to device under key for step_id, stamped held_at_ms. Errors: CANCELLED
- * when step_id has ended here (nothing is held), RESOURCE_EXHAUSTED. */
-zf_status_t zf__remote_held_add(zf_remote_t *r, uint64_t id, bool shm, const char *device,
-                                const char *key, int64_t step_id, zf_tensor_t *tensor,
-                                int64_t held_at_ms);
+/* Holds tensor (a new reference) as offer id (shm: a shared-memory offer,
+ * whose block's release word is rel, or NULL) to device under key for
+ * step_id, stamped held_at_ms. Errors: CANCELLED when step_id has ended
+ * here (nothing is held), RESOURCE_EXHAUSTED. */
+zf_status_t zf__remote_held_add(zf_remote_t *r, uint64_t id, bool shm, _Atomic uint64_t *rel,
+                                const char *device, const char *key, int64_t step_id,
+                                zf_tensor_t *tensor, int64_t held_at_ms);
+
+/* Unlinks held offer h, which the caller found in r->held through *at
+ * (the link that points to it). Caller holds r->mu. */
+void zf__remote_held_unlink_locked(zf_remote_t *r, zf__remote_held_t **at);
 
 /* Sends offer h (IPC or shared memory), held already as id, to p; on
  * failure the held offer is let go. */
@@ -186,6 +198,15 @@ void zf__remote_shm_destroy(zf_remote_t *r);
  * Errors: those of sending the offer. */
 zf_status_t zf__remote_shm_send(zf_remote_t *r, zf__remote_peer_t *p, const char *device,
                                 const char *key, int64_t step_id, zf_tensor_t *tensor, bool *sent);
+
+/* Frees the blocks whose receivers have stored their offer's id into the
+ * release word (counted as released); returns how many. Cheap when no
+ * held block has a release word (a lock and a comparison). */
+int zf__remote_shm_reap(zf_remote_t *r);
+
+/* Whether tensor would be offered to p through the arena (size, dtype, the
+ * peer, the path on), arena room aside. */
+bool zf__remote_shm_qualifies(zf_remote_t *r, zf__remote_peer_t *p, const zf_tensor_t *tensor);
 
 /* Whether a receiver may still read the arena: a transport of this
  * process maps it, or another process does (/proc/<pid>/maps); *pid gets

@@ -32,6 +32,15 @@ typedef struct {
 
 /* ---- CUDA IPC: offers held by the sender --------------------------------------- */
 
+void zf__remote_held_unlink_locked(zf_remote_t *r, zf__remote_held_t **at)
+{
+    zf__remote_held_t *h = *at;
+    *at = h->next;
+    h->next = NULL;
+    r->n_held--;
+    if (h->rel) r->n_held_rel--;
+}
+
 zf__remote_held_t *zf__remote_held_take_locked(zf_remote_t *r, uint64_t id, int64_t step_id)
 {
     zf__remote_held_t *taken = NULL, **at = &r->held;
@@ -41,10 +50,9 @@ zf__remote_held_t *zf__remote_held_take_locked(zf_remote_t *r, uint64_t id, int6
             at = &h->next;
             continue;
         }
-        *at = h->next;
+        zf__remote_held_unlink_locked(r, at);
         h->next = taken;
         taken = h;
-        r->n_held--;
     }
     return taken;
 }
@@ -61,9 +69,9 @@ void zf__remote_held_free_all(zf__remote_held_t **list)
     }
 }
 
-zf_status_t zf__remote_held_add(zf_remote_t *r, uint64_t id, bool shm, const char *device,
-                                const char *key, int64_t step_id, zf_tensor_t *tensor,
-                                int64_t held_at_ms)
+zf_status_t zf__remote_held_add(zf_remote_t *r, uint64_t id, bool shm, _Atomic uint64_t *rel,
+                                const char *device, const char *key, int64_t step_id,
+                                zf_tensor_t *tensor, int64_t held_at_ms)
 {
     zf__remote_held_t *h = calloc(1, sizeof *h);
     if (!h || !(h->device = strdup(device)) || !(h->key = strdup(key))) {
@@ -72,6 +80,7 @@ zf_status_t zf__remote_held_add(zf_remote_t *r, uint64_t id, bool shm, const cha
     }
     h->id = id;
     h->shm = shm;
+    h->rel = rel;
     h->step_id = step_id;
     h->held_at_ms = held_at_ms;
     h->tensor = zf_tensor_ref(tensor);
@@ -82,6 +91,7 @@ zf_status_t zf__remote_held_add(zf_remote_t *r, uint64_t id, bool shm, const cha
         h->next = r->held;
         r->held = h;
         r->n_held++;
+        if (rel) r->n_held_rel++;
         if (held_at_ms < r->held_min_ms) r->held_min_ms = held_at_ms;
     }
     pthread_mutex_unlock(&r->mu);
@@ -137,10 +147,9 @@ static zf__remote_held_t *s_held_take_expired_locked(zf_remote_t *r, int64_t now
             at = &h->next;
             continue;
         }
-        *at = h->next;
+        zf__remote_held_unlink_locked(r, at);
         h->next = taken; /* the list is newest first, so this reverses it */
         taken = h;
-        r->n_held--;
     }
     r->held_min_ms = min;
     return taken;
@@ -183,6 +192,7 @@ static void s_keep_mapped_blocks(zf_remote_t *r, zf__remote_held_t **expired, in
         h->next = r->held;
         r->held = h;
         r->n_held++;
+        if (h->rel) r->n_held_rel++;
     }
     if (now_ms < r->held_min_ms) r->held_min_ms = now_ms;
     pthread_mutex_unlock(&r->mu);
@@ -190,6 +200,7 @@ static void s_keep_mapped_blocks(zf_remote_t *r, zf__remote_held_t **expired, in
 
 int zf_remote_expire(zf_remote_t *r, int64_t now_ms)
 {
+    zf__remote_shm_reap(r); /* blocks let go of since the last send */
     pthread_mutex_lock(&r->mu);
     int64_t hold_ms = r->ipc_hold_ms;
     bool due = r->held && now_ms - r->held_min_ms >= hold_ms;
@@ -218,7 +229,7 @@ zf_status_t zf__remote_hold_offer(zf_remote_t *r, const char *device, const char
                                   uint64_t *id)
 {
     *id = atomic_fetch_add(&r->next_offer, 1) + 1;
-    return zf__remote_held_add(r, *id, false, device, key, step_id, tensor, held_at_ms);
+    return zf__remote_held_add(r, *id, false, NULL, device, key, step_id, tensor, held_at_ms);
 }
 
 /* ---- CUDA IPC: sending ------------------------------------------------------------ */
@@ -253,7 +264,8 @@ static zf_status_t s_offer(zf_remote_t *r, zf__remote_peer_t *p, const char *dev
     ZF_TRY(zf_tensor_frame_header_for_ipc(key, step_id, zf_tensor_dtype(tensor),
                                           zf_tensor_shape(tensor), &ipc, &h));
     /* Held before it leaves: the reply may come back at once. */
-    ZF_TRY(zf__remote_held_add(r, ipc.id, false, device, key, step_id, tensor, zf_remote_now_ms()));
+    ZF_TRY(zf__remote_held_add(r, ipc.id, false, NULL, device, key, step_id, tensor,
+                               zf_remote_now_ms()));
     ZF_TRY(zf__remote_send_held_offer(r, p, &h, ipc.id));
     atomic_fetch_add(&r->ipc_offered, 1);
     *sent = true;

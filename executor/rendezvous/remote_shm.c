@@ -28,6 +28,14 @@
 #include "executor/rendezvous/remote_internal.h"
 
 #define S_BLOCK_ALIGN 4096 /* blocks start on pages, which suits every dtype */
+/* A block's release word follows the tensor's bytes on a cache line of its
+ * own (the receiver writes it while the sender may be reading others). */
+#define S_REL_ALIGN 64
+/* The arena's pages are reserved (and mapped in) this much at a time. */
+#define S_RESERVE_STEP ((size_t)4 << 20)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
 
 /* ---- the arena -------------------------------------------------------------- */
 
@@ -37,16 +45,27 @@ typedef struct s_extent {
     size_t off, len;
 } s_extent_t;
 
+/* How many freed blocks the arena keeps apart for reuse as they are. */
+#define S_HOT_BLOCKS 8
+
 /* The sender's segment. The transport holds a reference and so does each
  * block; the last one unmaps it. */
 struct zf__remote_arena {
     atomic_int refs;
-    pthread_mutex_t mu; /* guards free, in_use and reserved */
+    pthread_mutex_t mu; /* guards free, hot, n_hot, in_use and reserved */
     char name[ZF_TENSOR_FRAME_MAX_SHM_NAME + 1];
     int fd;
     uint8_t *base;
     size_t size;
     s_extent_t *free;
+    /* The blocks freed last, most recent last, not yet merged into free: a
+     * block of the same size is taken from here first, as its lines are
+     * the likeliest to be in the caches still (first-fit from free would
+     * cycle through every block in turn, each long out of the caches). */
+    struct {
+        size_t off, len;
+    } hot[S_HOT_BLOCKS];
+    int n_hot;
     size_t in_use;   /* bytes in blocks */
     size_t reserved; /* pages below this are allocated in the segment */
     bool unlinked;
@@ -130,23 +149,53 @@ static zf_status_t s_arena_new(size_t size, zf__remote_arena_t **out)
     return ZF_STATUS_OK;
 }
 
-/* Takes len bytes (a multiple of S_BLOCK_ALIGN) from the first extent
- * that has them; false when none has. Caller holds a->mu. */
+static void s_arena_give_locked(zf__remote_arena_t *a, size_t off, size_t len);
+
+/* Takes len bytes (a multiple of S_BLOCK_ALIGN): the most recently freed
+ * block of that size, else from the first extent that has them (after
+ * merging the hot blocks back when none has); false when none has. Caller
+ * holds a->mu. */
 static bool s_arena_take_locked(zf__remote_arena_t *a, size_t len, size_t *off)
 {
-    for (s_extent_t **at = &a->free; *at; at = &(*at)->next) {
-        s_extent_t *e = *at;
-        if (e->len < len) continue;
-        *off = e->off;
-        e->off += len;
-        e->len -= len;
-        if (e->len == 0) {
-            *at = e->next;
-            free(e);
-        }
+    for (int i = a->n_hot - 1; i >= 0; i--) {
+        if (a->hot[i].len != len) continue;
+        *off = a->hot[i].off;
+        memmove(&a->hot[i], &a->hot[i + 1], (size_t)(a->n_hot - i - 1) * sizeof a->hot[0]);
+        a->n_hot--;
         return true;
     }
+    for (int pass = 0; pass < 2; pass++) {
+        for (s_extent_t **at = &a->free; *at; at = &(*at)->next) {
+            s_extent_t *e = *at;
+            if (e->len < len) continue;
+            *off = e->off;
+            e->off += len;
+            e->len -= len;
+            if (e->len == 0) {
+                *at = e->next;
+                free(e);
+            }
+            return true;
+        }
+        if (a->n_hot == 0) break;
+        for (int i = 0; i < a->n_hot; i++) s_arena_give_locked(a, a->hot[i].off, a->hot[i].len);
+        a->n_hot = 0;
+    }
     return false;
+}
+
+/* Keeps the freed block [off, off + len) apart for reuse (the oldest kept
+ * one goes back to the extents to make room). Caller holds a->mu. */
+static void s_arena_keep_hot_locked(zf__remote_arena_t *a, size_t off, size_t len)
+{
+    if (a->n_hot == S_HOT_BLOCKS) {
+        s_arena_give_locked(a, a->hot[0].off, a->hot[0].len);
+        memmove(&a->hot[0], &a->hot[1], (S_HOT_BLOCKS - 1) * sizeof a->hot[0]);
+        a->n_hot--;
+    }
+    a->hot[a->n_hot].off = off;
+    a->hot[a->n_hot].len = len;
+    a->n_hot++;
 }
 
 /* Gives [off, off + len) back, merged with its neighbours. Caller holds
@@ -183,18 +232,28 @@ static void s_arena_give_locked(zf__remote_arena_t *a, size_t off, size_t len)
     }
 }
 
-/* Allocates the segment's pages up to end, so that touching them can
- * never raise SIGBUS on a full /dev/shm. Caller holds a->mu. */
+/* Allocates the segment's pages up to end (rounded up to S_RESERVE_STEP),
+ * so that touching them can never raise SIGBUS on a full /dev/shm, and
+ * maps them in here at once: one call instead of a page fault per page of
+ * the first copies into them. Caller holds a->mu. */
 static bool s_arena_reserve_locked(zf__remote_arena_t *a, size_t end)
 {
     if (end <= a->reserved) return true;
-    int rc = posix_fallocate(a->fd, (off_t)a->reserved, (off_t)(end - a->reserved));
+    size_t want = (end + S_RESERVE_STEP - 1) / S_RESERVE_STEP * S_RESERVE_STEP;
+    if (want > a->size) want = a->size;
+    int rc = posix_fallocate(a->fd, (off_t)a->reserved, (off_t)(want - a->reserved));
+    if (rc != 0 && want > end) { /* /dev/shm may have room for this block only */
+        want = end;
+        rc = posix_fallocate(a->fd, (off_t)a->reserved, (off_t)(want - a->reserved));
+    }
     if (rc != 0) {
         zf_log_warn("remote", "cannot reserve %zu bytes of %s: %s", end - a->reserved, a->name,
                     strerror(rc));
         return false;
     }
-    a->reserved = end;
+    /* Only a hint: older kernels refuse it, and the pages fault in instead. */
+    (void)madvise(a->base + a->reserved, want - a->reserved, MADV_POPULATE_WRITE);
+    a->reserved = want;
     return true;
 }
 
@@ -203,7 +262,7 @@ static void s_block_release(void *data, void *hint)
     (void)data;
     s_block_t *b = hint;
     pthread_mutex_lock(&b->arena->mu);
-    s_arena_give_locked(b->arena, b->off, b->len);
+    s_arena_keep_hot_locked(b->arena, b->off, b->len);
     b->arena->in_use -= b->len;
     pthread_mutex_unlock(&b->arena->mu);
     s_arena_unref(&b->arena);
@@ -211,13 +270,15 @@ static void s_block_release(void *data, void *hint)
 }
 
 /* A tensor of t's dtype and shape in a new arena block holding a copy of
- * t's bytes; *out NULL when the arena has no room. */
+ * t's bytes, at *off, followed by its release word (zeroed) at *rel; *out
+ * NULL when the arena has no room. */
 static zf_status_t s_arena_copy(zf__remote_arena_t *a, const zf_tensor_t *t, zf_tensor_t **out,
-                                size_t *off)
+                                size_t *off, size_t *rel)
 {
     *out = NULL;
     size_t nbytes = zf_tensor_nbytes(t);
-    size_t len = (nbytes + S_BLOCK_ALIGN - 1) / S_BLOCK_ALIGN * S_BLOCK_ALIGN;
+    size_t rel_at = (nbytes + S_REL_ALIGN - 1) / S_REL_ALIGN * S_REL_ALIGN;
+    size_t len = (rel_at + S_REL_ALIGN + S_BLOCK_ALIGN - 1) / S_BLOCK_ALIGN * S_BLOCK_ALIGN;
     s_block_t *b = malloc(sizeof *b);
     if (!b) return zf_out_of_memory("a shared-memory block");
     pthread_mutex_lock(&a->mu);
@@ -234,6 +295,8 @@ static zf_status_t s_arena_copy(zf__remote_arena_t *a, const zf_tensor_t *t, zf_
     }
     atomic_fetch_add(&a->refs, 1);
     *b = (s_block_t){.arena = a, .off = *off, .len = len};
+    *rel = *off + rel_at;
+    atomic_store_explicit((_Atomic uint64_t *)(a->base + *rel), 0, memory_order_relaxed);
     memcpy(a->base + *off, zf_tensor_data(t), nbytes);
     zf_buffer_t *buf = NULL;
     zf_status_t s = zf_buffer_wrap(a->base + *off, nbytes, s_block_release, b, &buf);
@@ -420,6 +483,7 @@ void zf_remote_set_peer_host(zf_remote_t *r, const char *device, const char *hos
 
 zf_remote_shm_stats_t zf_remote_shm_stats(zf_remote_t *r)
 {
+    zf__remote_shm_reap(r); /* so that released blocks count as such */
     zf_remote_shm_stats_t st = {
         .bytes_sent = atomic_load(&r->bytes_sent),
         .shm_offered = atomic_load(&r->shm_offered),
@@ -466,8 +530,7 @@ static zf__remote_arena_t *s_arena_get(zf_remote_t *r)
     return a;
 }
 
-/* Whether tensor may be offered to p at all. */
-static bool s_qualifies(zf_remote_t *r, zf__remote_peer_t *p, const zf_tensor_t *tensor)
+bool zf__remote_shm_qualifies(zf_remote_t *r, zf__remote_peer_t *p, const zf_tensor_t *tensor)
 {
     if (atomic_load(&p->shm_refused) || atomic_load(&p->host) == ZF__REMOTE_HOST_OTHER)
         return false;
@@ -483,22 +546,48 @@ static bool s_qualifies(zf_remote_t *r, zf__remote_peer_t *p, const zf_tensor_t 
     return on;
 }
 
+int zf__remote_shm_reap(zf_remote_t *r)
+{
+    zf__remote_held_t *done = NULL;
+    int n = 0;
+    pthread_mutex_lock(&r->mu);
+    for (zf__remote_held_t **at = &r->held; *at && r->n_held_rel > 0;) {
+        zf__remote_held_t *h = *at;
+        if (!h->rel || atomic_load_explicit(h->rel, memory_order_acquire) != h->id) {
+            at = &h->next;
+            continue;
+        }
+        zf__remote_held_unlink_locked(r, at);
+        h->next = done;
+        done = h;
+        n++;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (n) atomic_fetch_add(&r->shm_released, (uint_fast64_t)n);
+    zf__remote_held_free_all(&done); /* the blocks go back to the arena */
+    return n;
+}
+
 zf_status_t zf__remote_shm_send(zf_remote_t *r, zf__remote_peer_t *p, const char *device,
                                 const char *key, int64_t step_id, zf_tensor_t *tensor, bool *sent)
 {
     *sent = false;
-    if (!s_qualifies(r, p, tensor)) return ZF_STATUS_OK;
+    if (!zf__remote_shm_qualifies(r, p, tensor)) return ZF_STATUS_OK;
     zf__remote_arena_t *a = s_arena_get(r);
     if (!a) {
         atomic_fetch_add(&r->shm_fallbacks, 1);
         return ZF_STATUS_OK;
     }
+    /* The blocks receivers let go of since the last send are free again,
+     * and the most recently used are still in the caches. */
+    zf__remote_shm_reap(r);
     zf_tensor_t *copy = NULL;
-    size_t off = 0;
-    zf_status_t s = s_arena_copy(a, tensor, &copy, &off);
-    zf_tensor_frame_shm_t shm = {.offset = off, .nbytes = zf_tensor_nbytes(tensor)};
+    size_t off = 0, rel = 0;
+    zf_status_t s = s_arena_copy(a, tensor, &copy, &off, &rel);
+    zf_tensor_frame_shm_t shm = {.offset = off, .nbytes = zf_tensor_nbytes(tensor), .rel = rel};
+    _Atomic uint64_t *rel_word = copy ? (_Atomic uint64_t *)(a->base + rel) : NULL;
     snprintf(shm.name, sizeof shm.name, "%s", a->name);
-    s_arena_unref(&a);
+    s_arena_unref(&a);        /* the block (copy) keeps the mapping */
     if (!zf_ok(s) || !copy) { /* full: the bytes go instead */
         if (zf_ok(s)) atomic_fetch_add(&r->shm_fallbacks, 1);
         return s;
@@ -510,7 +599,8 @@ zf_status_t zf__remote_shm_send(zf_remote_t *r, zf__remote_peer_t *p, const char
                                        &shm, &h);
     /* Held before it leaves: the reply may come back at once. */
     if (zf_ok(s))
-        s = zf__remote_held_add(r, shm.id, true, device, key, step_id, copy, zf_remote_now_ms());
+        s = zf__remote_held_add(r, shm.id, true, rel_word, device, key, step_id, copy,
+                                zf_remote_now_ms());
     zf_tensor_unref(&copy); /* the held offer has it now */
     if (!zf_ok(s)) return s;
     ZF_TRY(zf__remote_send_held_offer(r, p, &h, shm.id));
@@ -584,15 +674,24 @@ typedef struct {
     zf__remote_acker_t *acker;
     uint64_t id;
     int64_t step_id;
+    uint64_t rel;  /* the block's release word in the segment; 0: answer by message */
     bool answered; /* refused already: the release says nothing */
     char src[ZF_DEVICE_NAME_MAX + 1];
 } s_recv_t;
 
-/* The last reference to a received tensor: the sender may reuse the block. */
+/* The last reference to a received tensor: the sender may reuse the block.
+ * Said through the block's release word when the offer named one (no
+ * message, and it works after this transport is gone: the mapping lives
+ * until here), else by a reply message. */
 static void s_recv_release(void *data, void *hint)
 {
     (void)data;
     s_recv_t *o = hint;
+    if (o->rel && !o->answered) {
+        atomic_store_explicit((_Atomic uint64_t *)(o->map->base + o->rel), o->id,
+                              memory_order_release);
+        o->answered = true;
+    }
     s_map_unref(&o->map);
     pthread_mutex_lock(&o->acker->mu);
     if (o->acker->r && !o->answered)
@@ -632,12 +731,21 @@ static zf_status_t s_recv_tensor(zf_remote_t *r, const zf_tensor_frame_t *f, con
     if (zf_ok(s) && (shm->offset > rv->map->size || shm->nbytes > rv->map->size - shm->offset))
         s = zf_invalid_argument("bytes %" PRIu64 "..%" PRIu64 " are outside %s (%zu bytes)",
                                 shm->offset, shm->offset + shm->nbytes, shm->name, rv->map->size);
+    /* The release word: inside the segment, aligned, not among the bytes. */
+    if (zf_ok(s) && shm->rel &&
+        (shm->rel % 8 != 0 || rv->map->size < 8 || shm->rel > rv->map->size - 8 ||
+         (shm->rel + 8 > shm->offset && shm->rel < shm->offset + shm->nbytes)))
+        s = zf_invalid_argument("release word %" PRIu64 " is not an aligned word of %s (%zu "
+                                "bytes) outside bytes %" PRIu64 "..%" PRIu64,
+                                shm->rel, shm->name, rv->map->size, shm->offset,
+                                shm->offset + shm->nbytes);
     if (!zf_ok(s)) {
         s_map_unref(&rv->map);
         free(rv);
         return s;
     }
     rv->id = shm->id;
+    rv->rel = shm->rel;
     rv->step_id = f->step_id;
     snprintf(rv->src, sizeof rv->src, "%s", src);
     atomic_fetch_add(&r->acker->refs, 1);

@@ -223,6 +223,55 @@ static zf_status_t s_send_remote(zf_rendezvous_t *r, const char *key, zf_tensor_
     return fn(arg, r->step_id, key, device, tensor, is_dead, handled);
 }
 
+/* ---- send batches ---------------------------------------------------------- */
+
+enum { S_MAX_DEFERRED = 8 };
+
+typedef struct {
+    bool open;
+    int n;
+    struct {
+        zf_rendezvous_flush_fn fn;
+        void *arg;
+    } deferred[S_MAX_DEFERRED];
+} s_batch_t;
+
+static _Thread_local s_batch_t s_batch;
+
+bool zf_rendezvous_batch_begin(void)
+{
+    if (s_batch.open) return false;
+    s_batch.open = true;
+    s_batch.n = 0;
+    return true;
+}
+
+void zf_rendezvous_batch_end(void)
+{
+    if (!s_batch.open) return;
+    s_batch_t b = s_batch; /* a flush may send, and must not defer into this one */
+    s_batch.open = false;
+    s_batch.n = 0;
+    for (int i = 0; i < b.n; i++) b.deferred[i].fn(b.deferred[i].arg);
+}
+
+bool zf_rendezvous_batch_is_open(void)
+{
+    return s_batch.open;
+}
+
+bool zf_rendezvous_batch_defer(zf_rendezvous_flush_fn fn, void *arg)
+{
+    if (!s_batch.open) return false;
+    for (int i = 0; i < s_batch.n; i++)
+        if (s_batch.deferred[i].fn == fn && s_batch.deferred[i].arg == arg) return true;
+    if (s_batch.n == S_MAX_DEFERRED) return false;
+    s_batch.deferred[s_batch.n].fn = fn;
+    s_batch.deferred[s_batch.n].arg = arg;
+    s_batch.n++;
+    return true;
+}
+
 zf_status_t zf_rendezvous_send(zf_rendezvous_t *r, const char *key, zf_tensor_t *tensor,
                                bool is_dead)
 {

@@ -89,6 +89,35 @@ typedef zf_status_t (*zf_rendezvous_remote_fn)(void *arg, int64_t step_id, const
 zf_status_t zf_rendezvous_set_remote(zf_rendezvous_t *r, const char *local_device,
                                      zf_rendezvous_remote_fn fn, void *arg);
 
+/* ---- send batches -------------------------------------------------------
+ * A thread about to make several sends in a row (the engine, running _Send
+ * nodes that are ready together) may open a batch: until it ends it, a
+ * remote-send hook may hold small values back and push them together when
+ * the batch ends, one message per peer, instead of one message each. A
+ * thread without an open batch holds nothing back, so a lone send leaves
+ * at once. Batches are per thread and do not nest. A value held back has
+ * been "sent" for its caller (the send returned OK); a hook that then
+ * fails to push it aborts its step's rendezvous with the reason. */
+
+/* What a hook that held values back runs when the batch ends. */
+typedef void (*zf_rendezvous_flush_fn)(void *arg);
+
+/* Opens a batch on this thread; false (and nothing changes) when one is
+ * open already. */
+bool zf_rendezvous_batch_begin(void);
+
+/* Ends this thread's batch, if one is open: runs every flush deferred in
+ * it, in the order they were deferred. */
+void zf_rendezvous_batch_end(void);
+
+/* Whether this thread has a batch open. */
+bool zf_rendezvous_batch_is_open(void);
+
+/* For hooks: has fn(arg) run when this thread's batch ends (once, however
+ * often it is asked). False when no batch is open or too many flushes are
+ * deferred already: then hold nothing back. */
+bool zf_rendezvous_batch_defer(zf_rendezvous_flush_fn fn, void *arg);
+
 /* Asks for the next value on key. done fires exactly once — possibly before
  * this returns — unless this returns an error (the abort status once
  * aborted; RESOURCE_EXHAUSTED), in which case it never fires. *token (when

@@ -3,7 +3,9 @@
  * payload. A header that decodes must satisfy every documented limit and
  * survive encode -> decode unchanged; the payload must then build a tensor
  * that matches the header, or fail cleanly. A reply message (to a CUDA IPC
- * or shared-memory offer) must likewise survive encode -> decode. */
+ * or shared-memory offer) must likewise survive encode -> decode, and so
+ * must the entries of a batch that decode (the others refused with a
+ * reason). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,12 +90,76 @@ static void s_check_payload(const zf_tensor_frame_header_t *h, const uint8_t *p,
     zf_tensor_unref(&t);
 }
 
+/* A batch: every entry decoded or refused with a reason; the decoded ones
+ * survive a re-encode as a batch of their own unchanged. */
+static void s_check_batch(const uint8_t *head, size_t hlen, const uint8_t *p, size_t len)
+{
+    zf_buffer_t *payload = NULL;
+    if (len && !zf_ok(zf_buffer_new(len, &payload))) return;
+    if (payload) memcpy(zf_buffer_data(payload), p, len);
+    zf_tensor_frame_batch_t b;
+    zf_status_t s = zf_tensor_frame_decode_batch(head, hlen, payload, &b);
+    zf_buffer_unref(&payload);
+    if (!zf_ok(s)) {
+        s_check(s.code == ZF_INVALID_ARGUMENT || s.code == ZF_RESOURCE_EXHAUSTED,
+                "unexpected batch error code");
+        s_check(b.n == 0 && b.entries == NULL && zf_status_msg(&s)[0] != '\0', "a bad batch error");
+        zf_status_clear(&s);
+        return;
+    }
+    s_check(b.n >= 1 && b.n <= ZF_TENSOR_FRAME_MAX_BATCH, "batch count out of range");
+    zf_tensor_frame_batch_out_t out = {0};
+    for (size_t i = 0; i < b.n; i++) {
+        const zf_tensor_frame_entry_t *e = &b.entries[i];
+        if (!zf_ok(e->error)) {
+            s_check(e->tensor == NULL && zf_status_msg(&e->error)[0] != '\0',
+                    "a refused entry with a value or no reason");
+            continue;
+        }
+        s_check(e->key && e->has_step && (e->is_dead || e->tensor), "a decoded entry incomplete");
+        bool added = false;
+        s = zf_tensor_frame_batch_out_add(&out, e->key, e->step_id, e->tensor, e->is_dead,
+                                          UINT64_MAX, &added);
+        s_check(zf_ok(s) && added, "a decoded entry fails to encode");
+    }
+    if (out.n) {
+        zf_tensor_frame_batch_prefix(out.n, out.head);
+        zf_buffer_t *again = NULL;
+        if (out.payload_len && zf_ok(zf_buffer_new(out.payload_len, &again)))
+            memcpy(zf_buffer_data(again), out.payload, out.payload_len);
+        zf_tensor_frame_batch_t back;
+        s = zf_tensor_frame_decode_batch(out.head, out.head_len, again, &back);
+        zf_buffer_unref(&again);
+        s_check(zf_ok(s) && back.n == out.n, "a re-encoded batch fails to decode");
+        for (size_t i = 0, j = 0; i < b.n; i++) {
+            const zf_tensor_frame_entry_t *e = &b.entries[i];
+            if (!zf_ok(e->error)) continue;
+            const zf_tensor_frame_entry_t *f = &back.entries[j++];
+            s_check(zf_ok(f->error) && strcmp(e->key, f->key) == 0 && e->step_id == f->step_id &&
+                        e->is_dead == f->is_dead && (!e->tensor) == (!f->tensor),
+                    "an entry changed in a round trip");
+            if (e->tensor && zf_dtype_size(zf_tensor_dtype(e->tensor)) > 0)
+                s_check(zf_tensor_nbytes(e->tensor) == zf_tensor_nbytes(f->tensor) &&
+                            memcmp(zf_tensor_data(e->tensor), zf_tensor_data(f->tensor),
+                                   zf_tensor_nbytes(e->tensor)) == 0,
+                        "entry bytes changed in a round trip");
+        }
+        zf_tensor_frame_batch_clear(&back);
+    }
+    zf_tensor_frame_batch_out_clear(&out);
+    zf_tensor_frame_batch_clear(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     zf_buffer_set_alloc_limit((size_t)64 << 20);
     if (size < 2) return 0;
     size_t hlen = (size_t)data[0] | (size_t)data[1] << 8;
     if (hlen > size - 2) hlen = size - 2;
+    if (zf_tensor_frame_is_batch(data + 2, hlen)) {
+        s_check_batch(data + 2, hlen, data + 2 + hlen, size - 2 - hlen);
+        return 0;
+    }
     static zf_tensor_frame_header_t h;
     static zf_tensor_frame_reply_t reply;
     bool is_reply = false;

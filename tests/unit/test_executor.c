@@ -1158,6 +1158,107 @@ static void test_executor_cpu_fill_is_sized_by_its_values(void **state)
     zf_graphdef_free(&gd);
 }
 
+/* ---- send batches ------------------------------------------------------------ */
+
+static void s_log_word(const char *word)
+{
+    pthread_mutex_lock(&s_log_mu);
+    size_t used = strlen(s_log);
+    snprintf(s_log + used, sizeof s_log - used, "%s ", word);
+    pthread_mutex_unlock(&s_log_mu);
+}
+
+static void s_batch_flush(void *arg)
+{
+    (void)arg;
+    s_log_word("flush");
+}
+
+/* A remote-send hook that holds a value back whenever a batch is open, as
+ * the network transport does, and logs which it did. */
+static zf_status_t s_batch_hook(void *arg, int64_t step_id, const char *key, const char *dst,
+                                zf_tensor_t *tensor, bool is_dead, bool *sent)
+{
+    (void)step_id, (void)key, (void)dst, (void)tensor, (void)is_dead;
+    bool held = zf_rendezvous_batch_is_open() && zf_rendezvous_batch_defer(s_batch_flush, arg);
+    s_log_word(held ? "held" : "direct");
+    *sent = true;
+    return ZF_STATUS_OK;
+}
+
+#define BATCH_KEY(k) TEST0 ";0000000000000001;" TEST1 ";" k ";0:0"
+
+static void test_executor_sends_ready_together_leave_in_a_batch_ended_before_the_last(void **state)
+{
+    s_fixture_t *f = *state;
+    s_gb_t gb = {0};
+    s_gb_const(&gb, "c", 1.0f, NULL);
+    s_gb_op(&gb, "Identity", "i", "input: 'c'");
+    char name[16], key[160];
+    for (int k = 1; k <= 4; k++) { /* ready together once c has run */
+        snprintf(name, sizeof name, "s%d", k);
+        snprintf(key, sizeof key, BATCH_KEY("k%d"), k);
+        s_gb_send(&gb, name, "c", key);
+    }
+    s_gb_send(&gb, "s5", "i", BATCH_KEY("k5")); /* alone, after i */
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    zf_rendezvous_t *r = NULL;
+    ASSERT_OK(zf_rendezvous_new(1, &r));
+    ASSERT_OK(zf_rendezvous_set_remote(r, TEST0, s_batch_hook, NULL));
+    ASSERT_OK(s_run(ex, r));
+    assert_false(zf_rendezvous_batch_is_open());
+    /* Every send ran; those held back were flushed before anything else
+     * ran, and the last of each run of sends went directly after the
+     * flush, so the step could not end with a value held. */
+    char log[sizeof s_log];
+    pthread_mutex_lock(&s_log_mu);
+    snprintf(log, sizeof log, "%s", s_log);
+    pthread_mutex_unlock(&s_log_mu);
+    int held = 0, direct = 0, flushes = 0, pending = 0;
+    char *save = NULL;
+    for (char *w = strtok_r(log, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        if (strcmp(w, "held") == 0) {
+            held++;
+            pending++;
+        } else if (strcmp(w, "flush") == 0) {
+            flushes++;
+            pending = 0;
+        } else if (strcmp(w, "direct") == 0) {
+            direct++;
+            if (pending) fail_msg("a send went directly with values held: %s", s_log);
+        } else if (pending && w[0] != 's') {
+            fail_msg("%s ran with values held: %s", w, s_log);
+        }
+    }
+    assert_int_equal(pending, 0);
+    assert_int_equal(held + direct, 5);
+    assert_int_equal(held, 3); /* s1..s4: all but the last */
+    assert_int_equal(flushes, 1);
+    zf_rendezvous_unref(&r);
+    zf_engine_destroy(&ex);
+}
+
+static void test_executor_lone_send_is_never_held_back(void **state)
+{
+    s_fixture_t *f = *state;
+    s_gb_t gb = {0};
+    s_gb_const(&gb, "c", 1.0f, NULL);
+    s_gb_op(&gb, "Identity", "i", "input: 'c'");
+    s_gb_send(&gb, "s1", "c", BATCH_KEY("k1"));
+    s_gb_send(&gb, "s2", "i", BATCH_KEY("k2"));
+    zf_engine_t *ex = s_executor(f->dev0, s_gb_parse(&gb));
+    zf_rendezvous_t *r = NULL;
+    ASSERT_OK(zf_rendezvous_new(1, &r));
+    ASSERT_OK(zf_rendezvous_set_remote(r, TEST0, s_batch_hook, NULL));
+    ASSERT_OK(s_run(ex, r));
+    pthread_mutex_lock(&s_log_mu);
+    bool any_held = strstr(s_log, "held") != NULL || strstr(s_log, "flush") != NULL;
+    pthread_mutex_unlock(&s_log_mu);
+    if (any_held) fail_msg("a lone send was held back: %s", s_log);
+    zf_rendezvous_unref(&r);
+    zf_engine_destroy(&ex);
+}
+
 int main(void)
 {
     zf_status_t s = ZF_STATUS_OK;
@@ -1207,6 +1308,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_executor_continues_a_light_step_on_the_event_loop_that_completes_its_recv, s_setup,
             s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_executor_sends_ready_together_leave_in_a_batch_ended_before_the_last, s_setup,
+            s_teardown),
+        cmocka_unit_test_setup_teardown(test_executor_lone_send_is_never_held_back, s_setup,
+                                        s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

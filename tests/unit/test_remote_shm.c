@@ -5,7 +5,9 @@
  * on other hosts and a full arena take the byte path; the receiver's
  * release, the hold limit (once no other process maps the arena) and the
  * sweep of dead processes' segments free everything; hostile offers are
- * refused with a reason. */
+ * refused with a reason. Small tensors sent in a send batch travel
+ * together beside big ones in the arena; a malformed batch entry aborts
+ * its step naming its key, a batch that does not add up is dropped whole. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <msgpack.h>
+#include <zmq.h>
 
 #include "common/log.h"
 #include "common/tensor_frame.h"
@@ -34,6 +38,7 @@
 
 #define DEV_A  "/job:localhost/replica:0/task:0/device:CPU:0"
 #define DEV_B  "/job:localhost/replica:0/task:0/device:CPU:1"
+#define DEV_C  "/job:localhost/replica:0/task:0/device:CPU:2"
 #define KEY_AB DEV_A ";0000000000000001;" DEV_B ";x:0;0:0"
 
 typedef struct {
@@ -420,6 +425,297 @@ static void test_shm_refuses_hostile_offers_with_a_reason_and_keeps_working(void
     shm_unlink(mine);
 }
 
+/* Offers a float [2] at offset 16 of segment name with release word rel
+ * as offer id. */
+static void s_offer_with_rel(s_rig_t *g, const char *name, uint64_t rel, uint64_t id, int64_t step)
+{
+    zf_tensor_frame_shm_t shm = {.offset = 16, .nbytes = 8, .id = id, .rel = rel};
+    snprintf(shm.name, sizeof shm.name, "%s", name);
+    snprintf(shm.host, sizeof shm.host, "%s", zf_remote_host_id(g->b));
+    static zf_tensor_frame_header_t h;
+    zf_shape_t shape = ZF_SHAPE(2);
+    ASSERT_OK(zf_tensor_frame_header_for_shm(KEY_AB, step, ZF_FLOAT, &shape, &shm, &h));
+    ASSERT_OK(zf_tensor_frame_send_shm(g->push, &h));
+}
+
+static void test_shm_release_word_is_checked_and_answers_without_a_message(void **state)
+{
+    s_rig_t *g = *state;
+    char mine[64];
+    snprintf(mine, sizeof mine, ZF_REMOTE_SHM_PREFIX "%ld-00000000000000cd", (long)getpid());
+    int fd = shm_open(mine, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 4096), 0);
+    uint64_t *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    /* a word among the tensor's bytes (16..24) or past the segment: refused */
+    static const uint64_t bad[3] = {16, 4096, UINT64_C(1) << 40};
+    for (int i = 0; i < 3; i++) {
+        s_offer_with_rel(g, mine, bad[i], 20 + (uint64_t)i, 32);
+        zf_tensor_frame_t f;
+        ASSERT_OK(zf_tensor_frame_recv(g->pull, WAIT_MS, &f));
+        assert_non_null(f.reply);
+        assert_false(f.reply->accepted);
+        if (!strstr(f.reply->why, "release word"))
+            fail_msg("reply reason '%s' lacks 'release word'", f.reply->why);
+        zf_tensor_frame_clear(&f);
+    }
+    /* an unaligned one never leaves: the codec refuses it */
+    zf_tensor_frame_shm_t shm = {.offset = 16, .nbytes = 8, .id = 1, .rel = 68};
+    snprintf(shm.name, sizeof shm.name, "%s", mine);
+    snprintf(shm.host, sizeof shm.host, "h");
+    static zf_tensor_frame_header_t h;
+    zf_shape_t shape = ZF_SHAPE(2);
+    zf_test_expect_error(zf_tensor_frame_header_for_shm(KEY_AB, 1, ZF_FLOAT, &shape, &shm, &h),
+                         ZF_INVALID_ARGUMENT, "rel 68 is not an 8-byte aligned offset");
+    /* a good one: its release stores the id in the word, and says nothing */
+    w[8] = 0;
+    s_offer_with_rel(g, mine, 64, 23, 33);
+    zf_tensor_t *got = s_recv(g->mgr, 33);
+    assert_int_equal(__atomic_load_n(&w[8], __ATOMIC_ACQUIRE), 0);
+    zf_remote_destroy(&g->b); /* the mapping outlives the transport: the word still works */
+    zf_tensor_unref(&got);
+    assert_int_equal(__atomic_load_n(&w[8], __ATOMIC_ACQUIRE), 23);
+    zf_tensor_frame_t f;
+    zf_test_expect_error(zf_tensor_frame_recv(g->pull, 200, &f), ZF_DEADLINE_EXCEEDED, NULL);
+    munmap(w, 4096);
+    shm_unlink(mine);
+}
+
+/* ---- batches --------------------------------------------------------------- */
+
+/* Waits until the counter at offset field of zf_remote_stats() equals
+ * want; fails after WAIT_MS. */
+static void s_wait_stat(zf_remote_t *r, size_t field, uint64_t want)
+{
+    uint64_t got = 0;
+    for (int waited = 0; waited < WAIT_MS; waited += 5) {
+        zf_remote_stats_t st = zf_remote_stats(r);
+        got = *(uint64_t *)((char *)&st + field);
+        if (got == want) return;
+        s_sleep_ms(5);
+    }
+    fail_msg("counter at offset %zu is %llu, never %llu", field, (unsigned long long)got,
+             (unsigned long long)want);
+}
+
+#define WAIT_STAT(r, field, want) s_wait_stat((r), offsetof(zf_remote_stats_t, field), (want))
+
+#define N_SMALL 150
+#define N_BIG   3
+
+static void s_key(char *out, size_t cap, const char *name, int i)
+{
+    snprintf(out, cap, DEV_A ";0000000000000001;" DEV_B ";%s%d:0;0:0", name, i);
+}
+
+static void test_batch_carries_small_tensors_beside_big_shm_ones_and_counts_them(void **state)
+{
+    s_pair_t *p = *state;
+    enum { N = N_SMALL + N_BIG + 2 };
+    static char keys[N][160];
+    zf_tensor_t *vals[N] = {NULL};
+    bool dead[N] = {false};
+    for (int i = 0; i < N; i++) {
+        if (i % 50 == 25 && i / 50 < N_BIG) { /* a big one now and then: through the arena */
+            s_key(keys[i], sizeof keys[i], "big", i);
+            vals[i] = s_ramp(BIG, (float)i);
+        } else if (i == N - 2) { /* dead, without a tensor */
+            s_key(keys[i], sizeof keys[i], "dead", i);
+            dead[i] = true;
+        } else if (i == N - 1) {
+            s_key(keys[i], sizeof keys[i], "str", i);
+            ASSERT_OK(zf_tensor_new_scalar_string("sixty-four", 10, &vals[i]));
+        } else { /* 1 to 40 floats */
+            s_key(keys[i], sizeof keys[i], "small", i);
+            vals[i] = s_ramp(1 + i % 40, (float)i);
+        }
+    }
+    zf_rendezvous_t *r = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_find(p->mgr_a, 50, &r));
+    assert_true(zf_rendezvous_batch_begin());
+    assert_false(zf_rendezvous_batch_begin()); /* no nesting */
+    for (int i = 0; i < N; i++) ASSERT_OK(zf_rendezvous_send(r, keys[i], vals[i], dead[i]));
+    /* the big ones left at once; the small ones wait for the batch's end */
+    assert_int_equal(zf_remote_shm_stats(p->a).shm_offered, N_BIG);
+    assert_int_equal(zf_remote_stats(p->a).batches_sent, 0);
+    zf_rendezvous_batch_end();
+    assert_false(zf_rendezvous_batch_is_open());
+    zf_remote_stats_t sa = zf_remote_stats(p->a);
+    assert_int_equal(sa.batches_sent, 1);
+    assert_int_equal(sa.batch_tensors_sent, N - N_BIG);
+    assert_int_equal(zf_remote_shm_stats(p->a).bytes_sent, N - N_BIG);
+    zf_rendezvous_t *rb = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_find(p->mgr_b, 50, &rb));
+    for (int i = 0; i < N; i++) {
+        zf_tensor_t *got = NULL;
+        bool is_dead = false;
+        ASSERT_OK(zf_rendezvous_recv(rb, keys[i], WAIT_MS, &got, &is_dead));
+        assert_int_equal(is_dead, dead[i]);
+        if (dead[i]) {
+            assert_null(got);
+            continue;
+        }
+        if (!zf_tensor_equal(got, vals[i])) fail_msg("'%s' arrived changed", keys[i]);
+        zf_tensor_unref(&got);
+    }
+    zf_rendezvous_unref(&rb);
+    zf_remote_stats_t sb = zf_remote_stats(p->b);
+    assert_int_equal(sb.batches_received, 1);
+    assert_int_equal(sb.batch_tensors_received, N - N_BIG);
+    assert_int_equal(sb.batch_refused, 0);
+    WAIT_STAT(p->b, delivered, N);
+    assert_int_equal(zf_remote_shm_stats(p->b).shm_received, N_BIG);
+    /* a lone send, no batch open: one message of its own, at once */
+    ASSERT_OK(zf_rendezvous_send(r, keys[0], vals[0], false));
+    assert_int_equal(zf_remote_stats(p->a).batches_sent, 1);
+    WAIT_STAT(p->b, delivered, N + 1);
+    /* a batch of one peer's tensors with batches turned off: one message each */
+    zf_remote_set_batch(p->a, 0);
+    assert_true(zf_rendezvous_batch_begin());
+    ASSERT_OK(zf_rendezvous_send(r, keys[1], vals[1], false));
+    ASSERT_OK(zf_rendezvous_send(r, keys[2], vals[2], false));
+    zf_rendezvous_batch_end();
+    assert_int_equal(zf_remote_stats(p->a).batches_sent, 1);
+    WAIT_STAT(p->b, delivered, N + 3);
+    zf_rendezvous_unref(&r);
+    for (int i = 0; i < N; i++) zf_tensor_unref(&vals[i]);
+    WAIT_SHM(p->a, shm_bytes_in_use, 0);
+}
+
+static void test_batch_that_cannot_be_pushed_aborts_its_step_with_the_reason(void **state)
+{
+    s_pair_t *p = *state;
+    /* a peer whose socket cannot even connect */
+    ASSERT_OK(zf_remote_set_peer(p->a, DEV_C, "nonsense://nowhere"));
+    char k1[160], k2[160];
+    snprintf(k1, sizeof k1, DEV_A ";0000000000000001;" DEV_C ";lost:0;0:0");
+    snprintf(k2, sizeof k2, DEV_A ";0000000000000001;" DEV_C ";lost:1;0:0");
+    zf_tensor_t *t = s_ramp(4, 1.0f);
+    zf_rendezvous_t *r = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_find(p->mgr_a, 70, &r));
+    assert_true(zf_rendezvous_batch_begin());
+    ASSERT_OK(zf_rendezvous_send(r, k1, t, false)); /* held: nothing can fail yet */
+    ASSERT_OK(zf_rendezvous_send(r, k2, t, false));
+    zf_rendezvous_batch_end();
+    zf_status_t s = zf_rendezvous_status(r);
+    assert_false(zf_ok(s));
+    const char *msg = zf_status_msg(&s);
+    if (!strstr(msg, "sending 2 tensors to " DEV_C " in one batch") || !strstr(msg, k1))
+        fail_msg("unexpected abort: %s", msg);
+    zf_status_clear(&s);
+    /* a later send of the step fails with it, as the engine's last _Send would */
+    zf_test_expect_error(zf_rendezvous_send(r, k1, t, false), ZF_INVALID_ARGUMENT, "in one batch");
+    assert_int_equal(zf_remote_stats(p->a).batches_sent, 0);
+    zf_rendezvous_unref(&r);
+    zf_tensor_unref(&t);
+}
+
+/* Packs one batch entry map (a tensor header) into pk: a float [n]. */
+static void s_pack_float_entry(msgpack_packer *pk, const char *key, int64_t step, int64_t n,
+                               int64_t len)
+{
+    msgpack_pack_map(pk, 7);
+    msgpack_pack_str_with_body(pk, "v", 1);
+    msgpack_pack_int(pk, ZF_TENSOR_FRAME_VERSION);
+    msgpack_pack_str_with_body(pk, "key", 3);
+    msgpack_pack_str_with_body(pk, key, strlen(key));
+    msgpack_pack_str_with_body(pk, "step", 4);
+    msgpack_pack_int64(pk, step);
+    msgpack_pack_str_with_body(pk, "dtype", 5);
+    msgpack_pack_int(pk, ZF_FLOAT);
+    msgpack_pack_str_with_body(pk, "shape", 5);
+    msgpack_pack_array(pk, 1);
+    msgpack_pack_int64(pk, n);
+    msgpack_pack_str_with_body(pk, "dead", 4);
+    msgpack_pack_false(pk);
+    msgpack_pack_str_with_body(pk, "len", 3);
+    msgpack_pack_int64(pk, len);
+}
+
+/* Pushes the batch [k1: float [3] of step 60, bad: float [3] declaring 16
+ * bytes, of step 61, k2: float [2] of step 60] to B, its payload frame
+ * extra bytes longer than it should be. */
+static void s_push_batch(s_rig_t *g, const char *k1, const char *bad, const char *k2, size_t extra)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    s_pack_float_entry(&pk, k1, 60, 3, 12);
+    s_pack_float_entry(&pk, bad, 61, 3, 16);
+    s_pack_float_entry(&pk, k2, 60, 2, 8);
+    uint8_t head[4096];
+    zf_tensor_frame_batch_prefix(3, head);
+    assert_true(sb.size < sizeof head - ZF_TENSOR_FRAME_BATCH_PREFIX);
+    memcpy(head + ZF_TENSOR_FRAME_BATCH_PREFIX, sb.data, sb.size);
+    size_t head_len = ZF_TENSOR_FRAME_BATCH_PREFIX + sb.size;
+    msgpack_sbuffer_destroy(&sb);
+    /* k1 at 0, bad at 16, k2 at 32 */
+    float payload[11] = {1, 2, 3, 0, 9, 9, 9, 9, 4, 5, 0};
+    void *sock = zf_socket_handle(g->push);
+    assert_int_equal(zmq_send(sock, head, head_len, ZMQ_SNDMORE), (int)head_len);
+    assert_int_equal(zmq_send(sock, payload, 40 + extra, 0), (int)(40 + extra));
+}
+
+static void test_batch_entry_that_is_malformed_aborts_its_step_naming_the_key(void **state)
+{
+    s_rig_t *g = *state;
+    char k1[160], bad[160], k2[160];
+    s_key(k1, sizeof k1, "one", 1);
+    s_key(bad, sizeof bad, "garbled", 2);
+    s_key(k2, sizeof k2, "two", 3);
+    s_push_batch(g, k1, bad, k2, 0);
+    /* the others arrive */
+    zf_rendezvous_t *r = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_find(g->mgr, 60, &r));
+    zf_tensor_t *got = NULL;
+    ASSERT_OK(zf_rendezvous_recv(r, k1, WAIT_MS, &got, NULL));
+    assert_true(((const float *)zf_tensor_data(got))[2] == 3.0f);
+    zf_tensor_unref(&got);
+    ASSERT_OK(zf_rendezvous_recv(r, k2, WAIT_MS, &got, NULL));
+    assert_int_equal(zf_tensor_num_elements(got), 2);
+    assert_true(((const float *)zf_tensor_data(got))[1] == 5.0f);
+    zf_tensor_unref(&got);
+    zf_rendezvous_unref(&r);
+    /* the garbled one's step fails, naming it and why */
+    ASSERT_OK(zf_rendezvous_mgr_find(g->mgr, 61, &r));
+    zf_status_t s = zf_rendezvous_recv(r, bad, WAIT_MS, &got, NULL);
+    assert_int_equal(s.code, ZF_INVALID_ARGUMENT);
+    const char *msg = zf_status_msg(&s);
+    if (!strstr(msg, "step 61: tensor '") || !strstr(msg, bad) ||
+        !strstr(msg, "arrived malformed in a batch") ||
+        !strstr(msg, "entry 1 of 3: field 'len': 16 bytes declared but float32 [3] needs 12"))
+        fail_msg("unexpected abort: %s", msg);
+    zf_status_clear(&s);
+    zf_rendezvous_unref(&r);
+    zf_remote_stats_t st = zf_remote_stats(g->b);
+    assert_int_equal(st.batches_received, 1);
+    assert_int_equal(st.batch_tensors_received, 3);
+    assert_int_equal(st.batch_refused, 1);
+    assert_int_equal(st.malformed, 1);
+    WAIT_STAT(g->b, delivered, 2);
+    /* a batch whose payloads do not add up is refused whole: nothing of it
+     * arrives, and what comes next does */
+    char k3[160], k4[160];
+    s_key(k3, sizeof k3, "three", 4);
+    s_key(k4, sizeof k4, "four", 5);
+    s_push_batch(g, k3, bad, k4, 4);
+    zf_tensor_t *t = s_ramp(4, 1.0f);
+    ASSERT_OK(zf_tensor_frame_send(g->push, KEY_AB, 62, t, false));
+    got = s_recv(g->mgr, 62);
+    assert_true(zf_tensor_equal(got, t));
+    zf_tensor_unref(&got);
+    zf_tensor_unref(&t);
+    st = zf_remote_stats(g->b);
+    assert_int_equal(st.malformed, 2);
+    assert_int_equal(st.batches_received, 1);
+    WAIT_STAT(g->b, delivered, 3); /* counted just after the hand-over */
+    ASSERT_OK(zf_rendezvous_mgr_find(g->mgr, 60, &r));
+    zf_test_expect_error(zf_rendezvous_recv(r, k3, 50, &got, NULL), ZF_DEADLINE_EXCEEDED, k3);
+    zf_rendezvous_unref(&r);
+}
+
 /* ---- processes that die ----------------------------------------------------- */
 
 static void s_write_all(int fd, const void *buf, size_t n)
@@ -609,6 +905,17 @@ int main(void)
             test_shm_step_cleanup_keeps_blocks_until_the_receiver_lets_go, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(
             test_shm_refuses_hostile_offers_with_a_reason_and_keeps_working, s_rig_setup,
+            s_rig_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_shm_release_word_is_checked_and_answers_without_a_message, s_rig_setup,
+            s_rig_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_batch_carries_small_tensors_beside_big_shm_ones_and_counts_them, s_setup,
+            s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_batch_that_cannot_be_pushed_aborts_its_step_with_the_reason, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_batch_entry_that_is_malformed_aborts_its_step_naming_the_key, s_rig_setup,
             s_rig_teardown),
         cmocka_unit_test(test_shm_receiver_killed_holding_a_mapping_leaves_nothing_behind),
         cmocka_unit_test(test_shm_sender_killed_mid_step_leaves_no_segment_after_the_sweep),

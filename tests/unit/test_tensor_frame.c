@@ -1,8 +1,9 @@
 /* Tests for common/tensor_frame: tensors over real PUSH/PULL sockets
  * (inproc:// and 127.0.0.1 ephemeral TCP ports) for every dtype and rank,
  * empty, dead and string tensors; zero-copy on both sides; CUDA IPC offers
- * and their replies; and every header and framing violation, each rejected
- * with its message while the socket keeps working. */
+ * and their replies; batches of tensors, their layout, an entry refused
+ * alone and a batch refused whole; and every header and framing violation,
+ * each rejected with its message while the socket keeps working. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1123,6 +1124,321 @@ static void test_offers_and_replies_with_a_payload_are_refused_and_drained(void 
     s_link_close(&l);
 }
 
+/* ---- batches --------------------------------------------------------------------- */
+
+/* Packs one batch entry map (a tensor header) into pk; dims: rank of them. */
+static void s_pack_entry(msgpack_packer *pk, const char *key, int64_t step, int dtype, int rank,
+                         const int64_t *dims, bool dead, int64_t len)
+{
+    msgpack_pack_map(pk, 7);
+    msgpack_pack_str_with_body(pk, "v", 1);
+    msgpack_pack_int(pk, ZF_TENSOR_FRAME_VERSION);
+    msgpack_pack_str_with_body(pk, "key", 3);
+    msgpack_pack_str_with_body(pk, key, strlen(key));
+    msgpack_pack_str_with_body(pk, "step", 4);
+    msgpack_pack_int64(pk, step);
+    msgpack_pack_str_with_body(pk, "dtype", 5);
+    msgpack_pack_int(pk, dtype);
+    msgpack_pack_str_with_body(pk, "shape", 5);
+    msgpack_pack_array(pk, (size_t)rank);
+    for (int i = 0; i < rank; i++) msgpack_pack_int64(pk, dims[i]);
+    msgpack_pack_str_with_body(pk, "dead", 4);
+    if (dead)
+        msgpack_pack_true(pk);
+    else
+        msgpack_pack_false(pk);
+    msgpack_pack_str_with_body(pk, "len", 3);
+    msgpack_pack_int64(pk, len);
+}
+
+/* A batch's frame 1: the prefix for n entries, then the entries packed in
+ * *entries (taken: destroyed here). Caller frees the result. */
+static uint8_t *s_batch_head(uint32_t n, msgpack_sbuffer *entries, size_t *len)
+{
+    *len = ZF_TENSOR_FRAME_BATCH_PREFIX + entries->size;
+    uint8_t *head = malloc(*len);
+    zf_tensor_frame_batch_prefix(n, head);
+    if (entries->size) memcpy(head + ZF_TENSOR_FRAME_BATCH_PREFIX, entries->data, entries->size);
+    msgpack_sbuffer_destroy(entries);
+    return head;
+}
+
+/* A buffer holding a copy of len bytes (NULL for none). */
+static zf_buffer_t *s_payload(const void *bytes, size_t len)
+{
+    if (len == 0) return NULL;
+    zf_buffer_t *b = NULL;
+    ASSERT_OK(zf_buffer_new(len, &b));
+    memcpy(zf_buffer_data(b), bytes, len);
+    return b;
+}
+
+static void test_batches_carry_every_kind_of_tensor_over_a_socket(void **state)
+{
+    (void)state;
+    zf_shape_t s3 = ZF_SHAPE(3), s5 = ZF_SHAPE(5), s0 = ZF_SHAPE(0), s2 = ZF_SHAPE(2),
+               scalar = ZF_SHAPE();
+    zf_tensor_t *t[7] = {
+        s_patterned(ZF_FLOAT, &s3, 1),
+        s_patterned(ZF_INT8, &s5, 2), /* 5 bytes: padding */
+        s_patterned(ZF_COMPLEX128, &s2, 3),
+        s_patterned(ZF_FLOAT, &s0, 4),
+        s_patterned(ZF_DOUBLE, &scalar, 5),
+        NULL,
+        NULL,
+    };
+    ASSERT_OK(zf_tensor_new(ZF_STRING, &s2, &t[5]));
+    ASSERT_OK(zf_tensor_set_string(t[5], 0, "bin\0ary", 7));
+    ASSERT_OK(zf_tensor_set_string(t[5], 1, "", 0));
+    t[6] = s_patterned(ZF_INT32, &s3, 6); /* sent dead */
+    static const char *const keys[8] = {"f", "i8", "c128", "empty", "d", "str", "dead", "none"};
+    zf_tensor_frame_batch_out_t b = {0};
+    for (int i = 0; i < 8; i++) {
+        bool added = false;
+        ASSERT_OK(zf_tensor_frame_batch_out_add(&b, keys[i], 40 + i, i < 7 ? t[i] : NULL, i >= 6,
+                                                1024, &added));
+        assert_true(added);
+    }
+    assert_int_equal(b.n, 8);
+    /* larger than the limit given: left out, nothing changes */
+    zf_shape_t big = ZF_SHAPE(1024);
+    zf_tensor_t *large = s_patterned(ZF_FLOAT, &big, 7);
+    bool added = true;
+    ASSERT_OK(zf_tensor_frame_batch_out_add(&b, "large", 1, large, false, 1024, &added));
+    assert_false(added);
+    assert_int_equal(b.n, 8);
+
+    s_link_t l;
+    s_link_open(&l, "tcp://127.0.0.1:*");
+    ASSERT_OK(zf_tensor_frame_batch_out_send(l.push, &b));
+    assert_int_equal(b.n, 0);
+    assert_null(b.head);
+    zf_tensor_frame_t f;
+    ASSERT_OK(zf_tensor_frame_recv(l.pull, WAIT_MS, &f));
+    assert_non_null(f.batch);
+    assert_null(f.key);
+    assert_null(f.tensor);
+    assert_int_equal(f.batch->n, 8);
+    for (int i = 0; i < 8; i++) {
+        const zf_tensor_frame_entry_t *e = &f.batch->entries[i];
+        if (!zf_ok(e->error)) fail_msg("entry %d: %s", i, zf_status_msg(&e->error));
+        assert_string_equal(e->key, keys[i]);
+        assert_true(e->has_step);
+        assert_int_equal(e->step_id, 40 + i);
+        assert_int_equal(e->is_dead, i >= 6);
+        if (i >= 6) {
+            assert_null(e->tensor);
+            continue;
+        }
+        assert_non_null(e->tensor);
+        assert_int_equal(zf_tensor_dtype(e->tensor), zf_tensor_dtype(t[i]));
+        assert_true(zf_shape_equal(zf_tensor_shape(e->tensor), zf_tensor_shape(t[i])));
+        if (i == 5) {
+            assert_int_equal(zf_tensor_string(e->tensor, 0)->len, 7);
+            assert_memory_equal(zf_tensor_string(e->tensor, 0)->data, "bin\0ary", 7);
+            assert_int_equal(zf_tensor_string(e->tensor, 1)->len, 0);
+            continue;
+        }
+        assert_memory_equal(zf_tensor_data(e->tensor), zf_tensor_data(t[i]),
+                            zf_tensor_nbytes(t[i]));
+        /* a view of the received payload, aligned for its dtype */
+        assert_int_equal((uintptr_t)zf_tensor_data(e->tensor) % ZF_TENSOR_FRAME_BATCH_ALIGN, 0);
+    }
+    zf_tensor_frame_clear(&f);
+    /* an empty batch is not sent; the socket still works */
+    zf_test_expect_error(zf_tensor_frame_batch_out_send(l.push, &b), ZF_INVALID_ARGUMENT,
+                         "an empty batch");
+    ASSERT_OK(zf_tensor_frame_send(l.push, "after", 1, t[0], false));
+    s_expect_frame(l.pull, "after", 1, t[0], &f);
+    zf_tensor_frame_clear(&f);
+    s_link_close(&l);
+    for (int i = 0; i < 7; i++) zf_tensor_unref(&t[i]);
+    zf_tensor_unref(&large);
+}
+
+static void test_batch_payloads_are_laid_out_aligned_and_copied_when_they_are_not(void **state)
+{
+    (void)state;
+    /* two int8 [3] payloads: the second at offset 8, zeros between */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    int64_t three = 3;
+    s_pack_entry(&pk, "a", 1, ZF_INT8, 1, &three, false, 3);
+    s_pack_entry(&pk, "b", 1, ZF_FLOAT, 0, NULL, false, 4);
+    size_t head_len = 0;
+    uint8_t *head = s_batch_head(2, &sb, &head_len);
+    static const uint8_t bytes[13] = {1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x3f, 0x77};
+    /* at an odd address, so the decoder copies it to align the views */
+    zf_buffer_t *odd = NULL;
+    ASSERT_OK(zf_buffer_new(sizeof bytes + 1, &odd));
+    memcpy((uint8_t *)zf_buffer_data(odd) + 1, bytes, 12);
+    zf_buffer_t *view = NULL;
+    ASSERT_OK(zf_buffer_wrap((uint8_t *)zf_buffer_data(odd) + 1, 12, NULL, NULL, &view));
+    zf_tensor_frame_batch_t bt;
+    ASSERT_OK(zf_tensor_frame_decode_batch(head, head_len, view, &bt));
+    assert_int_equal(bt.n, 2);
+    ASSERT_OK(bt.entries[0].error);
+    ASSERT_OK(bt.entries[1].error);
+    assert_memory_equal(zf_tensor_data(bt.entries[0].tensor), bytes, 3);
+    float one = 0;
+    memcpy(&one, bytes + 8, 4);
+    assert_true(*(const float *)zf_tensor_data(bt.entries[1].tensor) == one);
+    assert_true(zf_tensor_data(bt.entries[0].tensor) !=
+                (void *)((uint8_t *)zf_buffer_data(odd) + 1));
+    zf_tensor_frame_batch_clear(&bt);
+    zf_buffer_unref(&view);
+    /* one byte too many or too few: the whole batch is refused */
+    zf_buffer_t *p13 = s_payload(bytes, 13), *p11 = s_payload(bytes, 11);
+    zf_test_expect_error(zf_tensor_frame_decode_batch(head, head_len, p13, &bt),
+                         ZF_INVALID_ARGUMENT,
+                         "tensor frame batch: the entries end at byte 12 but the payload frame "
+                         "has 13");
+    assert_null(bt.entries);
+    zf_test_expect_error(zf_tensor_frame_decode_batch(head, head_len, p11, &bt),
+                         ZF_INVALID_ARGUMENT,
+                         "entry 1 of 2: its 4 bytes at offset 8 are past the end of the 11-byte "
+                         "payload frame");
+    zf_buffer_unref(&p13);
+    zf_buffer_unref(&p11);
+    zf_buffer_unref(&odd);
+    free(head);
+}
+
+static void test_a_bad_batch_entry_is_refused_alone_with_its_key_and_step(void **state)
+{
+    (void)state;
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    int64_t three = 3;
+    s_pack_entry(&pk, "good0", 7, ZF_FLOAT, 1, &three, false, 12);
+    s_pack_entry(&pk, "bad-len", 8, ZF_FLOAT, 1, &three, false, 16); /* float [3] is 12 */
+    s_pack_entry(&pk, "bad-dtype", 9, 9999, 0, NULL, false, 0);
+    /* an offer cannot be batched */
+    msgpack_pack_map(&pk, 2);
+    msgpack_pack_str_with_body(&pk, "len", 3);
+    msgpack_pack_int(&pk, 0);
+    msgpack_pack_str_with_body(&pk, "shm", 3);
+    msgpack_pack_map(&pk, 0);
+    s_pack_entry(&pk, "good1", 7, ZF_FLOAT, 1, &three, false, 12);
+    size_t head_len = 0;
+    uint8_t *head = s_batch_head(5, &sb, &head_len);
+    float v[4 + 4 + 4 + 3] = {1, 2, 3, 0, 9, 9, 9, 9, 4, 5, 6, 0, 0, 0, 0};
+    /* good0 at 0 (12), bad-len at 16 (16), bad-dtype at 32 (0), offer at 32 (0), good1 at 32 */
+    uint8_t bytes[44];
+    memset(bytes, 0, sizeof bytes);
+    memcpy(bytes, v, 12);
+    memcpy(bytes + 16, v + 4, 16);
+    memcpy(bytes + 32, v + 8, 12);
+    zf_buffer_t *payload = s_payload(bytes, sizeof bytes);
+    zf_tensor_frame_batch_t bt;
+    ASSERT_OK(zf_tensor_frame_decode_batch(head, head_len, payload, &bt));
+    zf_buffer_unref(&payload);
+    assert_int_equal(bt.n, 5);
+    ASSERT_OK(bt.entries[0].error);
+    ASSERT_OK(bt.entries[4].error);
+    assert_string_equal(bt.entries[0].key, "good0");
+    assert_string_equal(bt.entries[4].key, "good1");
+    assert_memory_equal(zf_tensor_data(bt.entries[4].tensor), v + 8, 12);
+    zf_test_expect_error(bt.entries[1].error, ZF_INVALID_ARGUMENT,
+                         "entry 1 of 5: field 'len': 16 bytes declared but float32 [3] needs 12");
+    bt.entries[1].error = ZF_STATUS_OK;
+    assert_string_equal(bt.entries[1].key, "bad-len");
+    assert_true(bt.entries[1].has_step);
+    assert_int_equal(bt.entries[1].step_id, 8);
+    assert_null(bt.entries[1].tensor);
+    zf_test_expect_error(bt.entries[2].error, ZF_INVALID_ARGUMENT,
+                         "entry 2 of 5: field 'dtype': 9999 is not a data type");
+    bt.entries[2].error = ZF_STATUS_OK;
+    assert_string_equal(bt.entries[2].key, "bad-dtype");
+    zf_test_expect_error(bt.entries[3].error, ZF_INVALID_ARGUMENT,
+                         "entry 3 of 5: field 'shm': an offer cannot be in a batch");
+    bt.entries[3].error = ZF_STATUS_OK;
+    assert_null(bt.entries[3].key);
+    assert_false(bt.entries[3].has_step);
+    zf_tensor_frame_batch_clear(&bt);
+    free(head);
+}
+
+static void test_every_whole_batch_violation_is_named(void **state)
+{
+    (void)state;
+    int64_t one = 1;
+    zf_tensor_frame_batch_t bt;
+#define BAD(count, pack, payload_len, msg)                                                         \
+    do {                                                                                           \
+        msgpack_sbuffer sb;                                                                        \
+        msgpack_sbuffer_init(&sb);                                                                 \
+        msgpack_packer pk;                                                                         \
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);                                      \
+        pack;                                                                                      \
+        size_t hl = 0;                                                                             \
+        uint8_t *hd = s_batch_head(count, &sb, &hl);                                               \
+        static const uint8_t zeros[64];                                                            \
+        zf_buffer_t *pl = s_payload(zeros, payload_len);                                           \
+        zf_test_expect_error(zf_tensor_frame_decode_batch(hd, hl, pl, &bt), ZF_INVALID_ARGUMENT,   \
+                             msg);                                                                 \
+        assert_int_equal(bt.n, 0);                                                                 \
+        zf_buffer_unref(&pl);                                                                      \
+        free(hd);                                                                                  \
+    } while (0)
+    BAD(0, (void)pk, 0, "field 'batch' has 0 entries; 1 to 4096 are allowed");
+    BAD(1, msgpack_pack_int(&pk, 5), 0, "entry 0 of 1 is an integer, not a map");
+    BAD(1,
+        (msgpack_pack_map(&pk, 1), msgpack_pack_str_with_body(&pk, "key", 3),
+         msgpack_pack_str_with_body(&pk, "k", 1)),
+        0, "entry 0 of 1: field 'len' is missing");
+    BAD(1, s_pack_entry(&pk, "k", 1, ZF_FLOAT, 1, &one, false, -4), 0,
+        "entry 0 of 1: field 'len' is negative (-4)");
+    BAD(2, s_pack_entry(&pk, "k", 1, ZF_FLOAT, 1, &one, false, 4), 4,
+        "not msgpack: truncated"); /* the count says 2, one follows */
+    BAD(4097, (void)pk, 0, "the container at offset 10 declares 4097 items");
+    BAD(4097, for (int i = 0; i < 4097; i++) msgpack_pack_nil(&pk), 0,
+        "field 'batch' has 4097 entries; 1 to 4096 are allowed");
+#undef BAD
+    /* the frame around the entries */
+    static const uint8_t not_array[] = {0x82, 0xa1, 'v', 0x01, 0xa5, 'b', 'a', 't', 'c', 'h', 0x05};
+    zf_test_expect_error(zf_tensor_frame_decode_batch(not_array, sizeof not_array, NULL, &bt),
+                         ZF_INVALID_ARGUMENT, "tensor frame batch: field 'batch' must be an array");
+    static const uint8_t v2[] = {0x82, 0xa1, 'v', 0x02, 0xa5, 'b', 'a', 't', 'c', 'h', 0x90};
+    zf_test_expect_error(zf_tensor_frame_decode_batch(v2, sizeof v2, NULL, &bt),
+                         ZF_INVALID_ARGUMENT, "version 2 is not supported");
+    static const uint8_t no_v[] = {0x81, 0xa5, 'b', 'a', 't', 'c', 'h', 0x90};
+    zf_test_expect_error(zf_tensor_frame_decode_batch(no_v, sizeof no_v, NULL, &bt),
+                         ZF_INVALID_ARGUMENT, "field 'v' is missing");
+    static const uint8_t huge[] = {0x82, 0xa1, 'v',  0x01, 0xa5, 'b',  'a', 't',
+                                   'c',  'h',  0xdd, 0xff, 0xff, 0xff, 0xff};
+    assert_true(zf_tensor_frame_is_batch(huge, sizeof huge));
+    zf_test_expect_error(zf_tensor_frame_decode_batch(huge, sizeof huge, NULL, &bt),
+                         ZF_INVALID_ARGUMENT, "declares 4294967295 items");
+    assert_false(zf_tensor_frame_is_batch(not_array, sizeof not_array));
+}
+
+static void test_a_bad_batch_is_drained_and_the_socket_keeps_working(void **state)
+{
+    (void)state;
+    s_link_t l;
+    s_link_open(&l, "tcp://127.0.0.1:*");
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    int64_t one = 1;
+    s_pack_entry(&pk, "k", 1, ZF_FLOAT, 1, &one, false, 4);
+    size_t head_len = 0;
+    uint8_t *head = s_batch_head(1, &sb, &head_len);
+    void *sock = zf_socket_handle(l.push);
+    assert_int_equal(zmq_send(sock, head, head_len, ZMQ_SNDMORE), (int)head_len);
+    assert_int_equal(zmq_send(sock, "12345", 5, 0), 5); /* 5 bytes, 4 declared */
+    s_expect_rejected(&l, "tensor frame batch: the entries end at byte 4 but the payload frame "
+                          "has 5");
+    free(head);
+    s_link_close(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1150,6 +1466,11 @@ int main(void)
         cmocka_unit_test(test_every_ipc_field_violation_is_named),
         cmocka_unit_test(test_every_reply_violation_is_named),
         cmocka_unit_test(test_offers_and_replies_with_a_payload_are_refused_and_drained),
+        cmocka_unit_test(test_batches_carry_every_kind_of_tensor_over_a_socket),
+        cmocka_unit_test(test_batch_payloads_are_laid_out_aligned_and_copied_when_they_are_not),
+        cmocka_unit_test(test_a_bad_batch_entry_is_refused_alone_with_its_key_and_step),
+        cmocka_unit_test(test_every_whole_batch_violation_is_named),
+        cmocka_unit_test(test_a_bad_batch_is_drained_and_the_socket_keeps_working),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
