@@ -24,7 +24,7 @@
 #define CPU0      ZF_TEST_CPU(0)
 #define CPU1      ZF_TEST_CPU(1)
 #define SCHEDULER ZF_TEST_SCHEDULER
-#define WAIT_MS   10000
+#define WAIT_MS   60000
 
 static const float s_x[4] = {1.0f, -2.0f, 0.5f, 3.0f};
 

@@ -24,7 +24,7 @@
 
 #define CPU0    ZF_TEST_CPU(0)
 #define CPU1    ZF_TEST_CPU(1)
-#define WAIT_MS 10000
+#define WAIT_MS 60000
 
 typedef struct {
     zf_test_service_t svc; /* two executors */
