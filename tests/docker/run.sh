@@ -203,6 +203,43 @@ for id in $(compose ps -q executor); do
     fail "executor container $id ran no partition of the spanning job"
 done
 
+# ---- a large tensor through shared memory ----------------------------------------------------
+
+# 256 KiB from task 0 to task 1: past the shared-memory threshold (64 KiB),
+# so it goes through task 0's arena in the host's /dev/shm (ipc: host).
+log "a 256 KiB tensor from task 0 to task 1 through shared memory"
+big_graph="
+node { name: 'dims' op: 'Const' device: '$W:0/device:CPU:0'
+  attr { key: 'dtype' value { type: DT_INT32 } }
+  attr { key: 'value' value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 2 } }
+    int_val: 256 int_val: 256 } } } }
+node { name: 'one' op: 'Const' device: '$W:0/device:CPU:0'
+  attr { key: 'dtype' value { type: DT_FLOAT } }
+  attr { key: 'value' value { tensor { dtype: DT_FLOAT tensor_shape {} float_val: 1 } } } }
+node { name: 'ones' op: 'Fill' input: 'dims' input: 'one' device: '$W:0/device:CPU:0'
+  attr { key: 'T' value { type: DT_FLOAT } } attr { key: 'index_type' value { type: DT_INT32 } } }
+node { name: 'neg' op: 'Neg' input: 'ones' device: '$W:1/device:CPU:0'
+  attr { key: 'T' value { type: DT_FLOAT } } }
+node { name: 'axes' op: 'Const' device: '$W:1/device:CPU:0'
+  attr { key: 'dtype' value { type: DT_INT32 } }
+  attr { key: 'value' value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 2 } }
+    int_val: 0 int_val: 1 } } } }
+node { name: 'total' op: 'Sum' input: 'neg' input: 'axes' device: '$W:1/device:CPU:0'
+  attr { key: 'T' value { type: DT_FLOAT } } attr { key: 'Tidx' value { type: DT_INT32 } }
+  attr { key: 'keep_dims' value { b: false } } }"
+got=$(client bash -c "cat > /tmp/big.pbtxt && zflow run /tmp/big.pbtxt --broker '$broker' \
+  --fetch total" <<< "$big_graph") || fail "the shared-memory job failed: $(cat "$work/client.err")"
+[[ "$got" == $'total =\n-65536.0' || "$got" == $'total =\n-65536.' ]] ||
+  fail "the shared-memory job printed '$got', expected -65536"
+arena=no
+for id in $(compose ps -q executor); do
+  logs=$(docker logs "$id" 2>&1)
+  grep -q "shared-memory arena /zflow-" <<< "$logs" && arena=yes
+  ! grep -q "shared-memory offer .* refused\|no shared-memory arena" <<< "$logs" ||
+    fail "executor container $id could not use shared memory: $(grep -m1 "shared-memory" <<< "$logs")"
+done
+[[ $arena == yes ]] || fail "no executor made a shared-memory arena: the tensor went as bytes"
+
 # ---- scaling ------------------------------------------------------------------------------
 
 log "scaling to 4 executors"
