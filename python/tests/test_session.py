@@ -256,3 +256,21 @@ def test_steps_through_the_broker_give_the_same_values(cluster):
         got = sess.run("probs:0", {"x:0": x})
         assert sess._all and all(not ch._schedulers for ch in sess._all)  # the broker only
     np.testing.assert_allclose(got, mlp_numpy(x.astype(np.float64))[1], rtol=1e-5, atol=1e-6)
+
+
+def test_graph_options_in_the_config_keep_the_values(cluster):
+    from test_examples import mlp_numpy
+    x = np.random.default_rng(12).normal(size=(2, 4)).astype(np.float32)
+    want = mlp_numpy(x.astype(np.float64))[1]
+    config = {"enable_recv_scheduling": True, "build_cost_model": 2,
+              "enable_bfloat16_sendrecv": False, "allow_soft_placement": True}
+    with zflow.Session(cluster.target, graph=MLP, config=config) as sess:
+        for _ in range(3):
+            np.testing.assert_allclose(sess.run("probs:0", {"x:0": x}), want, rtol=1e-5,
+                                       atol=1e-6)
+    opts = zflow.session.session_options(config)
+    assert opts.enable_recv_scheduling and opts.build_cost_model == 2
+    with pytest.raises(ValueError):
+        zflow.session.session_options({"build_cost_model": -1})
+    with pytest.raises(ValueError):
+        zflow.session.session_options({"enable_xla": True})

@@ -11,15 +11,17 @@ _STEP_MARGIN_MS = 3000  # the service's own step timeout answers before ours
 
 def session_options(config):
     """A zflow.SessionOptions from config: None, a SessionOptions message,
-    a dict or an object with allow_soft_placement, place_first and
+    a dict or an object with allow_soft_placement, place_first,
     step_timeout_ms (TensorFlow's operation_timeout_in_ms is read as
-    step_timeout_ms)."""
+    step_timeout_ms), and GraphOptions' enable_bfloat16_sendrecv,
+    enable_recv_scheduling and build_cost_model."""
     if config is None:
         return service_pb2.SessionOptions()
     if isinstance(config, service_pb2.SessionOptions):
         return config
     get = config.get if isinstance(config, dict) else (lambda k, d=None: getattr(config, k, d))
-    known = {"allow_soft_placement", "place_first", "step_timeout_ms", "operation_timeout_in_ms"}
+    known = {"allow_soft_placement", "place_first", "step_timeout_ms", "operation_timeout_in_ms",
+             "enable_bfloat16_sendrecv", "enable_recv_scheduling", "build_cost_model"}
     if isinstance(config, dict):
         unknown = set(config) - known
         if unknown:
@@ -32,6 +34,12 @@ def session_options(config):
     if int(timeout) < 0:
         raise ValueError("step_timeout_ms must be >= 0, not %r" % (timeout,))
     opts.step_timeout_ms = int(timeout)
+    opts.bfloat16_sendrecv = bool(get("enable_bfloat16_sendrecv", False))
+    opts.enable_recv_scheduling = bool(get("enable_recv_scheduling", False))
+    cost = int(get("build_cost_model", 0) or 0)
+    if cost < 0:
+        raise ValueError("build_cost_model must be >= 0, not %r" % (cost,))
+    opts.build_cost_model = cost
     return opts
 
 
