@@ -11,9 +11,9 @@
 #include <zmq.h>
 
 #include "broker/broker_internal.h"
+#include "broker/job_blobs.h"
 #include "common/log.h"
 
-#define S_MAX_FRAME     (256 << 20) /* largest frame a peer may send */
 #define S_STOP_CHECK_MS 100         /* how often zf_broker_run looks at the stop flag */
 #define S_BATCH         1024        /* messages handled per round before expiry runs */
 
@@ -299,7 +299,7 @@ static zf_status_t s_configure_socket(zf_broker_t *b)
 {
     ZF_TRY(zf_socket_set_router_mandatory(b->sock, true));
     ZF_TRY(zf_socket_set_send_timeout(b->sock, 0));
-    ZF_TRY(zf_socket_set_max_frame_size(b->sock, S_MAX_FRAME));
+    ZF_TRY(zf_socket_set_max_frame_size(b->sock, (int64_t)ZF_BROKER_MAX_FRAME));
     int ivl = b->heartbeat_ms, timeout = b->heartbeat_ms * b->heartbeat_misses;
     void *h = zf_socket_handle(b->sock);
     if (zmq_setsockopt(h, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl) != 0 ||

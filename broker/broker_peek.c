@@ -16,8 +16,9 @@ static bool s_names_owner(Zflow__Envelope__BodyCase body)
            body == ZFLOW__ENVELOPE__BODY_POLL_JOB || body == ZFLOW__ENVELOPE__BODY_CANCEL_JOB;
 }
 
-/* The last field 1 string of a body's bytes into m->owned_buf (cut to
- * fit); false when the body is malformed at its first level. */
+/* The last field 1 string of a body's bytes into m->owned_buf; false when
+ * the body is malformed at its first level or the id does not fit (the
+ * message is then decoded whole, and routed by the id as it is). */
 static bool s_peek_owner(const uint8_t *p, size_t n, zf__broker_msg_t *m)
 {
     const uint8_t *end = p + n;
@@ -25,9 +26,9 @@ static bool s_peek_owner(const uint8_t *p, size_t n, zf__broker_msg_t *m)
         zf_proto_field_t f;
         if (!zf_proto_next_field(&p, end, &f)) return false;
         if (f.number != 1 || !f.data) continue;
-        size_t keep = f.value < sizeof m->owned_buf ? (size_t)f.value : sizeof m->owned_buf - 1;
-        memcpy(m->owned_buf, f.data, keep);
-        m->owned_buf[keep] = '\0';
+        if (f.value >= sizeof m->owned_buf) return false;
+        memcpy(m->owned_buf, f.data, (size_t)f.value);
+        m->owned_buf[f.value] = '\0';
         m->owned = m->owned_buf;
     }
     return true;

@@ -164,10 +164,16 @@ static zf_status_t s_read_file(const char *dir, const char *id, uint64_t request
 {
     char path[PATH_MAX + 80];
     snprintf(path, sizeof path, "%s/%s", dir, id);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO put in its place must not hang this thread */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return s_io_error(errno, "opening", path);
     struct stat sb;
     zf_status_t st = fstat(fd, &sb) == 0 ? ZF_STATUS_OK : s_io_error(errno, "reading", path);
+    if (zf_ok(st) && (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > ZF_BROKER_MAX_FRAME))
+        st = zf_status_new(ZF_DATA_LOSS,
+                           "job store: %s is not a stored request (not a regular file of at "
+                           "most %zu bytes)",
+                           path, ZF_BROKER_MAX_FRAME);
     size_t len = zf_ok(st) ? (size_t)sb.st_size : 0, got = 0;
     uint8_t *buf = zf_ok(st) ? s_frame_buf(len) : NULL;
     if (zf_ok(st) && !buf)

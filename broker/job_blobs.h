@@ -30,6 +30,10 @@
 #include "common/status.h"
 #include "common/transport.h"
 
+/* The largest frame the broker takes from a peer, and so the largest
+ * request a job can have stored: a file past it is not one of ours. */
+#define ZF_BROKER_MAX_FRAME ((size_t)256 << 20)
+
 typedef struct zf_job_blobs zf_job_blobs_t;
 
 typedef enum zf_job_blob_op {
