@@ -421,12 +421,15 @@ static bool s_product(const s_labels_t *lb, const int *labels, int n, int64_t *p
     return true;
 }
 
-/* x * y elements of elem bytes; false when that overflows. */
+/* x * y elements of elem bytes; false when that overflows or passes the
+ * largest buffer this process allocates (zf_buffer_alloc_limit): the
+ * order of a chain minimises work, not memory, so a product in its middle
+ * can be far larger than any input or the output. */
 static bool s_bytes(int64_t x, int64_t y, size_t elem, size_t *bytes)
 {
     int64_t e;
     return !__builtin_mul_overflow(x, y, &e) && !__builtin_mul_overflow((size_t)e, elem, bytes) &&
-           *bytes <= SIZE_MAX / 4;
+           *bytes <= zf_buffer_alloc_limit();
 }
 
 /* Whether axes[0..n) walk memory contiguously in row-major order. */
