@@ -699,35 +699,12 @@ static zf_status_t s_build(zf_graph_t *g, const zf_graph_t *old)
     return s_list_unsupported(g);
 }
 
-zf_status_t zf_graph_new_from_graphdef(Tensorflow__GraphDef *gd, zf_graph_t **out)
+/* The graph of gd, built whole or (old not NULL) as old's extension. */
+static zf_status_t s_new(Tensorflow__GraphDef *gd, const zf_graph_t *old, zf_graph_t **out)
 {
-    assert(gd && out);
     *out = NULL;
     if (gd->n_node > (size_t)INT_MAX / 8)
         return zf_invalid_argument("Graph has too many nodes (%zu)", gd->n_node);
-    zf_graph_t *g = calloc(1, sizeof *g);
-    if (!g) return zf_out_of_memory("a graph");
-    g->gd = gd;
-    g->n = (int)gd->n_node;
-    zf_status_t s = s_build(g, NULL);
-    if (!zf_ok(s)) {
-        zf_graph_destroy(&g);
-        return s;
-    }
-    *out = g;
-    return ZF_STATUS_OK;
-}
-
-zf_status_t zf_graph_extend(const zf_graph_t *old, Tensorflow__GraphDef *gd, zf_graph_t **out)
-{
-    assert(old && gd && out);
-    *out = NULL;
-    bool extends = gd->n_node >= (size_t)old->n && gd->n_node <= (size_t)INT_MAX / 8 &&
-                   gd->library == old->gd->library;
-    for (int i = 0; extends && i < old->n; i++) extends = gd->node[i] == old->gd->node[i];
-    if (!extends)
-        return zf_invalid_argument("zf_graph_extend: the GraphDef does not start with the "
-                                   "graph's own nodes and library");
     zf_graph_t *g = calloc(1, sizeof *g);
     if (!g) return zf_out_of_memory("a graph");
     g->gd = gd;
@@ -739,6 +716,24 @@ zf_status_t zf_graph_extend(const zf_graph_t *old, Tensorflow__GraphDef *gd, zf_
     }
     *out = g;
     return ZF_STATUS_OK;
+}
+
+zf_status_t zf_graph_new_from_graphdef(Tensorflow__GraphDef *gd, zf_graph_t **out)
+{
+    assert(gd && out);
+    return s_new(gd, NULL, out);
+}
+
+zf_status_t zf_graph_extend(const zf_graph_t *old, Tensorflow__GraphDef *gd, zf_graph_t **out)
+{
+    assert(old && gd && out);
+    *out = NULL;
+    bool extends = gd->n_node >= (size_t)old->n && gd->library == old->gd->library;
+    for (int i = 0; extends && i < old->n; i++) extends = gd->node[i] == old->gd->node[i];
+    if (!extends)
+        return zf_invalid_argument("zf_graph_extend: the GraphDef does not start with the "
+                                   "graph's own nodes and library");
+    return s_new(gd, old, out);
 }
 
 void zf_graph_adopt_graphdef(zf_graph_t *g, Tensorflow__GraphDef **gd_p)
