@@ -731,14 +731,16 @@ static zf_status_t s_recv_tensor(zf_remote_t *r, const zf_tensor_frame_t *f, con
     if (zf_ok(s) && (shm->offset > rv->map->size || shm->nbytes > rv->map->size - shm->offset))
         s = zf_invalid_argument("bytes %" PRIu64 "..%" PRIu64 " are outside %s (%zu bytes)",
                                 shm->offset, shm->offset + shm->nbytes, shm->name, rv->map->size);
-    /* The release word: inside the segment, aligned, not among the bytes. */
+    /* The release word: where a sender puts it (s_arena_copy), right after
+     * the bytes, and inside the segment; a peer may not aim the store at
+     * another block's bytes or word. */
+    uint64_t rel_want = shm->offset + (shm->nbytes + S_REL_ALIGN - 1) / S_REL_ALIGN * S_REL_ALIGN;
     if (zf_ok(s) && shm->rel &&
-        (shm->rel % 8 != 0 || rv->map->size < 8 || shm->rel > rv->map->size - 8 ||
-         (shm->rel + 8 > shm->offset && shm->rel < shm->offset + shm->nbytes)))
-        s = zf_invalid_argument("release word %" PRIu64 " is not an aligned word of %s (%zu "
-                                "bytes) outside bytes %" PRIu64 "..%" PRIu64,
+        (shm->rel != rel_want || rv->map->size < 8 || shm->rel > rv->map->size - 8))
+        s = zf_invalid_argument("release word %" PRIu64 " of %s (%zu bytes) is not the word "
+                                "after bytes %" PRIu64 "..%" PRIu64 " (%" PRIu64 ")",
                                 shm->rel, shm->name, rv->map->size, shm->offset,
-                                shm->offset + shm->nbytes);
+                                shm->offset + shm->nbytes, rel_want);
     if (!zf_ok(s)) {
         s_map_unref(&rv->map);
         free(rv);

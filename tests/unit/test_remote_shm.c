@@ -448,9 +448,11 @@ static void test_shm_release_word_is_checked_and_answers_without_a_message(void 
     assert_int_equal(ftruncate(fd, 4096), 0);
     uint64_t *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    /* a word among the tensor's bytes (16..24) or past the segment: refused */
-    static const uint64_t bad[3] = {16, 4096, UINT64_C(1) << 40};
-    for (int i = 0; i < 3; i++) {
+    /* a word among the tensor's bytes (16..24), past the segment, or any
+     * other than the one after the bytes (16 + 64, where a sender puts
+     * it): refused */
+    static const uint64_t bad[4] = {16, 4096, UINT64_C(1) << 40, 64};
+    for (int i = 0; i < 4; i++) {
         s_offer_with_rel(g, mine, bad[i], 20 + (uint64_t)i, 32);
         zf_tensor_frame_t f;
         ASSERT_OK(zf_tensor_frame_recv(g->pull, WAIT_MS, &f));
@@ -469,13 +471,13 @@ static void test_shm_release_word_is_checked_and_answers_without_a_message(void 
     zf_test_expect_error(zf_tensor_frame_header_for_shm(KEY_AB, 1, ZF_FLOAT, &shape, &shm, &h),
                          ZF_INVALID_ARGUMENT, "rel 68 is not an 8-byte aligned offset");
     /* a good one: its release stores the id in the word, and says nothing */
-    w[8] = 0;
-    s_offer_with_rel(g, mine, 64, 23, 33);
+    w[10] = 0;
+    s_offer_with_rel(g, mine, 80, 23, 33);
     zf_tensor_t *got = s_recv(g->mgr, 33);
-    assert_int_equal(__atomic_load_n(&w[8], __ATOMIC_ACQUIRE), 0);
+    assert_int_equal(__atomic_load_n(&w[10], __ATOMIC_ACQUIRE), 0);
     zf_remote_destroy(&g->b); /* the mapping outlives the transport: the word still works */
     zf_tensor_unref(&got);
-    assert_int_equal(__atomic_load_n(&w[8], __ATOMIC_ACQUIRE), 23);
+    assert_int_equal(__atomic_load_n(&w[10], __ATOMIC_ACQUIRE), 23);
     zf_tensor_frame_t f;
     zf_test_expect_error(zf_tensor_frame_recv(g->pull, 200, &f), ZF_DEADLINE_EXCEEDED, NULL);
     munmap(w, 4096);
