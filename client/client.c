@@ -529,6 +529,7 @@ static zf_status_t s_step_build(const zf_client_step_t *step, Zflow__RunStep *rs
         zflow__named_tensor__init(nt);
         rs->feeds[i] = nt;
         nt->name = (char *)step->feed_names[i];
+        if (!step->feed_values) continue; /* a PartialRunSetup's: names only */
         ZF_TRY(zf_status_prefix(zf_tensor_to_proto(step->feed_values[i], &nt->tensor, true),
                                 "feed '%s'", step->feed_names[i]));
     }
@@ -570,14 +571,16 @@ static zf_status_t s_outputs(const Zflow__RunStepReply *r, int n_fetches, zf_ten
     return ZF_STATUS_OK;
 }
 
-zf_status_t zf_client_session_run_start(zf_client_t *c, const char *session,
-                                        const zf_client_step_t *step, int timeout_ms,
-                                        uint64_t *request)
+/* Sends a RunStep of step (a partial run's call when handle is not NULL);
+ * its request id into *request. */
+static zf_status_t s_run_start(zf_client_t *c, const char *session, const char *handle,
+                               const zf_client_step_t *step, int timeout_ms, uint64_t *request)
 {
     *request = 0;
     Zflow__RunStep rs;
     zf_status_t s = s_step_build(step, &rs);
     rs.session = (char *)session;
+    rs.partial_run_handle = (char *)handle;
     rs.timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP;
@@ -587,6 +590,13 @@ zf_status_t zf_client_session_run_start(zf_client_t *c, const char *session,
                       timeout_ms > 0 ? timeout_ms : c->timeout_ms, request);
     s_step_free(&rs);
     return s;
+}
+
+zf_status_t zf_client_session_run_start(zf_client_t *c, const char *session,
+                                        const zf_client_step_t *step, int timeout_ms,
+                                        uint64_t *request)
+{
+    return s_run_start(c, session, NULL, step, timeout_ms, request);
 }
 
 zf_status_t zf_client_session_run_finish(zf_client_t *c, uint64_t request, int n_fetches,
@@ -607,6 +617,42 @@ zf_status_t zf_client_session_run(zf_client_t *c, const char *session, const zf_
     for (int j = 0; outputs && j < step->n_fetches; j++) outputs[j] = NULL;
     uint64_t id = 0;
     ZF_TRY(zf_client_session_run_start(c, session, step, timeout_ms, &id));
+    return zf_client_session_run_finish(c, id, step->n_fetches, timeout_ms, outputs);
+}
+
+zf_status_t zf_client_partial_run_setup(zf_client_t *c, const char *session,
+                                        const zf_client_step_t *step, char **handle)
+{
+    *handle = NULL;
+    zf_client_step_t names = *step;
+    names.feed_values = NULL;
+    Zflow__RunStep rs;
+    zf_status_t s = s_step_build(&names, &rs);
+    rs.session = (char *)session;
+    rs.partial_run_setup = true;
+    Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
+    env.body_case = ZFLOW__ENVELOPE__BODY_RUN_STEP;
+    env.run_step = &rs;
+    Zflow__Envelope *rep = NULL;
+    if (zf_ok(s))
+        s = s_call_to(c, s_session_peer(c, session), &env, 0, ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY,
+                      &rep);
+    s_step_free(&rs);
+    if (zf_ok(s)) s = zf_status_from_proto(rep->run_step_reply->status);
+    const char *h = zf_ok(s) ? rep->run_step_reply->partial_run_handle : NULL;
+    if (zf_ok(s) && (!h || !*h)) s = zf_internal("the service returned no partial run handle");
+    if (zf_ok(s) && !(*handle = strdup(h))) s = zf_out_of_memory("partial run handle");
+    if (rep) zflow__envelope__free_unpacked(rep, NULL);
+    return s;
+}
+
+zf_status_t zf_client_partial_run(zf_client_t *c, const char *session, const char *handle,
+                                  const zf_client_step_t *step, int timeout_ms,
+                                  zf_tensor_t **outputs)
+{
+    for (int j = 0; outputs && j < step->n_fetches; j++) outputs[j] = NULL;
+    uint64_t id = 0;
+    ZF_TRY(s_run_start(c, session, handle, step, timeout_ms, &id));
     return zf_client_session_run_finish(c, id, step->n_fetches, timeout_ms, outputs);
 }
 

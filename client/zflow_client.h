@@ -109,6 +109,23 @@ zf_status_t zf_client_session_run_start(zf_client_t *c, const char *session,
 zf_status_t zf_client_session_run_finish(zf_client_t *c, uint64_t request, int n_fetches,
                                          int timeout_ms, zf_tensor_t **outputs);
 
+/* TensorFlow's partial runs: one step fed and fetched in pieces.
+ * _setup declares the step's feeds (by name: step->feed_values is not
+ * read), fetches and targets, and sets *handle (free() it). Each
+ * zf_client_partial_run then gives some of the declared feeds and asks for
+ * some of the declared fetches (no targets), outputs as for
+ * zf_client_session_run; the step's partitions stay live between calls,
+ * and the call that gives the last feed and fetch ends the step. Errors
+ * as TensorFlow's: INVALID_ARGUMENT "The feed x:0 was not specified in
+ * partial_run_setup.", "... has already been fed.", the same for fetches,
+ * "Fetch y:0 can't be computed from the feeds that have been fed so far";
+ * FAILED_PRECONDITION for a handle whose step completed or failed. */
+zf_status_t zf_client_partial_run_setup(zf_client_t *c, const char *session,
+                                        const zf_client_step_t *step, char **handle);
+zf_status_t zf_client_partial_run(zf_client_t *c, const char *session, const char *handle,
+                                  const zf_client_step_t *step, int timeout_ms,
+                                  zf_tensor_t **outputs);
+
 /* Closes session on the service; steps of it still running end with
  * CANCELLED. */
 zf_status_t zf_client_session_close(zf_client_t *c, const char *session);

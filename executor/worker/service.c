@@ -222,6 +222,12 @@ static zf_status_t s_check_step_owner(zf_exec_service_t *svc, const zf_route_t *
         snprintf(object, sizeof object, "step %" PRId64, id);
         s = zf__svc_check_owner(st->graph->owner, route, what, object);
     }
+    for (zf__svc_partial_t *p = svc->partials; p && zf_ok(s); p = p->next) {
+        if (p->step_id != id) continue; /* a partial run between its calls */
+        char object[48];
+        snprintf(object, sizeof object, "step %" PRId64, id);
+        s = zf__svc_check_owner(p->graph->owner, route, what, object);
+    }
     pthread_mutex_unlock(&svc->mu);
     return s;
 }
@@ -233,6 +239,7 @@ static zf_status_t s_cleanup_graph(zf_exec_service_t *svc, const zf_route_t *rou
     zf_status_t why = zf_status_new(ZF_CANCELLED, "step %" PRId64 " was cleaned up", req->step_id);
     zf_remote_cleanup_step(svc->remote, req->step_id, &why);
     zf_status_clear(&why);
+    zf__svc_partials_forget(svc, req->step_id);
     return ZF_STATUS_OK;
 }
 
@@ -248,6 +255,7 @@ static zf_status_t s_abort_step(zf_exec_service_t *svc, const zf_route_t *route,
     if (zf_ok(s) && r) zf_rendezvous_start_abort(r, &why); /* a cleaned-up step: nothing to do */
     zf_rendezvous_unref(&r);
     zf_status_clear(&why);
+    zf__svc_partials_forget(svc, req->step_id);
     return s;
 }
 
@@ -494,12 +502,13 @@ static void s_drain_steps(zf_exec_service_t *svc)
 {
     zf_status_t why = zf_status_new(ZF_CANCELLED, "the executor is shutting down");
     pthread_mutex_lock(&svc->mu);
-    int n = 0;
+    int n = svc->n_partials;
     for (zf__svc_step_t *st = svc->running; st; st = st->next) n++;
     zf_rendezvous_t **rs = calloc((size_t)n + 1, sizeof *rs);
     int k = 0;
     for (zf__svc_step_t *st = svc->running; st && rs; st = st->next)
         rs[k++] = zf_rendezvous_ref(st->r);
+    if (rs) k += zf__svc_partials_running_locked(svc, rs + k, n - k);
     pthread_mutex_unlock(&svc->mu);
     /* Outside the lock: an abort may finish a step on this thread. */
     for (int i = 0; i < k; i++) {
@@ -528,6 +537,7 @@ void zf_exec_service_destroy(zf_exec_service_t **svc_p)
     atomic_store(&svc->stop, true);
     if (svc->started) pthread_join(svc->thread, NULL);
     s_drain_steps(svc);
+    zf__svc_partials_free(svc);
     size_t iter = 0;
     uintptr_t v = 0;
     pthread_mutex_lock(&svc->mu);

@@ -48,6 +48,32 @@ typedef struct zf__svc_graph {
     int n_peers;
 } zf__svc_graph_t;
 
+/* A partial run's partition on this executor (RunGraph.is_partial,
+ * service_partial.c): its engine runs once for the step while RunGraph
+ * calls feed and fetch it piece by piece. */
+typedef struct zf__svc_partial {
+    struct zf__svc_partial *next; /* on svc->partials while calls may come */
+    struct zf_exec_service *svc;
+    zf__svc_graph_t *graph; /* a reference */
+    zf_rendezvous_t *r;     /* a reference */
+    int64_t step_id;
+    /* under svc->mu: references (the list, the running engine, each call in
+     * flight), whether it is listed, whether its engine has ended and how,
+     * and the last call, answered when the engine ends */
+    int refs;
+    bool listed, engine_done;
+    zf_status_t engine_status;
+    struct zf__svc_step *waiting;
+} zf__svc_partial_t;
+
+/* One fetch of a partial run's call: its recv's completion. */
+typedef struct zf__svc_fetch_slot {
+    struct zf__svc_step *st;
+    zf_tensor_t *value;
+    bool dead;
+    zf_status_t status;
+} zf__svc_fetch_slot_t;
+
 /* A RunGraph in flight, then its reply waiting for the control thread. */
 typedef struct zf__svc_step {
     struct zf__svc_step *next;
@@ -63,6 +89,13 @@ typedef struct zf__svc_step {
     zf_status_t status;     /* sent as a bare status when reply is NULL */
     bool traced;            /* RunGraph.trace: every kernel run goes into trace */
     zf_step_trace_t trace;
+    /* A call of a partial run: its partition (a reference), its fetches'
+     * recvs (one slot per fetch key) and how many have not completed,
+     * and whether it is the step's last call. NULL/0 for a whole step. */
+    zf__svc_partial_t *partial;
+    zf__svc_fetch_slot_t *slots;
+    atomic_int pending;
+    bool last;
 } zf__svc_step_t;
 
 struct zf_exec_service {
@@ -88,6 +121,8 @@ struct zf_exec_service {
     zf__svc_step_t *running; /* steps in flight */
     int n_running;
     zf__svc_step_t *done_head, *done_tail; /* replies for the control thread */
+    zf__svc_partial_t *partials;           /* partial runs calls may still come for */
+    int n_partials;
 };
 
 /* The service whose control thread this is; NULL on every other thread. */
@@ -117,6 +152,57 @@ zf_status_t zf__svc_graph_peers(zf_exec_service_t *svc, zf__svc_graph_t *g,
 /* INVALID_ARGUMENT naming the entry when RegisterGraph.peers has one
  * without a device name. */
 zf_status_t zf__svc_check_peers(const Zflow__RegisterGraph *req);
+
+/* ---- service_step.c, for partial runs -------------------------------------- */
+
+/* The graph named by req, with a new reference; ABORTED for a handle of an
+ * earlier incarnation, NOT_FOUND for an unknown one. */
+zf_status_t zf__svc_find_graph(zf_exec_service_t *svc, const Zflow__RunGraph *req,
+                               zf__svc_graph_t **out);
+
+/* Copies req's fetch keys into st; INVALID_ARGUMENT for an empty one. */
+zf_status_t zf__svc_copy_fetch_keys(zf__svc_step_t *st, const Zflow__RunGraph *req);
+
+/* Sends req's feeds into r; adds their bytes to *bytes. */
+zf_status_t zf__svc_send_feeds(zf_rendezvous_t *r, const Zflow__RunGraph *req, size_t *bytes);
+
+/* Runs g's engine for args once the endpoints of the devices g sends to
+ * are known; done(error, arg) when they do not come (or the step is
+ * aborted meanwhile). */
+void zf__svc_engine_start(zf_exec_service_t *svc, const zf__svc_graph_t *g,
+                          const zf_engine_args_t *args, zf_engine_done_fn done, void *arg);
+
+/* Builds st's reply for status (owned): the fetches on OK. */
+void zf__svc_build_reply(zf__svc_step_t *st, zf_status_t status);
+
+/* Moves st from the running list to the reply queue. */
+void zf__svc_step_finish(zf__svc_step_t *st);
+
+/* ---- service_partial.c ------------------------------------------------------- */
+
+/* At most this many partial runs live on one executor. */
+#define ZF__SVC_PARTIALS_MAX 1024
+
+/* Serves a RunGraph with is_partial (on the control thread): as
+ * zf__svc_run_graph. */
+zf_status_t zf__svc_run_partial(zf_exec_service_t *svc, const zf_route_t *route,
+                                uint64_t request_id, const Zflow__RunGraph *req);
+
+/* Forgets the partial runs of step_id (CleanupGraph, AbortStep): no call
+ * finds them any more. */
+void zf__svc_partials_forget(zf_exec_service_t *svc, int64_t step_id);
+
+/* The rendezvous of every partial run whose engine runs, referenced, for
+ * the shutdown's aborts: up to cap into rs; returns how many. Caller holds
+ * svc->mu. */
+int zf__svc_partials_running_locked(zf_exec_service_t *svc, zf_rendezvous_t **rs, int cap);
+
+/* Forgets every partial run (destroy, after the engines have ended). */
+void zf__svc_partials_free(zf_exec_service_t *svc);
+
+/* Drops a reference to a partial run (NULL-safe; sets *p_p NULL). Caller
+ * holds svc->mu. */
+void zf__svc_partial_unref_locked(zf_exec_service_t *svc, zf__svc_partial_t **p_p);
 
 /* Frees a finished step's record (reply, fetch keys, graph reference).
  * Caller holds svc->mu. */

@@ -47,7 +47,14 @@ static zf_status_t s_collect_fetches(zf__svc_step_t *st, Zflow__RunGraphReply *r
         const char *key = st->fetch_keys[i];
         zf_tensor_t *t = NULL;
         bool dead = false;
-        zf_status_t s = zf_rendezvous_recv(st->r, key, 0, &t, &dead);
+        zf_status_t s = ZF_STATUS_OK;
+        if (st->slots) { /* a partial run's call: its recvs have completed */
+            t = st->slots[i].value;
+            st->slots[i].value = NULL;
+            dead = st->slots[i].dead;
+        } else {
+            s = zf_rendezvous_recv(st->r, key, 0, &t, &dead);
+        }
         if (!zf_ok(s))
             return zf_status_prefix(s, "fetch key '%s' was not produced by the step", key);
         if (dead || !t) {
@@ -64,7 +71,7 @@ static zf_status_t s_collect_fetches(zf__svc_step_t *st, Zflow__RunGraphReply *r
 }
 
 /* Builds the RunGraphReply for a step that ended with status (owned). */
-static void s_build_reply(zf__svc_step_t *st, zf_status_t status)
+void zf__svc_build_reply(zf__svc_step_t *st, zf_status_t status)
 {
     Zflow__Envelope *env = zf__svc_envelope_new(st->request_id);
     Zflow__RunGraphReply *body = malloc(sizeof *body);
@@ -101,7 +108,7 @@ static void s_build_reply(zf__svc_step_t *st, zf_status_t status)
 
 /* Moves st from the running list to the reply queue and wakes the control
  * thread. */
-static void s_step_finish(zf__svc_step_t *st)
+void zf__svc_step_finish(zf__svc_step_t *st)
 {
     zf_exec_service_t *svc = st->svc;
     pthread_mutex_lock(&svc->mu);
@@ -131,12 +138,12 @@ static void s_step_done(zf_status_t status, void *arg)
      * scheduler's AbortStep; here the rendezvous keeps the root cause. */
     bool ok = zf_ok(status);
     if (!ok) zf_rendezvous_start_abort(st->r, &status);
-    s_build_reply(st, status);
+    zf__svc_build_reply(st, status);
     /* Every _Recv of this partition has had its value, so nothing more can
      * come for the step here: it is cleaned up now, and the scheduler sends
      * CleanupGraph only for steps that failed (zf__master_step_cleanup). */
     if (ok) zf_remote_finish_step(st->svc->remote, st->step_id);
-    s_step_finish(st);
+    zf__svc_step_finish(st);
 }
 
 /* Adds the remote device the _Send node nd pushes to, unless known. */
@@ -253,16 +260,22 @@ static zf_status_t s_wait_peers(zf_exec_service_t *svc, zf_rendezvous_t *r,
     return ZF_STATUS_OK;
 }
 
+void zf__svc_engine_start(zf_exec_service_t *svc, const zf__svc_graph_t *g,
+                          const zf_engine_args_t *args, zf_engine_done_fn done, void *arg)
+{
+    zf_status_t s = s_wait_peers(svc, args->rendezvous, g);
+    if (!zf_ok(s)) {
+        done(s, arg);
+        return;
+    }
+    zf_engine_run_async(g->ex, args, done, arg);
+}
+
 static void s_step_start(void *arg)
 {
     zf__svc_step_t *st = arg;
-    zf_status_t s = s_wait_peers(st->svc, st->r, st->graph);
-    if (!zf_ok(s)) {
-        s_step_done(s, st);
-        return;
-    }
     zf_engine_args_t args = {st->step_id, st->r, st->traced ? &st->trace : NULL};
-    zf_engine_run_async(st->graph->ex, &args, s_step_done, st);
+    zf__svc_engine_start(st->svc, st->graph, &args, s_step_done, st);
 }
 
 /* True when a step of g may start on the control thread: a light
@@ -285,15 +298,19 @@ void zf__svc_step_free_locked(zf_exec_service_t *svc, zf__svc_step_t *st)
     free(st->fetch_keys);
     zf_status_clear(&st->status);
     if (st->traced) zf_step_trace_destroy(&st->trace);
+    for (size_t i = 0; st->slots && i < st->n_fetch_keys; i++) {
+        zf_tensor_unref(&st->slots[i].value);
+        zf_status_clear(&st->slots[i].status);
+    }
+    free(st->slots);
+    zf__svc_partial_unref_locked(svc, &st->partial);
     zf_rendezvous_unref(&st->r);
     zf__svc_graph_unref_locked(svc, &st->graph);
     free(st);
 }
 
-/* The graph named by req, with a new reference; ABORTED for a handle of an
- * earlier incarnation. */
-static zf_status_t s_find_graph(zf_exec_service_t *svc, const Zflow__RunGraph *req,
-                                zf__svc_graph_t **out)
+zf_status_t zf__svc_find_graph(zf_exec_service_t *svc, const Zflow__RunGraph *req,
+                               zf__svc_graph_t **out)
 {
     *out = NULL;
     const char *handle = req->graph_handle ? req->graph_handle : "";
@@ -313,9 +330,7 @@ static zf_status_t s_find_graph(zf_exec_service_t *svc, const Zflow__RunGraph *r
     return ZF_STATUS_OK;
 }
 
-/* Sends the request's feeds into the step's rendezvous; adds their bytes
- * to *bytes. */
-static zf_status_t s_send_feeds(zf_rendezvous_t *r, const Zflow__RunGraph *req, size_t *bytes)
+zf_status_t zf__svc_send_feeds(zf_rendezvous_t *r, const Zflow__RunGraph *req, size_t *bytes)
 {
     for (size_t i = 0; i < req->n_feeds; i++) {
         const Zflow__NamedTensor *f = req->feeds[i];
@@ -333,7 +348,7 @@ static zf_status_t s_send_feeds(zf_rendezvous_t *r, const Zflow__RunGraph *req, 
     return ZF_STATUS_OK;
 }
 
-static zf_status_t s_copy_fetch_keys(zf__svc_step_t *st, const Zflow__RunGraph *req)
+zf_status_t zf__svc_copy_fetch_keys(zf__svc_step_t *st, const Zflow__RunGraph *req)
 {
     st->fetch_keys = calloc(req->n_fetch_keys + 1, sizeof *st->fetch_keys);
     if (!st->fetch_keys) return zf_out_of_memory("RunGraph");
@@ -351,21 +366,22 @@ static zf_status_t s_copy_fetch_keys(zf__svc_step_t *st, const Zflow__RunGraph *
 static zf_status_t s_step_prepare(zf_exec_service_t *svc, zf__svc_step_t *st,
                                   const Zflow__RunGraph *req, size_t *feed_bytes)
 {
-    ZF_TRY(s_find_graph(svc, req, &st->graph));
+    ZF_TRY(zf__svc_find_graph(svc, req, &st->graph));
     ZF_TRY(zf__svc_check_owner(st->graph->owner, &st->route, "RunGraph", st->graph->handle));
-    ZF_TRY(s_copy_fetch_keys(st, req));
+    ZF_TRY(zf__svc_copy_fetch_keys(st, req));
     ZF_TRY(zf_remote_claim_step(svc->remote, req->step_id, &st->r));
     if (!st->r)
         return zf_status_new(ZF_FAILED_PRECONDITION,
                              "step %" PRId64 " has already been cleaned up on this executor",
                              req->step_id);
     ZF_TRY(zf_rendezvous_status(st->r)); /* aborted before it started */
-    return s_send_feeds(st->r, req, feed_bytes);
+    return zf__svc_send_feeds(st->r, req, feed_bytes);
 }
 
 zf_status_t zf__svc_run_graph(zf_exec_service_t *svc, const zf_route_t *route, uint64_t request_id,
                               const Zflow__RunGraph *req)
 {
+    if (req->is_partial) return zf__svc_run_partial(svc, route, request_id, req);
     zf__svc_step_t *st = calloc(1, sizeof *st);
     if (!st) return zf_out_of_memory("RunGraph");
     st->svc = svc;

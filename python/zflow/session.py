@@ -244,6 +244,60 @@ class Session:
                     pass
         return plan.build(values)
 
+    # ---- partial runs ------------------------------------------------------------
+
+    def _run_step_call(self, env):
+        """Sends a RunStep envelope (no wait limit while the scheduler answers
+        pings) and returns its RunStepReply, raising its error."""
+        ch = self._acquire()
+        broken = True
+        try:
+            reply = ch.call(ch.scheduler(self._scheduler), env, "run_step_reply", None)
+            broken = False
+        finally:
+            self._release(ch, broken)
+        if reply.status.code != 0:
+            raise errors.from_status(reply.status.code, reply.status.message)
+        return reply
+
+    def partial_run_setup(self, fetches, feeds=None):
+        """TensorFlow's Session.partial_run_setup: declares one step's fetches
+        (a structure as run() takes; operation names are run as targets) and
+        feeds (a list of tensor names) and returns the handle its
+        partial_run() calls name. Nothing runs yet."""
+        plan = _fetch.plan_for(fetches)
+        env = service_pb2.Envelope(version=service_pb2.PROTOCOL_VERSION_1)
+        rs = env.run_step
+        rs.session = self._id
+        for f in feeds or []:
+            rs.feeds.add().name = f if isinstance(f, str) else _fetch._name_of(f)
+        rs.fetches.extend(plan.tensors)
+        rs.targets.extend(plan.targets)
+        rs.partial_run_setup = True
+        return self._run_step_call(env).partial_run_handle
+
+    def partial_run(self, handle, fetches, feed_dict=None):
+        """TensorFlow's Session.partial_run: the next piece of the step set up
+        with handle. Feeds feed_dict (some of the declared feeds) and returns
+        fetches (some of the declared fetches, tensors only) in their
+        structure. The step's partitions stay live between calls; the call
+        that gives the last declared feed and fetch ends the step. Errors as
+        TensorFlow's (InvalidArgumentError for a feed or fetch not declared,
+        given twice, or a fetch that needs a feed still to come)."""
+        plan = _fetch.plan_for(fetches)
+        if plan.targets:
+            raise errors.InvalidArgumentError(
+                "partial_run fetches tensors only; operation %r belongs to "
+                "partial_run_setup's fetches" % plan.targets[0])
+        env = service_pb2.Envelope(version=service_pb2.PROTOCOL_VERSION_1)
+        rs = env.run_step
+        rs.session = self._id
+        rs.partial_run_handle = handle
+        feeds_to_proto(feed_dict, self._dtypes, rs.feeds)
+        rs.fetches.extend(plan.tensors)
+        reply = self._run_step_call(env)
+        return plan.build(fetches_from_proto(reply.fetches, plan.tensors))
+
     def close(self):
         """Closes the session on the service (idempotent). Errors closing
         it (the service gone) are raised once the connections are closed."""

@@ -79,6 +79,9 @@ void zf_master_start_step(zf_master_t *m, Zflow__Envelope **request, zf_master_s
 {
     *started = false;
     if (!*request || (*request)->body_case != ZFLOW__ENVELOPE__BODY_RUN_STEP) return;
+    const Zflow__RunStep *rs = (*request)->run_step;
+    if (rs->partial_run_setup || (rs->partial_run_handle && *rs->partial_run_handle))
+        return; /* partial runs are served on the blocking path */
     s_async_t *a = calloc(1, sizeof *a);
     if (!a) return;
     a->req = *request;

@@ -57,6 +57,14 @@ typedef struct zf__master_cost zf__master_cost_t;
 
 struct zf__master_step;
 
+/* A partial run: see master_partial.c. */
+typedef struct zf__master_prun zf__master_prun_t;
+
+/* Partial runs a session keeps open at most, and finished handles it
+ * remembers (to say why a call naming one is refused). */
+#define ZF__MASTER_PRUNS_MAX 64
+#define ZF__MASTER_PRUN_GONE 16
+
 typedef struct zf__master_session {
     char *id;
     Tensorflow__GraphDef *gd; /* owned by graph */
@@ -96,6 +104,12 @@ typedef struct zf__master_session {
     struct zf__master_step *running;
     int64_t graph_version;
     const char *cancel_why; /* set (a literal): every step is cancelled as it starts */
+    /* its partial runs open, and the latest finished handles ("handle\0why"
+     * in a ring), under m->mu */
+    zf__master_prun_t *pruns;
+    int n_pruns;
+    char *prun_gone[ZF__MASTER_PRUN_GONE];
+    int prun_gone_next;
 } zf__master_session_t;
 
 struct zf_master {
@@ -315,6 +329,10 @@ typedef struct zf__master_step {
     int failed;        /* the partition that failed first; -1 for none */
     bool aborted, restarted;
     bool default_timeout; /* timeout_ms is the scheduler's --step-timeout-ms */
+    /* a call of a partial run (master_partial.c): its step's id, and whether
+     * it is the last call; set before zf__master_step_begin, 0 otherwise */
+    int64_t prun_step_id;
+    bool prun_last;
 } zf__master_step_t;
 
 /* Gives st (st->m set) a step id and sends RunGraph to every partition of
@@ -322,6 +340,10 @@ typedef struct zf__master_step {
 zf_status_t zf__master_step_begin(zf__master_step_t *st, zf__master_session_t *s,
                                   zf__master_plan_t *p, const Zflow__RunStep *req,
                                   const zf__master_names_t *nm, Zflow__RunStepReply *out);
+
+/* Waits for the partitions: the first error aborts the others, the
+ * deadline aborts them all, stragglers get abort_grace_ms. Under m->mu. */
+void zf__master_step_wait(zf__master_step_t *st);
 
 /* Ends every step running in s with CANCELLED "step N cancelled: <why>"
  * (their partitions are aborted as after any error); the steps cancelled.
@@ -362,6 +384,21 @@ zf_status_t zf__master_run_reply(Zflow__RunStepReply *r, zf_status_t st, Zflow__
 
 /* A new empty RunStepReply. RESOURCE_EXHAUSTED. */
 zf_status_t zf__master_reply_new(Zflow__RunStepReply **out);
+
+/* ---- master_partial.c: partial runs ------------------------------------------ */
+
+/* A RunStep with partial_run_setup (a new handle into out) or with
+ * partial_run_handle (a call: its fetches into out), in TensorFlow's words
+ * for its errors. */
+zf_status_t zf__master_partial(zf_master_t *m, zf__master_session_t *s, const Zflow__RunStep *req,
+                               Zflow__RunStepReply *out);
+
+/* Aborts and cleans up s's partial runs (those with a call running end
+ * with its cancellation) and forgets them. Under m->mu. */
+void zf__master_pruns_drop(zf_master_t *m, zf__master_session_t *s, const char *why);
+
+/* Frees what s remembers of finished partial runs. */
+void zf__master_pruns_free(zf__master_session_t *s);
 
 /* ---- master_job.c -------------------------------------------------------- */
 

@@ -107,7 +107,7 @@ zf_status_t zf__master_names(const Zflow__RunStep *req, zf__master_names_t *nm)
     for (int i = 0; i < nf; i++) {
         if (!req->feeds[i]) return zf_invalid_argument("feed %d is empty", i);
         ZF_TRY(s_canonical("feed", req->feeds[i]->name, &nm->feeds[i]));
-        if (!req->feeds[i]->tensor)
+        if (!req->feeds[i]->tensor && !req->partial_run_setup)
             return zf_invalid_argument("feed '%s' has no tensor", req->feeds[i]->name);
     }
     for (int i = 0; i < nt; i++) ZF_TRY(s_canonical("fetch", req->fetches[i], &nm->fetches[i]));

@@ -31,6 +31,7 @@ int64_t zf__master_now_ms(void)
 static void s_free_contents(zf__master_session_t *s)
 {
     zf__master_placement_free(s);
+    zf__master_pruns_free(s);
     zf_strmap_destroy(&s->plans);
     zf_graph_destroy(&s->graph);
     pthread_mutex_destroy(&s->build);
@@ -41,6 +42,7 @@ static void s_free_contents(zf__master_session_t *s)
 
 void zf__master_session_free(zf_master_t *m, zf__master_session_t *s)
 {
+    zf__master_pruns_drop(m, s, "its session was freed");
     zf__master_drop_plans(m, s, NULL);
     s_free_contents(s);
 }
@@ -167,6 +169,7 @@ static zf__master_session_t *s_close(zf_master_t *m, zf__master_session_t *s)
     s_count(m, s, -1);
     s->closed = true;
     zf__master_cancel_running(m, s, "its session was closed");
+    zf__master_pruns_drop(m, s, "its session was closed");
     zf__master_drop_plans(m, s, NULL);
     return --s->refs == 0 ? s : NULL;
 }

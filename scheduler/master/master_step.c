@@ -35,24 +35,37 @@ static zf_status_t s_start_part(zf__master_step_t *st, int i, const Zflow__RunSt
         free(fetch_keys);
         return zf_out_of_memory("master");
     }
+    /* a partial run's call feeds and fetches only what it names */
+    bool partial = st->prun_step_id != 0;
+    size_t n_feeds = 0, n_fetches = 0;
     for (int k = 0; k < part->n_feeds; k++) {
         int j = 0;
         while (j < nm->n_feeds && strcmp(nm->feeds[j], part->feeds[k].tensor_name) != 0) j++;
-        zflow__named_tensor__init(&feeds[k]);
-        feeds[k].name = part->feeds[k].key;
-        feeds[k].tensor = j < nm->n_feeds ? req->feeds[j]->tensor : NULL;
-        fp[k] = &feeds[k];
+        if (j == nm->n_feeds) continue;
+        zflow__named_tensor__init(&feeds[n_feeds]);
+        feeds[n_feeds].name = part->feeds[k].key;
+        feeds[n_feeds].tensor = req->feeds[j]->tensor;
+        fp[n_feeds] = &feeds[n_feeds];
+        n_feeds++;
     }
-    for (int k = 0; k < part->n_fetches; k++) fetch_keys[k] = part->fetches[k].key;
+    for (int k = 0; k < part->n_fetches; k++) {
+        int j = 0;
+        while (partial && j < nm->n_fetches &&
+               strcmp(nm->fetches[j], part->fetches[k].tensor_name) != 0)
+            j++;
+        if (!partial || j < nm->n_fetches) fetch_keys[n_fetches++] = part->fetches[k].key;
+    }
     Zflow__RunGraph rg = ZFLOW__RUN_GRAPH__INIT;
     rg.graph_handle = st->p->handle[i];
     rg.incarnation = st->p->incarnation[i];
     rg.step_id = st->step_id;
-    rg.n_feeds = (size_t)part->n_feeds;
+    rg.n_feeds = n_feeds;
     rg.feeds = fp;
-    rg.n_fetch_keys = (size_t)part->n_fetches;
+    rg.n_fetch_keys = n_fetches;
     rg.fetch_keys = fetch_keys;
-    rg.trace = req->trace_level > 0 || st->s->cost_every > 0;
+    rg.trace = !partial && (req->trace_level > 0 || st->s->cost_every > 0);
+    rg.is_partial = partial;
+    rg.is_last_partial_run = partial && st->prun_last;
     Zflow__Envelope env = ZFLOW__ENVELOPE__INIT;
     env.body_case = ZFLOW__ENVELOPE__BODY_RUN_GRAPH;
     env.run_graph = &rg;
@@ -134,7 +147,7 @@ zf_status_t zf__master_step_deadline(const zf__master_step_t *st)
 /* Waits for the partitions: the first error aborts the others; the
  * deadline aborts them all; stragglers are given abort_grace_ms. Under
  * m->mu. */
-static void s_wait_step(zf__master_step_t *st)
+void zf__master_step_wait(zf__master_step_t *st)
 {
     struct timespec deadline, grace;
     if (st->timeout_ms > 0) zf__master_deadline(&deadline, st->timeout_ms);
@@ -281,9 +294,12 @@ zf_status_t zf__master_step_begin(zf__master_step_t *st, zf__master_session_t *s
 {
     int n = p->set->n_parts;
     zf_master_t *m = st->m;
-    *st = (zf__master_step_t){.m = m, .p = p, .failed = -1};
+    int64_t prun_step_id = st->prun_step_id;
+    bool prun_last = st->prun_last;
+    *st = (zf__master_step_t){
+        .m = m, .p = p, .failed = -1, .prun_step_id = prun_step_id, .prun_last = prun_last};
     /* random and positive: no executor's peer can guess the next one */
-    st->step_id = (int64_t)((zf_random_id() >> 1) | 1);
+    st->step_id = prun_step_id ? prun_step_id : (int64_t)((zf_random_id() >> 1) | 1);
     st->timeout_ms = zf__master_step_timeout(m, s, req->timeout_ms);
     st->default_timeout = req->timeout_ms <= 0 && s->timeout_ms <= 0 && st->timeout_ms > 0;
     st->calls = calloc((size_t)n + 1, sizeof *st->calls);
@@ -325,7 +341,7 @@ zf_status_t zf__master_step_end(zf__master_step_t *st, zf__master_session_t *s,
     if (cleanup && !zf_ok(st->first)) zf__master_step_cleanup(st);
     zf_status_t res = st->first;
     if (zf_ok(res)) res = s_collect(st, req, nm, out);
-    if (zf_ok(res)) res = s_collect_trace(st, s, req, out);
+    if (zf_ok(res) && !st->prun_step_id) res = s_collect_trace(st, s, req, out);
     if (zf_ok(res) && req->output_partition_graphs) res = s_collect_graphs(st, out);
     if (st->restarted || res.code == ZF_UNAVAILABLE) zf__master_plan_drop(st->m, s, nm->sig, st->p);
     for (int i = 0; i < st->p->set->n_parts; i++) zf__master_call_finish(st->m, &st->calls[i]);
@@ -347,7 +363,7 @@ static zf_status_t s_step(zf_master_t *m, zf__master_session_t *s, zf__master_pl
     if (zf_ok(res)) {
         s->step_calls = st.calls; /* progress for zf_master_job_poll() */
         s->step_parts = p->set->n_parts;
-        s_wait_step(&st);
+        zf__master_step_wait(&st);
         if (s->step_calls == st.calls) s->step_calls = NULL;
         res = zf__master_step_end(&st, s, req, nm, out, true);
     }
@@ -396,6 +412,21 @@ zf_status_t zf_master_run_step(zf_master_t *m, const Zflow__RunStep *req, Zflow_
     zf__master_session_t *s = zf__master_session_find(m, req->session, &missing);
     pthread_mutex_unlock(&m->mu);
     if (!s) return missing;
+    if (req->partial_run_setup || (req->partial_run_handle && *req->partial_run_handle)) {
+        Zflow__RunStepReply *r = NULL;
+        zf_status_t st = zf__master_reply_new(&r);
+        if (zf_ok(st)) st = zf__master_partial(m, s, req, r);
+        if (zf_ok(st)) {
+            zf_status_t ok = ZF_STATUS_OK;
+            st = zf_status_to_proto(&ok, &r->status);
+        }
+        if (!zf_ok(st) && r) zflow__run_step_reply__free_unpacked(r, NULL);
+        *out = zf_ok(st) ? r : NULL;
+        pthread_mutex_lock(&m->mu);
+        zf__master_session_unref(m, &s);
+        pthread_mutex_unlock(&m->mu);
+        return st;
+    }
     zf__master_names_t nm = {0};
     zf__master_plan_t *p = NULL;
     zf_status_t st = zf__master_names(req, &nm);

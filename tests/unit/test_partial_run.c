@@ -1,0 +1,299 @@
+/* Partial runs through real processes (`zflow up --cpu 2` on 127.0.0.1):
+ * one step fed and fetched in pieces over several calls, its partitions on
+ * two executors staying live between the calls (tests/data/partial_run.pbtxt:
+ * r1 = a + b on CPU:0, r2 = r1 * c on CPU:1; y = Reshape(x, s) on CPU:1).
+ * Values are checked against arithmetic done here; errors against
+ * TensorFlow's texts and codes. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "client/zflow_client.h"
+#include "common/graphdef_io.h"
+#include "process_test_util.h"
+#include "test_util.h"
+
+#define ZFLOW   ZF_BIN_DIR "/zflow"
+#define GRAPH   ZF_TEST_DATA_DIR "/partial_run.pbtxt"
+#define WAIT_MS 60000
+
+static char s_endpoint[256];
+static pid_t s_up = -1;
+static zf_client_t *s_client;
+static char *s_sess;
+
+static int s_setup(void **state)
+{
+    (void)state;
+    s_up = zf_test_up_start(ZFLOW, 2, s_endpoint, sizeof s_endpoint, WAIT_MS);
+    if (s_up < 0) return -1;
+    zf_status_t s = zf_client_connect(s_endpoint, &s_client);
+    if (zf_ok(s)) zf_client_set_timeout(s_client, WAIT_MS);
+    Tensorflow__GraphDef *gd = NULL;
+    if (zf_ok(s)) s = zf_graphdef_read_file(GRAPH, ZF_FORMAT_AUTO, &gd);
+    if (zf_ok(s)) s = zf_client_session_create(s_client, gd, NULL, &s_sess);
+    zf_graphdef_free(&gd);
+    if (!zf_ok(s)) {
+        fprintf(stderr, "setup: %s\n", zf_status_msg(&s));
+        zf_status_clear(&s);
+        return -1;
+    }
+    return 0;
+}
+
+static int s_teardown(void **state)
+{
+    (void)state;
+    if (s_client && s_sess) {
+        zf_status_t s = zf_client_session_close(s_client, s_sess);
+        zf_status_clear(&s);
+    }
+    free(s_sess);
+    zf_client_destroy(&s_client);
+    if (s_up <= 0) return 0;
+    kill(s_up, SIGTERM);
+    return zf_test_reap(s_up, zf_test_now_ms() + WAIT_MS) == 0 ? 0 : -1;
+}
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static zf_tensor_t *s_scalar(float v)
+{
+    zf_shape_t scalar = zf_shape_scalar();
+    zf_tensor_t *t = NULL;
+    ASSERT_OK(zf_tensor_new(ZF_FLOAT, &scalar, &t));
+    *(float *)zf_tensor_data(t) = v;
+    return t;
+}
+
+static zf_tensor_t *s_vector(zf_dtype_t dtype, int n, const void *values)
+{
+    int64_t dims[1] = {n};
+    zf_shape_t shape;
+    ASSERT_OK(zf_shape_make(1, dims, &shape));
+    zf_tensor_t *t = NULL;
+    ASSERT_OK(zf_tensor_new(dtype, &shape, &t));
+    memcpy(zf_tensor_data(t), values, zf_tensor_nbytes(t));
+    return t;
+}
+
+/* A handle for fetches and feeds (names) on the session, no targets. */
+static char *s_setup_run(const char **fetches, int n_fetches, const char **feeds, int n_feeds)
+{
+    zf_client_step_t step = {feeds, NULL, n_feeds, fetches, n_fetches, NULL, 0};
+    char *h = NULL;
+    ASSERT_OK(zf_client_partial_run_setup(s_client, s_sess, &step, &h));
+    assert_non_null(h);
+    return h;
+}
+
+/* One call: feeds (names and values, unreferenced here), fetches into out. */
+static zf_status_t s_call(const char *h, const char **feeds, zf_tensor_t **values, int n_feeds,
+                          const char **fetches, int n_fetches, zf_tensor_t **out)
+{
+    zf_client_step_t step = {feeds, values, n_feeds, fetches, n_fetches, NULL, 0};
+    zf_status_t s = zf_client_partial_run(s_client, s_sess, h, &step, WAIT_MS, out);
+    for (int i = 0; i < n_feeds; i++) zf_tensor_unref(&values[i]);
+    return s;
+}
+
+static float s_float(zf_tensor_t **t)
+{
+    assert_non_null(*t);
+    assert_int_equal(zf_tensor_dtype(*t), ZF_FLOAT);
+    float v = *(const float *)zf_tensor_data(*t);
+    zf_tensor_unref(t);
+    return v;
+}
+
+static const char *s_r12[2] = {"r1", "r2"};
+static const char *s_abc[3] = {"a", "b", "c"};
+
+/* ---- tests ------------------------------------------------------------------- */
+
+/* TensorFlow's testPartialRun: r1 from a and b in the first call; the
+ * client computes c from it and the second call gives r2 = r1 * c, the
+ * partition on CPU:1 having waited for c. Twice, so the first step's
+ * cleanup leaves nothing in the way. */
+static void test_two_calls_across_executors(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        char *h = s_setup_run(s_r12, 2, s_abc, 3);
+        const char *f1[2] = {"a", "b"};
+        zf_tensor_t *v1[2] = {s_scalar(1.0f + (float)round), s_scalar(2.0f)};
+        zf_tensor_t *out = NULL;
+        ASSERT_OK(s_call(h, f1, v1, 2, &s_r12[0], 1, &out));
+        float r1 = s_float(&out);
+        assert_true(r1 == 3.0f + (float)round);
+        const char *f2[1] = {"c"};
+        zf_tensor_t *v2[1] = {s_scalar(r1 * 17.0f)};
+        ASSERT_OK(s_call(h, f2, v2, 1, &s_r12[1], 1, &out));
+        assert_true(s_float(&out) == r1 * r1 * 17.0f);
+        /* the step has completed: its handle is gone */
+        zf_tensor_t *v3[1] = {s_scalar(1.0f)};
+        zf_test_expect_error(s_call(h, f2, v3, 1, NULL, 0, NULL), ZF_FAILED_PRECONDITION,
+                             "has completed");
+        free(h);
+    }
+}
+
+/* Several partial runs of one session interleave, each its own step. */
+static void test_interleaved_handles(void **state)
+{
+    (void)state;
+    enum { N = 4 };
+    char *h[N];
+    for (int i = 0; i < N; i++) h[i] = s_setup_run(s_r12, 2, s_abc, 3);
+    const char *f1[2] = {"a", "b"}, *f2[1] = {"c"};
+    for (int i = 0; i < N; i++) { /* a = i, b = 10 */
+        zf_tensor_t *v[2] = {s_scalar((float)i), s_scalar(10.0f)};
+        ASSERT_OK(s_call(h[i], f1, v, 2, NULL, 0, NULL));
+    }
+    for (int i = N - 1; i >= 0; i--) { /* c = i + 1; r1 fetched with r2 */
+        zf_tensor_t *v[1] = {s_scalar((float)i + 1.0f)};
+        zf_tensor_t *out[2] = {NULL, NULL};
+        ASSERT_OK(s_call(h[i], f2, v, 1, s_r12, 2, out));
+        assert_true(s_float(&out[0]) == (float)i + 10.0f);
+        assert_true(s_float(&out[1]) == ((float)i + 10.0f) * ((float)i + 1.0f));
+        free(h[i]);
+    }
+}
+
+/* The checks of a call against its setup, in TensorFlow's words; none of
+ * them ends the partial run, which completes afterwards. */
+static void test_call_checks(void **state)
+{
+    (void)state;
+    const char *ab[2] = {"a", "b"};
+    char *h = s_setup_run(&s_r12[0], 1, ab, 2);
+    const char *fc[1] = {"c"}, *fa[1] = {"a"}, *fb[1] = {"b"};
+    zf_tensor_t *v[1] = {s_scalar(1.0f)};
+    zf_test_expect_error(s_call(h, fc, v, 1, NULL, 0, NULL), ZF_INVALID_ARGUMENT,
+                         "The feed c:0 was not specified in partial_run_setup.");
+    v[0] = s_scalar(1.0f);
+    zf_test_expect_error(s_call(h, fa, v, 1, &s_r12[1], 1, NULL), ZF_INVALID_ARGUMENT,
+                         "The fetch r2:0 was not specified in partial_run_setup.");
+    /* r1 needs b, still to come */
+    v[0] = s_scalar(1.0f);
+    zf_test_expect_error(s_call(h, fa, v, 1, &s_r12[0], 1, NULL), ZF_INVALID_ARGUMENT,
+                         "Fetch r1:0 can't be computed from the feeds that have been fed so far");
+    v[0] = s_scalar(4.0f);
+    ASSERT_OK(s_call(h, fa, v, 1, NULL, 0, NULL));
+    v[0] = s_scalar(5.0f);
+    zf_test_expect_error(s_call(h, fa, v, 1, NULL, 0, NULL), ZF_INVALID_ARGUMENT,
+                         "The feed a:0 has already been fed.");
+    /* a feed of the wrong dtype is refused as a step's is */
+    int32_t one = 1;
+    v[0] = s_vector(ZF_INT32, 1, &one);
+    zf_test_expect_error(s_call(h, fb, v, 1, NULL, 0, NULL), ZF_INVALID_ARGUMENT, "b:0");
+    /* targets belong to the setup */
+    zf_client_step_t tstep = {NULL, NULL, 0, NULL, 0, &s_r12[0], 1};
+    zf_test_expect_error(zf_client_partial_run(s_client, s_sess, h, &tstep, WAIT_MS, NULL),
+                         ZF_INVALID_ARGUMENT, "names no targets");
+    v[0] = s_scalar(6.0f);
+    zf_tensor_t *out = NULL;
+    ASSERT_OK(s_call(h, fb, v, 1, &s_r12[0], 1, &out));
+    assert_true(s_float(&out) == 10.0f);
+    v[0] = s_scalar(6.0f);
+    zf_test_expect_error(s_call(h, fb, v, 1, NULL, 0, NULL), ZF_FAILED_PRECONDITION,
+                         "has completed");
+    free(h);
+}
+
+static void test_unknown_handle_and_bad_setup(void **state)
+{
+    (void)state;
+    const char *fa[1] = {"a"};
+    zf_tensor_t *v[1] = {s_scalar(1.0f)};
+    zf_test_expect_error(s_call("prun-0000000000000001", fa, v, 1, NULL, 0, NULL),
+                         ZF_INVALID_ARGUMENT, "Must run PartialRunSetup before performing partial runs");
+    /* an unknown node, in the planner's words */
+    const char *nope[1] = {"nope"};
+    zf_client_step_t step = {fa, NULL, 1, nope, 1, NULL, 0};
+    char *h = NULL;
+    zf_test_expect_error(zf_client_partial_run_setup(s_client, s_sess, &step, &h),
+                         ZF_INVALID_ARGUMENT, "nope");
+    assert_null(h);
+}
+
+/* A call whose partition fails at run time (a Reshape to a shape that does
+ * not fit) ends the partial run with the error; its handle then says so,
+ * and the next partial run of the session works. */
+static void test_failure_ends_the_run(void **state)
+{
+    (void)state;
+    const char *y[1] = {"y"}, *xs[2] = {"x", "s"}, *fx[1] = {"x"}, *fs[1] = {"s"};
+    float xv[3] = {1, 2, 3};
+    for (int round = 0; round < 2; round++) {
+        char *h = s_setup_run(y, 1, xs, 2);
+        zf_tensor_t *v[1] = {s_vector(ZF_FLOAT, 3, xv)};
+        ASSERT_OK(s_call(h, fx, v, 1, NULL, 0, NULL));
+        int32_t shape = round == 0 ? 2 : 3;
+        v[0] = s_vector(ZF_INT32, 1, &shape);
+        zf_tensor_t *out = NULL;
+        zf_status_t s = s_call(h, fs, v, 1, y, 1, &out);
+        if (round == 0) {
+            zf_test_expect_error(s, ZF_INVALID_ARGUMENT, "Reshape");
+            assert_null(out);
+            v[0] = s_vector(ZF_INT32, 1, &shape);
+            zf_test_expect_error(s_call(h, fs, v, 1, NULL, 0, NULL), ZF_FAILED_PRECONDITION,
+                                 "failed:");
+        } else {
+            ASSERT_OK(s);
+            assert_int_equal(zf_tensor_num_elements(out), 3);
+            assert_memory_equal(zf_tensor_data(out), xv, sizeof xv);
+            zf_tensor_unref(&out);
+        }
+        free(h);
+    }
+}
+
+/* A partial run left half done when its session closes is abandoned on
+ * both executors (its partition waiting for c is aborted); the cluster
+ * goes on serving a new session's partial runs. */
+static void test_close_abandons_open_runs(void **state)
+{
+    (void)state;
+    Tensorflow__GraphDef *gd = NULL;
+    ASSERT_OK(zf_graphdef_read_file(GRAPH, ZF_FORMAT_AUTO, &gd));
+    char *other = NULL;
+    ASSERT_OK(zf_client_session_create(s_client, gd, NULL, &other));
+    char *keep = s_sess;
+    s_sess = other;
+    char *h = s_setup_run(s_r12, 2, s_abc, 3);
+    const char *f1[2] = {"a", "b"};
+    zf_tensor_t *v1[2] = {s_scalar(1.0f), s_scalar(2.0f)};
+    zf_tensor_t *out = NULL;
+    ASSERT_OK(s_call(h, f1, v1, 2, &s_r12[0], 1, &out));
+    assert_true(s_float(&out) == 3.0f);
+    ASSERT_OK(zf_client_session_close(s_client, other));
+    zf_test_expect_error(s_call(h, (const char *[]){"c"}, (zf_tensor_t *[]){s_scalar(1.0f)}, 1,
+                                NULL, 0, NULL),
+                         ZF_NOT_FOUND, NULL);
+    free(h);
+    free(other);
+    s_sess = keep;
+    zf_graphdef_free(&gd);
+    test_two_calls_across_executors(state);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_calls_across_executors),
+        cmocka_unit_test(test_interleaved_handles),
+        cmocka_unit_test(test_call_checks),
+        cmocka_unit_test(test_unknown_handle_and_bad_setup),
+        cmocka_unit_test(test_failure_ends_the_run),
+        cmocka_unit_test(test_close_abandons_open_runs),
+    };
+    return cmocka_run_group_tests(tests, s_setup, s_teardown);
+}
