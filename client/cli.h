@@ -109,6 +109,7 @@ typedef struct zf_cli_step_args {
     int opt_level;        /* --opt-level L0|L1: -1 or 0 */
     bool bf16;            /* --bf16 */
     bool recv_scheduling; /* --recv-scheduling */
+    bool place_pruned;    /* --place-pruned-graph */
 } zf_cli_step_args_t;
 
 /* Sizes the arrays of *a for argc arguments. false when out of memory

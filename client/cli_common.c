@@ -465,6 +465,10 @@ static int s_take_option(const char *command, const char *usage, int argc, char 
         a->recv_scheduling = true;
         return 1;
     }
+    if (strcmp(arg, "--place-pruned-graph") == 0) {
+        a->place_pruned = true;
+        return 1;
+    }
     if (strcmp(arg, "--opt-level") == 0 && *i + 1 < argc) {
         const char *v = argv[++*i];
         if (strcmp(v, "L0") != 0 && strcmp(v, "L1") != 0)
@@ -586,6 +590,7 @@ zf_client_session_options_t zf_cli_session_options(const zf_cli_step_args_t *a)
     opts.opt_level = a->opt_level;
     opts.bfloat16_sendrecv = a->bf16;
     opts.recv_scheduling = a->recv_scheduling;
+    opts.place_pruned_graph = a->place_pruned;
     opts.place_first = a->place && strcmp(a->place, "first") == 0;
     return opts;
 }

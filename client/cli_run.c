@@ -62,6 +62,9 @@ static const char s_usage[] =
     "  --recv-scheduling hold each recv back until its value is about to be\n"
     "                    needed (ASAP times from a unit cost model; TensorFlow's\n"
     "                    enable_recv_scheduling)\n"
+    "  --place-pruned-graph  place only the nodes the step needs (TensorFlow's\n"
+    "                    place_pruned_graph; a node it does not need may be\n"
+    "                    unplaceable; not for --inprocess)\n"
     "  --allow-soft-placement  put a node whose device has no kernel for it\n"
     "                    on a valid device of the same task instead\n"
     "  --steps N         run the step N times (default 1) on one session, so\n"
@@ -297,6 +300,10 @@ static int s_parse_args(int argc, char **argv, s_args_t *a)
         return zf_cli_usage_error("run", s_usage,
                                   "--checkpoint-every is for jobs on the service (drop "
                                   "--inprocess)");
+    if (a->inprocess && a->step.place_pruned)
+        return zf_cli_usage_error("run", s_usage,
+                                  "--place-pruned-graph is a session option of the service "
+                                  "(drop --inprocess)");
     if (a->inprocess && a->cost_graph)
         return zf_cli_usage_error("run", s_usage,
                                   "--cost-graph needs the service: the scheduler keeps the cost "

@@ -24,7 +24,7 @@ static const char s_usage[] =
     "fetches. The service keeps a result nobody collects for 10 minutes.\n"
     "\n"
     "  --feed, --fetch, --target, --init, --place, --allow-soft-placement,\n"
-    "  --opt-level, --bf16, --recv-scheduling\n"
+    "  --opt-level, --bf16, --recv-scheduling, --place-pruned-graph\n"
     "                    as for `zflow run`\n"
     "  --steps N         run the step N times (default 1) on the job's\n"
     "                    session, so variables carry over; the fetches are\n"

@@ -486,6 +486,7 @@ static Zflow__SessionOptions s_options(const zf_client_session_options_t *opts)
         o.bfloat16_sendrecv = opts->bfloat16_sendrecv;
         o.build_cost_model = opts->build_cost_model;
         o.enable_recv_scheduling = opts->recv_scheduling;
+        o.place_pruned_graph = opts->place_pruned_graph;
     }
     return o;
 }

@@ -32,10 +32,13 @@ typedef struct zf_client_session_options {
     /* GraphOptions.build_cost_model: N > 0 traces every step, and every N-th
      * step of a plan returns its cost model (a job's result: cost) */
     int64_t build_cost_model;
+    /* GraphOptions.place_pruned_graph: each run places only the nodes it
+     * needs, around what earlier runs placed */
+    bool place_pruned_graph;
 } zf_client_session_options_t;
 
 #define ZF_CLIENT_SESSION_OPTIONS_DEFAULT                                                          \
-    ((zf_client_session_options_t){false, false, 0, 0, false, false, 0})
+    ((zf_client_session_options_t){false, false, 0, 0, false, false, 0, false})
 
 /* One step: feeds (names "x" or "x:0" with borrowed tensors), fetches and
  * targets. outputs of the run functions get n_fetches new tensors, in the

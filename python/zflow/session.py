@@ -14,14 +14,15 @@ def session_options(config):
     a dict or an object with allow_soft_placement, place_first,
     step_timeout_ms (TensorFlow's operation_timeout_in_ms is read as
     step_timeout_ms), and GraphOptions' enable_bfloat16_sendrecv,
-    enable_recv_scheduling and build_cost_model."""
+    enable_recv_scheduling, build_cost_model and place_pruned_graph."""
     if config is None:
         return service_pb2.SessionOptions()
     if isinstance(config, service_pb2.SessionOptions):
         return config
     get = config.get if isinstance(config, dict) else (lambda k, d=None: getattr(config, k, d))
     known = {"allow_soft_placement", "place_first", "step_timeout_ms", "operation_timeout_in_ms",
-             "enable_bfloat16_sendrecv", "enable_recv_scheduling", "build_cost_model"}
+             "enable_bfloat16_sendrecv", "enable_recv_scheduling", "build_cost_model",
+             "place_pruned_graph"}
     if isinstance(config, dict):
         unknown = set(config) - known
         if unknown:
@@ -36,6 +37,7 @@ def session_options(config):
     opts.step_timeout_ms = int(timeout)
     opts.bfloat16_sendrecv = bool(get("enable_bfloat16_sendrecv", False))
     opts.enable_recv_scheduling = bool(get("enable_recv_scheduling", False))
+    opts.place_pruned_graph = bool(get("place_pruned_graph", False))
     cost = int(get("build_cost_model", 0) or 0)
     if cost < 0:
         raise ValueError("build_cost_model must be >= 0, not %r" % (cost,))

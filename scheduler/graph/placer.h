@@ -110,6 +110,30 @@ typedef struct zf_placer_options {
 zf_status_t zf_placer_run(const zf_graph_t *g, const zf_placer_device_t *devices, int n_devices,
                           const zf_placer_options_t *opts, int *assignment);
 
+/* One run's names, for zf_placer_run_pruned: fed and fetched tensors
+ * ("node:port" or "node"), target nodes. */
+typedef struct zf_placer_prune {
+    const char *const *feeds;
+    int n_feeds;
+    const char *const *fetches;
+    int n_fetches;
+    const char *const *targets;
+    int n_targets;
+} zf_placer_prune_t;
+
+/* TensorFlow's place_pruned_graph: places only the nodes the run of prune
+ * needs — what its fetches and targets reach backwards, cut at fed tensors
+ * (a node reading a fed tensor sees a Placeholder of its dtype instead) —
+ * as zf_placer_run places a graph of just them. assignment (one entry per
+ * node of g) is read and written: a needed node with an entry >= 0 keeps
+ * that device (an earlier run's placement); the needed nodes without one
+ * are placed around them; every other entry is left as it is. Nothing is
+ * placed when every needed node is. Errors as zf_placer_run's, naming the
+ * needed node at fault; on error assignment is unchanged. */
+zf_status_t zf_placer_run_pruned(const zf_graph_t *g, const zf_placer_device_t *devices,
+                                 int n_devices, const zf_placer_options_t *opts,
+                                 const zf_placer_prune_t *prune, int *assignment);
+
 /* Writes the placement into gd when asked: sets every NodeDef's device to
  * the full name of devices[assignment[i]] (the old string is freed; gd must
  * be allocated the way protobuf-c's unpack or zf_graphdef_read_*() does).

@@ -231,7 +231,15 @@ static zf_status_t s_plan_partition(zf_master_t *m, zf__master_session_t *s,
     zf_placer_options_t popts = ZF_PLACER_OPTIONS_DEFAULT;
     popts.allow_soft_placement = s->soft;
     popts.mode = s->place_first ? ZF_PLACE_FIRST : ZF_PLACE_BALANCED;
-    if (zf_ok(st) && !s_placement_reuse(s, qdev, nd, assignment)) {
+    if (zf_ok(st) && s->place_pruned) { /* only what this run needs */
+        if (!s_placement_reuse(s, qdev, nd, assignment))
+            for (int i = 0; i < n_nodes; i++) assignment[i] = -1;
+        zf_placer_prune_t pr = {(const char *const *)nm->s_feeds,   nm->ns_feeds,
+                                (const char *const *)nm->s_fetches, nm->ns_fetches,
+                                (const char *const *)nm->s_targets, nm->ns_targets};
+        st = zf_placer_run_pruned(s->graph, pdev, nd, &popts, &pr, assignment);
+        if (zf_ok(st)) s_placement_keep(s, qdev, nd, assignment);
+    } else if (zf_ok(st) && !s_placement_reuse(s, qdev, nd, assignment)) {
         st = zf_placer_run(s->graph, pdev, nd, &popts, assignment);
         if (zf_ok(st)) s_placement_keep(s, qdev, nd, assignment);
     } else if (zf_ok(st) && s_placement_partial(assignment, n_nodes)) {

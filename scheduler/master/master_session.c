@@ -200,6 +200,7 @@ static zf_status_t s_session_new(zf_master_t *m, const Zflow__CreateSession *req
         s->bfloat16_sendrecv = req->options->bfloat16_sendrecv;
         s->cost_every = req->options->build_cost_model > 0 ? req->options->build_cost_model : 0;
         s->recv_scheduling = req->options->enable_recv_scheduling;
+        s->place_pruned = req->options->place_pruned_graph;
         s->timeout_ms = req->options->step_timeout_ms > 0 ? req->options->step_timeout_ms : 0;
     }
     s->plans = zf_strmap_new(4, ZF_STRMAP_OWN_KEYS);

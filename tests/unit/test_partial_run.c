@@ -2,8 +2,9 @@
  * one step fed and fetched in pieces over several calls, its partitions on
  * two executors staying live between the calls (tests/data/partial_run.pbtxt:
  * r1 = a + b on CPU:0, r2 = r1 * c on CPU:1; y = Reshape(x, s) on CPU:1).
- * Values are checked against arithmetic done here; errors against
- * TensorFlow's texts and codes. */
+ * Also the session option place_pruned_graph on the same cluster. Values
+ * are checked against arithmetic done here; errors against TensorFlow's
+ * texts and codes. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -285,6 +286,48 @@ static void test_close_abandons_open_runs(void **state)
     test_two_calls_across_executors(state);
 }
 
+/* place_pruned_graph: a node no run needs, pinned to a GPU the cluster
+ * lacks, fails every step of a session placing its whole graph, and only
+ * the steps that need it when each step places what it needs. */
+static void test_place_pruned_graph(void **state)
+{
+    (void)state;
+    Tensorflow__GraphDef *gd = zf_test_graphdef(
+        "node { name: 'x' op: 'Placeholder' device: '/device:CPU:1' "
+        "  attr { key: 'dtype' value { type: DT_FLOAT } } }\n"
+        "node { name: 'y' op: 'Mul' input: 'x' input: 'x' "
+        "  attr { key: 'T' value { type: DT_FLOAT } } }\n"
+        "node { name: 'bad' op: 'Identity' input: 'x' device: '/device:GPU:7' "
+        "  attr { key: 'T' value { type: DT_FLOAT } } }\n");
+    const char *fx[1] = {"x"}, *fy[1] = {"y"}, *fbad[1] = {"bad"};
+    for (int pruned = 0; pruned < 2; pruned++) {
+        zf_client_session_options_t o = ZF_CLIENT_SESSION_OPTIONS_DEFAULT;
+        o.place_pruned_graph = pruned;
+        char *sess = NULL;
+        ASSERT_OK(zf_client_session_create(s_client, gd, &o, &sess));
+        zf_tensor_t *v = s_scalar(3.0f), *out = NULL;
+        zf_client_step_t step = {fx, &v, 1, fy, 1, NULL, 0};
+        zf_status_t s = zf_client_session_run(s_client, sess, &step, WAIT_MS, &out);
+        if (!pruned) {
+            zf_test_expect_error(s, ZF_INVALID_ARGUMENT, "Cannot assign a device for operation bad");
+        } else {
+            ASSERT_OK(s);
+            assert_true(s_float(&out) == 9.0f);
+            step.fetches = fbad;
+            zf_test_expect_error(zf_client_session_run(s_client, sess, &step, WAIT_MS, &out),
+                                 ZF_INVALID_ARGUMENT, "Cannot assign a device for operation bad");
+            /* the session's placement stands: y runs again */
+            step.fetches = fy;
+            ASSERT_OK(zf_client_session_run(s_client, sess, &step, WAIT_MS, &out));
+            assert_true(s_float(&out) == 9.0f);
+        }
+        zf_tensor_unref(&v);
+        ASSERT_OK(zf_client_session_close(s_client, sess));
+        free(sess);
+    }
+    zf_graphdef_free(&gd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -294,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_unknown_handle_and_bad_setup),
         cmocka_unit_test(test_failure_ends_the_run),
         cmocka_unit_test(test_close_abandons_open_runs),
+        cmocka_unit_test(test_place_pruned_graph),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "placer_test_util.h"
+#include "test_util.h"
 
 #define S_CPU(i) "/job:a/replica:0/task:0/device:FakeCPU:" #i
 #define S_GPU(i) "/job:a/replica:0/task:0/device:FakeGPU:" #i
@@ -275,6 +276,84 @@ static void test_placer_keeps_assigned_devices(void **state)
     assert_string_equal(pt_dev(&r, "in"), S_CPU(7));
     assert_string_equal(pt_dev(&r, "n1"), S_CPU(7)); /* its colocation group is pinned there */
     assert_string_equal(pt_dev(&r, "n2"), S_GPU(0));
+    pt_placed_free(&r);
+}
+
+/* place_pruned_graph: in (CPU only) feeds n1, n2 and bad, n2 feeds m; bad
+ * asks for a GPU the set lacks, which fails a placement of the whole graph. */
+static zf_graph_t *s_pruned_graph(void)
+{
+    pt_gb_t b = {0};
+    pt_gb_node(&b, "in", S_INPUT, NULL, NULL, S_INPUT_T);
+    pt_gb_node(&b, "n1", S_RELU, "in:0", NULL, "T=float");
+    pt_gb_node(&b, "n2", S_RELU, "in:1", NULL, "T=float");
+    pt_gb_node(&b, "bad", S_RELU, "in:1", "/job:a/replica:0/task:0/device:FakeGPU:99", "T=float");
+    pt_gb_node(&b, "m", S_RELU, "n2:0", NULL, "T=float");
+    return pt_gb_graph(&b);
+}
+
+static const char *s_dev_name(int d)
+{
+    static char buf[ZF_DEVICE_NAME_MAX];
+    assert_true(d < s_devs.n);
+    return zf_device_name_format(&s_devs.d[d].name, buf, sizeof buf);
+}
+
+static zf_status_t s_place_pruned(zf_graph_t *g, const char *feed, const char *fetch, int *assign)
+{
+    zf_placer_prune_t pr = {&feed, feed ? 1 : 0, &fetch, 1, NULL, 0};
+    return zf_placer_run_pruned(g, s_devs.d, s_devs.n, NULL, &pr, assign);
+}
+
+static void test_placer_pruned_places_only_what_the_run_needs(void **state)
+{
+    (void)state;
+    pt_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU Placeholder:FakeCPU,FakeGPU");
+    pt_placed_t whole = pt_place(s_pruned_graph(), &s_devs, false);
+    s_assert_error(&whole, ZF_INVALID_ARGUMENT, "Cannot assign a device for operation bad");
+    pt_placed_free(&whole);
+
+    pt_placed_t r = {s_pruned_graph(), &s_devs, calloc(6, sizeof(int)), ZF_STATUS_OK};
+    for (int i = 0; i < 5; i++) r.assign[i] = -1;
+    ASSERT_OK(s_place_pruned(r.g, NULL, "n1:0", r.assign));
+    assert_string_equal(pt_dev(&r, "in"), S_CPU(0));
+    assert_string_equal(pt_dev(&r, "n1"), S_GPU(0));
+    assert_string_equal(pt_dev(&r, "n2"), "(unplaced)");
+    assert_string_equal(pt_dev(&r, "bad"), "(unplaced)");
+    /* a later run places around it: in keeps its device, even one it
+     * would not be given now */
+    int cpu5 = 0;
+    while (strcmp(s_dev_name(cpu5), S_CPU(5)) != 0) cpu5++;
+    r.assign[zf_graph_find_node(r.g, "in")] = cpu5;
+    ASSERT_OK(s_place_pruned(r.g, NULL, "n2:0", r.assign));
+    assert_string_equal(pt_dev(&r, "in"), S_CPU(5));
+    assert_string_equal(pt_dev(&r, "n1"), S_GPU(0));
+    assert_string_equal(pt_dev(&r, "n2"), S_GPU(0));
+    assert_string_equal(pt_dev(&r, "bad"), "(unplaced)");
+    /* the run that needs bad fails, naming it, and changes nothing */
+    zf_test_expect_error(s_place_pruned(r.g, NULL, "bad:0", r.assign), ZF_INVALID_ARGUMENT,
+                         "Cannot assign a device for operation bad");
+    assert_string_equal(pt_dev(&r, "in"), S_CPU(5));
+    assert_string_equal(pt_dev(&r, "bad"), "(unplaced)");
+    pt_placed_free(&r);
+}
+
+/* A fed tensor cuts the run: its producer is placed (the feed arrives
+ * there), but not what the producer reads. */
+static void test_placer_pruned_cuts_at_feeds(void **state)
+{
+    (void)state;
+    pt_kernels(S_INPUT ":FakeCPU " S_RELU ":FakeCPU,FakeGPU Placeholder:FakeCPU,FakeGPU");
+    pt_placed_t r = {s_pruned_graph(), &s_devs, calloc(6, sizeof(int)), ZF_STATUS_OK};
+    for (int i = 0; i < 5; i++) r.assign[i] = -1;
+    ASSERT_OK(s_place_pruned(r.g, "n2:0", "m:0", r.assign));
+    assert_string_equal(pt_dev(&r, "in"), "(unplaced)");
+    assert_string_equal(pt_dev(&r, "n2"), S_GPU(0));
+    assert_string_equal(pt_dev(&r, "m"), S_GPU(0));
+    assert_string_equal(pt_dev(&r, "n1"), "(unplaced)");
+    /* nothing left to place: a no-op */
+    ASSERT_OK(s_place_pruned(r.g, "n2:0", "m:0", r.assign));
+    assert_string_equal(pt_dev(&r, "in"), "(unplaced)");
     pt_placed_free(&r);
 }
 
@@ -1013,6 +1092,8 @@ int main(void)
         T(test_placer_accepts_legacy_specs_on_cpu_and_gpu),
         T(test_placer_honours_job_and_task_specs),
         T(test_placer_keeps_assigned_devices),
+        T(test_placer_pruned_places_only_what_the_run_needs),
+        T(test_placer_pruned_cuts_at_feeds),
         T(test_placer_rejects_bad_assigned_devices),
         T(test_placer_colocates_every_kind_of_reference_connection),
         T(test_placer_colocates_resource_handles_with_their_users),
