@@ -197,7 +197,8 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("BatchMatMulV2", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("BatchMatMulV3", "CPU", "Ta", ZF_TYPES_FLOAT),
     ZF_KDEF("Einsum", "CPU", "T",
-            ZF_TYPES_FLOAT | ZF_TYPES_INDEX | ZF_TYPE_BIT(ZF_HALF) | ZF_TYPE_BIT(ZF_BFLOAT16)),
+            ZF_TYPES_FLOAT | ZF_TYPES_INDEX | ZF_TYPE_BIT(ZF_HALF) | ZF_TYPE_BIT(ZF_BFLOAT16) |
+                ZF_TYPE_BIT(ZF_COMPLEX64) | ZF_TYPE_BIT(ZF_COMPLEX128)),
     ZF_KDEF("ApplyMomentum", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("ApplyAdam", "CPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF("ApplyRMSProp", "CPU", "T", ZF_TYPES_FLOAT),

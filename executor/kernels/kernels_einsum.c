@@ -29,6 +29,7 @@
  * accumulated in double (integers: unsigned, so overflow wraps); products
  * of a pair in the dtype, by the GEMM. */
 #include <cblas.h>
+#include <complex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,9 @@
 #define S_MAX_LABELS (S_LETTERS + ZF_MAX_RANK) /* then the ellipsis dims */
 #define S_ELLIPSIS   (-1)
 #define S_EQ_MAX     256
-#define S_TYPES      (ZF_TYPES_FLOAT | ZF_TYPES_INDEX | ZF_TYPE_BIT(ZF_HALF) | ZF_TYPE_BIT(ZF_BFLOAT16))
+#define S_TYPES                                                                                    \
+    (ZF_TYPES_FLOAT | ZF_TYPES_INDEX | ZF_TYPE_BIT(ZF_HALF) | ZF_TYPE_BIT(ZF_BFLOAT16) |             \
+     ZF_TYPE_BIT(ZF_COMPLEX64) | ZF_TYPE_BIT(ZF_COMPLEX128))
 /* Each operand but the last ends at a comma, so an equation that fits in
  * S_EQ_MAX bytes has fewer operands. */
 #define S_MAX_OPERANDS S_EQ_MAX
@@ -221,6 +224,8 @@ S_GATHER(s_gather_f32, float, double)
 S_GATHER(s_gather_f64, double, double)
 S_GATHER(s_gather_i32, int32_t, uint32_t)
 S_GATHER(s_gather_i64, int64_t, uint64_t)
+S_GATHER(s_gather_c64, float complex, double complex)
+S_GATHER(s_gather_c128, double complex, double complex)
 
 typedef void (*s_gather_fn)(const void *src, const s_axis_t *keep, int nk, const s_axis_t *sum,
                             int ns, void *dst);
@@ -238,6 +243,20 @@ static void s_gemm_f64(int64_t m, int64_t n, int64_t k, const void *a, const voi
 {
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n, (blasint)k, 1.0,
                 a, (blasint)k, b, (blasint)n, 0.0, c, (blasint)n);
+}
+
+static void s_gemm_c64(int64_t m, int64_t n, int64_t k, const void *a, const void *b, void *c)
+{
+    const float complex one = 1.0f, zero = 0.0f;
+    cblas_cgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n, (blasint)k, &one,
+                a, (blasint)k, b, (blasint)n, &zero, c, (blasint)n);
+}
+
+static void s_gemm_c128(int64_t m, int64_t n, int64_t k, const void *a, const void *b, void *c)
+{
+    const double complex one = 1.0, zero = 0.0;
+    cblas_zgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n, (blasint)k, &one,
+                a, (blasint)k, b, (blasint)n, &zero, c, (blasint)n);
 }
 
 /* OpenBLAS has no integer GEMM: rows of c accumulate a's entries times
@@ -272,6 +291,8 @@ static s_ops_t s_ops(zf_dtype_t work)
     case ZF_DOUBLE: return (s_ops_t){s_gather_f64, s_gemm_f64};
     case ZF_INT32: return (s_ops_t){s_gather_i32, s_gemm_i32};
     case ZF_INT64: return (s_ops_t){s_gather_i64, s_gemm_i64};
+    case ZF_COMPLEX64: return (s_ops_t){s_gather_c64, s_gemm_c64};
+    case ZF_COMPLEX128: return (s_ops_t){s_gather_c128, s_gemm_c128};
     default: return (s_ops_t){s_gather_f32, s_gemm_f32};
     }
 }

@@ -2,7 +2,7 @@
  * products, attention's batched products, ellipsis broadcasting, transposes,
  * reductions, outer products, diagonals and traces, chains of three and four
  * operands, random equations) in float and double, and some in int32,
- * int64, half and bfloat16, against index loops written here for each
+ * int64, half, bfloat16, complex64 and complex128, against index loops written here for each
  * equation or against Einsum's definition evaluated directly (every value
  * of every label in turn); integer wrap-around, batch dims of 1, empty
  * dims, and bad equations and shapes. */
@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <complex.h>
 #include <cmocka.h>
 
 #include "kernel_test_util.h"
@@ -29,6 +30,17 @@ static double s_get(const zf_tensor_t *t, int64_t i)
     }
 }
 
+/* The element of t at i, complex or real. */
+static double complex s_getc(const zf_tensor_t *t, int64_t i)
+{
+    const void *p = zf_tensor_data(t);
+    switch (zf_tensor_dtype(t)) {
+    case ZF_COMPLEX64: return ((const float complex *)p)[i];
+    case ZF_COMPLEX128: return ((const double complex *)p)[i];
+    default: return s_get(t, i);
+    }
+}
+
 /* The element of t at idx (one index per dim of t). */
 static double s_at(const zf_tensor_t *t, const int64_t *idx)
 {
@@ -43,8 +55,10 @@ static double s_at(const zf_tensor_t *t, const int64_t *idx)
  * for every value of every label, the product of the operands' elements
  * at those values is added to the output's element at them (a label
  * repeated within a subscript takes one value, so reads the diagonal).
- * Returns the output, row-major, of *count elements (free() it). */
-static double *s_reference(const char *eq, zf_tensor_t *const *in, int n, int64_t *count)
+ * Returns the output, row-major, of *count elements (free() it), in
+ * complex arithmetic (real operands have no imaginary part). */
+static double complex *s_reference_c(const char *eq, zf_tensor_t *const *in, int n,
+                                     int64_t *count)
 {
     int64_t size[128] = {0}, idx[128] = {0};
     bool used[128] = {false};
@@ -68,17 +82,17 @@ static double *s_reference(const char *eq, zf_tensor_t *const *in, int n, int64_
         if (used[c]) labels[nl++] = c;
     *count = 1;
     for (int d = 0; d < olen; d++) *count *= size[(unsigned char)out[d]];
-    double *want = calloc((size_t)*count + 1, sizeof *want);
+    double complex *want = calloc((size_t)*count + 1, sizeof *want);
     assert_non_null(want);
     for (int c = 0; c < nl; c++)
         if (size[labels[c]] == 0) return want;
     for (;;) {
-        double prod = 1;
+        double complex prod = 1;
         for (int k = 0; k < n; k++) {
             const zf_shape_t *s = zf_tensor_shape(in[k]);
             int64_t off = 0;
             for (int d = 0; d < len[k]; d++) off = off * s->dims[d] + idx[(unsigned char)sub[k][d]];
-            prod *= s_get(in[k], off);
+            prod *= s_getc(in[k], off);
         }
         int64_t o = 0;
         for (int d = 0; d < olen; d++)
@@ -93,6 +107,17 @@ static double *s_reference(const char *eq, zf_tensor_t *const *in, int n, int64_
     }
 }
 
+/* s_reference_c's real parts (free() it). */
+static double *s_reference(const char *eq, zf_tensor_t *const *in, int n, int64_t *count)
+{
+    double complex *c = s_reference_c(eq, in, n, count);
+    double *want = calloc((size_t)*count + 1, sizeof *want);
+    assert_non_null(want);
+    for (int64_t i = 0; i < *count; i++) want[i] = creal(c[i]);
+    free(c);
+    return want;
+}
+
 static Tensorflow__NodeDef *s_node(const char *eq, zf_dtype_t t, int n)
 {
     Tensorflow__NodeDef *node = kt_node_new("es", "Einsum", n);
@@ -102,9 +127,8 @@ static Tensorflow__NodeDef *s_node(const char *eq, zf_dtype_t t, int n)
     return node;
 }
 
-/* Runs eq on inputs and checks the output's shape and values against want. */
-static void s_expect(const char *eq, zf_tensor_t *const *in, int n, zf_shape_t shape,
-                     const double *want)
+/* Runs eq on inputs: its output, checked for the inputs' dtype and shape. */
+static zf_tensor_t *s_run_eq(const char *eq, zf_tensor_t *const *in, int n, zf_shape_t shape)
 {
     zf_dtype_t t = zf_tensor_dtype(in[0]);
     Tensorflow__NodeDef *node = s_node(eq, t, n);
@@ -112,6 +136,16 @@ static void s_expect(const char *eq, zf_tensor_t *const *in, int n, zf_shape_t s
     ASSERT_OK(kt_run(node, in, n, &out, 1));
     assert_int_equal(zf_tensor_dtype(out), t);
     kt_expect_shape(out, shape);
+    kt_node_free(&node);
+    return out;
+}
+
+/* Runs eq on inputs and checks the output's shape and values against want. */
+static void s_expect(const char *eq, zf_tensor_t *const *in, int n, zf_shape_t shape,
+                     const double *want)
+{
+    zf_dtype_t t = zf_tensor_dtype(in[0]);
+    zf_tensor_t *out = s_run_eq(eq, in, n, shape);
     /* HALF and BFLOAT16 are rounded once, from float; integers are exact. */
     double tol = t == ZF_FLOAT      ? 1e-5
                  : t == ZF_DOUBLE   ? 1e-12
@@ -124,7 +158,6 @@ static void s_expect(const char *eq, zf_tensor_t *const *in, int n, zf_shape_t s
             fail_msg("%s [%lld]: %.9g vs %.9g", eq, (long long)i, got, want[i]);
     }
     zf_tensor_unref(&out);
-    kt_node_free(&node);
 }
 
 /* Runs eq on inputs and checks it against Einsum's definition. */
@@ -611,6 +644,67 @@ static void test_einsum_integer_and_16_bit_types(void **state)
     kt_unref_all(i64, 2);
 }
 
+/* COMPLEX64 and COMPLEX128 (complex GEMMs, complex sums), against the
+ * definition in complex arithmetic. */
+static zf_tensor_t *s_random_c(zf_dtype_t dt, zf_shape_t shape, uint32_t seed)
+{
+    zf_tensor_t *re = kt_random_f32(shape, seed), *im = kt_random_f32(shape, seed + 1000), *t = NULL;
+    ASSERT_OK(zf_tensor_new(dt, &shape, &t));
+    const float *r = zf_tensor_data(re), *m = zf_tensor_data(im);
+    for (int64_t i = 0; i < zf_tensor_num_elements(t); i++) {
+        if (dt == ZF_COMPLEX64)
+            ((float complex *)zf_tensor_data(t))[i] = r[i] + m[i] * I;
+        else
+            ((double complex *)zf_tensor_data(t))[i] = (double)r[i] + (double)m[i] * I;
+    }
+    zf_tensor_unref(&re);
+    zf_tensor_unref(&im);
+    return t;
+}
+
+static void s_check_c(const char *eq, zf_tensor_t *const *in, int n, zf_shape_t shape)
+{
+    int64_t count = 0;
+    double complex *want = s_reference_c(eq, in, n, &count);
+    zf_dtype_t t = zf_tensor_dtype(in[0]);
+    zf_tensor_t *out = s_run_eq(eq, in, n, shape);
+    assert_int_equal(zf_tensor_num_elements(out), count);
+    double tol = t == ZF_COMPLEX64 ? 1e-5 : 1e-12;
+    for (int64_t i = 0; i < count; i++) {
+        double complex got = s_getc(out, i);
+        if (cabs(got - want[i]) > tol * (1 + cabs(want[i])))
+            fail_msg("%s [%lld]: %.9g%+.9gi vs %.9g%+.9gi", eq, (long long)i, creal(got),
+                     cimag(got), creal(want[i]), cimag(want[i]));
+    }
+    zf_tensor_unref(&out);
+    free(want);
+}
+
+static void test_einsum_complex_types(void **state)
+{
+    (void)state;
+    const zf_dtype_t types[] = {ZF_COMPLEX64, ZF_COMPLEX128};
+    for (int t = 0; t < 2; t++) {
+        zf_dtype_t dt = types[t];
+        zf_tensor_t *in[4] = {s_random_c(dt, ZF_SHAPE(2, 3), 70), s_random_c(dt, ZF_SHAPE(3, 4), 71),
+                              s_random_c(dt, ZF_SHAPE(4, 5), 72), s_random_c(dt, ZF_SHAPE(5, 5), 73)};
+        s_check_c("ij,jk->ik", in, 2, ZF_SHAPE(2, 4));
+        s_check_c("ij,jk->ki", in, 2, ZF_SHAPE(4, 2));
+        s_check_c("ij,jk,kl->il", in, 3, ZF_SHAPE(2, 5));
+        s_check_c("ij,jk,kl,ll->i", in, 4, ZF_SHAPE(2));
+        s_check_c("ij->j", in, 1, ZF_SHAPE(3));
+        s_check_c("ij->ji", in, 1, ZF_SHAPE(3, 2));
+        s_check_c("ll->", &in[3], 1, ZF_SHAPE());
+        s_check_c("kl,ll->k", &in[2], 2, ZF_SHAPE(4));
+        kt_unref_all(in, 4);
+        in[0] = s_random_c(dt, ZF_SHAPE(2, 3, 4), 74); /* batched, as attention */
+        in[1] = s_random_c(dt, ZF_SHAPE(2, 5, 4), 75);
+        s_check_c("bqd,bkd->bqk", in, 2, ZF_SHAPE(2, 3, 5));
+        s_check_c("bqd,bkd->b", in, 2, ZF_SHAPE(2));
+        kt_unref_all(in, 2);
+    }
+}
+
 /* Equations drawn at random (fixed seeds): two to four operands of up to
  * three labels from a-e, repeats within a subscript allowed, and an output
  * of some of the labels in any order; each against Einsum's definition. */
@@ -778,6 +872,7 @@ int main(void)
         cmocka_unit_test(test_einsum_chains_with_empty_dims),
         cmocka_unit_test(test_einsum_random_equations),
         cmocka_unit_test(test_einsum_integer_and_16_bit_types),
+        cmocka_unit_test(test_einsum_complex_types),
         cmocka_unit_test(test_einsum_reports_bad_equations_and_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
