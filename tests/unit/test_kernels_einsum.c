@@ -705,6 +705,29 @@ static void test_einsum_complex_types(void **state)
     }
 }
 
+/* A chain's middle product may be far larger than its operands and its
+ * output: it is bounded by the process's buffer limit, and a product past
+ * it is RESOURCE_EXHAUSTED rather than an allocation the limit forbids.
+ * ij,jk,kl->il with j = 1: the leftmost (cheapest, tied) pair gives a
+ * [2, 4096] product; the output is [2, 2]. */
+static void test_einsum_bounds_its_intermediate_products(void **state)
+{
+    (void)state;
+    zf_tensor_t *in[3] = {kt_random_f32(ZF_SHAPE(2, 1), 80), kt_random_f32(ZF_SHAPE(1, 4096), 81),
+                          kt_random_f32(ZF_SHAPE(4096, 2), 82)};
+    s_check("ij,jk,kl->il", in, 3, ZF_SHAPE(2, 2));
+    size_t saved = zf_buffer_alloc_limit();
+    zf_buffer_set_alloc_limit(24 * 1024); /* above every operand, below the product's 32 KiB */
+    Tensorflow__NodeDef *node = s_node("ij,jk,kl->il", ZF_FLOAT, 3);
+    zf_tensor_t *out = NULL;
+    zf_status_t s = kt_run(node, in, 3, &out, 1);
+    zf_buffer_set_alloc_limit(saved);
+    zf_test_expect_error(s, ZF_RESOURCE_EXHAUSTED, "too large to allocate");
+    assert_null(out);
+    kt_node_free(&node);
+    kt_unref_all(in, 3);
+}
+
 /* Equations drawn at random (fixed seeds): two to four operands of up to
  * three labels from a-e, repeats within a subscript allowed, and an output
  * of some of the labels in any order; each against Einsum's definition. */
@@ -873,6 +896,7 @@ int main(void)
         cmocka_unit_test(test_einsum_random_equations),
         cmocka_unit_test(test_einsum_integer_and_16_bit_types),
         cmocka_unit_test(test_einsum_complex_types),
+        cmocka_unit_test(test_einsum_bounds_its_intermediate_products),
         cmocka_unit_test(test_einsum_reports_bad_equations_and_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
