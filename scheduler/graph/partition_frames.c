@@ -20,12 +20,6 @@
 
 #include "scheduler/graph/partition_internal.h"
 
-static bool s_is(const zf_graph_t *g, int v, const char *op, const char *ref_op)
-{
-    const char *o = zf_graph_node_op(g, v);
-    return strcmp(o, op) == 0 || strcmp(o, ref_op) == 0;
-}
-
 static bool s_has_loops(const zf_graph_t *g)
 {
     for (int k = 0; k < zf_graph_num_ops(g); k++) {
@@ -53,7 +47,7 @@ int zf__pctx_out_frame(const zf__pctx_t *c, int node)
 {
     if (!c->frame || node >= c->pruned.n_orig) return 0;
     int f = c->frame[node];
-    return s_is(c->g, node, "Exit", "RefExit") ? c->frames[f].parent : f;
+    return zf__node_is(c->g, node, "Exit") ? c->frames[f].parent : f;
 }
 
 /* A node runs in the frame its inputs come from; an Enter opens its named
@@ -69,7 +63,7 @@ static zf_status_t s_assign(zf__pctx_t *c, int v, const uint8_t *seen)
             break;
         }
     c->frame[v] = from;
-    if (!s_is(c->g, v, "Enter", "RefEnter")) return ZF_STATUS_OK;
+    if (!zf__node_is(c->g, v, "Enter")) return ZF_STATUS_OK;
     const uint8_t *name = NULL;
     size_t len = 0;
     ZF_TRY(zf_node_attr_string(zf_graph_node_def(c->g, v), "frame_name", &name, &len));
@@ -235,9 +229,9 @@ zf_status_t zf__pctx_loop_driver(zf__pctx_t *c, int src, int dev, const char **d
     const zf__cloop_t *loop = NULL;
     ZF_TRY(s_control_loop(c, f, dev, &loop));
     *driver = loop->merge;
-    if (s_is(c->g, src, "NextIteration", "RefNextIteration")) {
+    if (zf__node_is(c->g, src, "NextIteration")) {
         *driver = loop->next;
-    } else if (s_is(c->g, src, "Enter", "RefEnter")) {
+    } else if (zf__node_is(c->g, src, "Enter")) {
         bool is_constant = false;
         ZF_TRY(
             zf_node_attr_bool_or(zf_graph_node_def(c->g, src), "is_constant", false, &is_constant));

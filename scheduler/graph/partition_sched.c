@@ -24,9 +24,7 @@
 
 static bool s_op(const zf__pctx_t *c, int v, const char *op)
 {
-    if (v >= c->pruned.n_orig) return false; /* a feed or a fetch */
-    const char *o = zf_graph_node_op(c->g, v);
-    return strcmp(o, op) == 0 || (strncmp(o, "Ref", 3) == 0 && strcmp(o + 3, op) == 0);
+    return v < c->pruned.n_orig && zf__node_is(c->g, v, op); /* not a feed or a fetch */
 }
 
 /* ---- ASAP start times ---------------------------------------------------- */
