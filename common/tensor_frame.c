@@ -245,6 +245,7 @@ zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const 
                              ZF_TENSOR_FRAME_MAX_BATCH);
     if (!b->head_len) b->head_len = ZF_TENSOR_FRAME_BATCH_PREFIX; /* written when sent */
     size_t at = b->n ? zf_tensor_frame_batch_offset(b->payload_len) : 0;
+    if (at + h.len > ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD) return ZF_STATUS_OK; /* a receiver's cap */
     if (!s_reserve(&b->head, &b->head_cap, b->head_len, ZF_TENSOR_FRAME_HEADER_MAX_ENCODED) ||
         !s_reserve(&b->payload, &b->payload_cap, b->payload_len, at - b->payload_len + h.len))
         return zf_out_of_memory("a batch of tensors");

@@ -78,10 +78,12 @@
  * The receiver's tensors of fixed-size dtypes are views of frame 2 (all
  * of it stays while any of them does; strings are copied). The message as
  * a whole must be sound: msgpack within ZF_TENSOR_FRAME_MAX_BATCH_HEADER
- * bytes, the version, a count in range, every entry a map with one "len",
- * an integer >= 0, and the payloads so laid out ending exactly where frame
- * 2 does (else no payload could be located with certainty), or the whole
- * message is refused. An entry that fails its own checks (any field of frame 1 above,
+ * bytes, the version, a count in range, every entry a map of at most
+ * ZF_TENSOR_FRAME_MAX_HEADER bytes (measured before it is unpacked) with
+ * one "len", an integer >= 0, frame 2 at most
+ * ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD bytes, and the payloads so laid out
+ * ending exactly where frame 2 does (else no payload could be located with
+ * certainty), or the whole message is refused. An entry that fails its own checks (any field of frame 1 above,
  * the string encoding of its payload) is refused alone, with the reason,
  * its key and step when they could be read; the others are delivered. */
 #ifndef ZF_TENSOR_FRAME_H
@@ -104,10 +106,12 @@
 #define ZF_TENSOR_FRAME_MAX_HOST     320 /* "hostname:boot id" */
 #define ZF_TENSOR_FRAME_MAX_WHY      512
 #define ZF_TENSOR_FRAME_MAX_SHM_NAME 63 /* a POSIX shared memory name */
-/* A batch message (see below): at most this many entries, and this many
- * bytes in its first frame. */
-#define ZF_TENSOR_FRAME_MAX_BATCH        4096
-#define ZF_TENSOR_FRAME_MAX_BATCH_HEADER (4 << 20)
+/* A batch message (see below): at most this many entries, this many
+ * bytes in its first frame, this many in any one entry of it (as a single
+ * header), and this many in its payload frame. */
+#define ZF_TENSOR_FRAME_MAX_BATCH         4096
+#define ZF_TENSOR_FRAME_MAX_BATCH_HEADER  (4 << 20)
+#define ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD (4 << 20)
 /* The bytes a batch's first frame starts with: {"v": 1, "batch": [...]},
  * the array's count in 32 bits. */
 #define ZF_TENSOR_FRAME_BATCH_PREFIX 15
@@ -221,8 +225,10 @@ typedef struct zf_tensor_frame_batch_out {
 } zf_tensor_frame_batch_out_t;
 
 /* Appends t (borrowed: its bytes are copied now; may be NULL when is_dead)
- * under key for step_id when its payload is at most max_payload bytes;
- * *added says whether it was. Errors: those of zf_tensor_frame_send (for a
+ * under key for step_id when its payload is at most max_payload bytes and
+ * keeps the batch's payload frame within ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD;
+ * *added says whether it was (if not, send it alone, or send the batch and
+ * add it again). Errors: those of zf_tensor_frame_send (for a
  * bad key, a device tensor, VARIANT), RESOURCE_EXHAUSTED; nothing was
  * added then. The caller sends the batch before it reaches
  * ZF_TENSOR_FRAME_MAX_BATCH entries or ZF_TENSOR_FRAME_MAX_BATCH_HEADER

@@ -967,6 +967,16 @@ static void s_mp_skip(const uint8_t *p, size_t len, size_t *at)
     for (uint64_t k = 0; k < items; k++) s_mp_skip(p, len, at);
 }
 
+/* "an array" or "a map" when the item at p[at] (scanned) is one, else
+ * NULL: msgpack-c allocates for containers, so nothing that should be a
+ * scalar is unpacked before this says it is not one. */
+static const char *s_mp_container(const uint8_t *p, size_t at)
+{
+    uint64_t n = 0;
+    int kind = s_mp_spec(p[at], &n).kind;
+    return kind == S_MP_ARRAY ? "an array" : kind == S_MP_MAP ? "a map" : NULL;
+}
+
 /* Where the "batch" array's first entry starts in the scanned frame p, and
  * its count; checks "v". */
 static zf_status_t s_find_batch(const uint8_t *p, size_t len, size_t *first, size_t *n)
@@ -978,6 +988,9 @@ static zf_status_t s_find_batch(const uint8_t *p, size_t len, size_t *first, siz
         return zf_invalid_argument("the frame is not a map");
     bool has_v = false, has_batch = false;
     for (uint64_t k = 0; k < pairs / 2; k++) {
+        if (s_mp_container(p, at))
+            return zf_invalid_argument("map key %" PRIu64 " is %s, not a string", k,
+                                       s_mp_container(p, at));
         msgpack_unpacked u; /* small items only: the key, and "v" */
         msgpack_unpacked_init(&u);
         size_t off = at;
@@ -995,6 +1008,9 @@ static zf_status_t s_find_batch(const uint8_t *p, size_t len, size_t *first, siz
         at = off;
         if (is_v) {
             has_v = true;
+            if (s_mp_container(p, at))
+                return zf_invalid_argument("field 'v' must be an integer, not %s",
+                                           s_mp_container(p, at));
             msgpack_unpacked_init(&u);
             off = at;
             rc = msgpack_unpack_next(&u, (const char *)p, len, &off);
@@ -1045,6 +1061,17 @@ static zf_status_t s_read_batch(const uint8_t *head, size_t head_len, size_t fir
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     for (size_t i = 0; i < n && zf_ok(s); i++) {
+        /* Measured before it is unpacked: msgpack-c allocates some 24 bytes
+         * an item, so a 4 MiB entry of one-byte items would cost 100 MB. An
+         * entry is held to a single header's limit. */
+        size_t next = off;
+        s_mp_skip(head, head_len, &next);
+        if (next - off > ZF_TENSOR_FRAME_MAX_HEADER) {
+            s = zf_invalid_argument("entry %zu of %zu takes %zu bytes; a header may take at most "
+                                    "%d",
+                                    i, n, next - off, ZF_TENSOR_FRAME_MAX_HEADER);
+            break;
+        }
         msgpack_unpack_return rc = msgpack_unpack_next(&u, (const char *)head, head_len, &off);
         if (rc != MSGPACK_UNPACK_SUCCESS) {
             s = rc == MSGPACK_UNPACK_NOMEM_ERROR ? zf_out_of_memory("a tensor frame batch")
@@ -1083,6 +1110,9 @@ zf_status_t zf_tensor_frame_decode_batch(const void *head, size_t head_len, zf_b
     if (head_len > ZF_TENSOR_FRAME_MAX_BATCH_HEADER)
         s = zf_invalid_argument("%zu bytes exceed the limit of %d", head_len,
                                 ZF_TENSOR_FRAME_MAX_BATCH_HEADER);
+    else if (payload_len > ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD)
+        s = zf_invalid_argument("the payload frame has %zu bytes; a batch carries at most %d",
+                                payload_len, ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD);
     else if (head_len == 0)
         s = zf_invalid_argument("the frame is empty");
     if (zf_ok(s)) s = s_mp_scan(head, head_len);

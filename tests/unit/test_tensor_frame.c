@@ -1207,6 +1207,15 @@ static void test_batches_carry_every_kind_of_tensor_over_a_socket(void **state)
     ASSERT_OK(zf_tensor_frame_batch_out_add(&b, "large", 1, large, false, 1024, &added));
     assert_false(added);
     assert_int_equal(b.n, 8);
+    /* nor one that would take the payload frame past what a receiver
+     * takes: it goes alone */
+    zf_shape_t huge = ZF_SHAPE(ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD / 4);
+    zf_tensor_t *too_much = NULL;
+    ASSERT_OK(zf_tensor_new(ZF_FLOAT, &huge, &too_much));
+    ASSERT_OK(zf_tensor_frame_batch_out_add(&b, "too much", 1, too_much, false, SIZE_MAX, &added));
+    assert_false(added);
+    assert_int_equal(b.n, 8);
+    zf_tensor_unref(&too_much);
 
     s_link_t l;
     s_link_open(&l, "tcp://127.0.0.1:*");
@@ -1363,6 +1372,17 @@ static void test_a_bad_batch_entry_is_refused_alone_with_its_key_and_step(void *
     free(head);
 }
 
+/* Packs an entry {"len": 0, "pad": [nil x pad]} into pk. */
+static void s_pack_padded_entry(msgpack_packer *pk, size_t pad)
+{
+    msgpack_pack_map(pk, 2);
+    msgpack_pack_str_with_body(pk, "len", 3);
+    msgpack_pack_int(pk, 0);
+    msgpack_pack_str_with_body(pk, "pad", 3);
+    msgpack_pack_array(pk, pad);
+    for (size_t i = 0; i < pad; i++) msgpack_pack_nil(pk);
+}
+
 static void test_every_whole_batch_violation_is_named(void **state)
 {
     (void)state;
@@ -1398,8 +1418,42 @@ static void test_every_whole_batch_violation_is_named(void **state)
     BAD(4097, (void)pk, 0, "the container at offset 10 declares 4097 items");
     BAD(4097, for (int i = 0; i < 4097; i++) msgpack_pack_nil(&pk), 0,
         "field 'batch' has 4097 entries; 1 to 4096 are allowed");
+    /* an entry is measured before it is unpacked: 70000 nils in one map
+     * would cost msgpack-c 1.7 MB (a 4 MiB one 100 MB) */
+    BAD(1, s_pack_padded_entry(&pk, 70000), 0,
+        "entry 0 of 1 takes 70015 bytes; a header may take at most 65536");
 #undef BAD
-    /* the frame around the entries */
+    /* a payload frame past the cap, however well laid out */
+    {
+        msgpack_sbuffer sb;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        int64_t n = ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD / 4 + 2;
+        s_pack_entry(&pk, "k", 1, ZF_FLOAT, 1, &n, false, n * 4);
+        size_t hl = 0;
+        uint8_t *hd = s_batch_head(1, &sb, &hl);
+        zf_buffer_t *pl = NULL;
+        ASSERT_OK(zf_buffer_new((size_t)n * 4, &pl));
+        zf_test_expect_error(zf_tensor_frame_decode_batch(hd, hl, pl, &bt), ZF_INVALID_ARGUMENT,
+                             "tensor frame batch: the payload frame has 4194312 bytes; a batch "
+                             "carries at most 4194304");
+        assert_int_equal(bt.n, 0);
+        zf_buffer_unref(&pl);
+        free(hd);
+    }
+    /* the frame around the entries: containers where scalars belong are
+     * refused before msgpack-c sees them */
+    static const uint8_t key_array[] = {0x82, 0x91, 0x01, 0x01, 0xa5, 'b',
+                                        'a',  't',  'c',  'h',  0x90};
+    zf_test_expect_error(zf_tensor_frame_decode_batch(key_array, sizeof key_array, NULL, &bt),
+                         ZF_INVALID_ARGUMENT, "tensor frame batch: map key 0 is an array, not a "
+                                              "string");
+    static const uint8_t v_map[] = {0x82, 0xa1, 'v', 0x81, 0x01, 0x01, 0xa5,
+                                    'b',  'a',  't', 'c',  'h',  0x90};
+    zf_test_expect_error(zf_tensor_frame_decode_batch(v_map, sizeof v_map, NULL, &bt),
+                         ZF_INVALID_ARGUMENT, "tensor frame batch: field 'v' must be an integer, "
+                                              "not a map");
     static const uint8_t not_array[] = {0x82, 0xa1, 'v', 0x01, 0xa5, 'b', 'a', 't', 'c', 'h', 0x05};
     zf_test_expect_error(zf_tensor_frame_decode_batch(not_array, sizeof not_array, NULL, &bt),
                          ZF_INVALID_ARGUMENT, "tensor frame batch: field 'batch' must be an array");
