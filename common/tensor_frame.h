@@ -60,6 +60,25 @@
  * message. Whether the name, offset, size and release word make sense for
  * a segment is the receiver's check, not the codec's.
  *
+ * Chunks (large tensors over an encrypting socket). CurveZMQ encrypts
+ * and decrypts each frame whole, on the sender's and the receiver's I/O
+ * thread in turn, so one 64 MiB frame is encrypted entirely before its
+ * first byte leaves and decrypted only once its last has arrived. Over a
+ * socket with CurveZMQ keys (zf_socket_encrypts()) a live tensor of a
+ * fixed-size dtype whose payload is larger than ZF_TENSOR_FRAME_CURVE_CHUNK
+ * is sent as one message of 1 + N frames instead: frame 1 is the header
+ * above with "chunk": C (bytes, ZF_TENSOR_FRAME_MIN_CHUNK <= C < "len"),
+ * frames 2..N+1 the payload in order, N = ceil(len / C), each exactly C
+ * bytes but the last, which holds the rest (1 to C bytes). The chunks are
+ * encrypted, sent and decrypted one after another, so the three overlap.
+ * The receiver takes every frame and checks the count and each size
+ * before it allocates the tensor, then copies the chunks into it (the one
+ * copy of this path: CurveZMQ gives each decrypted frame a buffer of its
+ * own); a message that does not match its header exactly is refused whole
+ * ("chunk I of N has B bytes; expected C", "the payload comes in M
+ * chunks; ..."). A receiver without chunks refuses such a message by its
+ * frame count. "chunk" is never in a batch entry nor with "ipc" or "shm".
+ *
  * Batches (small tensors sent together, executor/rendezvous/remote.h). One
  * two-frame message carries several tensors:
  *
@@ -115,6 +134,11 @@
 /* The bytes a batch's first frame starts with: {"v": 1, "batch": [...]},
  * the array's count in 32 bits. */
 #define ZF_TENSOR_FRAME_BATCH_PREFIX 15
+/* Chunked payloads (see "Chunks" above): the smallest chunk a receiver
+ * takes, and the chunk a sender uses on an encrypting (CurveZMQ) socket
+ * for any fixed-size payload larger than it. */
+#define ZF_TENSOR_FRAME_MIN_CHUNK   (64 << 10)
+#define ZF_TENSOR_FRAME_CURVE_CHUNK (1 << 20)
 /* A batch's payloads start on multiples of this (every dtype's alignment). */
 #define ZF_TENSOR_FRAME_BATCH_ALIGN 8
 /* Room for any encoded header: the map, seven names, a 4096-byte key in a
@@ -157,8 +181,9 @@ typedef struct zf_tensor_frame_header {
     zf_dtype_t dtype; /* ZF_INVALID only for a dead tensor sent without one */
     zf_shape_t shape; /* fully defined */
     bool is_dead;
-    uint64_t len; /* payload bytes */
-    bool has_ipc; /* an IPC offer: ipc is set and len is 0 */
+    uint64_t len;   /* payload bytes */
+    uint64_t chunk; /* sent in chunks of this many bytes ("chunk"); 0: one payload frame */
+    bool has_ipc;   /* an IPC offer: ipc is set and len is 0 */
     zf_tensor_frame_ipc_t ipc;
     bool has_shm; /* a shared-memory offer: shm is set and len is 0 */
     zf_tensor_frame_shm_t shm;

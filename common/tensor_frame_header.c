@@ -253,6 +253,23 @@ static zf_status_t s_check_len(const zf_tensor_frame_header_t *h)
     return ZF_STATUS_OK;
 }
 
+/* "chunk": only for a live fixed-size tensor's own bytes, at least
+ * ZF_TENSOR_FRAME_MIN_CHUNK and fewer than "len" (two chunks or more). */
+static zf_status_t s_check_chunk(const zf_tensor_frame_header_t *h)
+{
+    if (h->is_dead || h->has_ipc || h->has_shm || s_holds_strings(h->dtype))
+        return zf_invalid_argument("field 'chunk': only the bytes of a live tensor of a fixed-size "
+                                   "dtype are sent in chunks");
+    if (h->chunk < ZF_TENSOR_FRAME_MIN_CHUNK)
+        return zf_invalid_argument("field 'chunk': %" PRIu64 " bytes; a chunk has at least %d",
+                                   h->chunk, ZF_TENSOR_FRAME_MIN_CHUNK);
+    if (h->chunk >= h->len)
+        return zf_invalid_argument("field 'chunk': %" PRIu64 " bytes hold the whole %" PRIu64
+                                   "-byte payload; a chunked one needs two chunks or more",
+                                   h->chunk, h->len);
+    return ZF_STATUS_OK;
+}
+
 zf_status_t zf_tensor_frame_check_header(const zf_tensor_frame_header_t *h)
 {
     size_t key_len = strnlen(h->key, sizeof h->key);
@@ -270,7 +287,8 @@ zf_status_t zf_tensor_frame_check_header(const zf_tensor_frame_header_t *h)
                                        i, h->shape.dims[i]);
     if (h->len > INT64_MAX)
         return zf_invalid_argument("field 'len' %" PRIu64 " is out of range", h->len);
-    return s_check_len(h);
+    ZF_TRY(s_check_len(h));
+    return h->chunk ? s_check_chunk(h) : ZF_STATUS_OK;
 }
 
 /* ---- header encoding ------------------------------------------------------------ */
@@ -340,7 +358,7 @@ static int s_pack_header(const zf_tensor_frame_header_t *h, s_sink_t *sink)
     msgpack_packer pk;
     msgpack_packer_init(&pk, sink, s_sink_write);
     /* One statement per item: the packing order is the wire order. */
-    int rc = msgpack_pack_map(&pk, h->has_ipc || h->has_shm ? 8 : 7);
+    int rc = msgpack_pack_map(&pk, 7 + (h->has_ipc || h->has_shm) + (h->chunk != 0));
     rc |= s_pack_name(&pk, "v");
     rc |= msgpack_pack_int(&pk, ZF_TENSOR_FRAME_VERSION);
     rc |= s_pack_name(&pk, "key");
@@ -356,6 +374,10 @@ static int s_pack_header(const zf_tensor_frame_header_t *h, s_sink_t *sink)
     rc |= h->is_dead ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
     rc |= s_pack_name(&pk, "len");
     rc |= msgpack_pack_uint64(&pk, h->len);
+    if (h->chunk) {
+        rc |= s_pack_name(&pk, "chunk");
+        rc |= msgpack_pack_uint64(&pk, h->chunk);
+    }
     if (h->has_ipc) rc |= s_pack_ipc(&pk, &h->ipc);
     if (h->has_shm) rc |= s_pack_shm(&pk, &h->shm);
     return rc ? -1 : 0;
@@ -481,6 +503,7 @@ zf_status_t zf__tensor_frame_header_fill(const char *key, int64_t step_id, const
     out->dtype = ZF_INVALID;
     memset(&out->shape, 0, sizeof out->shape);
     out->len = 0;
+    out->chunk = 0;
     out->has_ipc = out->has_shm = false;
     out->is_dead = is_dead;
     if (!t) {
@@ -517,6 +540,7 @@ enum {
     F_SHAPE,
     F_DEAD,
     F_LEN,
+    F_CHUNK,
     F_IPC,
     F_SHM,
     F_REPLY,
@@ -525,7 +549,8 @@ enum {
     F_COUNT
 };
 static const char *const s_field_names[F_COUNT] = {
-    "v", "key", "step", "dtype", "shape", "dead", "len", "ipc", "shm", "reply", "accepted", "why"};
+    "v",   "key", "step",  "dtype",    "shape", "dead", "len",
+    "chunk", "ipc", "shm", "reply", "accepted", "why"};
 
 enum { I_HANDLE, I_OFFSET, I_NBYTES, I_DEVICE, I_ID, I_HOST, I_COUNT };
 static const char *const s_ipc_names[I_COUNT] = {"handle", "offset", "nbytes",
@@ -758,6 +783,8 @@ static zf_status_t s_read_fields(const msgpack_object *f[], zf_tensor_frame_head
     ZF_TRY(s_get_int(f[F_LEN], "len", &len));
     if (len < 0) return zf_invalid_argument("field 'len' is negative (%" PRId64 ")", len);
     h->len = (uint64_t)len;
+    h->chunk = 0;
+    if (f[F_CHUNK]) ZF_TRY(s_get_uint(f[F_CHUNK], "chunk", &h->chunk));
     h->has_ipc = f[F_IPC] != NULL;
     if (h->has_ipc) ZF_TRY(s_read_ipc(f[F_IPC], &h->ipc));
     h->has_shm = f[F_SHM] != NULL;
@@ -928,12 +955,15 @@ static void s_entry(const msgpack_object *f[], size_t i, size_t n, zf_buffer_t *
                     size_t *used, zf_tensor_frame_entry_t *e)
 {
     zf_status_t s = ZF_STATUS_OK;
-    if (f[F_REPLY] || f[F_IPC] || f[F_SHM])
+    if (f[F_REPLY] || f[F_IPC] || f[F_SHM] || f[F_CHUNK])
         s = zf_invalid_argument("field '%s': %s cannot be in a batch",
-                                f[F_REPLY] ? "reply"
-                                : f[F_IPC] ? "ipc"
-                                           : "shm",
-                                f[F_REPLY] ? "a reply" : "an offer");
+                                f[F_REPLY]   ? "reply"
+                                : f[F_IPC]   ? "ipc"
+                                : f[F_SHM]   ? "shm"
+                                             : "chunk",
+                                f[F_REPLY]   ? "a reply"
+                                : f[F_CHUNK] ? "a chunked tensor"
+                                             : "an offer");
     if (zf_ok(s)) s = s_require(f, s_field_names, F_V, F_V, "");
     /* every field of h that the checks read is set here: no need to clear it */
     if (zf_ok(s)) s = s_read_fields(f, h);

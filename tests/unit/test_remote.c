@@ -6,7 +6,8 @@
  * offers a sender holds are let go by the reply, the step's cleanup or the
  * hold limit (driven through a test hook, so without a GPU too). Hostile
  * batches (an entry as large as a whole batch header, a payload past the
- * cap) are refused with a logged reason and the next tensor still comes. */
+ * cap, a chunk stream whose sizes do not match its header) are refused
+ * with a logged reason and the next tensor still comes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -759,6 +760,7 @@ test_remote_drops_a_tensor_over_the_unclaimed_byte_limit_and_fails_its_step(void
 typedef struct {
     int saved;
     FILE *f;
+    zf_log_level_t level; /* the log level before */
 } s_capture_t;
 
 static void s_capture_begin(s_capture_t *c)
@@ -786,6 +788,30 @@ static char *s_capture_end(s_capture_t *c)
     return text;
 }
 
+/* A raw PUSH socket connected to B, with warnings logged and stderr
+ * captured into *cap. */
+static void *s_hostile_begin(s_pair_t *p, s_capture_t *cap)
+{
+    void *raw = zmq_socket(zf_zctx_handle(p->ctx), ZMQ_PUSH);
+    assert_non_null(raw);
+    assert_int_equal(zmq_connect(raw, zf_remote_endpoint(p->b)), 0);
+    cap->level = zf_log_get_level();
+    zf_log_set_level(ZF_LOG_WARN);
+    s_capture_begin(cap);
+    return raw;
+}
+
+/* Once B counts malformed messages: closes raw, restores stderr and the
+ * log level; returns what was logged meanwhile (caller frees). */
+static char *s_hostile_end(s_pair_t *p, void *raw, s_capture_t *cap, uint64_t malformed)
+{
+    s_wait_stat(p->b, offsetof(zf_remote_stats_t, malformed), malformed);
+    char *log = s_capture_end(cap);
+    zf_log_set_level(cap->level);
+    zmq_close(raw);
+    return log;
+}
+
 /* Pushes a batch message on raw: frame 1 is the prefix for n entries and
  * the packed entries in sb (destroyed here), frame 2 payload_len zero
  * bytes. */
@@ -808,13 +834,8 @@ static void s_push_raw_batch(void *raw, uint32_t n, msgpack_sbuffer *sb, size_t 
 static void test_remote_refuses_hostile_batches_naming_why_and_keeps_receiving(void **state)
 {
     s_pair_t *p = *state;
-    void *raw = zmq_socket(zf_zctx_handle(p->ctx), ZMQ_PUSH);
-    assert_non_null(raw);
-    assert_int_equal(zmq_connect(raw, zf_remote_endpoint(p->b)), 0);
-    zf_log_level_t level = zf_log_get_level();
-    zf_log_set_level(ZF_LOG_WARN);
     s_capture_t cap;
-    s_capture_begin(&cap);
+    void *raw = s_hostile_begin(p, &cap);
 
     /* One entry as large as a whole batch header may be: a map whose "pad"
      * holds a nil in nearly every byte (unpacked, some 100 MB). */
@@ -847,9 +868,7 @@ static void test_remote_refuses_hostile_batches_naming_why_and_keeps_receiving(v
     s_push_raw_batch(raw, 1, &sb, (size_t)n * 4);
     zf_tensor_unref(&big);
 
-    s_wait_stat(p->b, offsetof(zf_remote_stats_t, malformed), 2);
-    char *log = s_capture_end(&cap);
-    zf_log_set_level(level);
+    char *log = s_hostile_end(p, raw, &cap, 2);
     char want[512];
     snprintf(want, sizeof want,
              "dropped a message on %s: tensor frame batch: entry 0 of 1 takes %d bytes; a "
@@ -864,13 +883,46 @@ static void test_remote_refuses_hostile_batches_naming_why_and_keeps_receiving(v
              zf_remote_endpoint(p->b), (long long)n * 4, ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD);
     if (!strstr(log, want)) fail_msg("expected '%s' in the log:\n%s", want, log);
     free(log);
-    zmq_close(raw);
 
     /* nothing of them was delivered; a good tensor still arrives */
     zf_remote_stats_t st = zf_remote_stats(p->b);
     assert_int_equal(st.delivered, 0);
     assert_int_equal(st.batches_received, 0);
     s_expect_a_good_tensor(p, 51, 2);
+}
+
+static void test_remote_refuses_a_chunk_stream_that_lies_and_keeps_receiving(void **state)
+{
+    s_pair_t *p = *state;
+    s_capture_t cap;
+    void *raw = s_hostile_begin(p, &cap);
+    /* float [49152] in three 64 KiB chunks, the second 4 KiB short */
+    zf_shape_t shape = ZF_SHAPE(3 * ZF_TENSOR_FRAME_MIN_CHUNK / 4);
+    zf_tensor_t *t = NULL;
+    ASSERT_OK(zf_tensor_new(ZF_FLOAT, &shape, &t));
+    zf_tensor_frame_header_t h;
+    ASSERT_OK(zf_tensor_frame_header_from_tensor(KEY_AB, 52, t, false, &h));
+    h.chunk = ZF_TENSOR_FRAME_MIN_CHUNK;
+    uint8_t enc[ZF_TENSOR_FRAME_HEADER_MAX_ENCODED];
+    size_t enc_len = 0;
+    ASSERT_OK(zf_tensor_frame_encode_header(&h, enc, sizeof enc, &enc_len));
+    const uint8_t *bytes = zf_tensor_data(t);
+    const size_t c = ZF_TENSOR_FRAME_MIN_CHUNK, sizes[3] = {c, c - 4096, c};
+    assert_int_equal(zmq_send(raw, enc, enc_len, ZMQ_SNDMORE), (int)enc_len);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(zmq_send(raw, bytes + i * c, sizes[i], i < 2 ? ZMQ_SNDMORE : 0),
+                         (int)sizes[i]);
+    char *log = s_hostile_end(p, raw, &cap, 1);
+    char want[512];
+    snprintf(want, sizeof want,
+             "dropped a message on %s: tensor '%s' (step 52): chunk 2 of 3 has 61440 bytes; "
+             "expected 65536",
+             zf_remote_endpoint(p->b), KEY_AB);
+    if (!strstr(log, want)) fail_msg("expected '%s' in the log:\n%s", want, log);
+    free(log);
+    zf_tensor_unref(&t);
+    assert_int_equal(zf_remote_stats(p->b).delivered, 0);
+    s_expect_a_good_tensor(p, 53, 1);
 }
 
 int main(void)
@@ -908,6 +960,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_remote_refuses_hostile_batches_naming_why_and_keeps_receiving, s_setup,
             s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_remote_refuses_a_chunk_stream_that_lies_and_keeps_receiving, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_remote_refuses_an_ipc_offer_from_another_host,
                                         s_ipc_setup, s_ipc_teardown),
         cmocka_unit_test_setup_teardown(
