@@ -1088,8 +1088,13 @@ static zf_status_t s_read_batch(const uint8_t *head, size_t head_len, size_t fir
     out->n = n;
     zf_status_t s = ZF_STATUS_OK;
     size_t used = 0, end = 0, off = first;
-    msgpack_unpacked u;
-    msgpack_unpacked_init(&u);
+    /* One zone for every entry, cleared between them (msgpack_unpack_next
+     * would make and free one an entry). */
+    msgpack_zone zone;
+    if (!msgpack_zone_init(&zone, MSGPACK_ZONE_CHUNK_SIZE)) {
+        free(h);
+        return zf_out_of_memory("a tensor frame batch");
+    }
     for (size_t i = 0; i < n && zf_ok(s); i++) {
         /* Measured before it is unpacked: msgpack-c allocates some 24 bytes
          * an item, so a 4 MiB entry of one-byte items would cost 100 MB. An
@@ -1102,7 +1107,12 @@ static zf_status_t s_read_batch(const uint8_t *head, size_t head_len, size_t fir
                                     i, n, next - off, ZF_TENSOR_FRAME_MAX_HEADER);
             break;
         }
-        msgpack_unpack_return rc = msgpack_unpack_next(&u, (const char *)head, head_len, &off);
+        msgpack_zone_clear(&zone);
+        msgpack_object obj;
+        size_t used_bytes = 0;
+        msgpack_unpack_return rc =
+            msgpack_unpack((const char *)head + off, next - off, &used_bytes, &zone, &obj);
+        off = next;
         if (rc != MSGPACK_UNPACK_SUCCESS) {
             s = rc == MSGPACK_UNPACK_NOMEM_ERROR ? zf_out_of_memory("a tensor frame batch")
                                                  : zf_invalid_argument("entry %zu of %zu is not "
@@ -1112,7 +1122,7 @@ static zf_status_t s_read_batch(const uint8_t *head, size_t head_len, size_t fir
         }
         const msgpack_object *f[F_COUNT] = {NULL};
         uint64_t len = 0;
-        s = s_entry_len(&u.data, f, i, n, &len);
+        s = s_entry_len(&obj, f, i, n, &len);
         size_t at = i ? zf_tensor_frame_batch_offset(end) : 0;
         if (zf_ok(s) && (at > payload_len || len > payload_len - at))
             s = zf_invalid_argument("entry %zu of %zu: its %" PRIu64 " bytes at offset %zu are "
@@ -1122,7 +1132,7 @@ static zf_status_t s_read_batch(const uint8_t *head, size_t head_len, size_t fir
         end = at + (size_t)len;
         s_entry(f, i, n, payload, at, len, h, out, &used, &out->entries[i]);
     }
-    msgpack_unpacked_destroy(&u);
+    msgpack_zone_destroy(&zone);
     free(h);
     if (zf_ok(s) && end != payload_len)
         s = zf_invalid_argument("the entries end at byte %zu but the payload frame has %zu", end,
