@@ -147,6 +147,31 @@ static zf_status_t s_send_error(const zf_tensor_frame_header_t *h, int err)
     return zf__zmq_error(err, what);
 }
 
+/* Sends the payload of h (t's own bytes) as chunks of h->chunk bytes,
+ * after the header frame already sent with ZMQ_SNDMORE; each frame holds
+ * its own tensor reference. */
+static zf_status_t s_send_chunks(void *sock, const zf_tensor_frame_header_t *h, zf_tensor_t *t)
+{
+    const uint8_t *data = zf_tensor_data(t);
+    for (uint64_t at = 0; at < h->len; at += h->chunk) {
+        uint64_t size = h->len - at < h->chunk ? h->len - at : h->chunk;
+        bool last = at + size == h->len;
+        zmq_msg_t msg;
+        zf_tensor_t *ref = zf_tensor_ref(t);
+        if (zmq_msg_init_data(&msg, (void *)(data + at), (size_t)size, s_release_tensor, ref) !=
+            0) {
+            zf_tensor_unref(&ref);
+            return zf_out_of_memory("a payload chunk");
+        }
+        if (zmq_msg_send(&msg, sock, last ? 0 : ZMQ_SNDMORE) < 0) {
+            zf_status_t st = s_send_error(h, errno);
+            zmq_msg_close(&msg);
+            return st;
+        }
+    }
+    return ZF_STATUS_OK;
+}
+
 zf_status_t zf_tensor_frame_send(zf_socket_t *s, const char *key, int64_t step_id, zf_tensor_t *t,
                                  bool is_dead)
 {
@@ -154,7 +179,16 @@ zf_status_t zf_tensor_frame_send(zf_socket_t *s, const char *key, int64_t step_i
     uint8_t head[ZF_TENSOR_FRAME_HEADER_MAX_ENCODED];
     size_t head_len = 0;
     ZF_TRY(zf_tensor_frame_header_from_tensor(key, step_id, t, is_dead, &h));
+    if (!is_dead && h.len > ZF_TENSOR_FRAME_CURVE_CHUNK && !s_holds_strings(h.dtype) &&
+        zf_socket_encrypts(s))
+        h.chunk = ZF_TENSOR_FRAME_CURVE_CHUNK;
     ZF_TRY(zf_tensor_frame_encode_header(&h, head, sizeof head, &head_len));
+    if (h.chunk) {
+        /* As below, only the first frame can wait for room. */
+        if (zmq_send(zf_socket_handle(s), head, head_len, ZMQ_SNDMORE) < 0)
+            return s_send_error(&h, errno);
+        return s_send_chunks(zf_socket_handle(s), &h, t);
+    }
     zmq_msg_t payload;
     ZF_TRY(s_payload_msg(&h, t, &payload));
     void *sock = zf_socket_handle(s);
@@ -245,6 +279,7 @@ zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const 
                              ZF_TENSOR_FRAME_MAX_BATCH);
     if (!b->head_len) b->head_len = ZF_TENSOR_FRAME_BATCH_PREFIX; /* written when sent */
     size_t at = b->n ? zf_tensor_frame_batch_offset(b->payload_len) : 0;
+    if (at + h.len > ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD) return ZF_STATUS_OK; /* a receiver's cap */
     if (!s_reserve(&b->head, &b->head_cap, b->head_len, ZF_TENSOR_FRAME_HEADER_MAX_ENCODED) ||
         !s_reserve(&b->payload, &b->payload_cap, b->payload_len, at - b->payload_len + h.len))
         return zf_out_of_memory("a batch of tensors");
@@ -446,25 +481,91 @@ static zf_status_t s_batch(zmq_msg_t *head, zmq_msg_t *payload, zf_tensor_frame_
     return ZF_STATUS_OK;
 }
 
+/* The payload of a tensor sent in chunks (h->chunk): every frame after
+ * head, each checked against its expected size and counted before the
+ * tensor is allocated, then copied into it in order (CurveZMQ has given
+ * each decrypted frame a buffer of its own, so this is the one copy). */
+static zf_status_t s_recv_chunks(zf_socket_t *s, const zmq_msg_t *head,
+                                 const zf_tensor_frame_header_t *h, zf_tensor_frame_t *frame)
+{
+    uint64_t n = (h->len + h->chunk - 1) / h->chunk; /* >= 2: checked with the header */
+    zmq_msg_t *chunks = NULL;
+    size_t cap = 0, kept = 0;
+    uint64_t frames = 0;
+    zf_status_t st = ZF_STATUS_OK;
+    bool more = zmq_msg_more(head);
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, zf_socket_handle(s), ZMQ_DONTWAIT) < 0) {
+            zf_status_clear(&st);
+            st = zf__zmq_error(errno, "receiving a tensor payload chunk");
+            zmq_msg_close(&m);
+            zf_socket_drain(s);
+            break;
+        }
+        more = zmq_msg_more(&m);
+        uint64_t want = ++frames < n ? h->chunk : h->len - (n - 1) * h->chunk;
+        if (zf_ok(st) && frames <= n && zmq_msg_size(&m) != want)
+            st = zf_invalid_argument("chunk %" PRIu64 " of %" PRIu64 " has %zu bytes; expected "
+                                     "%" PRIu64,
+                                     frames, n, zmq_msg_size(&m), want);
+        if (zf_ok(st) && frames <= n && kept == cap) {
+            size_t grown = cap ? 2 * cap : (n < 64 ? (size_t)n : 64);
+            zmq_msg_t *c = realloc(chunks, grown * sizeof *c);
+            if (c) {
+                chunks = c;
+                cap = grown;
+            } else {
+                st = zf_out_of_memory("the chunks of a tensor payload");
+            }
+        }
+        if (zf_ok(st) && frames <= n) {
+            zmq_msg_init(&chunks[kept]);
+            zmq_msg_move(&chunks[kept++], &m);
+        }
+        zmq_msg_close(&m); /* the rest of a refused message is drained */
+    }
+    if (zf_ok(st) && frames != n)
+        st = zf_invalid_argument("the payload comes in %" PRIu64 " chunks but %" PRIu64
+                                 " bytes in chunks of %" PRIu64 " make %" PRIu64,
+                                 frames, h->len, h->chunk, n);
+    if (zf_ok(st)) st = zf_tensor_new(h->dtype, &h->shape, &frame->tensor);
+    uint8_t *dst = zf_ok(st) ? zf_tensor_data(frame->tensor) : NULL;
+    for (size_t i = 0; i < kept; i++) {
+        if (dst) memcpy(dst + i * h->chunk, zmq_msg_data(&chunks[i]), zmq_msg_size(&chunks[i]));
+        zmq_msg_close(&chunks[i]);
+    }
+    free(chunks);
+    return st;
+}
+
 static zf_status_t s_recv(zf_socket_t *s, int timeout_ms, zmq_msg_t *head,
                           zf_tensor_frame_header_t *h, zf_tensor_frame_t *frame)
 {
     ZF_TRY(zf__socket_recv_first(s, timeout_ms, head));
     zmq_msg_t *payload = NULL;
-    ZF_TRY(s_recv_payload(s, head, &payload));
-    if (zf_tensor_frame_is_batch(zmq_msg_data(head), zmq_msg_size(head)))
+    if (!zmq_msg_more(head) || zf_tensor_frame_is_batch(zmq_msg_data(head), zmq_msg_size(head))) {
+        ZF_TRY(s_recv_payload(s, head, &payload)); /* refuses a lone frame */
         return s_batch(head, payload, frame);
+    }
+    /* the header first: it says whether the payload comes in chunks */
     zf_tensor_frame_reply_t reply;
     bool is_reply = false;
     zf_status_t st =
         zf_tensor_frame_decode_any(zmq_msg_data(head), zmq_msg_size(head), h, &reply, &is_reply);
     if (!zf_ok(st)) {
-        s_close_msg(NULL, payload);
+        zf_socket_drain(s);
         return st;
     }
-    if (is_reply) return s_header_only(h, &reply, true, payload, frame);
-    st = h->has_ipc || h->has_shm ? s_header_only(h, NULL, false, payload, frame)
-                                  : s_payload_tensor(h, &payload, frame);
+    if (!is_reply && h->chunk) {
+        st = s_recv_chunks(s, head, h, frame);
+    } else {
+        ZF_TRY(s_recv_payload(s, head, &payload));
+        if (is_reply) return s_header_only(h, &reply, true, payload, frame);
+        st = h->has_ipc || h->has_shm ? s_header_only(h, NULL, false, payload, frame)
+                                      : s_payload_tensor(h, &payload, frame);
+    }
     if (!zf_ok(st))
         return zf_status_prefix(st, "tensor '%s' (step %" PRId64 ")", h->key, h->step_id);
     frame->key = strdup(h->key);

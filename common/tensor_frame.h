@@ -60,6 +60,25 @@
  * message. Whether the name, offset, size and release word make sense for
  * a segment is the receiver's check, not the codec's.
  *
+ * Chunks (large tensors over an encrypting socket). CurveZMQ encrypts
+ * and decrypts each frame whole, on the sender's and the receiver's I/O
+ * thread in turn, so one 64 MiB frame is encrypted entirely before its
+ * first byte leaves and decrypted only once its last has arrived. Over a
+ * socket with CurveZMQ keys (zf_socket_encrypts()) a live tensor of a
+ * fixed-size dtype whose payload is larger than ZF_TENSOR_FRAME_CURVE_CHUNK
+ * is sent as one message of 1 + N frames instead: frame 1 is the header
+ * above with "chunk": C (bytes, ZF_TENSOR_FRAME_MIN_CHUNK <= C < "len"),
+ * frames 2..N+1 the payload in order, N = ceil(len / C), each exactly C
+ * bytes but the last, which holds the rest (1 to C bytes). The chunks are
+ * encrypted, sent and decrypted one after another, so the three overlap.
+ * The receiver takes every frame and checks the count and each size
+ * before it allocates the tensor, then copies the chunks into it (the one
+ * copy of this path: CurveZMQ gives each decrypted frame a buffer of its
+ * own); a message that does not match its header exactly is refused whole
+ * ("chunk I of N has B bytes; expected C", "the payload comes in M
+ * chunks; ..."). A receiver without chunks refuses such a message by its
+ * frame count. "chunk" is never in a batch entry nor with "ipc" or "shm".
+ *
  * Batches (small tensors sent together, executor/rendezvous/remote.h). One
  * two-frame message carries several tensors:
  *
@@ -78,10 +97,12 @@
  * The receiver's tensors of fixed-size dtypes are views of frame 2 (all
  * of it stays while any of them does; strings are copied). The message as
  * a whole must be sound: msgpack within ZF_TENSOR_FRAME_MAX_BATCH_HEADER
- * bytes, the version, a count in range, every entry a map with one "len",
- * an integer >= 0, and the payloads so laid out ending exactly where frame
- * 2 does (else no payload could be located with certainty), or the whole
- * message is refused. An entry that fails its own checks (any field of frame 1 above,
+ * bytes, the version, a count in range, every entry a map of at most
+ * ZF_TENSOR_FRAME_MAX_HEADER bytes (measured before it is unpacked) with
+ * one "len", an integer >= 0, frame 2 at most
+ * ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD bytes, and the payloads so laid out
+ * ending exactly where frame 2 does (else no payload could be located with
+ * certainty), or the whole message is refused. An entry that fails its own checks (any field of frame 1 above,
  * the string encoding of its payload) is refused alone, with the reason,
  * its key and step when they could be read; the others are delivered. */
 #ifndef ZF_TENSOR_FRAME_H
@@ -104,13 +125,20 @@
 #define ZF_TENSOR_FRAME_MAX_HOST     320 /* "hostname:boot id" */
 #define ZF_TENSOR_FRAME_MAX_WHY      512
 #define ZF_TENSOR_FRAME_MAX_SHM_NAME 63 /* a POSIX shared memory name */
-/* A batch message (see below): at most this many entries, and this many
- * bytes in its first frame. */
-#define ZF_TENSOR_FRAME_MAX_BATCH        4096
-#define ZF_TENSOR_FRAME_MAX_BATCH_HEADER (4 << 20)
+/* A batch message (see below): at most this many entries, this many
+ * bytes in its first frame, this many in any one entry of it (as a single
+ * header), and this many in its payload frame. */
+#define ZF_TENSOR_FRAME_MAX_BATCH         4096
+#define ZF_TENSOR_FRAME_MAX_BATCH_HEADER  (4 << 20)
+#define ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD (4 << 20)
 /* The bytes a batch's first frame starts with: {"v": 1, "batch": [...]},
  * the array's count in 32 bits. */
 #define ZF_TENSOR_FRAME_BATCH_PREFIX 15
+/* Chunked payloads (see "Chunks" above): the smallest chunk a receiver
+ * takes, and the chunk a sender uses on an encrypting (CurveZMQ) socket
+ * for any fixed-size payload larger than it. */
+#define ZF_TENSOR_FRAME_MIN_CHUNK   (64 << 10)
+#define ZF_TENSOR_FRAME_CURVE_CHUNK (1 << 20)
 /* A batch's payloads start on multiples of this (every dtype's alignment). */
 #define ZF_TENSOR_FRAME_BATCH_ALIGN 8
 /* Room for any encoded header: the map, seven names, a 4096-byte key in a
@@ -153,8 +181,9 @@ typedef struct zf_tensor_frame_header {
     zf_dtype_t dtype; /* ZF_INVALID only for a dead tensor sent without one */
     zf_shape_t shape; /* fully defined */
     bool is_dead;
-    uint64_t len; /* payload bytes */
-    bool has_ipc; /* an IPC offer: ipc is set and len is 0 */
+    uint64_t len;   /* payload bytes */
+    uint64_t chunk; /* sent in chunks of this many bytes ("chunk"); 0: one payload frame */
+    bool has_ipc;   /* an IPC offer: ipc is set and len is 0 */
     zf_tensor_frame_ipc_t ipc;
     bool has_shm; /* a shared-memory offer: shm is set and len is 0 */
     zf_tensor_frame_shm_t shm;
@@ -221,8 +250,10 @@ typedef struct zf_tensor_frame_batch_out {
 } zf_tensor_frame_batch_out_t;
 
 /* Appends t (borrowed: its bytes are copied now; may be NULL when is_dead)
- * under key for step_id when its payload is at most max_payload bytes;
- * *added says whether it was. Errors: those of zf_tensor_frame_send (for a
+ * under key for step_id when its payload is at most max_payload bytes and
+ * keeps the batch's payload frame within ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD;
+ * *added says whether it was (if not, send it alone, or send the batch and
+ * add it again). Errors: those of zf_tensor_frame_send (for a
  * bad key, a device tensor, VARIANT), RESOURCE_EXHAUSTED; nothing was
  * added then. The caller sends the batch before it reaches
  * ZF_TENSOR_FRAME_MAX_BATCH entries or ZF_TENSOR_FRAME_MAX_BATCH_HEADER

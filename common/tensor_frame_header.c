@@ -253,6 +253,23 @@ static zf_status_t s_check_len(const zf_tensor_frame_header_t *h)
     return ZF_STATUS_OK;
 }
 
+/* "chunk": only for a live fixed-size tensor's own bytes, at least
+ * ZF_TENSOR_FRAME_MIN_CHUNK and fewer than "len" (two chunks or more). */
+static zf_status_t s_check_chunk(const zf_tensor_frame_header_t *h)
+{
+    if (h->is_dead || h->has_ipc || h->has_shm || s_holds_strings(h->dtype))
+        return zf_invalid_argument("field 'chunk': only the bytes of a live tensor of a fixed-size "
+                                   "dtype are sent in chunks");
+    if (h->chunk < ZF_TENSOR_FRAME_MIN_CHUNK)
+        return zf_invalid_argument("field 'chunk': %" PRIu64 " bytes; a chunk has at least %d",
+                                   h->chunk, ZF_TENSOR_FRAME_MIN_CHUNK);
+    if (h->chunk >= h->len)
+        return zf_invalid_argument("field 'chunk': %" PRIu64 " bytes hold the whole %" PRIu64
+                                   "-byte payload; a chunked one needs two chunks or more",
+                                   h->chunk, h->len);
+    return ZF_STATUS_OK;
+}
+
 zf_status_t zf_tensor_frame_check_header(const zf_tensor_frame_header_t *h)
 {
     size_t key_len = strnlen(h->key, sizeof h->key);
@@ -270,7 +287,8 @@ zf_status_t zf_tensor_frame_check_header(const zf_tensor_frame_header_t *h)
                                        i, h->shape.dims[i]);
     if (h->len > INT64_MAX)
         return zf_invalid_argument("field 'len' %" PRIu64 " is out of range", h->len);
-    return s_check_len(h);
+    ZF_TRY(s_check_len(h));
+    return h->chunk ? s_check_chunk(h) : ZF_STATUS_OK;
 }
 
 /* ---- header encoding ------------------------------------------------------------ */
@@ -340,7 +358,7 @@ static int s_pack_header(const zf_tensor_frame_header_t *h, s_sink_t *sink)
     msgpack_packer pk;
     msgpack_packer_init(&pk, sink, s_sink_write);
     /* One statement per item: the packing order is the wire order. */
-    int rc = msgpack_pack_map(&pk, h->has_ipc || h->has_shm ? 8 : 7);
+    int rc = msgpack_pack_map(&pk, 7 + (h->has_ipc || h->has_shm) + (h->chunk != 0));
     rc |= s_pack_name(&pk, "v");
     rc |= msgpack_pack_int(&pk, ZF_TENSOR_FRAME_VERSION);
     rc |= s_pack_name(&pk, "key");
@@ -356,6 +374,10 @@ static int s_pack_header(const zf_tensor_frame_header_t *h, s_sink_t *sink)
     rc |= h->is_dead ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
     rc |= s_pack_name(&pk, "len");
     rc |= msgpack_pack_uint64(&pk, h->len);
+    if (h->chunk) {
+        rc |= s_pack_name(&pk, "chunk");
+        rc |= msgpack_pack_uint64(&pk, h->chunk);
+    }
     if (h->has_ipc) rc |= s_pack_ipc(&pk, &h->ipc);
     if (h->has_shm) rc |= s_pack_shm(&pk, &h->shm);
     return rc ? -1 : 0;
@@ -481,6 +503,7 @@ zf_status_t zf__tensor_frame_header_fill(const char *key, int64_t step_id, const
     out->dtype = ZF_INVALID;
     memset(&out->shape, 0, sizeof out->shape);
     out->len = 0;
+    out->chunk = 0;
     out->has_ipc = out->has_shm = false;
     out->is_dead = is_dead;
     if (!t) {
@@ -517,6 +540,7 @@ enum {
     F_SHAPE,
     F_DEAD,
     F_LEN,
+    F_CHUNK,
     F_IPC,
     F_SHM,
     F_REPLY,
@@ -525,7 +549,8 @@ enum {
     F_COUNT
 };
 static const char *const s_field_names[F_COUNT] = {
-    "v", "key", "step", "dtype", "shape", "dead", "len", "ipc", "shm", "reply", "accepted", "why"};
+    "v",   "key", "step",  "dtype",    "shape", "dead", "len",
+    "chunk", "ipc", "shm", "reply", "accepted", "why"};
 
 enum { I_HANDLE, I_OFFSET, I_NBYTES, I_DEVICE, I_ID, I_HOST, I_COUNT };
 static const char *const s_ipc_names[I_COUNT] = {"handle", "offset", "nbytes",
@@ -758,6 +783,8 @@ static zf_status_t s_read_fields(const msgpack_object *f[], zf_tensor_frame_head
     ZF_TRY(s_get_int(f[F_LEN], "len", &len));
     if (len < 0) return zf_invalid_argument("field 'len' is negative (%" PRId64 ")", len);
     h->len = (uint64_t)len;
+    h->chunk = 0;
+    if (f[F_CHUNK]) ZF_TRY(s_get_uint(f[F_CHUNK], "chunk", &h->chunk));
     h->has_ipc = f[F_IPC] != NULL;
     if (h->has_ipc) ZF_TRY(s_read_ipc(f[F_IPC], &h->ipc));
     h->has_shm = f[F_SHM] != NULL;
@@ -928,12 +955,15 @@ static void s_entry(const msgpack_object *f[], size_t i, size_t n, zf_buffer_t *
                     size_t *used, zf_tensor_frame_entry_t *e)
 {
     zf_status_t s = ZF_STATUS_OK;
-    if (f[F_REPLY] || f[F_IPC] || f[F_SHM])
+    if (f[F_REPLY] || f[F_IPC] || f[F_SHM] || f[F_CHUNK])
         s = zf_invalid_argument("field '%s': %s cannot be in a batch",
-                                f[F_REPLY] ? "reply"
-                                : f[F_IPC] ? "ipc"
-                                           : "shm",
-                                f[F_REPLY] ? "a reply" : "an offer");
+                                f[F_REPLY]   ? "reply"
+                                : f[F_IPC]   ? "ipc"
+                                : f[F_SHM]   ? "shm"
+                                             : "chunk",
+                                f[F_REPLY]   ? "a reply"
+                                : f[F_CHUNK] ? "a chunked tensor"
+                                             : "an offer");
     if (zf_ok(s)) s = s_require(f, s_field_names, F_V, F_V, "");
     /* every field of h that the checks read is set here: no need to clear it */
     if (zf_ok(s)) s = s_read_fields(f, h);
@@ -967,6 +997,16 @@ static void s_mp_skip(const uint8_t *p, size_t len, size_t *at)
     for (uint64_t k = 0; k < items; k++) s_mp_skip(p, len, at);
 }
 
+/* "an array" or "a map" when the item at p[at] (scanned) is one, else
+ * NULL: msgpack-c allocates for containers, so nothing that should be a
+ * scalar is unpacked before this says it is not one. */
+static const char *s_mp_container(const uint8_t *p, size_t at)
+{
+    uint64_t n = 0;
+    int kind = s_mp_spec(p[at], &n).kind;
+    return kind == S_MP_ARRAY ? "an array" : kind == S_MP_MAP ? "a map" : NULL;
+}
+
 /* Where the "batch" array's first entry starts in the scanned frame p, and
  * its count; checks "v". */
 static zf_status_t s_find_batch(const uint8_t *p, size_t len, size_t *first, size_t *n)
@@ -978,6 +1018,9 @@ static zf_status_t s_find_batch(const uint8_t *p, size_t len, size_t *first, siz
         return zf_invalid_argument("the frame is not a map");
     bool has_v = false, has_batch = false;
     for (uint64_t k = 0; k < pairs / 2; k++) {
+        if (s_mp_container(p, at))
+            return zf_invalid_argument("map key %" PRIu64 " is %s, not a string", k,
+                                       s_mp_container(p, at));
         msgpack_unpacked u; /* small items only: the key, and "v" */
         msgpack_unpacked_init(&u);
         size_t off = at;
@@ -995,6 +1038,9 @@ static zf_status_t s_find_batch(const uint8_t *p, size_t len, size_t *first, siz
         at = off;
         if (is_v) {
             has_v = true;
+            if (s_mp_container(p, at))
+                return zf_invalid_argument("field 'v' must be an integer, not %s",
+                                           s_mp_container(p, at));
             msgpack_unpacked_init(&u);
             off = at;
             rc = msgpack_unpack_next(&u, (const char *)p, len, &off);
@@ -1042,10 +1088,31 @@ static zf_status_t s_read_batch(const uint8_t *head, size_t head_len, size_t fir
     out->n = n;
     zf_status_t s = ZF_STATUS_OK;
     size_t used = 0, end = 0, off = first;
-    msgpack_unpacked u;
-    msgpack_unpacked_init(&u);
+    /* One zone for every entry, cleared between them (msgpack_unpack_next
+     * would make and free one an entry). */
+    msgpack_zone zone;
+    if (!msgpack_zone_init(&zone, MSGPACK_ZONE_CHUNK_SIZE)) {
+        free(h);
+        return zf_out_of_memory("a tensor frame batch");
+    }
     for (size_t i = 0; i < n && zf_ok(s); i++) {
-        msgpack_unpack_return rc = msgpack_unpack_next(&u, (const char *)head, head_len, &off);
+        /* Measured before it is unpacked: msgpack-c allocates some 24 bytes
+         * an item, so a 4 MiB entry of one-byte items would cost 100 MB. An
+         * entry is held to a single header's limit. */
+        size_t next = off;
+        s_mp_skip(head, head_len, &next);
+        if (next - off > ZF_TENSOR_FRAME_MAX_HEADER) {
+            s = zf_invalid_argument("entry %zu of %zu takes %zu bytes; a header may take at most "
+                                    "%d",
+                                    i, n, next - off, ZF_TENSOR_FRAME_MAX_HEADER);
+            break;
+        }
+        msgpack_zone_clear(&zone);
+        msgpack_object obj;
+        size_t used_bytes = 0;
+        msgpack_unpack_return rc =
+            msgpack_unpack((const char *)head + off, next - off, &used_bytes, &zone, &obj);
+        off = next;
         if (rc != MSGPACK_UNPACK_SUCCESS) {
             s = rc == MSGPACK_UNPACK_NOMEM_ERROR ? zf_out_of_memory("a tensor frame batch")
                                                  : zf_invalid_argument("entry %zu of %zu is not "
@@ -1055,7 +1122,7 @@ static zf_status_t s_read_batch(const uint8_t *head, size_t head_len, size_t fir
         }
         const msgpack_object *f[F_COUNT] = {NULL};
         uint64_t len = 0;
-        s = s_entry_len(&u.data, f, i, n, &len);
+        s = s_entry_len(&obj, f, i, n, &len);
         size_t at = i ? zf_tensor_frame_batch_offset(end) : 0;
         if (zf_ok(s) && (at > payload_len || len > payload_len - at))
             s = zf_invalid_argument("entry %zu of %zu: its %" PRIu64 " bytes at offset %zu are "
@@ -1065,7 +1132,7 @@ static zf_status_t s_read_batch(const uint8_t *head, size_t head_len, size_t fir
         end = at + (size_t)len;
         s_entry(f, i, n, payload, at, len, h, out, &used, &out->entries[i]);
     }
-    msgpack_unpacked_destroy(&u);
+    msgpack_zone_destroy(&zone);
     free(h);
     if (zf_ok(s) && end != payload_len)
         s = zf_invalid_argument("the entries end at byte %zu but the payload frame has %zu", end,
@@ -1083,6 +1150,9 @@ zf_status_t zf_tensor_frame_decode_batch(const void *head, size_t head_len, zf_b
     if (head_len > ZF_TENSOR_FRAME_MAX_BATCH_HEADER)
         s = zf_invalid_argument("%zu bytes exceed the limit of %d", head_len,
                                 ZF_TENSOR_FRAME_MAX_BATCH_HEADER);
+    else if (payload_len > ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD)
+        s = zf_invalid_argument("the payload frame has %zu bytes; a batch carries at most %d",
+                                payload_len, ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD);
     else if (head_len == 0)
         s = zf_invalid_argument("the frame is empty");
     if (zf_ok(s)) s = s_mp_scan(head, head_len);

@@ -29,6 +29,7 @@ struct zf_socket {
     zf_zctx_t *ctx;
     void *monitor;       /* PAIR receiving the socket's events, or NULL */
     bool secure_server;  /* CURVE server */
+    bool secure_client;  /* CURVE client */
     int handshake_event; /* last handshake failure event seen, 0 after a success */
     int handshake_value;
     char handshake_endpoint[S_ENDPOINT_MAX];
@@ -384,13 +385,20 @@ zf_status_t zf_socket_secure_client(zf_socket_t *s, zf_role_t server_role)
     ZF_TRY(s_setsockopt(s, ZMQ_CURVE_SERVERKEY, server, ZF_KEY_Z85_LEN + 1, "ZMQ_CURVE_SERVERKEY"));
     ZF_TRY(s_setsockopt(s, ZMQ_CURVE_PUBLICKEY, zf_keys_public(k), ZF_KEY_Z85_LEN + 1,
                         "ZMQ_CURVE_PUBLICKEY"));
-    return s_setsockopt(s, ZMQ_CURVE_SECRETKEY, zf_keys_secret(k), ZF_KEY_Z85_LEN + 1,
-                        "ZMQ_CURVE_SECRETKEY");
+    ZF_TRY(s_setsockopt(s, ZMQ_CURVE_SECRETKEY, zf_keys_secret(k), ZF_KEY_Z85_LEN + 1,
+                        "ZMQ_CURVE_SECRETKEY"));
+    s->secure_client = true;
+    return ZF_STATUS_OK;
 }
 
 bool zf_socket_is_secure_server(const zf_socket_t *s)
 {
     return s->secure_server;
+}
+
+bool zf_socket_encrypts(const zf_socket_t *s)
+{
+    return s->secure_server || s->secure_client;
 }
 
 zf_status_t zf_socket_watch_handshakes(zf_socket_t *s)

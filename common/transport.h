@@ -132,6 +132,10 @@ zf_status_t zf_socket_secure_client(zf_socket_t *s, zf_role_t server_role);
  * context). */
 bool zf_socket_is_secure_server(const zf_socket_t *s);
 
+/* Whether the socket encrypts what it sends and receives: a CURVE server
+ * or client (zf_socket_secure_server or _client on a secure context). */
+bool zf_socket_encrypts(const zf_socket_t *s);
+
 /* Watches the socket's connections for failed handshakes (a socket monitor);
  * call before connect. zf_socket_handshake_failure then returns OK, or
  * UNAUTHENTICATED naming the endpoint and what failed when the last

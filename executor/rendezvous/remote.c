@@ -72,19 +72,26 @@ zf_status_t zf_remote_claim_step(zf_remote_t *r, int64_t step_id, zf_rendezvous_
     return s_step_rendezvous(r, step_id, true, out);
 }
 
-void zf__remote_deliver(zf_remote_t *r, zf_tensor_frame_t *f)
+/* Whether step_id has ended here. */
+static bool s_closed(zf_remote_t *r, int64_t step_id)
 {
     pthread_mutex_lock(&r->mu);
-    bool closed = zf__remote_closed_locked(r, f->step_id);
+    bool closed = zf__remote_closed_locked(r, step_id);
     pthread_mutex_unlock(&r->mu);
+    return closed;
+}
+
+/* Hands f to its step, which the caller found open (closed false) or
+ * ended (true) just before; recheck: look again afterwards (a step closed
+ * meanwhile loses what was (re)made here, the value with it). Returns
+ * whether the step was found ended. */
+static bool s_deliver(zf_remote_t *r, zf_tensor_frame_t *f, bool closed, bool recheck)
+{
     zf_status_t s =
         closed ? ZF_STATUS_OK
                : zf_rendezvous_mgr_deliver(r->mgr, f->step_id, f->key, f->tensor, f->is_dead);
-    if (!closed && zf_ok(s)) {
-        pthread_mutex_lock(&r->mu);
-        closed = zf__remote_closed_locked(r, f->step_id);
-        pthread_mutex_unlock(&r->mu);
-        /* closed meanwhile: what was (re)made here goes too, with the value */
+    if (!closed && zf_ok(s) && recheck) {
+        closed = s_closed(r, f->step_id);
         if (closed) zf_rendezvous_mgr_cleanup(r->mgr, f->step_id, NULL);
     }
     if (!closed && zf_ok(s)) {
@@ -95,6 +102,12 @@ void zf__remote_deliver(zf_remote_t *r, zf_tensor_frame_t *f)
                      zf_ok(s) ? "the step has ended here" : zf_status_msg(&s));
     }
     zf_status_clear(&s);
+    return closed;
+}
+
+void zf__remote_deliver(zf_remote_t *r, zf_tensor_frame_t *f)
+{
+    s_deliver(r, f, s_closed(r, f->step_id), true);
 }
 
 /* A batch entry that failed its checks: counted and logged; its step, when
@@ -119,21 +132,29 @@ static void s_refuse_entry(zf_remote_t *r, const zf_tensor_frame_entry_t *e)
     zf_status_clear(&s);
 }
 
-/* A batch: every entry goes to its step as if it had come alone. */
+/* A batch: every entry goes to its step as if it had come alone. Whether
+ * a step has ended is looked up once for a run of entries of the same
+ * step, before its first and after its last: a step closed during the run
+ * drops everything (re)made here for it then, as after a single tensor. */
 static void s_on_batch(zf_remote_t *r, const zf_tensor_frame_batch_t *b)
 {
     atomic_fetch_add(&r->batches_received, 1);
     atomic_fetch_add(&r->batch_tensors_received, (uint_fast64_t)b->n);
+    bool run = false, closed = false; /* a run of the step of the entry before */
     for (size_t i = 0; i < b->n; i++) {
         const zf_tensor_frame_entry_t *e = &b->entries[i];
         if (!zf_ok(e->error)) {
             s_refuse_entry(r, e);
+            run = false;
             continue;
         }
+        if (!run || e->step_id != b->entries[i - 1].step_id) closed = s_closed(r, e->step_id);
+        const zf_tensor_frame_entry_t *next = i + 1 < b->n ? &b->entries[i + 1] : NULL;
+        run = next && zf_ok(next->error) && next->step_id == e->step_id;
         /* borrowed from the entry: the rendezvous takes its own reference */
         zf_tensor_frame_t f = {
             .key = e->key, .step_id = e->step_id, .is_dead = e->is_dead, .tensor = e->tensor};
-        zf__remote_deliver(r, &f);
+        closed = s_deliver(r, &f, closed, !run);
     }
 }
 

@@ -114,7 +114,8 @@
  * into the thread's outbox for that peer instead of being pushed, and the
  * outbox leaves as one batch message (common/tensor_frame.h, "Batches")
  * when the batch ends, or as soon as it holds 1024 tensors or 256 KiB of
- * payloads. Larger tensors, device tensors and arena offers leave at
+ * payloads (a tensor that would take it past
+ * ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD leaves alone). Larger tensors, device tensors and arena offers leave at
  * once, batch or not (a tensor's order is kept per key only). Without an
  * open batch nothing is held back, so a lone tensor never waits. A batch
  * that cannot be pushed aborts the steps of its tensors here with the
@@ -127,8 +128,9 @@
  * batch on <endpoint>: entry I of M: <reason>", so the _Recv waiting for
  * it fails at once rather than at the step's timeout; the other entries
  * are delivered. A batch whose framing is unsound (its payloads do not add
- * up to the payload frame) is dropped whole and counted as one malformed
- * message, like any other.
+ * up to the payload frame, an entry or the payload frame is over its
+ * limit) is dropped whole, logged with the reason and counted as one
+ * malformed message, like any other.
  *
  * Thread-safety: every function may be called from any thread, except that
  * zf_remote_destroy() must not race with other calls, nor come while a

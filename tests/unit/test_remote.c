@@ -4,7 +4,10 @@
  * them, and malformed messages are skipped; CUDA IPC offers are refused
  * across hosts, handed on as placeholders and answered when released; the
  * offers a sender holds are let go by the reply, the step's cleanup or the
- * hold limit (driven through a test hook, so without a GPU too). */
+ * hold limit (driven through a test hook, so without a GPU too). Hostile
+ * batches (an entry as large as a whole batch header, a payload past the
+ * cap, a chunk stream whose sizes do not match its header) are refused
+ * with a logged reason and the next tensor still comes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
+#include <msgpack.h>
 #include <zmq.h>
 
 #include "common/rendezvous_key.h"
@@ -104,6 +109,23 @@ static void s_send_from_a(s_pair_t *p, int64_t step_id, const char *key, zf_tens
     zf_rendezvous_unref(&r);
 }
 
+/* After refused messages: a good tensor of step_id still goes from A to
+ * B, and B counted malformed messages in all. */
+static void s_expect_a_good_tensor(s_pair_t *p, int64_t step_id, uint64_t malformed)
+{
+    zf_tensor_t *t = s_floats(0.5f, 1.5f, 2.5f);
+    s_send_from_a(p, step_id, KEY_AB, t);
+    zf_rendezvous_t *rb = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_find(p->mgr_b, step_id, &rb));
+    zf_tensor_t *got = NULL;
+    ASSERT_OK(zf_rendezvous_recv(rb, KEY_AB, WAIT_MS, &got, NULL));
+    assert_true(zf_tensor_equal(got, t));
+    assert_int_equal(zf_remote_stats(p->b).malformed, malformed);
+    zf_tensor_unref(&got);
+    zf_tensor_unref(&t);
+    zf_rendezvous_unref(&rb);
+}
+
 static void test_remote_delivers_a_pushed_tensor_to_the_waiting_recv_of_its_step(void **state)
 {
     s_pair_t *p = *state;
@@ -182,17 +204,7 @@ static void test_remote_skips_garbage_and_still_delivers_the_next_good_frame(voi
     assert_int_equal(zmq_send(raw, "", 0, 0), 0);
     s_wait_stat(p->b, offsetof(zf_remote_stats_t, malformed), 3);
     zmq_close(raw);
-    zf_tensor_t *t = s_floats(1, 2, 3);
-    s_send_from_a(p, 40, KEY_AB, t);
-    zf_rendezvous_t *rb = NULL;
-    ASSERT_OK(zf_rendezvous_mgr_find(p->mgr_b, 40, &rb));
-    zf_tensor_t *got = NULL;
-    ASSERT_OK(zf_rendezvous_recv(rb, KEY_AB, WAIT_MS, &got, NULL));
-    assert_true(zf_tensor_equal(got, t));
-    assert_int_equal(zf_remote_stats(p->b).malformed, 3);
-    zf_tensor_unref(&got);
-    zf_tensor_unref(&t);
-    zf_rendezvous_unref(&rb);
+    s_expect_a_good_tensor(p, 40, 3);
 }
 
 static void test_remote_carries_dead_tensors_and_keeps_local_keys_local(void **state)
@@ -742,6 +754,177 @@ test_remote_drops_a_tensor_over_the_unclaimed_byte_limit_and_fails_its_step(void
     zf_tensor_unref(&t);
 }
 
+/* ---- hostile batches -------------------------------------------------------------- */
+
+/* stderr redirected to a temporary file while a test runs. */
+typedef struct {
+    int saved;
+    FILE *f;
+    zf_log_level_t level; /* the log level before */
+} s_capture_t;
+
+static void s_capture_begin(s_capture_t *c)
+{
+    fflush(stderr);
+    c->f = tmpfile();
+    assert_non_null(c->f);
+    c->saved = dup(STDERR_FILENO);
+    assert_true(c->saved >= 0);
+    assert_true(dup2(fileno(c->f), STDERR_FILENO) >= 0);
+}
+
+/* Restores stderr; returns what was written to it meanwhile (caller frees). */
+static char *s_capture_end(s_capture_t *c)
+{
+    fflush(stderr);
+    assert_true(dup2(c->saved, STDERR_FILENO) >= 0);
+    close(c->saved);
+    long n = lseek(fileno(c->f), 0, SEEK_END);
+    assert_true(n >= 0);
+    char *text = calloc(1, (size_t)n + 1);
+    assert_non_null(text);
+    assert_int_equal(pread(fileno(c->f), text, (size_t)n, 0), n);
+    fclose(c->f);
+    return text;
+}
+
+/* A raw PUSH socket connected to B, with warnings logged and stderr
+ * captured into *cap. */
+static void *s_hostile_begin(s_pair_t *p, s_capture_t *cap)
+{
+    void *raw = zmq_socket(zf_zctx_handle(p->ctx), ZMQ_PUSH);
+    assert_non_null(raw);
+    assert_int_equal(zmq_connect(raw, zf_remote_endpoint(p->b)), 0);
+    cap->level = zf_log_get_level();
+    zf_log_set_level(ZF_LOG_WARN);
+    s_capture_begin(cap);
+    return raw;
+}
+
+/* Once B counts malformed messages: closes raw, restores stderr and the
+ * log level; returns what was logged meanwhile (caller frees). */
+static char *s_hostile_end(s_pair_t *p, void *raw, s_capture_t *cap, uint64_t malformed)
+{
+    s_wait_stat(p->b, offsetof(zf_remote_stats_t, malformed), malformed);
+    char *log = s_capture_end(cap);
+    zf_log_set_level(cap->level);
+    zmq_close(raw);
+    return log;
+}
+
+/* Pushes a batch message on raw: frame 1 is the prefix for n entries and
+ * the packed entries in sb (destroyed here), frame 2 payload_len zero
+ * bytes. */
+static void s_push_raw_batch(void *raw, uint32_t n, msgpack_sbuffer *sb, size_t payload_len)
+{
+    size_t head_len = ZF_TENSOR_FRAME_BATCH_PREFIX + sb->size;
+    uint8_t *head = malloc(head_len);
+    uint8_t *payload = calloc(1, payload_len + 1);
+    assert_non_null(head);
+    assert_non_null(payload);
+    zf_tensor_frame_batch_prefix(n, head);
+    memcpy(head + ZF_TENSOR_FRAME_BATCH_PREFIX, sb->data, sb->size);
+    msgpack_sbuffer_destroy(sb);
+    assert_int_equal(zmq_send(raw, head, head_len, ZMQ_SNDMORE), (int)head_len);
+    assert_int_equal(zmq_send(raw, payload, payload_len, 0), (int)payload_len);
+    free(head);
+    free(payload);
+}
+
+static void test_remote_refuses_hostile_batches_naming_why_and_keeps_receiving(void **state)
+{
+    s_pair_t *p = *state;
+    s_capture_t cap;
+    void *raw = s_hostile_begin(p, &cap);
+
+    /* One entry as large as a whole batch header may be: a map whose "pad"
+     * holds a nil in nearly every byte (unpacked, some 100 MB). */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    size_t pad = ZF_TENSOR_FRAME_MAX_BATCH_HEADER - ZF_TENSOR_FRAME_BATCH_PREFIX - 15;
+    msgpack_pack_map(&pk, 2);
+    msgpack_pack_str_with_body(&pk, "len", 3);
+    msgpack_pack_int(&pk, 0);
+    msgpack_pack_str_with_body(&pk, "pad", 3);
+    msgpack_pack_array(&pk, pad);
+    for (size_t i = 0; i < pad; i++) msgpack_pack_nil(&pk);
+    assert_int_equal(sb.size + ZF_TENSOR_FRAME_BATCH_PREFIX, ZF_TENSOR_FRAME_MAX_BATCH_HEADER);
+    s_push_raw_batch(raw, 1, &sb, 0);
+
+    /* A sound batch of one float tensor whose payload is past the cap. */
+    msgpack_sbuffer_init(&sb);
+    int64_t n = ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD / 4 + 2;
+    zf_tensor_frame_header_t h;
+    zf_shape_t shape = ZF_SHAPE(n);
+    zf_tensor_t *big = NULL;
+    ASSERT_OK(zf_tensor_new(ZF_FLOAT, &shape, &big));
+    ASSERT_OK(zf_tensor_frame_header_from_tensor(KEY_AB, 50, big, false, &h));
+    uint8_t enc[ZF_TENSOR_FRAME_HEADER_MAX_ENCODED];
+    size_t enc_len = 0;
+    ASSERT_OK(zf_tensor_frame_encode_header(&h, enc, sizeof enc, &enc_len));
+    msgpack_sbuffer_write(&sb, (const char *)enc, enc_len);
+    s_push_raw_batch(raw, 1, &sb, (size_t)n * 4);
+    zf_tensor_unref(&big);
+
+    char *log = s_hostile_end(p, raw, &cap, 2);
+    char want[512];
+    snprintf(want, sizeof want,
+             "dropped a message on %s: tensor frame batch: entry 0 of 1 takes %d bytes; a "
+             "header may take at most %d",
+             zf_remote_endpoint(p->b),
+             ZF_TENSOR_FRAME_MAX_BATCH_HEADER - ZF_TENSOR_FRAME_BATCH_PREFIX,
+             ZF_TENSOR_FRAME_MAX_HEADER);
+    if (!strstr(log, want)) fail_msg("expected '%s' in the log:\n%s", want, log);
+    snprintf(want, sizeof want,
+             "dropped a message on %s: tensor frame batch: the payload frame has %lld bytes; a "
+             "batch carries at most %d",
+             zf_remote_endpoint(p->b), (long long)n * 4, ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD);
+    if (!strstr(log, want)) fail_msg("expected '%s' in the log:\n%s", want, log);
+    free(log);
+
+    /* nothing of them was delivered; a good tensor still arrives */
+    zf_remote_stats_t st = zf_remote_stats(p->b);
+    assert_int_equal(st.delivered, 0);
+    assert_int_equal(st.batches_received, 0);
+    s_expect_a_good_tensor(p, 51, 2);
+}
+
+static void test_remote_refuses_a_chunk_stream_that_lies_and_keeps_receiving(void **state)
+{
+    s_pair_t *p = *state;
+    s_capture_t cap;
+    void *raw = s_hostile_begin(p, &cap);
+    /* float [49152] in three 64 KiB chunks, the second 4 KiB short */
+    zf_shape_t shape = ZF_SHAPE(3 * ZF_TENSOR_FRAME_MIN_CHUNK / 4);
+    zf_tensor_t *t = NULL;
+    ASSERT_OK(zf_tensor_new(ZF_FLOAT, &shape, &t));
+    zf_tensor_frame_header_t h;
+    ASSERT_OK(zf_tensor_frame_header_from_tensor(KEY_AB, 52, t, false, &h));
+    h.chunk = ZF_TENSOR_FRAME_MIN_CHUNK;
+    uint8_t enc[ZF_TENSOR_FRAME_HEADER_MAX_ENCODED];
+    size_t enc_len = 0;
+    ASSERT_OK(zf_tensor_frame_encode_header(&h, enc, sizeof enc, &enc_len));
+    const uint8_t *bytes = zf_tensor_data(t);
+    const size_t c = ZF_TENSOR_FRAME_MIN_CHUNK, sizes[3] = {c, c - 4096, c};
+    assert_int_equal(zmq_send(raw, enc, enc_len, ZMQ_SNDMORE), (int)enc_len);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(zmq_send(raw, bytes + i * c, sizes[i], i < 2 ? ZMQ_SNDMORE : 0),
+                         (int)sizes[i]);
+    char *log = s_hostile_end(p, raw, &cap, 1);
+    char want[512];
+    snprintf(want, sizeof want,
+             "dropped a message on %s: tensor '%s' (step 52): chunk 2 of 3 has 61440 bytes; "
+             "expected 65536",
+             zf_remote_endpoint(p->b), KEY_AB);
+    if (!strstr(log, want)) fail_msg("expected '%s' in the log:\n%s", want, log);
+    free(log);
+    zf_tensor_unref(&t);
+    assert_int_equal(zf_remote_stats(p->b).delivered, 0);
+    s_expect_a_good_tensor(p, 53, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -774,6 +957,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_remote_drops_a_tensor_over_the_unclaimed_byte_limit_and_fails_its_step, s_setup,
             s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_remote_refuses_hostile_batches_naming_why_and_keeps_receiving, s_setup,
+            s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_remote_refuses_a_chunk_stream_that_lies_and_keeps_receiving, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_remote_refuses_an_ipc_offer_from_another_host,
                                         s_ipc_setup, s_ipc_teardown),
         cmocka_unit_test_setup_teardown(

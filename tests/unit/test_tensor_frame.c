@@ -16,6 +16,7 @@
 #include <msgpack.h>
 #include <zmq.h>
 
+#include "common/keys.h"
 #include "common/tensor_frame.h"
 #include "test_util.h"
 
@@ -1207,6 +1208,15 @@ static void test_batches_carry_every_kind_of_tensor_over_a_socket(void **state)
     ASSERT_OK(zf_tensor_frame_batch_out_add(&b, "large", 1, large, false, 1024, &added));
     assert_false(added);
     assert_int_equal(b.n, 8);
+    /* nor one that would take the payload frame past what a receiver
+     * takes: it goes alone */
+    zf_shape_t huge = ZF_SHAPE(ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD / 4);
+    zf_tensor_t *too_much = NULL;
+    ASSERT_OK(zf_tensor_new(ZF_FLOAT, &huge, &too_much));
+    ASSERT_OK(zf_tensor_frame_batch_out_add(&b, "too much", 1, too_much, false, SIZE_MAX, &added));
+    assert_false(added);
+    assert_int_equal(b.n, 8);
+    zf_tensor_unref(&too_much);
 
     s_link_t l;
     s_link_open(&l, "tcp://127.0.0.1:*");
@@ -1363,6 +1373,17 @@ static void test_a_bad_batch_entry_is_refused_alone_with_its_key_and_step(void *
     free(head);
 }
 
+/* Packs an entry {"len": 0, "pad": [nil x pad]} into pk. */
+static void s_pack_padded_entry(msgpack_packer *pk, size_t pad)
+{
+    msgpack_pack_map(pk, 2);
+    msgpack_pack_str_with_body(pk, "len", 3);
+    msgpack_pack_int(pk, 0);
+    msgpack_pack_str_with_body(pk, "pad", 3);
+    msgpack_pack_array(pk, pad);
+    for (size_t i = 0; i < pad; i++) msgpack_pack_nil(pk);
+}
+
 static void test_every_whole_batch_violation_is_named(void **state)
 {
     (void)state;
@@ -1398,8 +1419,42 @@ static void test_every_whole_batch_violation_is_named(void **state)
     BAD(4097, (void)pk, 0, "the container at offset 10 declares 4097 items");
     BAD(4097, for (int i = 0; i < 4097; i++) msgpack_pack_nil(&pk), 0,
         "field 'batch' has 4097 entries; 1 to 4096 are allowed");
+    /* an entry is measured before it is unpacked: 70000 nils in one map
+     * would cost msgpack-c 1.7 MB (a 4 MiB one 100 MB) */
+    BAD(1, s_pack_padded_entry(&pk, 70000), 0,
+        "entry 0 of 1 takes 70015 bytes; a header may take at most 65536");
 #undef BAD
-    /* the frame around the entries */
+    /* a payload frame past the cap, however well laid out */
+    {
+        msgpack_sbuffer sb;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        int64_t n = ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD / 4 + 2;
+        s_pack_entry(&pk, "k", 1, ZF_FLOAT, 1, &n, false, n * 4);
+        size_t hl = 0;
+        uint8_t *hd = s_batch_head(1, &sb, &hl);
+        zf_buffer_t *pl = NULL;
+        ASSERT_OK(zf_buffer_new((size_t)n * 4, &pl));
+        zf_test_expect_error(zf_tensor_frame_decode_batch(hd, hl, pl, &bt), ZF_INVALID_ARGUMENT,
+                             "tensor frame batch: the payload frame has 4194312 bytes; a batch "
+                             "carries at most 4194304");
+        assert_int_equal(bt.n, 0);
+        zf_buffer_unref(&pl);
+        free(hd);
+    }
+    /* the frame around the entries: containers where scalars belong are
+     * refused before msgpack-c sees them */
+    static const uint8_t key_array[] = {0x82, 0x91, 0x01, 0x01, 0xa5, 'b',
+                                        'a',  't',  'c',  'h',  0x90};
+    zf_test_expect_error(zf_tensor_frame_decode_batch(key_array, sizeof key_array, NULL, &bt),
+                         ZF_INVALID_ARGUMENT, "tensor frame batch: map key 0 is an array, not a "
+                                              "string");
+    static const uint8_t v_map[] = {0x82, 0xa1, 'v', 0x81, 0x01, 0x01, 0xa5,
+                                    'b',  'a',  't', 'c',  'h',  0x90};
+    zf_test_expect_error(zf_tensor_frame_decode_batch(v_map, sizeof v_map, NULL, &bt),
+                         ZF_INVALID_ARGUMENT, "tensor frame batch: field 'v' must be an integer, "
+                                              "not a map");
     static const uint8_t not_array[] = {0x82, 0xa1, 'v', 0x01, 0xa5, 'b', 'a', 't', 'c', 'h', 0x05};
     zf_test_expect_error(zf_tensor_frame_decode_batch(not_array, sizeof not_array, NULL, &bt),
                          ZF_INVALID_ARGUMENT, "tensor frame batch: field 'batch' must be an array");
@@ -1439,6 +1494,218 @@ static void test_a_bad_batch_is_drained_and_the_socket_keeps_working(void **stat
     s_link_close(&l);
 }
 
+/* ---- chunks --------------------------------------------------------------------- */
+
+/* A link whose sockets use CurveZMQ keys from a fresh directory (*dir,
+ * which the caller removes and frees). */
+static void s_secure_link_open(s_link_t *l, char **dir)
+{
+    *dir = zf_test_tmpdir("zflow-chunk-keys");
+    ASSERT_OK(zf_keygen_cluster(*dir));
+    ASSERT_OK(zf_zctx_new(&l->ctx));
+    ASSERT_OK(zf_zctx_set_keys(l->ctx, *dir, ZF_ROLE_EXECUTOR));
+    ASSERT_OK(zf_socket_new(l->ctx, ZF_SOCKET_PULL, &l->pull));
+    ASSERT_OK(zf_socket_new(l->ctx, ZF_SOCKET_PUSH, &l->push));
+    ASSERT_OK(zf_socket_secure_server(l->pull, ZF_ROLE_EXECUTOR));
+    ASSERT_OK(zf_socket_secure_client(l->push, ZF_ROLE_EXECUTOR));
+    const char *ep = NULL;
+    ASSERT_OK(zf_socket_bind(l->pull, "tcp://127.0.0.1:*", &ep));
+    ASSERT_OK(zf_socket_connect(l->push, ep));
+}
+
+/* Receives the next message raw: its header decoded into *h, and the
+ * sizes of the frames after it (at most cap) into sizes; returns how many
+ * frames followed the header. */
+static int s_recv_raw(zf_socket_t *pull, zf_tensor_frame_header_t *h, size_t *sizes, int cap)
+{
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    assert_true(zmq_msg_recv(&m, zf_socket_handle(pull), 0) >= 0);
+    ASSERT_OK(zf_tensor_frame_decode_header(zmq_msg_data(&m), zmq_msg_size(&m), h));
+    int n = 0;
+    while (zmq_msg_more(&m)) {
+        assert_true(zmq_msg_recv(&m, zf_socket_handle(pull), ZMQ_DONTWAIT) >= 0);
+        if (n < cap) sizes[n] = zmq_msg_size(&m);
+        n++;
+    }
+    zmq_msg_close(&m);
+    return n;
+}
+
+static void test_large_tensors_travel_in_chunks_over_curve_and_arrive_whole(void **state)
+{
+    (void)state;
+    char *dir = NULL;
+    s_link_t l;
+    s_secure_link_open(&l, &dir);
+    assert_true(zf_socket_encrypts(l.push));
+    assert_true(zf_socket_encrypts(l.pull));
+    /* three chunks and 4 KiB: five frames in all */
+    size_t nbytes = 3 * (size_t)ZF_TENSOR_FRAME_CURVE_CHUNK + 4096;
+    zf_shape_t shape = ZF_SHAPE((int64_t)(nbytes / 4));
+    zf_tensor_t *t = s_patterned(ZF_FLOAT, &shape, 11);
+    ASSERT_OK(zf_tensor_frame_send(l.push, "big;0", 9, t, false));
+    zf_tensor_frame_header_t h;
+    size_t sizes[8] = {0};
+    assert_int_equal(s_recv_raw(l.pull, &h, sizes, 8), 4);
+    assert_int_equal(h.chunk, ZF_TENSOR_FRAME_CURVE_CHUNK);
+    assert_int_equal(h.len, nbytes);
+    for (int i = 0; i < 3; i++) assert_int_equal(sizes[i], ZF_TENSOR_FRAME_CURVE_CHUNK);
+    assert_int_equal(sizes[3], 4096);
+    /* the codec puts them back together, byte for byte */
+    ASSERT_OK(zf_tensor_frame_send(l.push, "big;0", 10, t, false));
+    zf_tensor_frame_t f;
+    s_expect_frame(l.pull, "big;0", 10, t, &f);
+    assert_false(f.zero_copy);
+    zf_tensor_frame_clear(&f);
+    /* exactly one chunk's worth goes whole, as do strings */
+    zf_shape_t one = ZF_SHAPE(ZF_TENSOR_FRAME_CURVE_CHUNK / 4);
+    zf_tensor_t *t1 = s_patterned(ZF_FLOAT, &one, 12);
+    ASSERT_OK(zf_tensor_frame_send(l.push, "one;0", 11, t1, false));
+    assert_int_equal(s_recv_raw(l.pull, &h, sizes, 8), 1);
+    assert_int_equal(h.chunk, 0);
+    assert_int_equal(sizes[0], ZF_TENSOR_FRAME_CURVE_CHUNK);
+    zf_tensor_unref(&t1);
+    s_link_close(&l);
+    zf_test_rm_rf(dir);
+    free(dir);
+    /* without keys the same tensor is one frame */
+    s_link_open(&l, "tcp://127.0.0.1:*");
+    assert_false(zf_socket_encrypts(l.push));
+    ASSERT_OK(zf_tensor_frame_send(l.push, "big;0", 12, t, false));
+    assert_int_equal(s_recv_raw(l.pull, &h, sizes, 8), 1);
+    assert_int_equal(h.chunk, 0);
+    assert_int_equal(sizes[0], nbytes);
+    s_link_close(&l);
+    zf_tensor_unref(&t);
+}
+
+/* Packs a float [n] header declaring len bytes in chunks of chunk. */
+static void s_pack_chunked(msgpack_sbuffer *sb, int64_t n, int64_t len, int64_t chunk)
+{
+    msgpack_sbuffer_init(sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    s_pack_entry(&pk, "c;0", 3, ZF_FLOAT, 1, &n, false, len);
+    /* s_pack_entry wrote a map of 7: make it 8 and add "chunk" */
+    assert_int_equal((uint8_t)sb->data[0], 0x87);
+    sb->data[0] = (char)0x88;
+    msgpack_pack_str_with_body(&pk, "chunk", 5);
+    msgpack_pack_int64(&pk, chunk);
+}
+
+/* Sends the header in sb (destroyed here) and count chunks of the given
+ * sizes, taken from a patterned buffer. */
+static void s_send_chunks(s_link_t *l, msgpack_sbuffer *sb, const size_t *sizes, int count,
+                          const uint8_t *bytes)
+{
+    void *sock = zf_socket_handle(l->push);
+    assert_int_equal(zmq_send(sock, sb->data, sb->size, ZMQ_SNDMORE), (int)sb->size);
+    msgpack_sbuffer_destroy(sb);
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        assert_int_equal(zmq_send(sock, bytes + at, sizes[i], i + 1 < count ? ZMQ_SNDMORE : 0),
+                         (int)sizes[i]);
+        at += sizes[i];
+    }
+}
+
+static void test_chunk_streams_that_do_not_match_their_header_are_refused_whole(void **state)
+{
+    (void)state;
+    s_link_t l;
+    s_link_open(&l, "tcp://127.0.0.1:*");
+    const int64_t c = ZF_TENSOR_FRAME_MIN_CHUNK, n = 37500, len = 4 * n; /* 3 chunks, the last 18928 */
+    zf_shape_t shape = ZF_SHAPE(n);
+    zf_tensor_t *t = s_patterned(ZF_FLOAT, &shape, 13);
+    const uint8_t *bytes = zf_tensor_data(t);
+    static uint8_t spare[4 * 65536];
+    msgpack_sbuffer sb;
+
+    /* any socket takes a sound chunk stream */
+    size_t good[3] = {(size_t)c, (size_t)c, (size_t)(len - 2 * c)};
+    s_pack_chunked(&sb, n, len, c);
+    s_send_chunks(&l, &sb, good, 3, bytes);
+    zf_tensor_frame_t f;
+    s_expect_frame(l.pull, "c;0", 3, t, &f);
+    zf_tensor_frame_clear(&f);
+
+    size_t short_mid[3] = {(size_t)c, (size_t)c - 4096, (size_t)(len - 2 * c) + 4096};
+    s_pack_chunked(&sb, n, len, c);
+    s_send_chunks(&l, &sb, short_mid, 3, bytes);
+    s_expect_rejected(&l, "tensor 'c;0' (step 3): chunk 2 of 3 has 61440 bytes; expected 65536");
+
+    size_t long_last[3] = {(size_t)c, (size_t)c, (size_t)c};
+    s_pack_chunked(&sb, n, len, c);
+    s_send_chunks(&l, &sb, long_last, 3, spare);
+    s_expect_rejected(&l, "chunk 3 of 3 has 65536 bytes; expected 18928");
+
+    s_pack_chunked(&sb, n, len, c);
+    s_send_chunks(&l, &sb, good, 2, bytes);
+    s_expect_rejected(&l, "the payload comes in 2 chunks but 150000 bytes in chunks of 65536 "
+                          "make 3");
+
+    size_t extra[4] = {(size_t)c, (size_t)c, (size_t)(len - 2 * c), 1};
+    s_pack_chunked(&sb, n, len, c);
+    s_send_chunks(&l, &sb, extra, 4, spare);
+    s_expect_rejected(&l, "the payload comes in 4 chunks but 150000 bytes in chunks of 65536 "
+                          "make 3");
+
+    /* the header's own claims, before any chunk is looked at */
+    s_pack_chunked(&sb, n, len, 1000);
+    s_send_chunks(&l, &sb, good, 3, bytes);
+    s_expect_rejected(&l, "tensor frame header: field 'chunk': 1000 bytes; a chunk has at least "
+                          "65536");
+    s_pack_chunked(&sb, n, len, len);
+    s_send_chunks(&l, &sb, good, 1, bytes);
+    s_expect_rejected(&l, "field 'chunk': 150000 bytes hold the whole 150000-byte payload; a "
+                          "chunked one needs two chunks or more");
+    s_pack_chunked(&sb, n, len, -1);
+    s_send_chunks(&l, &sb, good, 3, bytes);
+    s_expect_rejected(&l, "field 'chunk' is negative");
+    /* 2^40 floats declared in 64 KiB chunks, one chunk sent: nothing is
+     * allocated for the claim */
+    int64_t huge = INT64_C(1) << 40;
+    s_pack_chunked(&sb, huge, 4 * huge, c);
+    s_send_chunks(&l, &sb, good, 1, bytes);
+    s_expect_rejected(&l, "the payload comes in 1 chunks but 4398046511104 bytes in chunks of "
+                          "65536 make 67108864");
+
+    /* the checks on both sides */
+    zf_tensor_frame_header_t h;
+    ASSERT_OK(zf_tensor_frame_header_from_tensor("c;0", 3, t, false, &h));
+    h.chunk = (uint64_t)c;
+    ASSERT_OK(zf_tensor_frame_check_header(&h));
+    h.is_dead = true;
+    h.len = 0;
+    zf_test_expect_error(zf_tensor_frame_check_header(&h), ZF_INVALID_ARGUMENT,
+                         "field 'chunk': only the bytes of a live tensor of a fixed-size dtype "
+                         "are sent in chunks");
+    zf_tensor_unref(&t);
+    s_link_close(&l);
+}
+
+static void test_a_batch_entry_cannot_be_chunked(void **state)
+{
+    (void)state;
+    msgpack_sbuffer sb;
+    s_pack_chunked(&sb, 1, 4, ZF_TENSOR_FRAME_MIN_CHUNK);
+    size_t head_len = 0;
+    uint8_t *head = s_batch_head(1, &sb, &head_len);
+    static const float one = 1.0f;
+    zf_buffer_t *payload = s_payload(&one, 4);
+    zf_tensor_frame_batch_t bt;
+    ASSERT_OK(zf_tensor_frame_decode_batch(head, head_len, payload, &bt));
+    assert_int_equal(bt.n, 1);
+    zf_test_expect_error(bt.entries[0].error, ZF_INVALID_ARGUMENT,
+                         "entry 0 of 1: field 'chunk': a chunked tensor cannot be in a batch");
+    bt.entries[0].error = ZF_STATUS_OK;
+    assert_null(bt.entries[0].tensor);
+    zf_tensor_frame_batch_clear(&bt);
+    zf_buffer_unref(&payload);
+    free(head);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1471,6 +1738,9 @@ int main(void)
         cmocka_unit_test(test_a_bad_batch_entry_is_refused_alone_with_its_key_and_step),
         cmocka_unit_test(test_every_whole_batch_violation_is_named),
         cmocka_unit_test(test_a_bad_batch_is_drained_and_the_socket_keeps_working),
+        cmocka_unit_test(test_large_tensors_travel_in_chunks_over_curve_and_arrive_whole),
+        cmocka_unit_test(test_chunk_streams_that_do_not_match_their_header_are_refused_whole),
+        cmocka_unit_test(test_a_batch_entry_cannot_be_chunked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
