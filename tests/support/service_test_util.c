@@ -9,7 +9,7 @@
 
 void zf_test_executor_start(zf_test_child_t *c, const char *endpoint, int k, int wait_ms)
 {
-    char device[8], name[64];
+    char device[16], name[64];
     snprintf(device, sizeof device, "CPU:%d", k);
     snprintf(name, sizeof name, "/job:localhost/replica:0/task:0/device:CPU:%d", k);
     const char *argv[] = {ZF_TEST_EXECUTOR, "--broker", endpoint,    "--device", device,

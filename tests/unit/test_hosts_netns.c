@@ -272,7 +272,9 @@ static void s_start_processes(void)
     s_spawn_on(&s_h.procs[P_BROKER], HOST_A, s_h.log[P_BROKER], broker, wait);
     const char *prefix = "zflow-broker listening on ";
     assert_memory_equal(s_h.procs[P_BROKER].line, prefix, strlen(prefix));
-    snprintf(s_h.endpoint, sizeof s_h.endpoint, "%s", s_h.procs[P_BROKER].line + strlen(prefix));
+    const char *ep = s_h.procs[P_BROKER].line + strlen(prefix);
+    assert_true(strlen(ep) < sizeof s_h.endpoint);
+    memcpy(s_h.endpoint, ep, strlen(ep) + 1);
     for (int k = 0; k < 2; k++) {
         const char *task = k == 0 ? "1" : "2";
         snprintf(control[k], sizeof control[k], "tcp://%s:*", s_h.ip[HOST_B + k]);

@@ -109,7 +109,7 @@ static void s_check_forward(const char *op, const s_layout_t *l, bool training, 
     zf_tensor_t *in[5] = {x, scale, offset, mean, var}, *out[6] = {NULL};
     ASSERT_OK(kt_run_on(n, in, 5, out, outs, NULL, dev));
 
-    double bm[16], bv[16], m[16], v[16], y[4096];
+    double bm[16], bv[16], m[16], v[16], y[4096] = {0};
     int64_t nx = zf_tensor_num_elements(x), per = nx / c;
     assert_true(c <= 16 && nx <= 4096);
     s_moments(l, x, bm, bv);
@@ -316,7 +316,7 @@ static void s_check_grad(const s_layout_t *l, int ver, bool training, zf_device_
 
     /* TensorFlow's formulas, in double */
     int64_t nx = zf_tensor_num_elements(x), per = nx / c;
-    double m[16], v[16], dscale[16] = {0}, doffset[16] = {0}, dyx[16] = {0}, dx[4096];
+    double m[16], v[16], dscale[16] = {0}, doffset[16] = {0}, dyx[16] = {0}, dx[4096] = {0};
     assert_true(c <= 16 && nx <= 4096);
     s_moments(l, x, m, v);
     for (int64_t k = 0; !training && k < c; k++) {

@@ -134,7 +134,7 @@ static zf_tensor_t *s_recv(zf_rendezvous_mgr_t *mgr, int64_t step_id)
 /* Whether /dev/shm holds the segment name ("/zflow-..."). */
 static bool s_segment_exists(const char *name)
 {
-    char path[128];
+    char path[160];
     snprintf(path, sizeof path, "/dev/shm%s", name);
     return access(path, F_OK) == 0;
 }
