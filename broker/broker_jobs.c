@@ -775,6 +775,7 @@ void zf__broker_jobs_on_large_submit(zf_broker_t *b, const zf__broker_ident_t *c
         a->request_id = m->request_id;
         t->off = m->submit.off;
         t->len = m->submit.len;
+        t->check = &zflow__submit_job__descriptor; /* on the store's thread, not here */
         t->tag = a;
         st = zf_job_blobs_submit(J->blobs, &t);
     }
@@ -797,6 +798,12 @@ static void s_on_stored(zf_broker_t *b, zf_job_blob_task_t *t)
     if (zf_ok(t->status)) {
         a->job->apart = true;
         s_record(b, &a->client, a->request_id, a->job, NULL, 0);
+    } else if (t->status.code == ZF_INVALID_ARGUMENT) { /* malformed: nothing was kept */
+        zf_status_t st =
+            zf_status_new(ZF_INVALID_ARGUMENT, "SubmitJob refused: %s", zf_status_msg(&t->status));
+        zf_log_warn(ZF__BROKER_LOG, "%s", zf_status_msg(&st));
+        s_send_submit_reply(b, &a->client, a->request_id, &st, NULL);
+        free(a->job);
     } else {
         zf_status_t st = zf_status_new(ZF_UNAVAILABLE,
                                        "SubmitJob refused: the broker cannot record it in its "

@@ -204,11 +204,19 @@ static void s_mem_free(s_mem_t *m)
 static zf_status_t s_put(zf_job_blobs_t *bl, zf_job_blob_task_t *t)
 {
     if (!zf_job_blobs_id_ok(t->id))
-        return zf_invalid_argument("job store: '%s' cannot name a request", t->id);
+        return zf_internal("job store: '%s' cannot name a request", t->id);
     if (t->off > zmq_msg_size(&t->bytes) || t->len > zmq_msg_size(&t->bytes) - t->off)
-        return zf_invalid_argument("job store: a request of %zu bytes at %zu lies outside its "
-                                   "frame of %zu",
-                                   t->len, t->off, zmq_msg_size(&t->bytes));
+        return zf_internal("job store: a request of %zu bytes at %zu lies outside its frame of %zu",
+                           t->len, t->off, zmq_msg_size(&t->bytes));
+    if (t->check) {
+        zf_status_t st = zf_proto_check_wire(
+            t->check, (const uint8_t *)zmq_msg_data(&t->bytes) + t->off, t->len);
+        if (!zf_ok(st))
+            return zf_status_prefix(st,
+                                    "malformed %s (%zu bytes; byte offsets count from its "
+                                    "start)",
+                                    t->check->name, t->len);
+    }
     if (!bl->memory)
         return s_write_file(bl->dir, t->id, (const uint8_t *)zmq_msg_data(&t->bytes) + t->off,
                             t->len);

@@ -13,8 +13,10 @@
 #include <cmocka.h>
 #include <dirent.h>
 #include <sqlite3.h>
+#include <zmq.h>
 
 #include "broker_test_util.h"
+#include "common/graphdef_io.h"
 #include "test_util.h"
 
 #define S_SOCKETS 8
@@ -87,25 +89,39 @@ static char s_pad_byte(size_t i)
     return (char)('a' + i % 26);
 }
 
-/* Submits a job whose step fetches `fetch` and whose graph has one node
- * with a device name of `pad` bytes when pad > 0 (a SubmitJob of 1 MiB or
- * more is one the broker keeps as it came); returns its id (caller frees). */
-static char *s_submit_padded(zf_socket_t *c, uint64_t request_id, const char *fetch, size_t pad)
+/* A packed SubmitJob whose step fetches `fetch` and whose graph has one
+ * node "n", NoOp, with a device name of `pad` bytes and an attr 'value', a
+ * tensor of one float whose four bytes are 0x80; *len its size (caller
+ * frees). */
+static uint8_t *s_pack_padded(const char *fetch, size_t pad, size_t *len)
 {
-    Tensorflow__GraphDef gd = TENSORFLOW__GRAPH_DEF__INIT;
+    char *device = malloc(pad + 1);
+    assert_non_null(device);
+    for (size_t i = 0; i < pad; i++) device[i] = s_pad_byte(i);
+    device[pad] = '\0';
+    uint32_t bits = 0x80808080u;
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    Tensorflow__TensorProto tp = TENSORFLOW__TENSOR_PROTO__INIT;
+    tp.dtype = TENSORFLOW__DATA_TYPE__DT_FLOAT;
+    tp.n_float_val = 1;
+    tp.float_val = &value;
+    Tensorflow__AttrValue av = TENSORFLOW__ATTR_VALUE__INIT;
+    av.value_case = TENSORFLOW__ATTR_VALUE__VALUE_TENSOR;
+    av.tensor = &tp;
+    Tensorflow__NodeDef__AttrEntry attr = TENSORFLOW__NODE_DEF__ATTR_ENTRY__INIT,
+                                   *attrs[] = {&attr};
+    attr.key = "value";
+    attr.value = &av;
     Tensorflow__NodeDef node = TENSORFLOW__NODE_DEF__INIT, *nodes[] = {&node};
-    char *device = NULL;
-    if (pad) {
-        device = malloc(pad + 1);
-        assert_non_null(device);
-        for (size_t i = 0; i < pad; i++) device[i] = s_pad_byte(i);
-        device[pad] = '\0';
-        node.name = "n";
-        node.op = "NoOp";
-        node.device = device;
-        gd.n_node = 1;
-        gd.node = nodes;
-    }
+    node.name = "n";
+    node.op = "NoOp";
+    node.device = device;
+    node.n_attr = 1;
+    node.attr = attrs;
+    Tensorflow__GraphDef gd = TENSORFLOW__GRAPH_DEF__INIT;
+    gd.n_node = 1;
+    gd.node = nodes;
     Zflow__CreateSession cs = ZFLOW__CREATE_SESSION__INIT;
     cs.graph = &gd;
     char *fetches[] = {(char *)fetch};
@@ -115,18 +131,56 @@ static char *s_submit_padded(zf_socket_t *c, uint64_t request_id, const char *fe
     Zflow__SubmitJob sj = ZFLOW__SUBMIT_JOB__INIT;
     sj.session = &cs;
     sj.step = &rs;
-    zf_test_send_body(c, request_id, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &sj);
+    *len = zflow__submit_job__get_packed_size(&sj);
+    uint8_t *buf = malloc(*len);
+    assert_non_null(buf);
+    assert_int_equal(zflow__submit_job__pack(&sj, buf), *len);
     free(device);
-    Zflow__Envelope *rep = zf_test_recv(c, 5000, NULL);
+    return buf;
+}
+
+/* Sends the SubmitJob bytes sj (len) in an envelope with request_id, as a
+ * client that packs its own envelope would; returns the reply's status
+ * (OK with the job's id in id, when given, for an accepted job). */
+static zf_status_t s_submit_bytes(zf_socket_t *c, uint64_t request_id, const uint8_t *sj,
+                                  size_t len, char *id, size_t id_size)
+{
+    uint8_t *msg = malloc(len + 32);
+    assert_non_null(msg);
+    size_t n = 0;
+    n += zf_proto_put_varint(msg + n, 1 << 3);
+    n += zf_proto_put_varint(msg + n, 1);
+    n += zf_proto_put_varint(msg + n, 2 << 3);
+    n += zf_proto_put_varint(msg + n, request_id);
+    n += zf_proto_put_varint(msg + n, (uint64_t)ZFLOW__ENVELOPE__BODY_SUBMIT_JOB << 3 | 2);
+    n += zf_proto_put_varint(msg + n, len);
+    memcpy(msg + n, sj, len);
+    n += len;
+    assert_int_equal(zmq_send(zf_socket_handle(c), msg, n, 0), (int)n);
+    free(msg);
+    Zflow__Envelope *rep = zf_test_recv(c, 10000, NULL);
     assert_non_null(rep);
     assert_int_equal(rep->request_id, request_id);
     assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB_REPLY);
-    assert_true(!rep->submit_job_reply->status || rep->submit_job_reply->status->code == ZF_OK);
-    char *id = strdup(rep->submit_job_reply->job_id);
-    assert_non_null(id);
-    assert_memory_equal(id, "job-", 4); /* the broker's id, no scheduler prefix */
+    zf_status_t st = zf_status_from_proto(rep->submit_job_reply->status);
+    if (id) snprintf(id, id_size, "%s", rep->submit_job_reply->job_id);
     zflow__envelope__free_unpacked(rep, NULL);
-    return id;
+    return st;
+}
+
+/* Submits s_pack_padded's job (a SubmitJob of 1 MiB or more is one the
+ * broker keeps as it came); returns its id (caller frees). */
+static char *s_submit_padded(zf_socket_t *c, uint64_t request_id, const char *fetch, size_t pad)
+{
+    size_t len = 0;
+    uint8_t *sj = s_pack_padded(fetch, pad, &len);
+    char id[64];
+    ASSERT_OK(s_submit_bytes(c, request_id, sj, len, id, sizeof id));
+    free(sj);
+    assert_memory_equal(id, "job-", 4); /* the broker's id, no scheduler prefix */
+    char *copy = strdup(id);
+    assert_non_null(copy);
+    return copy;
 }
 
 /* Submits a job whose step fetches `fetch`; returns its id (caller frees). */
@@ -501,6 +555,89 @@ static void test_broker_jobs_keep_a_large_job_acknowledged_through_a_broker_rest
     free(small);
 }
 
+/* Where the n bytes of what first stand in buf's len. */
+static size_t s_find_bytes(const uint8_t *buf, size_t len, const char *what, size_t n)
+{
+    for (size_t i = 0; i + n <= len; i++)
+        if (memcmp(buf + i, what, n) == 0) return i;
+    fail_msg("the bytes looked for are not there");
+    return 0;
+}
+
+/* The rows of the stopped broker's job store. */
+static int s_rows(const fixture_t *f)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/jobs.db", f->state);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM jobs", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+}
+
+/* A SubmitJob of 1 MiB or more, which the broker keeps without decoding
+ * it, is checked whole on the store's thread: one malformed anywhere in
+ * its graph is refused INVALID_ARGUMENT saying what is wrong and where,
+ * and is neither stored nor handed to a scheduler; a well-formed one of
+ * the same size is taken after them. */
+static void test_broker_jobs_refuse_a_large_malformed_submit_job_and_keep_nothing(void **state)
+{
+    fixture_t *f = *state;
+    s_start_broker(f, NULL, NULL);
+    zf_socket_t *s1 = s_peer(f), *c = s_peer(f);
+    s_register(s1, "aaaa0001");
+    size_t pad = (size_t)2 << 20, len = 0;
+    uint8_t *good = s_pack_padded("big", pad, &len);
+    assert_true(len > (size_t)2 << 20);
+    uint8_t *bad = malloc(len);
+    assert_non_null(bad);
+    char want[512];
+    /* the node's name as a varint */
+    memcpy(bad, good, len);
+    size_t at = s_find_bytes(bad, len, "\x0a\x01n\x12\x04NoOp", 9);
+    bad[at] = 1 << 3 | 0;
+    snprintf(want, sizeof want,
+             "SubmitJob refused: malformed zflow.SubmitJob (%zu bytes; byte offsets count from "
+             "its start): field 'name' (1) of tensorflow.NodeDef at byte %zu has wire type "
+             "varint, expected length-delimited",
+             len, at);
+    zf_status_t st = s_submit_bytes(c, 1, bad, len, NULL, 0);
+    zf_test_expect_error(st, ZF_INVALID_ARGUMENT, want);
+    /* the tensor's four bytes of float_val made a packed int_val: four
+     * bytes of 0x80, a varint that never ends */
+    memcpy(bad, good, len);
+    at = s_find_bytes(bad, len, "\x2a\x04\x80\x80\x80\x80", 6);
+    bad[at] = 7 << 3 | 2;
+    snprintf(want, sizeof want,
+             "SubmitJob refused: malformed zflow.SubmitJob (%zu bytes; byte offsets count from "
+             "its start): packed field 'int_val' (7) of tensorflow.TensorProto at byte %zu holds "
+             "a truncated varint",
+             len, at);
+    st = s_submit_bytes(c, 2, bad, len, NULL, 0);
+    zf_test_expect_error(st, ZF_INVALID_ARGUMENT, want);
+    assert_int_equal(s_requests_kept(f), 0); /* nothing of them was written */
+    s_req_t r;
+    assert_false(s_next_req(s1, 300, &r)); /* nor handed on */
+    /* the same request well-formed is taken, kept and handed on whole */
+    char id[64];
+    ASSERT_OK(s_submit_bytes(c, 3, good, len, id, sizeof id));
+    assert_memory_equal(id, "job-", 4);
+    assert_int_equal(s_requests_kept(f), 1);
+    s_expect_req(s1, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &r);
+    assert_string_equal(r.fetch, "big");
+    assert_int_equal(r.pad, pad);
+    assert_true(r.pad_ok);
+    assert_int_equal(zf_test_broker_stop(&f->tb, SIGTERM), 0);
+    assert_int_equal(s_rows(f), 1); /* its row alone */
+    free(bad);
+    free(good);
+}
+
 static void test_broker_jobs_end_a_job_whose_stored_record_is_bad_with_data_loss(void **state)
 {
     fixture_t *f = *state;
@@ -580,6 +717,7 @@ int main(void)
         T(test_broker_jobs_say_why_a_job_that_failed_again_was_run_again),
         T(test_broker_jobs_survive_a_broker_restart),
         T(test_broker_jobs_keep_a_large_job_acknowledged_through_a_broker_restart),
+        T(test_broker_jobs_refuse_a_large_malformed_submit_job_and_keep_nothing),
         T(test_broker_jobs_end_a_job_whose_stored_record_is_bad_with_data_loss),
         T(test_broker_jobs_refuse_a_bad_state_directory_at_start),
 #undef T
