@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "broker/job_store.h"
 #include "common/graphdef_io.h"
 #include "common/strmap.h"
 #include "proto/service.pb-c.h"
@@ -311,15 +312,6 @@ static void *s_main(void *arg)
 
 /* ---- the loop's side ------------------------------------------------------------------ */
 
-static zf_status_t s_make_dir(const char *dir)
-{
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) return s_io_error(errno, "making", dir);
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return zf_status_new(ZF_FAILED_PRECONDITION, "job store: %s is not a directory", dir);
-    return ZF_STATUS_OK;
-}
-
 static zf_status_t s_open(zf_job_blobs_t *bl, zf_zctx_t *ctx)
 {
     char addr[64];
@@ -349,7 +341,7 @@ zf_status_t zf_job_blobs_new(zf_zctx_t *ctx, const char *dir, zf_job_blobs_t **o
     zf_status_t st = ZF_STATUS_OK;
     if (dir && snprintf(bl->dir, sizeof bl->dir, "%s/" S_SUBDIR, dir) >= (int)sizeof bl->dir)
         st = zf_invalid_argument("state directory '%.64s...' is too long", dir);
-    if (zf_ok(st) && dir) st = s_make_dir(bl->dir);
+    if (zf_ok(st) && dir) st = zf_job_store_make_dir(bl->dir);
     if (zf_ok(st) && bl->memory && !(bl->mem = zf_strmap_new(0, ZF_STRMAP_COPY_KEYS)))
         st = zf_out_of_memory("job store: its requests");
     if (zf_ok(st)) st = s_open(bl, ctx);

@@ -85,23 +85,21 @@ static zf_status_t s_exec(zf_job_store_t *s, const char *sql, const char *doing)
     return rc == SQLITE_OK ? ZF_STATUS_OK : s_error(s, rc, doing);
 }
 
-/* Makes dir (one level; its parent must exist or be made the same way). */
-static zf_status_t s_make_dir(const char *dir)
+zf_status_t zf_job_store_make_dir(const char *dir)
 {
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
         return zf_invalid_argument("state directory '%.64s...' is too long", dir);
-    for (char *p = buf + 1; *p; p++) { /* mkdir -p */
-        if (*p != '/') continue;
+    for (char *p = buf + 1;; p++) { /* mkdir -p: each parent, then dir */
+        if (*p && *p != '/') continue;
+        char c = *p;
         *p = '\0';
         if (mkdir(buf, 0700) != 0 && errno != EEXIST)
             return zf_status_new(ZF_FAILED_PRECONDITION, "cannot make state directory %s: %s", buf,
                                  strerror(errno));
-        *p = '/';
+        if (!c) break;
+        *p = c;
     }
-    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-        return zf_status_new(ZF_FAILED_PRECONDITION, "cannot make state directory %s: %s", buf,
-                             strerror(errno));
     struct stat st;
     if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
         return zf_status_new(ZF_FAILED_PRECONDITION, "state directory %s is not a directory", buf);
@@ -155,7 +153,7 @@ zf_status_t zf_job_store_open(const char *dir, zf_job_store_t **out)
     *out = NULL;
     if (!dir || !dir[0]) return zf_invalid_argument("the job store needs a state directory");
     bool memory = strcmp(dir, ZF_JOB_STORE_MEMORY) == 0;
-    if (!memory) ZF_TRY(s_make_dir(dir));
+    if (!memory) ZF_TRY(zf_job_store_make_dir(dir));
     zf_job_store_t *s = calloc(1, sizeof *s);
     if (!s) return zf_out_of_memory("the job store");
     if ((memory ? snprintf(s->path, sizeof s->path, "%s", dir)

@@ -66,6 +66,13 @@ typedef struct zf_job_store_record {
  * broker holds; DATA_LOSS for a corrupt one; each names the path. */
 zf_status_t zf_job_store_open(const char *dir, zf_job_store_t **out);
 
+/* Makes directory dir and its missing parents (mode 0700), for the store
+ * and what is kept beside it (job_blobs.h), and checks that it is a
+ * directory this process can write. FAILED_PRECONDITION naming the path
+ * when it cannot be made, is no directory or is not writable;
+ * INVALID_ARGUMENT for a path too long. */
+zf_status_t zf_job_store_make_dir(const char *dir);
+
 /* Closes; NULL-safe; sets *s_p to NULL. An open transaction is rolled back. */
 void zf_job_store_close(zf_job_store_t **s_p);
 
