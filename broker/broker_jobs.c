@@ -61,6 +61,7 @@ typedef struct s_job {
     char *retried;       /* why it was last run again ("attempt N failed: ..."), or NULL */
     s_waiter_t *waiters;
     struct s_job *next_queued;
+    struct s_job *done_prev, *done_next; /* in the results, oldest ended first */
     bool apart;   /* its request is kept apart (job_blobs.h), not in its row */
     bool loading; /* taken off the queue while that request is read to be sent */
 } s_job_t;
@@ -88,6 +89,7 @@ struct zf__broker_jobs {
     zf_strmap_t *calls;    /* 8-byte call id -> s_job_t * */
     zf_strmap_t *polls;    /* 8-byte call id -> s_poll_t * */
     s_job_t *q_head, *q_tail;
+    s_job_t *done_head, *done_tail; /* the jobs DONE, by ended_ms, the oldest first */
     int64_t next_seq;
     uint64_t next_call;
     int max_attempts;
@@ -174,6 +176,40 @@ static void s_queue_remove(zf__broker_jobs_t *J, s_job_t *j)
     }
 }
 
+/* j, just DONE, joins the results in the order of ended_ms: after those
+ * that ended at or before it (at the tail, but for a clock set back or a
+ * result taken up from the store out of that order). */
+static void s_done_add(zf__broker_jobs_t *J, s_job_t *j)
+{
+    s_job_t *prev = J->done_tail;
+    while (prev && prev->ended_ms > j->ended_ms) prev = prev->done_prev;
+    j->done_prev = prev;
+    j->done_next = prev ? prev->done_next : J->done_head;
+    if (j->done_next)
+        j->done_next->done_prev = j;
+    else
+        J->done_tail = j;
+    if (prev)
+        prev->done_next = j;
+    else
+        J->done_head = j;
+    J->n_done++;
+}
+
+static void s_done_remove(zf__broker_jobs_t *J, s_job_t *j)
+{
+    if (j->done_prev)
+        j->done_prev->done_next = j->done_next;
+    else
+        J->done_head = j->done_next;
+    if (j->done_next)
+        j->done_next->done_prev = j->done_prev;
+    else
+        J->done_tail = j->done_prev;
+    j->done_prev = j->done_next = NULL;
+    J->n_done--;
+}
+
 static void s_call_forget(zf__broker_jobs_t *J, s_job_t *j)
 {
     if (j->call) zf_strmap_remove_n(J->calls, (const char *)&j->call, sizeof j->call, NULL);
@@ -218,7 +254,7 @@ static void s_job_free(zf__broker_jobs_t *J, s_job_t *j)
     s_blob_drop(J, j);
     s_call_forget(J, j);
     if (j->state == ZF_JOB_STORE_QUEUED) s_queue_remove(J, j);
-    if (j->state == ZF_JOB_STORE_DONE) J->n_done--;
+    if (j->state == ZF_JOB_STORE_DONE) s_done_remove(J, j);
     for (s_waiter_t *w = j->waiters, *next; w; w = next) {
         next = w->next;
         J->n_waiters--;
@@ -351,23 +387,15 @@ static void s_deliver(zf_broker_t *b, s_job_t *j)
 }
 
 /* Drops the uncollected results past their age, and the oldest past the
- * count. */
+ * count: each from the head of the results, which are in the order they
+ * ended. */
 static void s_expire(zf_broker_t *b)
 {
     zf__broker_jobs_t *J = b->jobs;
-    size_t iter = 0;
-    uintptr_t v = 0;
     int64_t wall = s_wall_ms();
-    while (J->n_done > 0) {
-        s_job_t *oldest = NULL;
-        iter = 0;
-        while (zf_strmap_next(J->by_id, &iter, NULL, NULL, &v)) {
-            s_job_t *j = (s_job_t *)v;
-            if (j->state == ZF_JOB_STORE_DONE && (!oldest || j->ended_ms < oldest->ended_ms))
-                oldest = j;
-        }
-        bool old = oldest && wall - oldest->ended_ms >= J->keep_ms;
-        if (!oldest || (!old && J->n_done <= J->keep_results)) break;
+    for (s_job_t *oldest; (oldest = J->done_head);) {
+        bool old = wall - oldest->ended_ms >= J->keep_ms;
+        if (!old && J->n_done <= J->keep_results) break;
         zf_log_info(ZF__BROKER_LOG, "dropped the uncollected result of job %s (%s)", oldest->id,
                     old ? "too old" : "too many results waiting");
         s_job_drop(b, oldest);
@@ -400,7 +428,7 @@ static void s_finish(zf_broker_t *b, s_job_t *j, Zflow__RunStepReply *r)
     j->state = ZF_JOB_STORE_DONE;
     j->ended_ms = s_wall_ms();
     if (j->ok) j->steps_done = j->steps;
-    J->n_done++;
+    s_done_add(J, j);
     st = bytes ? zf_job_store_finished(J->store, j->id, bytes, len, j->ended_ms, j->attempts)
                : zf_out_of_memory("broker: a job's result");
     free(bytes);
@@ -1259,16 +1287,26 @@ void zf__broker_jobs_round(zf_broker_t *b)
 
 /* ---- open and close ----------------------------------------------------------------------- */
 
+/* Orders results by the time they ended, then by acceptance. */
+static int s_by_end(const void *a, const void *b)
+{
+    const s_job_t *x = *(s_job_t *const *)a, *y = *(s_job_t *const *)b;
+    if (x->ended_ms != y->ended_ms) return x->ended_ms < y->ended_ms ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
 /* Takes up the stored jobs: queued and dispatched ones wait to be handed
- * to a scheduler (a dispatched one starts again), results to be collected. */
+ * to a scheduler (a dispatched one starts again), results to be collected
+ * (listed by acceptance, they join the results in the order they ended). */
 static zf_status_t s_recover(zf_broker_t *b)
 {
     zf__broker_jobs_t *J = b->jobs;
     zf_job_store_record_t *recs = NULL;
     size_t n = 0, bad = 0, queued = 0, done = 0;
     ZF_TRY(zf_job_store_list(J->store, &recs, &n, &bad));
-    ZF_TRY(zf_job_store_begin(J->store));
-    zf_status_t st = ZF_STATUS_OK;
+    s_job_t **ended = n ? calloc(n, sizeof *ended) : NULL;
+    zf_status_t st = n && !ended ? zf_out_of_memory("broker: the job table") : ZF_STATUS_OK;
+    if (zf_ok(st)) st = zf_job_store_begin(J->store);
     J->next_seq = 1;
     for (size_t k = 0; k < n && zf_ok(st); k++) {
         s_job_t *j = calloc(1, sizeof *j);
@@ -1286,8 +1324,7 @@ static zf_status_t s_recover(zf_broker_t *b)
         if (j->seq >= J->next_seq) J->next_seq = j->seq + 1;
         if (recs[k].state == ZF_JOB_STORE_DONE) {
             j->state = ZF_JOB_STORE_DONE;
-            J->n_done++;
-            done++;
+            ended[done++] = j;
             continue;
         }
         queued++;
@@ -1301,6 +1338,9 @@ static zf_status_t s_recover(zf_broker_t *b)
                               recs[k].scheduler));
     }
     free(recs);
+    if (done) qsort(ended, done, sizeof *ended, s_by_end);
+    for (size_t k = 0; k < done; k++) s_done_add(J, ended[k]);
+    free(ended);
     if (n || bad)
         zf_log_info(ZF__BROKER_LOG, "job store %s: %zu job(s) to run, %zu result(s) to collect%s",
                     zf_job_store_path(J->store), queued, done,

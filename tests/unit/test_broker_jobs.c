@@ -342,6 +342,24 @@ static void s_expect_wait_status(zf_socket_t *c, uint64_t request_id, const char
     zflow__envelope__free_unpacked(rep, NULL);
 }
 
+/* Polls job id on c until it is DONE. */
+static void s_poll_done(zf_socket_t *c, uint64_t request_id, const char *id)
+{
+    Zflow__PollJob pj = ZFLOW__POLL_JOB__INIT;
+    pj.job_id = (char *)id;
+    for (int tries = 0;; tries++) {
+        zf_test_send_body(c, request_id, ZFLOW__ENVELOPE__BODY_POLL_JOB, &pj);
+        Zflow__Envelope *rep = zf_test_recv(c, 5000, NULL);
+        assert_non_null(rep);
+        assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_POLL_JOB_REPLY);
+        bool is_done = rep->poll_job_reply->state == ZFLOW__JOB_STATE__JOB_STATE_DONE;
+        zflow__envelope__free_unpacked(rep, NULL);
+        if (is_done) return;
+        assert_true(tries < 500);
+        usleep(10000);
+    }
+}
+
 static void test_broker_jobs_acknowledge_run_and_return_a_job_once(void **state)
 {
     fixture_t *f = *state;
@@ -463,18 +481,7 @@ static void test_broker_jobs_survive_a_broker_restart(void **state)
         s_accept(s1, &sub[k], k ? "aaaa0001/job-r" : "aaaa0001/job-d", &wait);
         if (k == 0) s_finish(s1, &wait, "done", 7.0f);
     }
-    Zflow__PollJob pj = ZFLOW__POLL_JOB__INIT; /* the result is in once a poll says so */
-    pj.job_id = done;
-    for (int tries = 0;; tries++) {
-        zf_test_send_body(c, 4, ZFLOW__ENVELOPE__BODY_POLL_JOB, &pj);
-        Zflow__Envelope *rep = zf_test_recv(c, 5000, NULL);
-        assert_non_null(rep);
-        bool is_done = rep->poll_job_reply->state == ZFLOW__JOB_STATE__JOB_STATE_DONE;
-        zflow__envelope__free_unpacked(rep, NULL);
-        if (is_done) break;
-        assert_true(tries < 100);
-        usleep(20000);
-    }
+    s_poll_done(c, 4, done); /* the result is in once a poll says so */
     assert_int_equal(zf_test_broker_stop(&f->tb, SIGKILL), 128 + SIGKILL);
     for (int i = 0; i < f->n_socks; i++) zf_socket_destroy(&f->socks[i]);
     f->n_socks = 0;
@@ -489,6 +496,62 @@ static void test_broker_jobs_survive_a_broker_restart(void **state)
     free(done);
     free(running);
     free(queued);
+}
+
+/* Waits up to 10 s for the broker's log to say that job id's result was
+ * dropped for `why`. */
+static void s_expect_dropped(const fixture_t *f, const char *id, const char *why)
+{
+    char line[160];
+    snprintf(line, sizeof line, "dropped the uncollected result of job %s (%s)", id, why);
+    for (int tries = 0; !zf_test_broker_log_contains(&f->tb, line); tries++) {
+        if (tries >= 1000) fail_msg("the broker's log does not say '%s'", line);
+        usleep(10000);
+    }
+}
+
+/* Past --job-results, the results dropped are those that ended first,
+ * whatever order their jobs came in, and so after a restart too, where
+ * the store lists them in the order they were accepted. */
+static void test_broker_jobs_drop_the_results_that_ended_first(void **state)
+{
+    fixture_t *f = *state;
+    s_start_broker(f, "--job-results", "2");
+    zf_socket_t *s1 = s_peer(f), *c = s_peer(f);
+    s_register(s1, "aaaa0001");
+    const char *names[4] = {"a", "b", "c", "d"};
+    char *ids[4];
+    for (int k = 0; k < 4; k++) ids[k] = s_submit(c, 1 + (uint64_t)k, names[k]);
+    s_req_t sub[4], wait[4];
+    for (int k = 0; k < 4; k++) s_expect_req(s1, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, &sub[k]);
+    for (int k = 0; k < 4; k++) {
+        int i = sub[k].fetch[0] - 'a';
+        assert_true(i >= 0 && i < 4);
+        s_accept(s1, &sub[k], names[i], &wait[i]);
+    }
+    /* they end c, a, d, b, each in a later millisecond than the one before */
+    const int order[4] = {2, 0, 3, 1};
+    for (int k = 0; k < 4; k++) {
+        int i = order[k];
+        s_finish(s1, &wait[i], names[i], (float)i);
+        if (k < 3) s_poll_done(c, 10 + (uint64_t)k, ids[i]); /* d's end drops c, b's drops a */
+        usleep(5000);
+    }
+    s_expect_dropped(f, ids[2], "too many results waiting");
+    s_expect_dropped(f, ids[0], "too many results waiting");
+    s_expect_wait_status(c, 20, ids[2], ZF_NOT_FOUND, "at most 2 of them");
+    s_expect_wait_status(c, 21, ids[0], ZF_NOT_FOUND, "at most 2 of them");
+    /* b (accepted before d) ended after it: a broker keeping one result
+     * keeps b's */
+    assert_int_equal(zf_test_broker_stop(&f->tb, SIGTERM), 0);
+    for (int i = 0; i < f->n_socks; i++) zf_socket_destroy(&f->socks[i]);
+    f->n_socks = 0;
+    s_start_broker(f, "--job-results", "1");
+    c = s_peer(f);
+    s_expect_dropped(f, ids[3], "too many results waiting");
+    s_expect_wait_status(c, 22, ids[3], ZF_NOT_FOUND, "at most 1 of them");
+    s_expect_result(c, 23, ids[1], "b", 1.0f, 1);
+    for (int k = 0; k < 4; k++) free(ids[k]);
 }
 
 /* The files in the state directory's requests/, where large requests are kept. */
@@ -716,6 +779,7 @@ int main(void)
         T(test_broker_jobs_end_with_the_last_error_after_max_attempts),
         T(test_broker_jobs_say_why_a_job_that_failed_again_was_run_again),
         T(test_broker_jobs_survive_a_broker_restart),
+        T(test_broker_jobs_drop_the_results_that_ended_first),
         T(test_broker_jobs_keep_a_large_job_acknowledged_through_a_broker_restart),
         T(test_broker_jobs_refuse_a_large_malformed_submit_job_and_keep_nothing),
         T(test_broker_jobs_end_a_job_whose_stored_record_is_bad_with_data_loss),
