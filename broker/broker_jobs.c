@@ -1317,7 +1317,7 @@ static zf_status_t s_recover(zf_broker_t *b)
             break;
         }
         j->seq = recs[k].seq;
-        j->steps = recs[k].steps;
+        j->steps = recs[k].steps > 0 ? recs[k].steps : 1; /* 0: not recorded */
         j->apart = recs[k].request_apart;
         j->attempts = recs[k].attempts;
         j->ended_ms = recs[k].ended_ms;

@@ -701,22 +701,28 @@ static void test_broker_jobs_refuse_a_large_malformed_submit_job_and_keep_nothin
     free(good);
 }
 
+/* Adds rows (SQL) to the stopped broker's job store. */
+static void s_add_rows(const fixture_t *f, const char *rows)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/jobs.db", f->state);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, rows, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
 static void test_broker_jobs_end_a_job_whose_stored_record_is_bad_with_data_loss(void **state)
 {
     fixture_t *f = *state;
     s_start_broker(f, NULL, NULL); /* makes the store */
     assert_int_equal(zf_test_broker_stop(&f->tb, SIGTERM), 0);
-    char path[128];
-    snprintf(path, sizeof path, "%s/jobs.db", f->state);
-    sqlite3 *db = NULL;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     const char *rows =
         "INSERT INTO jobs(id, seq, state, request) VALUES('job-1-bad', 1, 1, x'0a0bffff');"
         "INSERT INTO jobs(id, seq, state, result, ended_ms) VALUES('job-2-bad', 2, 3, "
         "x'0a0bffff', CAST(strftime('%s', 'now') AS INTEGER) * 1000);"
         "INSERT INTO jobs(id, seq, state) VALUES('job-3-bad', 3, 99);";
-    assert_int_equal(sqlite3_exec(db, rows, NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(db);
+    s_add_rows(f, rows);
     s_start_broker(f, NULL, NULL);
     zf_socket_t *c = s_peer(f), *s1 = s_peer(f);
     s_register(s1, "aaaa0001"); /* nothing reaches it: the request does not decode */
@@ -728,6 +734,64 @@ static void test_broker_jobs_end_a_job_whose_stored_record_is_bad_with_data_loss
     s_req_t r;
     assert_false(s_next_req(s1, 300, &r));
     free(s_submit(c, 4, "y")); /* and it goes on */
+}
+
+/* Rows with numbers no broker writes are not taken up: each is logged with
+ * why and skipped, a wait for it is NOT_FOUND, the ids go on from the
+ * jobs that are, and those run as before. (A seq at the top of int64, an
+ * attempt count that one more would overflow, an end at the bottom of
+ * int64: each used to be trusted into arithmetic that overflows.) */
+static void test_broker_jobs_skip_stored_rows_with_absurd_numbers(void **state)
+{
+    fixture_t *f = *state;
+    s_start_broker(f, NULL, NULL);
+    zf_socket_t *c = s_peer(f);
+    char *good = s_submit(c, 1, "good"); /* seq 1, queued */
+    assert_int_equal(zf_test_broker_stop(&f->tb, SIGTERM), 0);
+    for (int i = 0; i < f->n_socks; i++) zf_socket_destroy(&f->socks[i]);
+    f->n_socks = 0;
+    const char *rows =
+        "INSERT INTO jobs(id, seq, state, steps, request) VALUES("
+        "'job-9223372036854775807-ffffffff', 9223372036854775807, 1, 1, x'0801');"
+        "INSERT INTO jobs(id, seq, state, steps, request) VALUES('job-3-steps', 3, 1, -7, "
+        "x'0801');"
+        "INSERT INTO jobs(id, seq, state, steps) VALUES('job-4-state', 4, 9, 1);"
+        "INSERT INTO jobs(id, seq, state, steps, scheduler, attempts) VALUES('job-5-attempts', "
+        "5, 2, 1, 'aaaa0001', 2147483647);"
+        "INSERT INTO jobs(id, seq, state, steps, result, ended_ms) VALUES('job-6-ended', 6, 3, "
+        "1, x'', -9223372036854775808);";
+    s_add_rows(f, rows);
+    s_start_broker(f, NULL, NULL);
+    const char *logged[] = {
+        "(id 'job-9223372036854775807-ffffffff') is no job: seq 9223372036854775807 is not "
+        "from 1 to 9007199254740992; skipped",
+        "(id 'job-3-steps') is no job: steps -7 is not from 0 to 1000000000000; skipped",
+        "(id 'job-4-state') is no job: state 9 is none of 1 (queued), 2 (dispatched), 3 (done); "
+        "skipped",
+        "(id 'job-5-attempts') is no job: attempts 2147483647 is not from 0 to 100000000; "
+        "skipped",
+        "(id 'job-6-ended') is no job: ended_ms -9223372036854775808 is not from 0 to ",
+        "skipped 5 unreadable row(s)",
+    };
+    for (size_t k = 0; k < sizeof logged / sizeof logged[0]; k++)
+        if (!zf_test_broker_log_contains(&f->tb, logged[k]))
+            fail_msg("the broker's log does not say '%s'", logged[k]);
+    c = s_peer(f);
+    const char *skipped[] = {"job-9223372036854775807-ffffffff", "job-3-steps", "job-4-state",
+                             "job-5-attempts", "job-6-ended"};
+    for (size_t k = 0; k < 5; k++)
+        s_expect_wait_status(c, 10 + k, skipped[k], ZF_NOT_FOUND, "not found");
+    char *next = s_submit(c, 20, "next");
+    assert_memory_equal(next, "job-2-", 6); /* after the one job taken up */
+    zf_socket_t *s1 = s_peer(f);
+    s_register(s1, "aaaa0001");
+    s_run_two(s1, "good", 1.0f, 2.0f);
+    s_expect_result(c, 21, good, "good", 1.0f, 1);
+    s_expect_result(c, 22, next, "next", 2.0f, 1);
+    s_req_t extra;
+    assert_false(s_next_req(s1, 300, &extra)); /* none of the skipped rows ran */
+    free(good);
+    free(next);
 }
 
 /* Runs zflow-broker with args, stderr folded in; returns its exit code. */
@@ -783,6 +847,7 @@ int main(void)
         T(test_broker_jobs_keep_a_large_job_acknowledged_through_a_broker_restart),
         T(test_broker_jobs_refuse_a_large_malformed_submit_job_and_keep_nothing),
         T(test_broker_jobs_end_a_job_whose_stored_record_is_bad_with_data_loss),
+        T(test_broker_jobs_skip_stored_rows_with_absurd_numbers),
         T(test_broker_jobs_refuse_a_bad_state_directory_at_start),
 #undef T
     };
