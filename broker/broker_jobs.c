@@ -18,6 +18,7 @@
 #include "broker/broker_internal.h"
 #include "broker/job_blobs.h"
 #include "broker/job_store.h"
+#include "common/graphdef_io.h"
 #include "common/log.h"
 #include "common/random.h"
 
@@ -345,36 +346,55 @@ static Zflow__RunStepReply *s_status_result(zf_status_t *st)
     return r;
 }
 
-/* The stored result of j, unpacked; the reason it cannot be in *st. */
-static Zflow__RunStepReply *s_load_result(zf_broker_t *b, s_job_t *j, zf_status_t *st)
+/* The stored result of j (a packed RunStepReply, checked as a peer's
+ * message would be) into *bytes and *len (caller frees). */
+static zf_status_t s_load_result(zf_broker_t *b, s_job_t *j, void **bytes, size_t *len)
 {
-    void *bytes = NULL;
-    size_t len = 0;
-    *st = zf_job_store_result(b->jobs->store, j->id, &bytes, &len);
-    if (!zf_ok(*st)) return NULL;
-    Zflow__RunStepReply *r = zflow__run_step_reply__unpack(NULL, len, bytes);
-    free(bytes);
-    if (!r)
-        *st = zf_status_new(ZF_DATA_LOSS,
-                            "the stored result of job '%s' cannot be read (%zu bytes "
-                            "in %s)",
-                            j->id, len, zf_job_store_path(b->jobs->store));
-    return r;
+    ZF_TRY(zf_job_store_result(b->jobs->store, j->id, bytes, len));
+    zf_status_t st = zf_proto_check_wire(&zflow__run_step_reply__descriptor, *bytes, *len);
+    if (zf_ok(st)) return st;
+    free(*bytes);
+    *bytes = NULL;
+    zf_status_t e =
+        zf_status_new(ZF_DATA_LOSS,
+                      "the stored result of job '%s' cannot be read (%zu bytes in "
+                      "%s): %s",
+                      j->id, *len, zf_job_store_path(b->jobs->store), zf_status_msg(&st));
+    zf_status_clear(&st);
+    return e;
 }
 
-/* Answers j's waiters with its stored result; one that got it collects
- * the job. */
+/* Sends a stored result (bytes, a packed RunStepReply) as it is, behind
+ * an envelope header of its own. */
+static zf_status_t s_send_stored_result(zf_broker_t *b, const zf__broker_ident_t *to,
+                                        uint64_t request_id, const void *bytes, size_t len)
+{
+    zmq_msg_t frame;
+    zmq_msg_init(&frame);
+    zf_status_t s =
+        zf_envelope_frame(&frame, request_id, ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY, bytes, len);
+    zf_route_t r = zf__broker_route_to(to);
+    if (zf_ok(s)) s = zf_envelope_send_packed(b->sock, &r, &frame);
+    zmq_msg_close(&frame);
+    return s;
+}
+
+/* Answers j's waiters with its stored result, sent as it was stored (not
+ * unpacked and packed again), or with why it cannot be read; one that got
+ * it collects the job. */
 static void s_deliver(zf_broker_t *b, s_job_t *j)
 {
     if (!j->waiters) return;
-    zf_status_t st = ZF_STATUS_OK;
-    Zflow__RunStepReply *r = s_load_result(b, j, &st);
-    if (!r) r = s_status_result(&st);
+    void *bytes = NULL;
+    size_t len = 0;
+    zf_status_t st = s_load_result(b, j, &bytes, &len);
+    Zflow__RunStepReply *r = zf_ok(st) ? NULL : s_status_result(&st);
     bool collected = false;
     for (s_waiter_t *w = j->waiters, *next; w; w = next) {
         next = w->next;
-        zf_status_t s = r ? s_send_result(b, &w->client, w->request_id, r)
-                          : zf_out_of_memory("broker: a job's result");
+        zf_status_t s = bytes ? s_send_stored_result(b, &w->client, w->request_id, bytes, len)
+                        : r   ? s_send_result(b, &w->client, w->request_id, r)
+                              : zf_out_of_memory("broker: a job's result");
         collected = collected || zf_ok(s);
         zf_status_clear(&s);
         b->jobs->n_waiters--;
@@ -382,6 +402,7 @@ static void s_deliver(zf_broker_t *b, s_job_t *j)
         free(w);
     }
     j->waiters = NULL;
+    free(bytes);
     if (r) zflow__run_step_reply__free_unpacked(r, NULL);
     if (collected) s_job_drop(b, j);
 }
@@ -497,15 +518,34 @@ static void s_retry(zf_broker_t *b, s_job_t *j, zf_status_t why)
 
 /* ---- handing jobs to schedulers ------------------------------------------------------- */
 
-/* Sends body (of type `body`) about j to scheduler i as a fresh call. */
-static zf_status_t s_call(zf_broker_t *b, int i, s_job_t *j, Zflow__Envelope *env)
+/* Sends to scheduler i, as the broker's own client, env or (env NULL)
+ * frame, an envelope already packed. */
+static zf_status_t s_send_self(zf_broker_t *b, int i, const Zflow__Envelope *env, zmq_msg_t *frame)
+{
+    zf_route_t r = zf__broker_route_to(&b->scheds[i].id);
+    zf_status_t s = zf_route_push(&r, s_self, S_SELF_LEN);
+    if (zf_ok(s))
+        s = env ? zf_envelope_send(b->sock, &r, env) : zf_envelope_send_packed(b->sock, &r, frame);
+    return s;
+}
+
+/* Sends env about j to scheduler i as a fresh call; or, env NULL, body
+ * (len bytes already packed as an envelope body of that type) behind a
+ * header of the call's own. */
+static zf_status_t s_call(zf_broker_t *b, int i, s_job_t *j, Zflow__Envelope *env,
+                          Zflow__Envelope__BodyCase body, const void *bytes, size_t len)
 {
     uint64_t c = s_call_new(b->jobs, j);
     if (!c) return zf_out_of_memory("broker: the job calls");
-    env->request_id = c;
-    zf_route_t r = zf__broker_route_to(&b->scheds[i].id);
-    zf_status_t s = zf_route_push(&r, s_self, S_SELF_LEN);
-    if (zf_ok(s)) s = zf_envelope_send(b->sock, &r, env);
+    zmq_msg_t frame;
+    zmq_msg_init(&frame);
+    zf_status_t s = ZF_STATUS_OK;
+    if (env)
+        env->request_id = c;
+    else
+        s = zf_envelope_frame(&frame, c, body, bytes, len);
+    if (zf_ok(s)) s = s_send_self(b, i, env, &frame);
+    zmq_msg_close(&frame);
     if (!zf_ok(s)) s_call_forget(b->jobs, j);
     return s;
 }
@@ -563,27 +603,54 @@ static bool s_sent(zf_broker_t *b, int i, s_job_t *j, zf_status_t st)
     return true;
 }
 
-/* Hands j, just taken off the queue, to scheduler i: its stored envelope
- * decoded and sent with the broker's request id. False when i is gone (as
- * s_sent). */
+/* The SubmitJob of a stored request (an envelope the broker packed,
+ * checked as a peer's message would be) into *body and *len, within it. */
+static zf_status_t s_stored_submit(const uint8_t *p, size_t n, const uint8_t **body, size_t *len)
+{
+    ZF_TRY(zf_proto_check_wire(&zflow__envelope__descriptor, p, n));
+    const uint8_t *end = p + n;
+    uint64_t version = 0;
+    int bodies = 0;
+    Zflow__Envelope__BodyCase last = ZFLOW__ENVELOPE__BODY__NOT_SET;
+    for (zf_proto_field_t f; p < end && zf_proto_next_field(&p, end, &f);) {
+        if (f.number == 1 && f.wire == 0) version = f.value;
+        if (f.number <= 2 || !f.data ||
+            !protobuf_c_message_descriptor_get_field(&zflow__envelope__descriptor, f.number))
+            continue;
+        bodies++;
+        last = (Zflow__Envelope__BodyCase)f.number;
+        *body = f.data;
+        *len = (size_t)f.value;
+    }
+    if (version != ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1)
+        return zf_status_new(ZF_FAILED_PRECONDITION,
+                             "protocol version %" PRIu64 " is not supported (this side speaks %d)",
+                             version, ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1);
+    if (!bodies) return zf_invalid_argument("it has no body");
+    if (bodies > 1) return zf_invalid_argument("it has %d bodies", bodies);
+    if (last != ZFLOW__ENVELOPE__BODY_SUBMIT_JOB)
+        return zf_invalid_argument("it holds a %s", zf_envelope_case_name(last));
+    return ZF_STATUS_OK;
+}
+
+/* Hands j, just taken off the queue, to scheduler i: the SubmitJob of its
+ * stored envelope, checked, sent as it is behind a header with the
+ * broker's request id. False when i is gone (as s_sent). */
 static bool s_dispatch(zf_broker_t *b, int i, s_job_t *j)
 {
     void *bytes = NULL;
-    size_t len = 0;
-    Zflow__Envelope *env = NULL;
+    size_t len = 0, body_len = 0;
+    const uint8_t *body = NULL;
     zf_status_t st = zf_job_store_request(b->jobs->store, j->id, &bytes, &len);
-    if (zf_ok(st)) st = zf_envelope_decode(bytes, len, &env, NULL);
-    free(bytes);
-    if (zf_ok(st) && (env->body_case != ZFLOW__ENVELOPE__BODY_SUBMIT_JOB || !env->submit_job))
-        st = zf_invalid_argument("it holds a %s", zf_envelope_body_name(env));
+    if (zf_ok(st)) st = s_stored_submit(bytes, len, &body, &body_len);
     if (!zf_ok(st)) {
-        if (env) zflow__envelope__free_unpacked(env, NULL);
+        free(bytes);
         s_unreadable(b, j, &st);
         zf_status_clear(&st);
         return true;
     }
-    st = s_call(b, i, j, env);
-    zflow__envelope__free_unpacked(env, NULL);
+    st = s_call(b, i, j, NULL, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, body, body_len);
+    free(bytes);
     return s_sent(b, i, j, st);
 }
 
@@ -633,9 +700,7 @@ static void s_on_loaded(zf_broker_t *b, zf_job_blob_task_t *t)
         s_queue_push(J, j, true);
         return;
     }
-    zf_route_t r = zf__broker_route_to(&b->scheds[i].id);
-    zf_status_t st = zf_route_push(&r, s_self, S_SELF_LEN);
-    if (zf_ok(st)) st = zf_envelope_send_packed(b->sock, &r, &t->bytes);
+    zf_status_t st = s_send_self(b, i, NULL, &t->bytes);
     if (!zf_ok(st)) s_call_forget(J, j);
     s_sent(b, i, j, st);
 }
@@ -932,9 +997,7 @@ static void s_on_poll(zf_broker_t *b, const zf__broker_ident_t *client, const Zf
     Zflow__Envelope e = zf__broker_envelope(c);
     e.body_case = ZFLOW__ENVELOPE__BODY_POLL_JOB;
     e.poll_job = &pj;
-    zf_route_t r = zf__broker_route_to(&b->scheds[i].id);
-    zf_status_t s = zf_route_push(&r, s_self, S_SELF_LEN);
-    if (zf_ok(s)) s = zf_envelope_send(b->sock, &r, &e);
+    zf_status_t s = s_send_self(b, i, &e, NULL);
     if (zf_ok(s)) return;
     zf_status_clear(&s);
     zf_strmap_remove_n(J->polls, (const char *)&c, sizeof c, NULL);
@@ -1023,9 +1086,7 @@ static void s_send_cancel(zf_broker_t *b, int i, s_job_t *j)
     Zflow__Envelope e = zf__broker_envelope(0);
     e.body_case = ZFLOW__ENVELOPE__BODY_CANCEL_JOB;
     e.cancel_job = &cj;
-    zf_route_t r = zf__broker_route_to(&b->scheds[i].id);
-    zf_status_t s = zf_route_push(&r, s_self, S_SELF_LEN);
-    if (zf_ok(s)) s = zf_envelope_send(b->sock, &r, &e);
+    zf_status_t s = s_send_self(b, i, &e, NULL);
     if (!zf_ok(s))
         zf_log_warn(ZF__BROKER_LOG, "cannot pass the cancel of job %s on: %s", j->id,
                     zf_status_msg(&s));
@@ -1048,7 +1109,7 @@ static void s_on_accepted(zf_broker_t *b, int i, s_job_t *j, const char *sched_j
     Zflow__Envelope e = zf__broker_envelope(0);
     e.body_case = ZFLOW__ENVELOPE__BODY_WAIT_JOB;
     e.wait_job = &wj;
-    zf_status_t s = s_call(b, i, j, &e);
+    zf_status_t s = s_call(b, i, j, &e, ZFLOW__ENVELOPE__BODY__NOT_SET, NULL, 0);
     if (s.code == ZF_UNAVAILABLE) {
         zf_status_clear(&s);
         zf__broker_sched_drop(b, i, "disconnected"); /* j goes back to the queue */

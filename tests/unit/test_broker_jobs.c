@@ -721,7 +721,14 @@ static void test_broker_jobs_end_a_job_whose_stored_record_is_bad_with_data_loss
         "INSERT INTO jobs(id, seq, state, request) VALUES('job-1-bad', 1, 1, x'0a0bffff');"
         "INSERT INTO jobs(id, seq, state, result, ended_ms) VALUES('job-2-bad', 2, 3, "
         "x'0a0bffff', CAST(strftime('%s', 'now') AS INTEGER) * 1000);"
-        "INSERT INTO jobs(id, seq, state) VALUES('job-3-bad', 3, 99);";
+        "INSERT INTO jobs(id, seq, state) VALUES('job-3-bad', 3, 99);"
+        /* well-formed, but no Envelope{version 1, SubmitJob}: 0801 is version 1,
+         * a20200 an empty SubmitJob (field 36), ea0200 a Ping (45) */
+        "INSERT INTO jobs(id, seq, state, request) VALUES('job-4-v2', 4, 1, x'0802a20200');"
+        "INSERT INTO jobs(id, seq, state, request) VALUES('job-5-none', 5, 1, x'08011007');"
+        "INSERT INTO jobs(id, seq, state, request) VALUES('job-6-two', 6, 1, "
+        "x'0801a20200a20200');"
+        "INSERT INTO jobs(id, seq, state, request) VALUES('job-7-ping', 7, 1, x'0801ea0200');";
     s_add_rows(f, rows);
     s_start_broker(f, NULL, NULL);
     zf_socket_t *c = s_peer(f), *s1 = s_peer(f);
@@ -731,6 +738,15 @@ static void test_broker_jobs_end_a_job_whose_stored_record_is_bad_with_data_loss
     s_expect_wait_status(c, 2, "job-2-bad", ZF_DATA_LOSS,
                          "the stored result of job 'job-2-bad' cannot be read");
     s_expect_wait_status(c, 3, "job-3-bad", ZF_NOT_FOUND, "not found"); /* skipped */
+    const char *const ids[4] = {"job-4-v2", "job-5-none", "job-6-two", "job-7-ping"};
+    const char *const why[4] = {"protocol version 2 is not supported (this side speaks 1)",
+                                "it has no body", "it has 2 bodies", "it holds a Ping"};
+    for (int k = 0; k < 4; k++) {
+        char want[160];
+        snprintf(want, sizeof want, "the stored request of job '%s' cannot be read: %s", ids[k],
+                 why[k]);
+        s_expect_wait_status(c, 10 + (uint64_t)k, ids[k], ZF_DATA_LOSS, want);
+    }
     s_req_t r;
     assert_false(s_next_req(s1, 300, &r));
     free(s_submit(c, 4, "y")); /* and it goes on */
