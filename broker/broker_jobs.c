@@ -18,6 +18,7 @@
 #include "broker/broker_internal.h"
 #include "broker/job_blobs.h"
 #include "broker/job_store.h"
+#include "common/graphdef_io.h"
 #include "common/log.h"
 #include "common/random.h"
 
@@ -61,6 +62,7 @@ typedef struct s_job {
     char *retried;       /* why it was last run again ("attempt N failed: ..."), or NULL */
     s_waiter_t *waiters;
     struct s_job *next_queued;
+    struct s_job *done_prev, *done_next; /* in the results, oldest ended first */
     bool apart;   /* its request is kept apart (job_blobs.h), not in its row */
     bool loading; /* taken off the queue while that request is read to be sent */
 } s_job_t;
@@ -88,6 +90,7 @@ struct zf__broker_jobs {
     zf_strmap_t *calls;    /* 8-byte call id -> s_job_t * */
     zf_strmap_t *polls;    /* 8-byte call id -> s_poll_t * */
     s_job_t *q_head, *q_tail;
+    s_job_t *done_head, *done_tail; /* the jobs DONE, by ended_ms, the oldest first */
     int64_t next_seq;
     uint64_t next_call;
     int max_attempts;
@@ -174,6 +177,40 @@ static void s_queue_remove(zf__broker_jobs_t *J, s_job_t *j)
     }
 }
 
+/* j, just DONE, joins the results in the order of ended_ms: after those
+ * that ended at or before it (at the tail, but for a clock set back or a
+ * result taken up from the store out of that order). */
+static void s_done_add(zf__broker_jobs_t *J, s_job_t *j)
+{
+    s_job_t *prev = J->done_tail;
+    while (prev && prev->ended_ms > j->ended_ms) prev = prev->done_prev;
+    j->done_prev = prev;
+    j->done_next = prev ? prev->done_next : J->done_head;
+    if (j->done_next)
+        j->done_next->done_prev = j;
+    else
+        J->done_tail = j;
+    if (prev)
+        prev->done_next = j;
+    else
+        J->done_head = j;
+    J->n_done++;
+}
+
+static void s_done_remove(zf__broker_jobs_t *J, s_job_t *j)
+{
+    if (j->done_prev)
+        j->done_prev->done_next = j->done_next;
+    else
+        J->done_head = j->done_next;
+    if (j->done_next)
+        j->done_next->done_prev = j->done_prev;
+    else
+        J->done_tail = j->done_prev;
+    j->done_prev = j->done_next = NULL;
+    J->n_done--;
+}
+
 static void s_call_forget(zf__broker_jobs_t *J, s_job_t *j)
 {
     if (j->call) zf_strmap_remove_n(J->calls, (const char *)&j->call, sizeof j->call, NULL);
@@ -218,7 +255,7 @@ static void s_job_free(zf__broker_jobs_t *J, s_job_t *j)
     s_blob_drop(J, j);
     s_call_forget(J, j);
     if (j->state == ZF_JOB_STORE_QUEUED) s_queue_remove(J, j);
-    if (j->state == ZF_JOB_STORE_DONE) J->n_done--;
+    if (j->state == ZF_JOB_STORE_DONE) s_done_remove(J, j);
     for (s_waiter_t *w = j->waiters, *next; w; w = next) {
         next = w->next;
         J->n_waiters--;
@@ -309,36 +346,55 @@ static Zflow__RunStepReply *s_status_result(zf_status_t *st)
     return r;
 }
 
-/* The stored result of j, unpacked; the reason it cannot be in *st. */
-static Zflow__RunStepReply *s_load_result(zf_broker_t *b, s_job_t *j, zf_status_t *st)
+/* The stored result of j (a packed RunStepReply, checked as a peer's
+ * message would be) into *bytes and *len (caller frees). */
+static zf_status_t s_load_result(zf_broker_t *b, s_job_t *j, void **bytes, size_t *len)
 {
-    void *bytes = NULL;
-    size_t len = 0;
-    *st = zf_job_store_result(b->jobs->store, j->id, &bytes, &len);
-    if (!zf_ok(*st)) return NULL;
-    Zflow__RunStepReply *r = zflow__run_step_reply__unpack(NULL, len, bytes);
-    free(bytes);
-    if (!r)
-        *st = zf_status_new(ZF_DATA_LOSS,
-                            "the stored result of job '%s' cannot be read (%zu bytes "
-                            "in %s)",
-                            j->id, len, zf_job_store_path(b->jobs->store));
-    return r;
+    ZF_TRY(zf_job_store_result(b->jobs->store, j->id, bytes, len));
+    zf_status_t st = zf_proto_check_wire(&zflow__run_step_reply__descriptor, *bytes, *len);
+    if (zf_ok(st)) return st;
+    free(*bytes);
+    *bytes = NULL;
+    zf_status_t e =
+        zf_status_new(ZF_DATA_LOSS,
+                      "the stored result of job '%s' cannot be read (%zu bytes in "
+                      "%s): %s",
+                      j->id, *len, zf_job_store_path(b->jobs->store), zf_status_msg(&st));
+    zf_status_clear(&st);
+    return e;
 }
 
-/* Answers j's waiters with its stored result; one that got it collects
- * the job. */
+/* Sends a stored result (bytes, a packed RunStepReply) as it is, behind
+ * an envelope header of its own. */
+static zf_status_t s_send_stored_result(zf_broker_t *b, const zf__broker_ident_t *to,
+                                        uint64_t request_id, const void *bytes, size_t len)
+{
+    zmq_msg_t frame;
+    zmq_msg_init(&frame);
+    zf_status_t s =
+        zf_envelope_frame(&frame, request_id, ZFLOW__ENVELOPE__BODY_RUN_STEP_REPLY, bytes, len);
+    zf_route_t r = zf__broker_route_to(to);
+    if (zf_ok(s)) s = zf_envelope_send_packed(b->sock, &r, &frame);
+    zmq_msg_close(&frame);
+    return s;
+}
+
+/* Answers j's waiters with its stored result, sent as it was stored (not
+ * unpacked and packed again), or with why it cannot be read; one that got
+ * it collects the job. */
 static void s_deliver(zf_broker_t *b, s_job_t *j)
 {
     if (!j->waiters) return;
-    zf_status_t st = ZF_STATUS_OK;
-    Zflow__RunStepReply *r = s_load_result(b, j, &st);
-    if (!r) r = s_status_result(&st);
+    void *bytes = NULL;
+    size_t len = 0;
+    zf_status_t st = s_load_result(b, j, &bytes, &len);
+    Zflow__RunStepReply *r = zf_ok(st) ? NULL : s_status_result(&st);
     bool collected = false;
     for (s_waiter_t *w = j->waiters, *next; w; w = next) {
         next = w->next;
-        zf_status_t s = r ? s_send_result(b, &w->client, w->request_id, r)
-                          : zf_out_of_memory("broker: a job's result");
+        zf_status_t s = bytes ? s_send_stored_result(b, &w->client, w->request_id, bytes, len)
+                        : r   ? s_send_result(b, &w->client, w->request_id, r)
+                              : zf_out_of_memory("broker: a job's result");
         collected = collected || zf_ok(s);
         zf_status_clear(&s);
         b->jobs->n_waiters--;
@@ -346,28 +402,21 @@ static void s_deliver(zf_broker_t *b, s_job_t *j)
         free(w);
     }
     j->waiters = NULL;
+    free(bytes);
     if (r) zflow__run_step_reply__free_unpacked(r, NULL);
     if (collected) s_job_drop(b, j);
 }
 
 /* Drops the uncollected results past their age, and the oldest past the
- * count. */
+ * count: each from the head of the results, which are in the order they
+ * ended. */
 static void s_expire(zf_broker_t *b)
 {
     zf__broker_jobs_t *J = b->jobs;
-    size_t iter = 0;
-    uintptr_t v = 0;
     int64_t wall = s_wall_ms();
-    while (J->n_done > 0) {
-        s_job_t *oldest = NULL;
-        iter = 0;
-        while (zf_strmap_next(J->by_id, &iter, NULL, NULL, &v)) {
-            s_job_t *j = (s_job_t *)v;
-            if (j->state == ZF_JOB_STORE_DONE && (!oldest || j->ended_ms < oldest->ended_ms))
-                oldest = j;
-        }
-        bool old = oldest && wall - oldest->ended_ms >= J->keep_ms;
-        if (!oldest || (!old && J->n_done <= J->keep_results)) break;
+    for (s_job_t *oldest; (oldest = J->done_head);) {
+        bool old = wall - oldest->ended_ms >= J->keep_ms;
+        if (!old && J->n_done <= J->keep_results) break;
         zf_log_info(ZF__BROKER_LOG, "dropped the uncollected result of job %s (%s)", oldest->id,
                     old ? "too old" : "too many results waiting");
         s_job_drop(b, oldest);
@@ -400,7 +449,7 @@ static void s_finish(zf_broker_t *b, s_job_t *j, Zflow__RunStepReply *r)
     j->state = ZF_JOB_STORE_DONE;
     j->ended_ms = s_wall_ms();
     if (j->ok) j->steps_done = j->steps;
-    J->n_done++;
+    s_done_add(J, j);
     st = bytes ? zf_job_store_finished(J->store, j->id, bytes, len, j->ended_ms, j->attempts)
                : zf_out_of_memory("broker: a job's result");
     free(bytes);
@@ -469,15 +518,34 @@ static void s_retry(zf_broker_t *b, s_job_t *j, zf_status_t why)
 
 /* ---- handing jobs to schedulers ------------------------------------------------------- */
 
-/* Sends body (of type `body`) about j to scheduler i as a fresh call. */
-static zf_status_t s_call(zf_broker_t *b, int i, s_job_t *j, Zflow__Envelope *env)
+/* Sends to scheduler i, as the broker's own client, env or (env NULL)
+ * frame, an envelope already packed. */
+static zf_status_t s_send_self(zf_broker_t *b, int i, const Zflow__Envelope *env, zmq_msg_t *frame)
+{
+    zf_route_t r = zf__broker_route_to(&b->scheds[i].id);
+    zf_status_t s = zf_route_push(&r, s_self, S_SELF_LEN);
+    if (zf_ok(s))
+        s = env ? zf_envelope_send(b->sock, &r, env) : zf_envelope_send_packed(b->sock, &r, frame);
+    return s;
+}
+
+/* Sends env about j to scheduler i as a fresh call; or, env NULL, body
+ * (len bytes already packed as an envelope body of that type) behind a
+ * header of the call's own. */
+static zf_status_t s_call(zf_broker_t *b, int i, s_job_t *j, Zflow__Envelope *env,
+                          Zflow__Envelope__BodyCase body, const void *bytes, size_t len)
 {
     uint64_t c = s_call_new(b->jobs, j);
     if (!c) return zf_out_of_memory("broker: the job calls");
-    env->request_id = c;
-    zf_route_t r = zf__broker_route_to(&b->scheds[i].id);
-    zf_status_t s = zf_route_push(&r, s_self, S_SELF_LEN);
-    if (zf_ok(s)) s = zf_envelope_send(b->sock, &r, env);
+    zmq_msg_t frame;
+    zmq_msg_init(&frame);
+    zf_status_t s = ZF_STATUS_OK;
+    if (env)
+        env->request_id = c;
+    else
+        s = zf_envelope_frame(&frame, c, body, bytes, len);
+    if (zf_ok(s)) s = s_send_self(b, i, env, &frame);
+    zmq_msg_close(&frame);
     if (!zf_ok(s)) s_call_forget(b->jobs, j);
     return s;
 }
@@ -535,27 +603,54 @@ static bool s_sent(zf_broker_t *b, int i, s_job_t *j, zf_status_t st)
     return true;
 }
 
-/* Hands j, just taken off the queue, to scheduler i: its stored envelope
- * decoded and sent with the broker's request id. False when i is gone (as
- * s_sent). */
+/* The SubmitJob of a stored request (an envelope the broker packed,
+ * checked as a peer's message would be) into *body and *len, within it. */
+static zf_status_t s_stored_submit(const uint8_t *p, size_t n, const uint8_t **body, size_t *len)
+{
+    ZF_TRY(zf_proto_check_wire(&zflow__envelope__descriptor, p, n));
+    const uint8_t *end = p + n;
+    uint64_t version = 0;
+    int bodies = 0;
+    Zflow__Envelope__BodyCase last = ZFLOW__ENVELOPE__BODY__NOT_SET;
+    for (zf_proto_field_t f; p < end && zf_proto_next_field(&p, end, &f);) {
+        if (f.number == 1 && f.wire == 0) version = f.value;
+        if (f.number <= 2 || !f.data ||
+            !protobuf_c_message_descriptor_get_field(&zflow__envelope__descriptor, f.number))
+            continue;
+        bodies++;
+        last = (Zflow__Envelope__BodyCase)f.number;
+        *body = f.data;
+        *len = (size_t)f.value;
+    }
+    if (version != ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1)
+        return zf_status_new(ZF_FAILED_PRECONDITION,
+                             "protocol version %" PRIu64 " is not supported (this side speaks %d)",
+                             version, ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1);
+    if (!bodies) return zf_invalid_argument("it has no body");
+    if (bodies > 1) return zf_invalid_argument("it has %d bodies", bodies);
+    if (last != ZFLOW__ENVELOPE__BODY_SUBMIT_JOB)
+        return zf_invalid_argument("it holds a %s", zf_envelope_case_name(last));
+    return ZF_STATUS_OK;
+}
+
+/* Hands j, just taken off the queue, to scheduler i: the SubmitJob of its
+ * stored envelope, checked, sent as it is behind a header with the
+ * broker's request id. False when i is gone (as s_sent). */
 static bool s_dispatch(zf_broker_t *b, int i, s_job_t *j)
 {
     void *bytes = NULL;
-    size_t len = 0;
-    Zflow__Envelope *env = NULL;
+    size_t len = 0, body_len = 0;
+    const uint8_t *body = NULL;
     zf_status_t st = zf_job_store_request(b->jobs->store, j->id, &bytes, &len);
-    if (zf_ok(st)) st = zf_envelope_decode(bytes, len, &env, NULL);
-    free(bytes);
-    if (zf_ok(st) && (env->body_case != ZFLOW__ENVELOPE__BODY_SUBMIT_JOB || !env->submit_job))
-        st = zf_invalid_argument("it holds a %s", zf_envelope_body_name(env));
+    if (zf_ok(st)) st = s_stored_submit(bytes, len, &body, &body_len);
     if (!zf_ok(st)) {
-        if (env) zflow__envelope__free_unpacked(env, NULL);
+        free(bytes);
         s_unreadable(b, j, &st);
         zf_status_clear(&st);
         return true;
     }
-    st = s_call(b, i, j, env);
-    zflow__envelope__free_unpacked(env, NULL);
+    st = s_call(b, i, j, NULL, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, body, body_len);
+    free(bytes);
     return s_sent(b, i, j, st);
 }
 
@@ -605,9 +700,7 @@ static void s_on_loaded(zf_broker_t *b, zf_job_blob_task_t *t)
         s_queue_push(J, j, true);
         return;
     }
-    zf_route_t r = zf__broker_route_to(&b->scheds[i].id);
-    zf_status_t st = zf_route_push(&r, s_self, S_SELF_LEN);
-    if (zf_ok(st)) st = zf_envelope_send_packed(b->sock, &r, &t->bytes);
+    zf_status_t st = s_send_self(b, i, NULL, &t->bytes);
     if (!zf_ok(st)) s_call_forget(J, j);
     s_sent(b, i, j, st);
 }
@@ -775,6 +868,7 @@ void zf__broker_jobs_on_large_submit(zf_broker_t *b, const zf__broker_ident_t *c
         a->request_id = m->request_id;
         t->off = m->submit.off;
         t->len = m->submit.len;
+        t->check = &zflow__submit_job__descriptor; /* on the store's thread, not here */
         t->tag = a;
         st = zf_job_blobs_submit(J->blobs, &t);
     }
@@ -797,6 +891,12 @@ static void s_on_stored(zf_broker_t *b, zf_job_blob_task_t *t)
     if (zf_ok(t->status)) {
         a->job->apart = true;
         s_record(b, &a->client, a->request_id, a->job, NULL, 0);
+    } else if (t->status.code == ZF_INVALID_ARGUMENT) { /* malformed: nothing was kept */
+        zf_status_t st =
+            zf_status_new(ZF_INVALID_ARGUMENT, "SubmitJob refused: %s", zf_status_msg(&t->status));
+        zf_log_warn(ZF__BROKER_LOG, "%s", zf_status_msg(&st));
+        s_send_submit_reply(b, &a->client, a->request_id, &st, NULL);
+        free(a->job);
     } else {
         zf_status_t st = zf_status_new(ZF_UNAVAILABLE,
                                        "SubmitJob refused: the broker cannot record it in its "
@@ -897,9 +997,7 @@ static void s_on_poll(zf_broker_t *b, const zf__broker_ident_t *client, const Zf
     Zflow__Envelope e = zf__broker_envelope(c);
     e.body_case = ZFLOW__ENVELOPE__BODY_POLL_JOB;
     e.poll_job = &pj;
-    zf_route_t r = zf__broker_route_to(&b->scheds[i].id);
-    zf_status_t s = zf_route_push(&r, s_self, S_SELF_LEN);
-    if (zf_ok(s)) s = zf_envelope_send(b->sock, &r, &e);
+    zf_status_t s = s_send_self(b, i, &e, NULL);
     if (zf_ok(s)) return;
     zf_status_clear(&s);
     zf_strmap_remove_n(J->polls, (const char *)&c, sizeof c, NULL);
@@ -988,9 +1086,7 @@ static void s_send_cancel(zf_broker_t *b, int i, s_job_t *j)
     Zflow__Envelope e = zf__broker_envelope(0);
     e.body_case = ZFLOW__ENVELOPE__BODY_CANCEL_JOB;
     e.cancel_job = &cj;
-    zf_route_t r = zf__broker_route_to(&b->scheds[i].id);
-    zf_status_t s = zf_route_push(&r, s_self, S_SELF_LEN);
-    if (zf_ok(s)) s = zf_envelope_send(b->sock, &r, &e);
+    zf_status_t s = s_send_self(b, i, &e, NULL);
     if (!zf_ok(s))
         zf_log_warn(ZF__BROKER_LOG, "cannot pass the cancel of job %s on: %s", j->id,
                     zf_status_msg(&s));
@@ -1013,7 +1109,7 @@ static void s_on_accepted(zf_broker_t *b, int i, s_job_t *j, const char *sched_j
     Zflow__Envelope e = zf__broker_envelope(0);
     e.body_case = ZFLOW__ENVELOPE__BODY_WAIT_JOB;
     e.wait_job = &wj;
-    zf_status_t s = s_call(b, i, j, &e);
+    zf_status_t s = s_call(b, i, j, &e, ZFLOW__ENVELOPE__BODY__NOT_SET, NULL, 0);
     if (s.code == ZF_UNAVAILABLE) {
         zf_status_clear(&s);
         zf__broker_sched_drop(b, i, "disconnected"); /* j goes back to the queue */
@@ -1252,16 +1348,26 @@ void zf__broker_jobs_round(zf_broker_t *b)
 
 /* ---- open and close ----------------------------------------------------------------------- */
 
+/* Orders results by the time they ended, then by acceptance. */
+static int s_by_end(const void *a, const void *b)
+{
+    const s_job_t *x = *(s_job_t *const *)a, *y = *(s_job_t *const *)b;
+    if (x->ended_ms != y->ended_ms) return x->ended_ms < y->ended_ms ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
 /* Takes up the stored jobs: queued and dispatched ones wait to be handed
- * to a scheduler (a dispatched one starts again), results to be collected. */
+ * to a scheduler (a dispatched one starts again), results to be collected
+ * (listed by acceptance, they join the results in the order they ended). */
 static zf_status_t s_recover(zf_broker_t *b)
 {
     zf__broker_jobs_t *J = b->jobs;
     zf_job_store_record_t *recs = NULL;
     size_t n = 0, bad = 0, queued = 0, done = 0;
     ZF_TRY(zf_job_store_list(J->store, &recs, &n, &bad));
-    ZF_TRY(zf_job_store_begin(J->store));
-    zf_status_t st = ZF_STATUS_OK;
+    s_job_t **ended = n ? calloc(n, sizeof *ended) : NULL;
+    zf_status_t st = n && !ended ? zf_out_of_memory("broker: the job table") : ZF_STATUS_OK;
+    if (zf_ok(st)) st = zf_job_store_begin(J->store);
     J->next_seq = 1;
     for (size_t k = 0; k < n && zf_ok(st); k++) {
         s_job_t *j = calloc(1, sizeof *j);
@@ -1272,15 +1378,14 @@ static zf_status_t s_recover(zf_broker_t *b)
             break;
         }
         j->seq = recs[k].seq;
-        j->steps = recs[k].steps;
+        j->steps = recs[k].steps > 0 ? recs[k].steps : 1; /* 0: not recorded */
         j->apart = recs[k].request_apart;
         j->attempts = recs[k].attempts;
         j->ended_ms = recs[k].ended_ms;
         if (j->seq >= J->next_seq) J->next_seq = j->seq + 1;
         if (recs[k].state == ZF_JOB_STORE_DONE) {
             j->state = ZF_JOB_STORE_DONE;
-            J->n_done++;
-            done++;
+            ended[done++] = j;
             continue;
         }
         queued++;
@@ -1294,6 +1399,9 @@ static zf_status_t s_recover(zf_broker_t *b)
                               recs[k].scheduler));
     }
     free(recs);
+    if (done) qsort(ended, done, sizeof *ended, s_by_end);
+    for (size_t k = 0; k < done; k++) s_done_add(J, ended[k]);
+    free(ended);
     if (n || bad)
         zf_log_info(ZF__BROKER_LOG, "job store %s: %zu job(s) to run, %zu result(s) to collect%s",
                     zf_job_store_path(J->store), queued, done,

@@ -13,13 +13,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "broker/job_store.h"
 #include "common/graphdef_io.h"
 #include "common/strmap.h"
 #include "proto/service.pb-c.h"
 
-#define S_SUBDIR   "requests"
-#define S_TMP      ".tmp"
-#define S_HEAD_MAX 32 /* version (2), request id (11), body key (2), body length (10) */
+#define S_SUBDIR "requests"
+#define S_TMP    ".tmp"
 
 /* A body held in memory: a share of the frame it came in. */
 typedef struct {
@@ -130,25 +130,20 @@ static void s_free_buf(void *data, void *hint)
     free(hint);
 }
 
-/* A buffer of S_HEAD_MAX + len bytes whose body (at S_HEAD_MAX) the caller
+/* A buffer of ZF_ENVELOPE_HEAD_MAX + len bytes whose body (at ZF_ENVELOPE_HEAD_MAX) the caller
  * fills; NULL when out of memory. */
 static uint8_t *s_frame_buf(size_t len)
 {
-    return len <= SIZE_MAX - S_HEAD_MAX ? malloc(S_HEAD_MAX + len) : NULL;
+    return len <= SIZE_MAX - ZF_ENVELOPE_HEAD_MAX ? malloc(ZF_ENVELOPE_HEAD_MAX + len) : NULL;
 }
 
 /* Makes buf (from s_frame_buf, its body filled) into msg: the envelope
  * header written just before the body; msg owns buf. */
 static zf_status_t s_frame_take(zmq_msg_t *msg, uint8_t *buf, size_t len, uint64_t request_id)
 {
-    uint8_t h[S_HEAD_MAX];
-    size_t n = zf_proto_put_varint(h, 1 << 3);
-    n += zf_proto_put_varint(h + n, ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1);
-    n += zf_proto_put_varint(h + n, 2 << 3);
-    n += zf_proto_put_varint(h + n, request_id);
-    n += zf_proto_put_varint(h + n, (uint64_t)ZFLOW__ENVELOPE__BODY_SUBMIT_JOB << 3 | 2);
-    n += zf_proto_put_varint(h + n, len);
-    uint8_t *start = buf + S_HEAD_MAX - n;
+    uint8_t h[ZF_ENVELOPE_HEAD_MAX];
+    size_t n = zf_envelope_put_head(h, request_id, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, len);
+    uint8_t *start = buf + ZF_ENVELOPE_HEAD_MAX - n;
     memcpy(start, h, n);
     zmq_msg_close(msg);
     if (zmq_msg_init_data(msg, start, n + len, s_free_buf, buf) != 0) {
@@ -180,7 +175,7 @@ static zf_status_t s_read_file(const char *dir, const char *id, uint64_t request
         st = zf_status_new(ZF_RESOURCE_EXHAUSTED,
                            "job store: out of memory for the %zu bytes of %s", len, path);
     while (zf_ok(st) && got < len) {
-        ssize_t n = pread(fd, buf + S_HEAD_MAX + got, len - got, (off_t)got);
+        ssize_t n = pread(fd, buf + ZF_ENVELOPE_HEAD_MAX + got, len - got, (off_t)got);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) st = s_io_error(errno, "reading", path);
         if (n == 0) st = zf_status_new(ZF_DATA_LOSS, "job store: %s ended early", path);
@@ -204,11 +199,19 @@ static void s_mem_free(s_mem_t *m)
 static zf_status_t s_put(zf_job_blobs_t *bl, zf_job_blob_task_t *t)
 {
     if (!zf_job_blobs_id_ok(t->id))
-        return zf_invalid_argument("job store: '%s' cannot name a request", t->id);
+        return zf_internal("job store: '%s' cannot name a request", t->id);
     if (t->off > zmq_msg_size(&t->bytes) || t->len > zmq_msg_size(&t->bytes) - t->off)
-        return zf_invalid_argument("job store: a request of %zu bytes at %zu lies outside its "
-                                   "frame of %zu",
-                                   t->len, t->off, zmq_msg_size(&t->bytes));
+        return zf_internal("job store: a request of %zu bytes at %zu lies outside its frame of %zu",
+                           t->len, t->off, zmq_msg_size(&t->bytes));
+    if (t->check) {
+        zf_status_t st = zf_proto_check_wire(
+            t->check, (const uint8_t *)zmq_msg_data(&t->bytes) + t->off, t->len);
+        if (!zf_ok(st))
+            return zf_status_prefix(st,
+                                    "malformed %s (%zu bytes; byte offsets count from its "
+                                    "start)",
+                                    t->check->name, t->len);
+    }
     if (!bl->memory)
         return s_write_file(bl->dir, t->id, (const uint8_t *)zmq_msg_data(&t->bytes) + t->off,
                             t->len);
@@ -241,8 +244,8 @@ static zf_status_t s_load(zf_job_blobs_t *bl, zf_job_blob_task_t *t)
         return zf_status_new(
             ZF_RESOURCE_EXHAUSTED,
             "job store: out of memory for the %zu bytes of the request of job '%s'", m->len, t->id);
-    memcpy(buf + S_HEAD_MAX, (const uint8_t *)zmq_msg_data((zmq_msg_t *)&m->frame) + m->off,
-           m->len);
+    memcpy(buf + ZF_ENVELOPE_HEAD_MAX,
+           (const uint8_t *)zmq_msg_data((zmq_msg_t *)&m->frame) + m->off, m->len);
     return s_frame_take(&t->bytes, buf, m->len, t->request_id);
 }
 
@@ -303,15 +306,6 @@ static void *s_main(void *arg)
 
 /* ---- the loop's side ------------------------------------------------------------------ */
 
-static zf_status_t s_make_dir(const char *dir)
-{
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) return s_io_error(errno, "making", dir);
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return zf_status_new(ZF_FAILED_PRECONDITION, "job store: %s is not a directory", dir);
-    return ZF_STATUS_OK;
-}
-
 static zf_status_t s_open(zf_job_blobs_t *bl, zf_zctx_t *ctx)
 {
     char addr[64];
@@ -341,7 +335,7 @@ zf_status_t zf_job_blobs_new(zf_zctx_t *ctx, const char *dir, zf_job_blobs_t **o
     zf_status_t st = ZF_STATUS_OK;
     if (dir && snprintf(bl->dir, sizeof bl->dir, "%s/" S_SUBDIR, dir) >= (int)sizeof bl->dir)
         st = zf_invalid_argument("state directory '%.64s...' is too long", dir);
-    if (zf_ok(st) && dir) st = s_make_dir(bl->dir);
+    if (zf_ok(st) && dir) st = zf_job_store_make_dir(bl->dir);
     if (zf_ok(st) && bl->memory && !(bl->mem = zf_strmap_new(0, ZF_STRMAP_COPY_KEYS)))
         st = zf_out_of_memory("job store: its requests");
     if (zf_ok(st)) st = s_open(bl, ctx);

@@ -10,6 +10,9 @@
  *   (zf_job_blobs_next) once the socket zf_job_blobs_socket() is readable;
  *   tasks are done in the order given. Both ends are one inproc PAIR each,
  *   carrying task pointers.
+ * - A PUT may first check the body's wire format (task.check), so that a
+ *   malformed one is refused before anything is written; this thread,
+ *   not the loop, pays for that walk over its bytes.
  * - A body is written to "<id>.tmp", synced, renamed to "<id>" and the
  *   directory synced: once a PUT is done, the body survives the broker's
  *   death and the machine's. A file left by a broker that died before its
@@ -25,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <protobuf-c/protobuf-c.h>
 #include <zmq.h>
 
 #include "common/status.h"
@@ -50,6 +54,10 @@ typedef struct zf_job_blob_task {
     size_t off, len;     /* PUT: where the body lies in bytes */
     void *tag;           /* the caller's, untouched */
     zf_status_t status;  /* once done: OK, or why it failed */
+    /* PUT: when set, the body must be well-formed wire bytes of this
+     * message (zf_proto_check_wire) or it is refused, INVALID_ARGUMENT
+     * naming what is wrong, and not kept */
+    const ProtobufCMessageDescriptor *check;
 } zf_job_blob_task_t;
 
 /* A task of op for id (cut to fit), bytes empty; NULL when out of memory.
@@ -71,7 +79,9 @@ void zf_job_blobs_destroy(zf_job_blobs_t **bl_p);
 
 /* Hands *task over (*task becomes NULL); it comes back from
  * zf_job_blobs_next, done. UNAVAILABLE when the thread cannot take it
- * (then *task stays the caller's). */
+ * (then *task stays the caller's). A PUT done comes back INVALID_ARGUMENT
+ * only when its body fails its check (task.check); a bad id or range is
+ * INTERNAL, an I/O error as the file system says. */
 zf_status_t zf_job_blobs_submit(zf_job_blobs_t *bl, zf_job_blob_task_t **task);
 /* The next task done, or NULL when none is (does not block). Caller owns it. */
 zf_job_blob_task_t *zf_job_blobs_next(zf_job_blobs_t *bl);

@@ -2,6 +2,7 @@
 #include "broker/job_store.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <sqlite3.h>
 #include <stdbool.h>
@@ -9,11 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "common/log.h"
 
 #define S_LAYOUT   1 /* user_version of the layout below */
 #define S_BUSY_MS  0 /* another broker's lock is an error at once, not a wait */
 #define S_MAX_BLOB (INT_MAX - 1)
+#define S_LOG      "broker"
 
 enum {
     S_PUT,
@@ -34,8 +39,8 @@ static const char *const s_sql[S_N_STMTS] = {
     [S_REQUEUED] = "UPDATE jobs SET state = 1, scheduler = NULL, attempts = ?2 WHERE id = ?1",
     [S_FINISHED] = "UPDATE jobs SET state = 3, result = ?2, ended_ms = ?3, attempts = ?4, "
                    "request = NULL WHERE id = ?1",
-    [S_LIST] = "SELECT id, seq, state, scheduler, attempts, steps, ended_ms, request IS NULL FROM "
-               "jobs ORDER BY seq",
+    [S_LIST] = "SELECT id, seq, state, scheduler, attempts, steps, ended_ms, request IS NULL, "
+               "rowid FROM jobs ORDER BY seq",
     [S_REQUEST] = "SELECT request FROM jobs WHERE id = ?1",
     [S_RESULT] = "SELECT result FROM jobs WHERE id = ?1 AND state = 3",
     [S_DELETE] = "DELETE FROM jobs WHERE id = ?1",
@@ -85,23 +90,21 @@ static zf_status_t s_exec(zf_job_store_t *s, const char *sql, const char *doing)
     return rc == SQLITE_OK ? ZF_STATUS_OK : s_error(s, rc, doing);
 }
 
-/* Makes dir (one level; its parent must exist or be made the same way). */
-static zf_status_t s_make_dir(const char *dir)
+zf_status_t zf_job_store_make_dir(const char *dir)
 {
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
         return zf_invalid_argument("state directory '%.64s...' is too long", dir);
-    for (char *p = buf + 1; *p; p++) { /* mkdir -p */
-        if (*p != '/') continue;
+    for (char *p = buf + 1;; p++) { /* mkdir -p: each parent, then dir */
+        if (*p && *p != '/') continue;
+        char c = *p;
         *p = '\0';
         if (mkdir(buf, 0700) != 0 && errno != EEXIST)
             return zf_status_new(ZF_FAILED_PRECONDITION, "cannot make state directory %s: %s", buf,
                                  strerror(errno));
-        *p = '/';
+        if (!c) break;
+        *p = c;
     }
-    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-        return zf_status_new(ZF_FAILED_PRECONDITION, "cannot make state directory %s: %s", buf,
-                             strerror(errno));
     struct stat st;
     if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
         return zf_status_new(ZF_FAILED_PRECONDITION, "state directory %s is not a directory", buf);
@@ -155,7 +158,7 @@ zf_status_t zf_job_store_open(const char *dir, zf_job_store_t **out)
     *out = NULL;
     if (!dir || !dir[0]) return zf_invalid_argument("the job store needs a state directory");
     bool memory = strcmp(dir, ZF_JOB_STORE_MEMORY) == 0;
-    if (!memory) ZF_TRY(s_make_dir(dir));
+    if (!memory) ZF_TRY(zf_job_store_make_dir(dir));
     zf_job_store_t *s = calloc(1, sizeof *s);
     if (!s) return zf_out_of_memory("the job store");
     if ((memory ? snprintf(s->path, sizeof s->path, "%s", dir)
@@ -318,31 +321,56 @@ zf_status_t zf_job_store_finished(zf_job_store_t *s, const char *id, const void 
     return s_run(s, S_FINISHED, "storing a job's result", NULL);
 }
 
-/* Reads the listing's current row into r; false for a row that is no job. */
-static bool s_read_row(sqlite3_stmt *st, zf_job_store_record_t *r)
+/* Reads the listing's current row into r; false for a row that is no job,
+ * with why it is not in why. now_ms: the wall clock. */
+static bool s_read_row(sqlite3_stmt *st, int64_t now_ms, zf_job_store_record_t *r, char *why,
+                       size_t size)
 {
     memset(r, 0, sizeof *r);
     const unsigned char *id = sqlite3_column_text(st, 0);
     int id_len = sqlite3_column_bytes(st, 0);
-    int state = sqlite3_column_int(st, 2);
+    int64_t seq = sqlite3_column_int64(st, 1), state = sqlite3_column_int64(st, 2);
     const unsigned char *sched = sqlite3_column_text(st, 3);
     int sched_len = sched ? sqlite3_column_bytes(st, 3) : 0;
+    int64_t attempts = sqlite3_column_int64(st, 4), steps = sqlite3_column_int64(st, 5);
+    int64_t ended_ms = sqlite3_column_int64(st, 6);
     if (!id || id_len < 1 || id_len >= (int)sizeof r->id || (int)strlen((const char *)id) != id_len)
-        return false;
-    if (state < ZF_JOB_STORE_QUEUED || state > ZF_JOB_STORE_DONE) return false;
-    if (sched_len >= (int)sizeof r->scheduler) return false;
-    int64_t attempts = sqlite3_column_int64(st, 4);
-    if (attempts < 0 || attempts > INT_MAX) return false;
+        snprintf(why, size, "its id is not 1 to %zu characters without a NUL", sizeof r->id - 1);
+    else if (state < ZF_JOB_STORE_QUEUED || state > ZF_JOB_STORE_DONE)
+        snprintf(why, size, "state %" PRId64 " is none of 1 (queued), 2 (dispatched), 3 (done)",
+                 state);
+    else if (seq < 1 || seq > ZF_JOB_STORE_MAX_SEQ)
+        snprintf(why, size, "seq %" PRId64 " is not from 1 to %" PRId64, seq, ZF_JOB_STORE_MAX_SEQ);
+    else if (steps < 0 || steps > ZF_JOB_STORE_MAX_STEPS)
+        snprintf(why, size, "steps %" PRId64 " is not from 0 to %" PRId64, steps,
+                 ZF_JOB_STORE_MAX_STEPS);
+    else if (attempts < 0 || attempts > ZF_JOB_STORE_MAX_ATTEMPTS)
+        snprintf(why, size, "attempts %" PRId64 " is not from 0 to %d", attempts,
+                 ZF_JOB_STORE_MAX_ATTEMPTS);
+    else if (sched_len >= (int)sizeof r->scheduler)
+        snprintf(why, size, "its scheduler id is %d bytes, more than %zu", sched_len,
+                 sizeof r->scheduler - 1);
+    else if (state == ZF_JOB_STORE_DONE &&
+             (ended_ms < 0 || ended_ms > now_ms + ZF_JOB_STORE_MAX_AHEAD_MS))
+        snprintf(why, size,
+                 "ended_ms %" PRId64 " is not from 0 to %" PRId64 " (a day past this clock)",
+                 ended_ms, now_ms + ZF_JOB_STORE_MAX_AHEAD_MS);
+    else
+        why[0] = '\0';
+    if (why[0]) return false;
     memcpy(r->id, id, (size_t)id_len);
     if (sched) memcpy(r->scheduler, sched, (size_t)sched_len);
-    r->seq = sqlite3_column_int64(st, 1);
+    r->seq = seq;
     r->state = (zf_job_store_state_t)state;
     r->attempts = (int)attempts;
-    r->steps = sqlite3_column_int64(st, 5);
-    r->ended_ms = sqlite3_column_int64(st, 6);
+    r->steps = steps;
+    r->ended_ms = ended_ms;
     r->request_apart = r->state != ZF_JOB_STORE_DONE && sqlite3_column_int(st, 7);
-    return r->seq > 0;
+    return true;
 }
+
+/* Rows skipped that are logged one by one; the rest are only counted. */
+#define S_LOG_BAD 16
 
 zf_status_t zf_job_store_list(zf_job_store_t *s, zf_job_store_record_t **out, size_t *n,
                               size_t *bad)
@@ -351,9 +379,12 @@ zf_status_t zf_job_store_list(zf_job_store_t *s, zf_job_store_record_t **out, si
     *n = 0;
     if (bad) *bad = 0;
     sqlite3_stmt *st = s->stmts[S_LIST];
-    size_t cap = 0;
+    size_t cap = 0, skipped = 0;
     int rc;
     zf_status_t e = ZF_STATUS_OK;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (*n == cap) {
             size_t c = cap ? cap * 2 : 64;
@@ -365,11 +396,21 @@ zf_status_t zf_job_store_list(zf_job_store_t *s, zf_job_store_record_t **out, si
             *out = grown;
             cap = c;
         }
-        if (s_read_row(st, &(*out)[*n]))
+        char why[160];
+        if (s_read_row(st, now_ms, &(*out)[*n], why, sizeof why)) {
             (*n)++;
-        else if (bad)
-            (*bad)++;
+            continue;
+        }
+        if (skipped++ < S_LOG_BAD)
+            zf_log_warn(S_LOG, "job store %s: row %" PRId64 " (id '%.63s') is no job: %s; skipped",
+                        s->path, (int64_t)sqlite3_column_int64(st, 8),
+                        sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "",
+                        why);
     }
+    if (skipped > S_LOG_BAD)
+        zf_log_warn(S_LOG, "job store %s: %zu more rows that are no job skipped", s->path,
+                    skipped - S_LOG_BAD);
+    if (bad) *bad = skipped;
     if (zf_ok(e) && rc != SQLITE_ROW && rc != SQLITE_DONE) e = s_error(s, rc, "listing jobs");
     sqlite3_reset(st);
     if (!zf_ok(e)) {

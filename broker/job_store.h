@@ -42,6 +42,17 @@ typedef enum zf_job_store_state {
     ZF_JOB_STORE_DONE = 3,       /* ended; its result waits to be collected */
 } zf_job_store_state_t;
 
+/* The bounds of a stored job's numbers: a row past one is no job the
+ * broker wrote (zf_job_store_list skips it). A seq far past any count of
+ * jobs, so that the next is seq + 1 without overflow; the most steps a
+ * broker may accept (zflow-broker --max-job-steps); attempts far past
+ * any --max-attempts, so that one more cannot overflow; an end at most a
+ * day ahead of this machine's clock. */
+#define ZF_JOB_STORE_MAX_SEQ      (INT64_C(1) << 53)
+#define ZF_JOB_STORE_MAX_STEPS    INT64_C(1000000000000)
+#define ZF_JOB_STORE_MAX_ATTEMPTS 100000000
+#define ZF_JOB_STORE_MAX_AHEAD_MS (INT64_C(24) * 3600 * 1000)
+
 /* A job as listed: everything but the request and result bytes. */
 typedef struct zf_job_store_record {
     char id[64];
@@ -49,7 +60,7 @@ typedef struct zf_job_store_record {
     zf_job_store_state_t state;
     char scheduler[32]; /* the scheduler id it went to; "" when none */
     int attempts;       /* times it was handed to a scheduler */
-    int64_t steps;      /* runs of its step (informational) */
+    int64_t steps;      /* runs of its step (informational; 0: not recorded) */
     int64_t ended_ms;   /* wall clock (ms since the epoch) once done; else 0 */
     bool request_apart; /* not done, and stored without its request (job_blobs.h) */
 } zf_job_store_record_t;
@@ -65,6 +76,13 @@ typedef struct zf_job_store_record {
  * file that is not a job database (or of another layout), or one another
  * broker holds; DATA_LOSS for a corrupt one; each names the path. */
 zf_status_t zf_job_store_open(const char *dir, zf_job_store_t **out);
+
+/* Makes directory dir and its missing parents (mode 0700), for the store
+ * and what is kept beside it (job_blobs.h), and checks that it is a
+ * directory this process can write. FAILED_PRECONDITION naming the path
+ * when it cannot be made, is no directory or is not writable;
+ * INVALID_ARGUMENT for a path too long. */
+zf_status_t zf_job_store_make_dir(const char *dir);
 
 /* Closes; NULL-safe; sets *s_p to NULL. An open transaction is rolled back. */
 void zf_job_store_close(zf_job_store_t **s_p);
@@ -96,8 +114,13 @@ zf_status_t zf_job_store_finished(zf_job_store_t *s, const char *id, const void 
                                   int64_t ended_ms, int attempts);
 
 /* Every stored job, oldest first, into *out (n of them; caller frees *out).
- * A row that cannot be read as a job (a bad state, id or count) is skipped
- * and counted in *bad (may be NULL). */
+ * A row that cannot be read as a job is skipped, counted in *bad (may be
+ * NULL) and logged (warn) saying which row and why: an id that is not 1
+ * to 63 characters without a NUL, a state none of the three, a seq not
+ * from 1 to ZF_JOB_STORE_MAX_SEQ, steps not from 0 to
+ * ZF_JOB_STORE_MAX_STEPS, attempts not from 0 to
+ * ZF_JOB_STORE_MAX_ATTEMPTS, a scheduler id too long, or (done) an end
+ * before the epoch or more than ZF_JOB_STORE_MAX_AHEAD_MS ahead. */
 zf_status_t zf_job_store_list(zf_job_store_t *s, zf_job_store_record_t **out, size_t *n,
                               size_t *bad);
 

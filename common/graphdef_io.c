@@ -239,6 +239,32 @@ static void s_note_singular(s_wire_t *w, uint64_t *seen, size_t index)
     *seen |= bit;
 }
 
+/* Checks the packed values of repeated scalar field f (len bytes at p, the
+ * field's key at byte at) as unpack reads them: whole fixed-width values,
+ * or varints each complete. */
+static zf_status_t s_check_packed(const ProtobufCMessageDescriptor *desc,
+                                  const ProtobufCFieldDescriptor *f, const uint8_t *p, size_t len,
+                                  size_t at)
+{
+    unsigned wt = s_expected_wire_type(f->type);
+    size_t width = wt == 1 ? 8 : wt == 5 ? 4 : 0;
+    if (width && len % width != 0)
+        return zf_invalid_argument("packed field '%s' (%u) of %s at byte %zu holds %zu bytes, "
+                                   "not a whole number of %zu-byte values",
+                                   f->name, f->id, desc->name, at, len, width);
+    for (const uint8_t *e = p + len; !width && p < e;) {
+        uint64_t v;
+        int n = s_read_varint(p, e, &v);
+        if (n < 0)
+            return zf_invalid_argument("packed field '%s' (%u) of %s at byte %zu holds a %s "
+                                       "varint",
+                                       f->name, f->id, desc->name, at,
+                                       n == -1 ? "truncated" : "too long");
+        p += n;
+    }
+    return ZF_STATUS_OK;
+}
+
 /* Checks the message of desc in bytes [start, end). When entry_key is not
  * NULL the message is a map entry, and *entry_key gets its key. */
 static zf_status_t s_check(s_wire_t *w, const ProtobufCMessageDescriptor *desc, size_t start,
@@ -296,6 +322,8 @@ static zf_status_t s_check(s_wire_t *w, const ProtobufCMessageDescriptor *desc, 
                     "field %u at byte %zu declares %llu bytes but only %zu remain", number, at,
                     (unsigned long long)v, (size_t)(e - p));
             if (mk) *mk = (s_map_key_t){mk->field, p, (size_t)v, 0};
+            if (f && f->label == PROTOBUF_C_LABEL_REPEATED && s_expected_wire_type(f->type) != 2)
+                ZF_TRY(s_check_packed(desc, f, p, (size_t)v, at));
             if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
                 size_t sub = (size_t)(p - w->base);
                 bool entry = w->track_keys && !w->repeated_keys &&

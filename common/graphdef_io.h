@@ -54,8 +54,11 @@ zf_status_t zf_graphdef_write_file(const Tensorflow__GraphDef *gd, const char *p
                                    zf_graph_format_t format);
 
 /* Checks that data is well-formed wire format for desc (tags, wire types,
- * lengths, nesting depth) without allocating. Used before unpacking any
- * message that arrives from a file or the network. */
+ * lengths, packed repeated values, nesting depth) without allocating: the
+ * faults of the wire format that protobuf-c's unpack refuses, said with
+ * where they are. Used before unpacking any message that arrives from a
+ * file or the network, and on its own where a message is kept without
+ * being unpacked (a large SubmitJob at the broker). */
 zf_status_t zf_proto_check_wire(const ProtobufCMessageDescriptor *desc, const void *data,
                                 size_t len);
 

@@ -637,6 +637,42 @@ zf_status_t zf_envelope_send_packed(zf_socket_t *s, const zf_route_t *route,
     return s_send_routed(s, route, &msg);
 }
 
+size_t zf_envelope_put_head(uint8_t *head, uint64_t request_id, Zflow__Envelope__BodyCase body,
+                            size_t len)
+{
+    size_t n = zf_proto_put_varint(head, 1 << 3);
+    n += zf_proto_put_varint(head + n, ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1);
+    n += zf_proto_put_varint(head + n, 2 << 3);
+    n += zf_proto_put_varint(head + n, request_id);
+    n += zf_proto_put_varint(head + n, (uint64_t)body << 3 | 2);
+    n += zf_proto_put_varint(head + n, len);
+    return n;
+}
+
+static void s_free_frame(void *data, void *hint)
+{
+    (void)hint;
+    free(data);
+}
+
+zf_status_t zf_envelope_frame(struct zmq_msg_t *out, uint64_t request_id,
+                              Zflow__Envelope__BodyCase body, const void *bytes, size_t len)
+{
+    zmq_msg_close(out);
+    zmq_msg_init(out);
+    uint8_t *buf =
+        len <= SIZE_MAX - ZF_ENVELOPE_HEAD_MAX ? malloc(ZF_ENVELOPE_HEAD_MAX + len) : NULL;
+    if (!buf) return zf_out_of_memory("an envelope frame");
+    size_t n = zf_envelope_put_head(buf, request_id, body, len);
+    if (len) memcpy(buf + n, bytes, len);
+    if (zmq_msg_init_data(out, buf, n + len, s_free_frame, NULL) != 0) {
+        free(buf);
+        zmq_msg_init(out);
+        return zf_out_of_memory("an envelope frame");
+    }
+    return ZF_STATUS_OK;
+}
+
 /* The request id of an envelope that does not unpack, read from its top
  * level when that much is well-formed (0 otherwise), so that its sender
  * still hears about it: a large request passed on undecoded reaches its
@@ -769,12 +805,17 @@ zf_status_t zf_status_from_proto(const Zflow__Status *proto)
     return zf_status_new((zf_code_t)proto->code, "%s", msg);
 }
 
+const char *zf_envelope_case_name(Zflow__Envelope__BodyCase body)
+{
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(&zflow__envelope__descriptor, (unsigned)body);
+    if (body <= 2 || !f || !f->descriptor) return "a message without a body";
+    return ((const ProtobufCMessageDescriptor *)f->descriptor)->short_name;
+}
+
 const char *zf_envelope_body_name(const Zflow__Envelope *env)
 {
-    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(
-        &zflow__envelope__descriptor, (unsigned)env->body_case);
-    if (!f || !f->descriptor) return "a message without a body";
-    return ((const ProtobufCMessageDescriptor *)f->descriptor)->short_name;
+    return zf_envelope_case_name(env->body_case);
 }
 
 zf_status_t zf_envelope_status_reply(uint64_t request_id, const zf_status_t *status,

@@ -213,6 +213,25 @@ struct zmq_msg_t;
 zf_status_t zf_envelope_send_packed(zf_socket_t *s, const zf_route_t *route,
                                     struct zmq_msg_t *frame);
 
+/* The most bytes zf_envelope_put_head writes. */
+#define ZF_ENVELOPE_HEAD_MAX 32
+
+/* Writes at head the top level of an Envelope{version 1, request_id, body
+ * of len bytes} up to where the body's own bytes start (the version, the
+ * request id, the body's key and length), so that bytes already packed as
+ * that body (a stored request or result) go out behind it without being
+ * unpacked and packed again. Returns the bytes written, at most
+ * ZF_ENVELOPE_HEAD_MAX. */
+size_t zf_envelope_put_head(uint8_t *head, uint64_t request_id, Zflow__Envelope__BodyCase body,
+                            size_t len);
+
+/* A new frame in out (initialised by the caller; its old content closed):
+ * zf_envelope_put_head's header and then a copy of the len bytes at body,
+ * a message already packed as that body. RESOURCE_EXHAUSTED when out of
+ * memory (out is then empty). */
+zf_status_t zf_envelope_frame(struct zmq_msg_t *out, uint64_t request_id,
+                              Zflow__Envelope__BodyCase body, const void *bytes, size_t len);
+
 /* Receives one message, waiting up to timeout_ms for it (< 0: no limit).
  * On OK, *route holds the routing frames and *env the envelope; the caller
  * owns *env (zflow__envelope__free_unpacked(env, NULL)) and clears *route
@@ -241,6 +260,8 @@ zf_status_t zf_envelope_decode(const void *data, size_t len, Zflow__Envelope **o
 /* The name of env's body's message ("RunGraph"), or "a message without a
  * body". Borrowed from the protobuf descriptors. */
 const char *zf_envelope_body_name(const Zflow__Envelope *env);
+/* The same for a body case. */
+const char *zf_envelope_case_name(Zflow__Envelope__BodyCase body);
 
 /* A reply carrying only a status: StatusReply with code and message.
  * Caller owns *out (zflow__envelope__free_unpacked(out, NULL)).

@@ -9,7 +9,7 @@
  * records in a durable job store and hands to a scheduler itself, is not
  * taken apart either: pings are answered while it is recorded and while
  * its job runs (on a real executor) to its result, and one whose graph
- * does not decode ends with the scheduler's error. */
+ * is malformed is refused at once, its bytes checked off the loop. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -383,7 +383,7 @@ static void test_broker_answers_pings_while_a_large_submit_job_is_recorded_and_r
 }
 
 /* (With the job store in memory: its large requests are held there.) */
-static void test_a_large_malformed_submit_job_ends_with_the_schedulers_error(void **state)
+static void test_a_large_malformed_submit_job_is_refused_before_it_is_kept(void **state)
 {
     (void)state;
     zf_test_service_t svc;
@@ -392,13 +392,15 @@ static void test_a_large_malformed_submit_job_ends_with_the_schedulers_error(voi
     ASSERT_OK(zf_zctx_new(&ctx));
     zf_socket_t *c = zf_test_dealer(ctx, svc.broker.endpoint);
     /* Envelope{version 1, request_id 9, SubmitJob{session{graph: 2 MiB that
-     * are no GraphDef}, step{}, steps 3}}: what the broker reads of it is
-     * well-formed, the graph is not */
+     * are no GraphDef}, step{}, steps 3}}: what the broker reads of it on
+     * its loop is well-formed, the graph is not */
     size_t junk = (size_t)2 << 20, cap = junk + 64, n = 0;
     uint8_t *msg = malloc(cap), hdr[16];
     assert_non_null(msg);
     size_t session_len = s_field(hdr, 1, NULL, junk) + junk;
     size_t submit_len = s_field(hdr, 1, NULL, session_len) + session_len + 2 + 2;
+    /* the graph's first byte within the SubmitJob */
+    size_t graph_at = s_field(hdr, 1, NULL, session_len) + s_field(hdr, 1, NULL, junk);
     msg[n++] = 0x08;
     msg[n++] = 0x01;
     msg[n++] = 0x10;
@@ -415,13 +417,21 @@ static void test_a_large_malformed_submit_job_ends_with_the_schedulers_error(voi
     free(msg);
     zf_socket_t *pinger = zf_test_dealer(ctx, svc.broker.endpoint);
     s_pinger_t p = {pinger, 0, 0, 0, 0, 0};
-    char *id = s_job_id(s_ping_while(&p, c), 9); /* the broker took it */
-    Zflow__RunStepReply *r = s_result(c, &p, id);
-    zf_status_t st = zf_status_from_proto(r->status);
-    zf_test_expect_error(st, ZF_INVALID_ARGUMENT, "malformed envelope");
-    assert_int_equal(r->attempts, 1);
-    zflow__run_step_reply__free_unpacked(r, NULL);
-    free(id);
+    Zflow__Envelope *rep = s_ping_while(&p, c);
+    assert_non_null(rep);
+    assert_int_equal(rep->request_id, 9);
+    assert_int_equal(rep->body_case, ZFLOW__ENVELOPE__BODY_SUBMIT_JOB_REPLY);
+    assert_string_equal(rep->submit_job_reply->job_id, ""); /* no job was made */
+    char want[256];
+    snprintf(want, sizeof want,
+             "SubmitJob refused: malformed zflow.SubmitJob (%zu bytes; byte offsets count from "
+             "its start): truncated field tag at byte %zu",
+             submit_len, graph_at);
+    zf_test_expect_error(zf_status_from_proto(rep->submit_job_reply->status), ZF_INVALID_ARGUMENT,
+                         want);
+    zflow__envelope__free_unpacked(rep, NULL);
+    s_ping(c, 10); /* and the broker goes on */
+    zf_test_expect_status(c, 10, ZF_OK, NULL);
     zf_socket_destroy(&c);
     zf_socket_destroy(&pinger);
     zf_zctx_destroy(&ctx);
@@ -434,7 +444,7 @@ int main(void)
         cmocka_unit_test(test_broker_answers_pings_while_a_large_create_session_passes),
         cmocka_unit_test(test_a_large_malformed_request_passed_on_is_answered_by_the_scheduler),
         cmocka_unit_test(test_broker_answers_pings_while_a_large_submit_job_is_recorded_and_run),
-        cmocka_unit_test(test_a_large_malformed_submit_job_ends_with_the_schedulers_error),
+        cmocka_unit_test(test_a_large_malformed_submit_job_is_refused_before_it_is_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

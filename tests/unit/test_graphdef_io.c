@@ -307,6 +307,57 @@ static void test_graphdef_rejects_bad_wire_type(void **state)
     s_expect_pb_error(data, sizeof data, "invalid wire type 7 (field 1) at byte 0");
 }
 
+/* Packed repeated scalars are checked as protobuf-c's unpack reads them:
+ * whole fixed-width values and complete varints pass (and unpack), a
+ * partial value or an unterminated or overlong varint is refused, naming
+ * the field, and unpack refuses it too. */
+static void test_proto_check_wire_reads_packed_values_as_unpack_does(void **state)
+{
+    (void)state;
+    static const struct {
+        uint8_t bytes[16];
+        size_t len;
+        const char *error; /* NULL: well-formed */
+    } cases[] = {
+        {{0x2a, 0x08, 0, 0, 0x80, 0x3f, 0, 0, 0, 0x40}, 10, NULL}, /* float_val 1, 2 */
+        {{0x3a, 0x03, 0x01, 0x81, 0x01}, 5, NULL},                 /* int_val 1, 129 */
+        {{0x5a, 0x02, 0x02, 0x05}, 4, NULL}, /* bool_val: any varint is a bool */
+        {{0x2a, 0x03, 1, 2, 3},
+         5,
+         "packed field 'float_val' (5) of tensorflow.TensorProto at byte 0 holds 3 bytes, not a "
+         "whole number of 4-byte values"},
+        {{0x32, 0x04, 0, 0, 0, 0},
+         6,
+         "packed field 'double_val' (6) of tensorflow.TensorProto at byte 0 holds 4 bytes, not a "
+         "whole number of 8-byte values"},
+        {{0x08, 0x01, 0x3a, 0x02, 0x01, 0x81},
+         6,
+         "packed field 'int_val' (7) of tensorflow.TensorProto at byte 2 holds a truncated "
+         "varint"},
+        {{0x52, 0x0b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+         13,
+         "packed field 'int64_val' (10) of tensorflow.TensorProto at byte 0 holds a too long "
+         "varint"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        zf_status_t s = zf_proto_check_wire(&tensorflow__tensor_proto__descriptor, cases[k].bytes,
+                                            cases[k].len);
+        Tensorflow__TensorProto *t =
+            tensorflow__tensor_proto__unpack(NULL, cases[k].len, cases[k].bytes);
+        if (!cases[k].error) {
+            if (!zf_ok(s)) fail_msg("case %zu: %s", k, zf_status_msg(&s));
+            assert_non_null(t);
+        } else {
+            assert_int_equal(s.code, ZF_INVALID_ARGUMENT);
+            if (strcmp(zf_status_msg(&s), cases[k].error) != 0)
+                fail_msg("case %zu: '%s', not '%s'", k, zf_status_msg(&s), cases[k].error);
+            assert_null(t);
+        }
+        if (t) tensorflow__tensor_proto__free_unpacked(t, NULL);
+        zf_status_clear(&s);
+    }
+}
+
 /* Returns a new buffer holding field `field` (wire type 2) around payload. */
 static uint8_t *s_wrap(int field, uint8_t *payload, size_t len, size_t *out_len)
 {
@@ -557,6 +608,7 @@ int main(void)
         cmocka_unit_test(test_graphdef_rejects_absurd_declared_length),
         cmocka_unit_test(test_graphdef_rejects_bad_wire_type),
         cmocka_unit_test(test_graphdef_collapses_uint32_map_keys_as_unpacked),
+        cmocka_unit_test(test_proto_check_wire_reads_packed_values_as_unpack_does),
         cmocka_unit_test(test_graphdef_rejects_deep_nesting),
         cmocka_unit_test(test_proto_varints_are_written_as_protobuf_reads_them),
         cmocka_unit_test(test_graphdef_survives_random_bytes),

@@ -164,6 +164,45 @@ static void test_job_blobs_keep_load_and_delete_bodies_in_memory(void **state)
     zf_job_blobs_destroy(&bl); /* frees the body left */
 }
 
+/* With a plain file at `file`, zf_job_blobs_new on dir is refused
+ * FAILED_PRECONDITION saying want; the file is removed again. */
+static void s_expect_new_error(fixture_t *f, const char *dir, const char *file, const char *want)
+{
+    FILE *fp = fopen(file, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    zf_job_blobs_t *bl = NULL;
+    zf_test_expect_error(zf_job_blobs_new(f->ctx, dir, &bl), ZF_FAILED_PRECONDITION, want);
+    assert_null(bl);
+    assert_int_equal(unlink(file), 0);
+}
+
+/* The state directory is made as the job store makes it (its missing
+ * parents too), and one that cannot be is refused naming the path. */
+static void test_job_blobs_make_their_directory_as_the_store_does(void **state)
+{
+    fixture_t *f = *state;
+    char deep[128], path[160], want[400];
+    snprintf(deep, sizeof deep, "%s/a/b", f->dir); /* neither a nor b is there */
+    zf_job_blobs_t *bl = NULL;
+    ASSERT_OK(zf_job_blobs_new(f->ctx, deep, &bl));
+    zf_job_blobs_destroy(&bl);
+    snprintf(path, sizeof path, "%s/requests", deep);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_true(S_ISDIR(sb.st_mode));
+    assert_int_equal(rmdir(path), 0);
+    /* requests/ a file: no directory */
+    snprintf(want, sizeof want, "state directory %s is not a directory", path);
+    s_expect_new_error(f, deep, path, want);
+    /* its parent a file: it cannot be made */
+    assert_int_equal(rmdir(deep), 0);
+    snprintf(want, sizeof want, "cannot make state directory %s/requests: Not a directory", deep);
+    s_expect_new_error(f, deep, deep, want);
+    snprintf(path, sizeof path, "%s/a", f->dir);
+    assert_int_equal(rmdir(path), 0);
+}
+
 static bool s_keep_job_1(void *arg, const char *id)
 {
     (*(int *)arg)++;
@@ -204,6 +243,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, s_setup, s_teardown)
         T(test_job_blobs_keep_load_and_delete_bodies_in_a_state_directory),
         T(test_job_blobs_keep_load_and_delete_bodies_in_memory),
+        T(test_job_blobs_make_their_directory_as_the_store_does),
         T(test_job_blobs_sweep_removes_bodies_of_no_job_and_unfinished_writes),
 #undef T
     };

@@ -161,6 +161,18 @@ static void test_job_store_keeps_moves_and_puts_of_one_transaction(void **state)
     zf_job_store_close(&s);
 }
 
+/* Adds rows (SQL) to f's closed store, opens it into *s and lists it. */
+static void s_list_with(fixture_t *f, const char *rows, zf_job_store_t **s,
+                        zf_job_store_record_t **r, size_t *n, size_t *bad)
+{
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, rows, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    ASSERT_OK(zf_job_store_open(f->dir, s));
+    ASSERT_OK(zf_job_store_list(*s, r, n, bad));
+}
+
 static void test_job_store_skips_and_counts_rows_that_are_no_job(void **state)
 {
     fixture_t *f = *state;
@@ -168,20 +180,15 @@ static void test_job_store_skips_and_counts_rows_that_are_no_job(void **state)
     ASSERT_OK(zf_job_store_open(f->dir, &s));
     ASSERT_OK(zf_job_store_put(s, "job-1", 1, 1, "r", 1));
     zf_job_store_close(&s);
-    sqlite3 *db = NULL;
-    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
     const char *rows =
         "INSERT INTO jobs(id, seq, state) VALUES('bad-state', 2, 7);"
         "INSERT INTO jobs(id, seq, state, attempts) VALUES('bad-attempts', 3, 1, -4);"
         "INSERT INTO jobs(id, seq, state) VALUES(x'6a6f62006a6f62', 4, 1);" /* a NUL inside */
         "INSERT INTO jobs(id, seq, state) VALUES('bad-seq', 0, 1);"
         "INSERT INTO jobs(id, seq, state, request) VALUES('job-5', 5, 1, 'text, not a blob');";
-    assert_int_equal(sqlite3_exec(db, rows, NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(db);
-    ASSERT_OK(zf_job_store_open(f->dir, &s));
     zf_job_store_record_t *r = NULL;
     size_t n = 0, bad = 0;
-    ASSERT_OK(zf_job_store_list(s, &r, &n, &bad));
+    s_list_with(f, rows, &s, &r, &n, &bad);
     assert_int_equal(n, 2);
     assert_int_equal(bad, 4);
     assert_string_equal(r[0].id, "job-1");
@@ -192,6 +199,53 @@ static void test_job_store_skips_and_counts_rows_that_are_no_job(void **state)
     zf_status_t st = zf_job_store_request(s, "job-5", &blob, &len); /* a request of another type */
     assert_int_equal(st.code, ZF_NOT_FOUND);
     zf_status_clear(&st);
+    zf_job_store_close(&s);
+}
+
+/* Numbers past what the broker writes (a seq whose next would overflow,
+ * negative or absurd steps and attempts, a state that only truncation
+ * would make valid, an end before the epoch or days ahead) make a row no
+ * job; the bounds themselves, and steps 0 (the column's default: not
+ * recorded), are taken. */
+static void test_job_store_skips_rows_with_absurd_numbers(void **state)
+{
+    fixture_t *f = *state;
+    zf_job_store_t *s = NULL;
+    ASSERT_OK(zf_job_store_open(f->dir, &s));
+    zf_job_store_close(&s);
+    const char *rows =
+        "INSERT INTO jobs(id, seq, state, steps) VALUES('seq-max', 9007199254740992, 1, 1);"
+        "INSERT INTO jobs(id, seq, state, steps) VALUES('seq-over', 9007199254740993, 1, 1);"
+        "INSERT INTO jobs(id, seq, state, steps) VALUES('seq-top', 9223372036854775807, 1, 1);"
+        "INSERT INTO jobs(id, seq, state, steps) VALUES('steps-neg', 10, 1, -1);"
+        "INSERT INTO jobs(id, seq, state, steps) VALUES('steps-zero', 11, 1, 0);"
+        "INSERT INTO jobs(id, seq, state, steps) VALUES('steps-max', 12, 1, 1000000000000);"
+        "INSERT INTO jobs(id, seq, state, steps) VALUES('steps-over', 13, 1, 1000000000001);"
+        "INSERT INTO jobs(id, seq, state, steps, attempts) VALUES('att-over', 14, 1, 1, "
+        "100000001);"
+        "INSERT INTO jobs(id, seq, state, steps) VALUES('state-wide', 15, 4294967297, 1);"
+        "INSERT INTO jobs(id, seq, state, steps, ended_ms) VALUES('ended-neg', 16, 3, 1, -1);"
+        "INSERT INTO jobs(id, seq, state, steps, ended_ms) VALUES('ended-ahead', 17, 3, 1, "
+        "CAST(strftime('%s', 'now') AS INTEGER) * 1000 + 2 * 86400000);"
+        "INSERT INTO jobs(id, seq, state, steps, ended_ms) VALUES('ended-soon', 18, 3, 1, "
+        "CAST(strftime('%s', 'now') AS INTEGER) * 1000 + 3600000);"
+        "INSERT INTO jobs(id, seq, state, steps, scheduler) VALUES('sched-long', 19, 2, 1, "
+        "'0123456789012345678901234567890123456789');";
+    zf_job_store_record_t *r = NULL;
+    size_t n = 0, bad = 0;
+    s_list_with(f, rows, &s, &r, &n, &bad);
+    assert_int_equal(bad, 9);
+    assert_int_equal(n, 4);
+    const char *ids[4] = {"steps-zero", "steps-max", "ended-soon", "seq-max"};
+    const int64_t seqs[4] = {11, 12, 18, INT64_C(9007199254740992)};
+    const int64_t steps[4] = {0, INT64_C(1000000000000), 1, 1};
+    for (size_t k = 0; k < 4; k++) {
+        assert_string_equal(r[k].id, ids[k]);
+        assert_int_equal(r[k].seq, seqs[k]);
+        assert_int_equal(r[k].steps, steps[k]);
+    }
+    assert_int_equal(r[2].state, ZF_JOB_STORE_DONE);
+    free(r);
     zf_job_store_close(&s);
 }
 
@@ -294,6 +348,7 @@ int main(void)
         T(test_job_store_rolls_back_an_uncommitted_transaction_at_close),
         T(test_job_store_keeps_moves_and_puts_of_one_transaction),
         T(test_job_store_skips_and_counts_rows_that_are_no_job),
+        T(test_job_store_skips_rows_with_absurd_numbers),
         T(test_job_store_refuses_a_bad_database_with_a_clear_error),
         T(test_job_store_lists_which_jobs_keep_their_request_apart),
         T(test_job_store_in_memory_keeps_nothing),

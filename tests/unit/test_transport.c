@@ -587,6 +587,61 @@ static void test_decode_checks_raw_bytes_without_a_socket(void **state)
     assert_int_equal(id, 13);
 }
 
+/* A body packed apart goes out behind zf_envelope_frame's header as the
+ * envelope packed whole would: it decodes to the same request id and body,
+ * and its bytes are those of the whole envelope packed by protobuf-c (but
+ * for a request id of 0, which protobuf-c leaves out). */
+static void test_a_frame_around_a_packed_body_is_the_envelope_packed_whole(void **state)
+{
+    (void)state;
+    char *targets[] = {"init", "more"};
+    Zflow__SubmitJob sj = ZFLOW__SUBMIT_JOB__INIT;
+    sj.steps = 300;
+    sj.n_init_targets = 2;
+    sj.init_targets = targets;
+    Zflow__Envelope whole = ZFLOW__ENVELOPE__INIT;
+    whole.version = ZFLOW__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
+    whole.body_case = ZFLOW__ENVELOPE__BODY_SUBMIT_JOB;
+    whole.submit_job = &sj;
+    size_t len = zflow__submit_job__get_packed_size(&sj);
+    uint8_t *body = malloc(len), *packed = NULL;
+    assert_non_null(body);
+    zflow__submit_job__pack(&sj, body);
+    const uint64_t ids[3] = {0, 7, (UINT64_C(1) << 63) + 5};
+    for (int k = 0; k < 3; k++) {
+        whole.request_id = ids[k];
+        size_t n = zflow__envelope__get_packed_size(&whole);
+        assert_non_null(packed = realloc(packed, n));
+        zflow__envelope__pack(&whole, packed);
+        zmq_msg_t frame;
+        zmq_msg_init(&frame);
+        ASSERT_OK(zf_envelope_frame(&frame, ids[k], ZFLOW__ENVELOPE__BODY_SUBMIT_JOB, body, len));
+        if (ids[k]) {
+            assert_int_equal(zmq_msg_size(&frame), n);
+            assert_memory_equal(zmq_msg_data(&frame), packed, n);
+        } else { /* protobuf-c leaves a 0 out; the header says it (0x10 0x00) */
+            assert_int_equal(zmq_msg_size(&frame), n + 2);
+            assert_memory_equal((uint8_t *)zmq_msg_data(&frame) + 2, "\x10\x00", 2);
+        }
+        n = zmq_msg_size(&frame);
+        assert_true(n - len <= ZF_ENVELOPE_HEAD_MAX);
+        Zflow__Envelope *env = NULL;
+        ASSERT_OK(zf_envelope_decode(zmq_msg_data(&frame), n, &env, NULL));
+        assert_true(env->request_id == ids[k]);
+        assert_int_equal(env->submit_job->steps, 300);
+        assert_string_equal(env->submit_job->init_targets[1], "more");
+        zflow__envelope__free_unpacked(env, NULL);
+        zmq_msg_close(&frame);
+    }
+    assert_string_equal(zf_envelope_case_name(ZFLOW__ENVELOPE__BODY_SUBMIT_JOB), "SubmitJob");
+    assert_string_equal(zf_envelope_case_name(ZFLOW__ENVELOPE__BODY__NOT_SET),
+                        "a message without a body");
+    assert_string_equal(zf_envelope_case_name((Zflow__Envelope__BodyCase)1),
+                        "a message without a body"); /* version, no body */
+    free(packed);
+    free(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -610,6 +665,7 @@ int main(void)
         cmocka_unit_test(test_oversized_routing_frame_is_rejected),
         cmocka_unit_test(test_frames_over_the_size_limit_never_arrive),
         cmocka_unit_test(test_decode_checks_raw_bytes_without_a_socket),
+        cmocka_unit_test(test_a_frame_around_a_packed_body_is_the_envelope_packed_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
