@@ -391,7 +391,7 @@ static void test_a_restarted_broker_returns_every_accepted_job_by_its_id(void **
     uint64_t id = 100;
     char *a = s_submit(c, 1, CPU0, 'z', 1); /* done, its result not collected */
     s_poll_until(c, &id, a, ZFLOW__JOB_STATE__JOB_STATE_DONE, 1);
-    char *b = s_submit(c, 2, CPU0, 'y', 400); /* running */
+    char *b = s_submit(c, 2, CPU0, 'y', 4000); /* running when the broker dies */
     char *d = s_submit(c, 3, CPU0, 'z', 2);   /* waiting behind it */
     s_poll_until(c, &id, b, ZFLOW__JOB_STATE__JOB_STATE_RUNNING, 1);
     char endpoint[256];
