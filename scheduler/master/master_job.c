@@ -185,6 +185,9 @@ zf_status_t zf_master_job_new(zf_master_t *m, const Zflow__SubmitJob *req, char 
     if (!req || !req->session || !req->session->graph)
         return zf_invalid_argument("SubmitJob without a session graph");
     if (!req->step) return zf_invalid_argument("SubmitJob without a step");
+    if (req->step->partial_run_setup || (req->step->partial_run_handle && *req->step->partial_run_handle))
+        return zf_invalid_argument("SubmitJob: a job's step cannot be a partial run (partial runs "
+                                   "belong to a session's RunStep calls)");
     ZF_TRY(s_check_steps(m, req->steps));
     if (req->checkpoint_every < 0)
         return zf_invalid_argument("SubmitJob: checkpoint_every must be 0 or more, not %" PRId64,

@@ -107,6 +107,16 @@ static void test_master_job_failure_names_the_step_or_the_init_targets(void **st
     zf_test_expect_error(zf_master_job_new(c->m, &cj.job, &bad), ZF_INVALID_ARGUMENT,
                          "steps must be 0 or more, not -1");
     assert_null(bad);
+    cj.job.steps = 1;
+    cj.job.step->partial_run_setup = true; /* a job's step is a whole step */
+    zf_test_expect_error(zf_master_job_new(c->m, &cj.job, &bad), ZF_INVALID_ARGUMENT,
+                         "a job's step cannot be a partial run");
+    cj.job.step->partial_run_setup = false;
+    cj.job.step->partial_run_handle = "prun-0000000000000001";
+    zf_test_expect_error(zf_master_job_new(c->m, &cj.job, &bad), ZF_INVALID_ARGUMENT,
+                         "a job's step cannot be a partial run");
+    cj.job.step->partial_run_handle = NULL;
+    assert_null(bad);
     zf_graphdef_free(&cj.gd);
     mt_cluster_destroy(c);
 }
