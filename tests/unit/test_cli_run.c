@@ -320,6 +320,32 @@ static void test_cli_run_schedules_recvs_when_asked(void **state)
         }
 }
 
+/* --place-pruned-graph: a node the step does not need, pinned to a GPU the
+ * local cluster lacks, fails the step unless each step places only what it
+ * needs; the flag is the service's (a usage error with --inprocess). */
+static void test_cli_run_places_the_pruned_graph_when_asked(void **state)
+{
+    s_tmp_t *t = *state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/pruned.pbtxt", t->dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("node { name: 'x' op: 'Const' attr { key: 'dtype' value { type: DT_FLOAT } }\n"
+          "  attr { key: 'value' value { tensor { dtype: DT_FLOAT tensor_shape { } float_val: 3 } } } }\n"
+          "node { name: 'y' op: 'Mul' input: 'x' input: 'x' attr { key: 'T' value { type: DT_FLOAT } } }\n"
+          "node { name: 'bad' op: 'Identity' input: 'x' device: '/device:GPU:7'\n"
+          "  attr { key: 'T' value { type: DT_FLOAT } } }\n",
+          f);
+    fclose(f);
+    s_run_t r;
+    s_zflow(&r, "run %s --devices cpu:2 --fetch y", path);
+    s_expect(&r, 1, "Cannot assign a device for operation bad");
+    s_zflow(&r, "run %s --devices cpu:2 --fetch y --place-pruned-graph", path);
+    s_expect(&r, 0, "y =\n9.0\n");
+    s_zflow(&r, "run %s --inprocess --fetch y --place-pruned-graph", path);
+    s_expect(&r, 2, "--place-pruned-graph is a session option of the service");
+}
+
 static void test_cli_run_runs_targets_and_multiple_fetches(void **state)
 {
     s_tmp_t *t = *state;
@@ -606,6 +632,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_run_runs_a_while_loop_in_process, s_setup,
                                         s_teardown),
         cmocka_unit_test(test_cli_run_schedules_recvs_when_asked),
+        cmocka_unit_test_setup_teardown(test_cli_run_places_the_pruned_graph_when_asked, s_setup,
+                                        s_teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_places_softly_and_by_mode_when_asked, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_runs_functions_on_a_local_cluster, s_setup,
