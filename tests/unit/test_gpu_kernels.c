@@ -197,6 +197,127 @@ static void test_gpu_binary_kernel_rejects_incompatible_shapes(void **state)
     zf_device_destroy(&dev);
 }
 
+static void s_attr_alpha(Tensorflow__NodeDef *n, float alpha)
+{
+    Tensorflow__AttrValue *v = kt_attr_add(n, "alpha");
+    v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_F;
+    v->f = alpha;
+}
+
+static void s_set(zf_tensor_t *t, int64_t i, double v)
+{
+    if (zf_tensor_dtype(t) == ZF_FLOAT)
+        ((float *)zf_tensor_data(t))[i] = (float)v;
+    else
+        ((double *)zf_tensor_data(t))[i] = v;
+}
+
+/* Values in [-4, 4) with the cases the formulas treat apart: zeros of
+ * both signs, halves (Round), beyond Softplus's thresholds, NaN. */
+static zf_tensor_t *s_activation_input(zf_dtype_t t, zf_shape_t shape, uint32_t seed)
+{
+    zf_tensor_t *x = s_random(t, shape, seed, -1.0);
+    static const double special[] = {0.0, -0.0, 0.5, 1.5, 2.5, -2.5, -0.5, 6.0,
+                                     30.0, -30.0, 60.0, -60.0, 800.0, -800.0, NAN};
+    int64_t n = zf_tensor_num_elements(x);
+    for (int64_t i = 0; i < n; i++) s_set(x, i, 4 * s_get(x, i));
+    for (size_t i = 0; i < sizeof special / sizeof special[0] && (int64_t)i < n; i++)
+        s_set(x, (int64_t)(i * 7 % (size_t)n), special[i]);
+    return x;
+}
+
+static void test_gpu_activations_and_rounding_match_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    static const char *const ops[] = {"Elu",  "Selu", "Softplus", "Softsign", "LeakyRelu", "Erf",
+                                      "Erfc", "Floor", "Ceil",    "Round",    "Sign"};
+    const zf_shape_t shapes[] = {ZF_SHAPE(4, 250), zf_shape_scalar(), ZF_SHAPE(0, 3)};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+            for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+                zf_tensor_t *x = s_activation_input(s_types[k], shapes[sh], (uint32_t)(i + 3));
+                Tensorflow__NodeDef *n = s_node(ops[i], 1, s_types[k]);
+                s_same_as_cpu(dev, n, &x, 1, 4 * s_tol(s_types[k]));
+                kt_node_free(&n);
+                zf_tensor_unref(&x);
+            }
+    /* LeakyRelu's alpha attr reaches the GPU kernel. */
+    zf_tensor_t *x = KT_F32(ZF_SHAPE(3), -2.0f, 0.0f, 3.0f), *out = NULL;
+    Tensorflow__NodeDef *n = s_node("LeakyRelu", 1, ZF_FLOAT);
+    s_attr_alpha(n, 0.5f);
+    ASSERT_OK(gt_run(dev, n, &x, 1, &out, 1));
+    KT_EXPECT_NEAR(out, ZF_SHAPE(3), 0, -1.0, 0.0, 3.0);
+    kt_unref_all((zf_tensor_t *[]){x, out}, 2);
+    kt_node_free(&n);
+    /* Round: halves to even; Sign keeps a NaN. */
+    x = KT_F32(ZF_SHAPE(5), 0.5f, 1.5f, 2.5f, -2.5f, -3.5f);
+    n = s_node("Round", 1, ZF_FLOAT);
+    ASSERT_OK(gt_run(dev, n, &x, 1, &out, 1));
+    KT_EXPECT_NEAR(out, ZF_SHAPE(5), 0, 0.0, 2.0, 2.0, -2.0, -4.0);
+    kt_unref_all((zf_tensor_t *[]){x, out}, 2);
+    kt_node_free(&n);
+    zf_device_destroy(&dev);
+}
+
+static void test_gpu_activation_gradients_match_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    /* Ops taking (y, dy) with y positive (divided by), and the rest. */
+    static const char *const ops[] = {"ReluGrad",    "Relu6Grad",    "LeakyReluGrad", "EluGrad",
+                                      "SeluGrad",    "SigmoidGrad",  "TanhGrad",      "SoftplusGrad",
+                                      "SoftsignGrad", "SqrtGrad",    "RsqrtGrad",     "ReciprocalGrad"};
+    const zf_shape_t shapes[] = {ZF_SHAPE(3, 333), zf_shape_scalar(), ZF_SHAPE(2, 0)};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+            for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+                bool y_first = strstr("SigmoidGrad TanhGrad SqrtGrad RsqrtGrad ReciprocalGrad",
+                                      ops[i]) != NULL;
+                zf_tensor_t *in[2] = {
+                    s_random(s_types[k], shapes[sh], (uint32_t)(2 * i + 1), y_first ? 0.05 : -1.0),
+                    s_random(s_types[k], shapes[sh], (uint32_t)(2 * i + 2), -1.0)};
+                /* features on both sides of 0 and of 6 */
+                for (int64_t j = 0; !y_first && j < zf_tensor_num_elements(in[1]); j++)
+                    s_set(in[1], j, 5 * s_get(in[1], j) + 2);
+                Tensorflow__NodeDef *n = s_node(ops[i], 2, s_types[k]);
+                if (!strcmp(ops[i], "LeakyReluGrad")) s_attr_alpha(n, 0.25f);
+                s_same_as_cpu(dev, n, in, 2, 4 * s_tol(s_types[k]));
+                kt_node_free(&n);
+                kt_unref_all(in, 2);
+            }
+    zf_tensor_t *bad[2] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(2)), kt_zeros(ZF_FLOAT, ZF_SHAPE(1, 2))};
+    zf_tensor_t *out = NULL;
+    Tensorflow__NodeDef *n = s_node("TanhGrad", 2, ZF_FLOAT);
+    zf_test_expect_error(gt_run(dev, n, bad, 2, &out, 1), ZF_INVALID_ARGUMENT,
+                         "k (TanhGrad): y and dy must have the same shape: [2] vs. [1,2]");
+    assert_null(out);
+    kt_node_free(&n);
+    kt_unref_all(bad, 2);
+    zf_device_destroy(&dev);
+}
+
+static void test_gpu_pow_broadcasts_like_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    const zf_shape_t pairs[][2] = {
+        {ZF_SHAPE(2, 3, 4), ZF_SHAPE(2, 3, 4)}, {ZF_SHAPE(3, 1), ZF_SHAPE(1, 4)},
+        {zf_shape_scalar(), ZF_SHAPE(5)},        {ZF_SHAPE(5), zf_shape_scalar()},
+        {ZF_SHAPE(0, 3), ZF_SHAPE(3)},           {zf_shape_scalar(), zf_shape_scalar()},
+    };
+    for (size_t k = 0; k < 2; k++)
+        for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+            zf_tensor_t *in[2] = {s_random(s_types[k], pairs[p][0], (uint32_t)(p + 1), 0.05),
+                                  s_random(s_types[k], pairs[p][1], (uint32_t)(p + 9), -2.0)};
+            Tensorflow__NodeDef *n = s_node("Pow", 2, s_types[k]);
+            s_same_as_cpu(dev, n, in, 2, 4 * s_tol(s_types[k]));
+            kt_node_free(&n);
+            kt_unref_all(in, 2);
+        }
+    zf_device_destroy(&dev);
+}
+
 static void test_gpu_bias_add_matches_the_cpu_in_both_layouts(void **state)
 {
     (void)state;
@@ -760,6 +881,9 @@ int main(void)
         cmocka_unit_test(test_gpu_binary_kernels_broadcast_like_the_cpu),
         cmocka_unit_test(test_gpu_kernels_compute_half_in_float),
         cmocka_unit_test(test_gpu_binary_kernel_rejects_incompatible_shapes),
+        cmocka_unit_test(test_gpu_activations_and_rounding_match_the_cpu),
+        cmocka_unit_test(test_gpu_activation_gradients_match_the_cpu),
+        cmocka_unit_test(test_gpu_pow_broadcasts_like_the_cpu),
         cmocka_unit_test(test_gpu_bias_add_matches_the_cpu_in_both_layouts),
         cmocka_unit_test(test_gpu_reductions_match_the_cpu),
         cmocka_unit_test(test_gpu_reductions_of_nothing_give_the_identity),

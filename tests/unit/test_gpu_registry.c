@@ -91,6 +91,18 @@ static void test_gpu_math_kernels_take_half_float_and_double_in_gpu_memory(void 
         "Softmax",   "LogSoftmax",
         "MatMul",    "OnesLike",
         "ZerosLike", "SquaredDifference",
+        "Elu",       "Selu",
+        "Softplus",  "Softsign",
+        "LeakyRelu", "Erf",
+        "Erfc",      "Floor",
+        "Ceil",      "Round",
+        "Sign",      "Pow",
+        "ReluGrad",  "Relu6Grad",
+        "LeakyReluGrad", "EluGrad",
+        "SeluGrad",  "SigmoidGrad",
+        "TanhGrad",  "SoftplusGrad",
+        "SoftsignGrad", "SqrtGrad",
+        "RsqrtGrad", "ReciprocalGrad",
     };
     const zf_dtype_t types[] = {ZF_HALF, ZF_FLOAT, ZF_DOUBLE};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
@@ -99,6 +111,8 @@ static void test_gpu_math_kernels_take_half_float_and_double_in_gpu_memory(void 
     s_expect_none("MatMul", "T", ZF_INT64);
     s_expect_none("Softmax", "T", ZF_INT32);
     s_expect_none("Exp", "T", ZF_INT32);
+    s_expect_none("Floor", "T", ZF_INT64);
+    s_expect_none("ReluGrad", "T", ZF_INT64);
 }
 
 static void test_gpu_kernels_keep_shapes_and_axes_in_host_memory(void **state)
@@ -208,6 +222,56 @@ static void test_gpu_kernel_without_a_gpu_device_fails_cleanly(void **state)
     zf_device_destroy(&cpu);
     zf_tensor_unref(&a);
     kt_node_free(&n);
+}
+
+/* Runs op's GPU kernel with no device: its checks of inputs run on the
+ * host before it needs one. */
+static zf_status_t s_compute_without_gpu(const char *op, zf_dtype_t t, zf_tensor_t **in, int n)
+{
+    zf_kernels_register_builtin(true);
+    Tensorflow__NodeDef *node = kt_node_new("k", op, n);
+    kt_attr_type(node, "T", t);
+    const zf_kernel_t *def = NULL;
+    zf_status_t s = zf_kernel_find("GPU", node, &def);
+    void *st = NULL;
+    if (zf_ok(s) && def->create) s = def->create(node, &st);
+    zf_tensor_t *out = NULL;
+    if (zf_ok(s)) {
+        zf_kernel_ctx_t ctx = {
+            .node = node, .state = st, .inputs = in, .num_inputs = n, .outputs = &out,
+            .num_outputs = 1};
+        s = def->compute(&ctx);
+        if (def->destroy) def->destroy(st);
+    }
+    assert_null(out);
+    kt_node_free(&node);
+    return s;
+}
+
+static void test_gpu_gradients_check_their_inputs_before_needing_a_gpu(void **state)
+{
+    (void)state;
+    zf_tensor_t *in[2] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(2)), kt_zeros(ZF_FLOAT, ZF_SHAPE(3))};
+    zf_test_expect_error(s_compute_without_gpu("ReluGrad", ZF_FLOAT, in, 2), ZF_INVALID_ARGUMENT,
+                         "k (ReluGrad): gradients and features must have the same shape: [2] vs. "
+                         "[3]");
+    zf_test_expect_error(s_compute_without_gpu("EluGrad", ZF_FLOAT, in, 2), ZF_INVALID_ARGUMENT,
+                         "gradients and outputs must have the same shape");
+    zf_test_expect_error(s_compute_without_gpu("SigmoidGrad", ZF_FLOAT, in, 2),
+                         ZF_INVALID_ARGUMENT, "y and dy must have the same shape: [2] vs. [3]");
+    zf_tensor_unref(&in[1]);
+    in[1] = kt_zeros(ZF_DOUBLE, ZF_SHAPE(2));
+    zf_test_expect_error(s_compute_without_gpu("TanhGrad", ZF_FLOAT, in, 2), ZF_INVALID_ARGUMENT,
+                         "k (TanhGrad): input 1 must be float, got double");
+    zf_tensor_unref(&in[1]);
+    in[1] = kt_zeros(ZF_FLOAT, ZF_SHAPE(2));
+    zf_test_expect_error(s_compute_without_gpu("LeakyReluGrad", ZF_FLOAT, in, 2), ZF_INTERNAL,
+                         "k (LeakyReluGrad): a GPU kernel needs a GPU device, not none");
+    kt_unref_all(in, 2);
+    zf_tensor_t *ints[2] = {KT_I32(ZF_SHAPE(1), 1), KT_I32(ZF_SHAPE(1), 2)};
+    zf_test_expect_error(s_compute_without_gpu("ReluGrad", ZF_INT32, ints, 2), ZF_NOT_FOUND,
+                         "No OpKernel was registered to support Op 'ReluGrad'");
+    kt_unref_all(ints, 2);
 }
 
 static zf__gpu_reduce_plan_t s_plan(zf_shape_t shape, const bool *reduced, int64_t count)
@@ -359,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_ops_without_gpu_kernels_stay_on_cpu),
         cmocka_unit_test(test_gpu_cast_refuses_a_conversion_it_cannot_do_when_created),
         cmocka_unit_test(test_gpu_kernel_without_a_gpu_device_fails_cleanly),
+        cmocka_unit_test(test_gpu_gradients_check_their_inputs_before_needing_a_gpu),
         cmocka_unit_test(test_gpu_reduce_plan_picks_rows_middle_or_general),
         cmocka_unit_test(test_gpu_calls_that_need_no_gpu_check_their_arguments),
         cmocka_unit_test(test_gpu_device_count_says_why_none_is_visible),

@@ -38,6 +38,17 @@ typedef enum zf__gpu_unary {
     ZF__GPU_RELU6,
     ZF__GPU_SIGMOID,
     ZF__GPU_TANH,
+    ZF__GPU_ELU,
+    ZF__GPU_SELU,
+    ZF__GPU_SOFTPLUS,
+    ZF__GPU_SOFTSIGN,
+    ZF__GPU_LEAKY_RELU, /* param: alpha */
+    ZF__GPU_ERF,
+    ZF__GPU_ERFC,
+    ZF__GPU_FLOOR,
+    ZF__GPU_CEIL,
+    ZF__GPU_ROUND, /* halves to even */
+    ZF__GPU_SIGN,
 } zf__gpu_unary_t;
 
 typedef enum zf__gpu_binary {
@@ -48,19 +59,37 @@ typedef enum zf__gpu_binary {
     ZF__GPU_MAXIMUM,
     ZF__GPU_MINIMUM,
     ZF__GPU_SQUARED_DIFFERENCE,
+    ZF__GPU_POW,
+    /* Activation gradients, a = gradients and b = features ... */
+    ZF__GPU_RELU_GRAD,
+    ZF__GPU_RELU6_GRAD,
+    ZF__GPU_LEAKY_RELU_GRAD, /* param: alpha */
+    ZF__GPU_SOFTPLUS_GRAD,
+    ZF__GPU_SOFTSIGN_GRAD,
+    /* ... b = the forward outputs ... */
+    ZF__GPU_ELU_GRAD,
+    ZF__GPU_SELU_GRAD,
+    /* ... or a = the forward output y and b = its gradient dy. */
+    ZF__GPU_SIGMOID_GRAD,
+    ZF__GPU_TANH_GRAD,
+    ZF__GPU_SQRT_GRAD,
+    ZF__GPU_RSQRT_GRAD,
+    ZF__GPU_RECIPROCAL_GRAD,
 } zf__gpu_binary_t;
 
 /* The plans of binary ops are executor/kernels/broadcast.h's. */
 typedef zf_broadcast_t zf__gpu_bcast_t;
 
-/* out[i] = op(in[i]) for i in [0, n). */
+/* out[i] = op(in[i]) for i in [0, n); param is the op's parameter
+ * where it has one (LeakyRelu's alpha), ignored otherwise. */
 cudaError_t zf__gpu_launch_unary(cudaStream_t stream, zf__gpu_unary_t op, zf_dtype_t dtype,
-                                 const void *in, void *out, int64_t n);
+                                 const void *in, void *out, int64_t n, double param);
 
-/* out = op(a, b) over bc, n = the product of bc->dims. */
+/* out = op(a, b) over bc, n = the product of bc->dims; param as for
+ * zf__gpu_launch_unary(). */
 cudaError_t zf__gpu_launch_binary(cudaStream_t stream, zf__gpu_binary_t op, zf_dtype_t dtype,
                                   const void *a, const void *b, void *out, int64_t n,
-                                  const zf__gpu_bcast_t *bc);
+                                  const zf__gpu_bcast_t *bc, double param);
 
 /* out[i] = x[i] + bias[(i / inner) % channels], n elements. */
 cudaError_t zf__gpu_launch_bias_add(cudaStream_t stream, zf_dtype_t dtype, const void *x,

@@ -93,6 +93,72 @@ __device__ __forceinline__ double m_tanh(double x)
     return tanh(x);
 }
 
+__device__ __forceinline__ float m_expm1(float x)
+{
+    return expm1f(x);
+}
+__device__ __forceinline__ double m_expm1(double x)
+{
+    return expm1(x);
+}
+__device__ __forceinline__ float m_log1p(float x)
+{
+    return log1pf(x);
+}
+__device__ __forceinline__ double m_log1p(double x)
+{
+    return log1p(x);
+}
+__device__ __forceinline__ float m_erf(float x)
+{
+    return erff(x);
+}
+__device__ __forceinline__ double m_erf(double x)
+{
+    return erf(x);
+}
+__device__ __forceinline__ float m_erfc(float x)
+{
+    return erfcf(x);
+}
+__device__ __forceinline__ double m_erfc(double x)
+{
+    return erfc(x);
+}
+__device__ __forceinline__ float m_floor(float x)
+{
+    return floorf(x);
+}
+__device__ __forceinline__ double m_floor(double x)
+{
+    return floor(x);
+}
+__device__ __forceinline__ float m_ceil(float x)
+{
+    return ceilf(x);
+}
+__device__ __forceinline__ double m_ceil(double x)
+{
+    return ceil(x);
+}
+/* To the nearest integer, halves to even (the GPU always rounds so). */
+__device__ __forceinline__ float m_rint(float x)
+{
+    return rintf(x);
+}
+__device__ __forceinline__ double m_rint(double x)
+{
+    return rint(x);
+}
+__device__ __forceinline__ float m_pow(float x, float y)
+{
+    return powf(x, y);
+}
+__device__ __forceinline__ double m_pow(double x, double y)
+{
+    return pow(x, y);
+}
+
 /* Conversions between the types Cast handles, as C conversions (bool is
  * x != 0); half goes through float, double to half rounds once. */
 template <typename D, typename S> struct Cvt {
