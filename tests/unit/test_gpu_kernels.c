@@ -369,7 +369,7 @@ static void test_gpu_reductions_match_the_cpu(void **state)
 {
     (void)state;
     zf_device_t *dev = gt_gpu_or_skip();
-    static const char *const ops[] = {"Sum", "Mean", "Max"};
+    static const char *const ops[] = {"Sum", "Mean", "Max", "Min", "Prod"};
     /* Rows (short, long, split over blocks), middle, general, nothing to
      * combine, and no axes at all. */
     const s_reduce_case_t cases[] = {
@@ -381,7 +381,7 @@ static void test_gpu_reductions_match_the_cpu(void **state)
         {ZF_SHAPE(4, 5, 6), 3, {0, 1, 2}},
     };
     for (size_t k = 0; k < 2; k++)
-        for (size_t o = 0; o < 3; o++)
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
             for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
                 for (int keep = 0; keep < 2; keep++) {
                     const s_reduce_case_t *rc = &cases[c];
@@ -417,6 +417,27 @@ static void test_gpu_reductions_of_nothing_give_the_identity(void **state)
     ASSERT_OK(gt_run(dev, n, in, 2, &out, 1));
     KT_EXPECT_NEAR(out, ZF_SHAPE(3), 0, NAN, NAN, NAN);
     zf_tensor_unref(&out);
+    kt_node_free(&n);
+    n = s_reduce_node("Min", ZF_FLOAT, false);
+    ASSERT_OK(gt_run(dev, n, in, 2, &out, 1));
+    KT_EXPECT_NEAR(out, ZF_SHAPE(3), 0, INFINITY, INFINITY, INFINITY);
+    zf_tensor_unref(&out);
+    kt_node_free(&n);
+    n = s_reduce_node("Prod", ZF_FLOAT, false);
+    ASSERT_OK(gt_run(dev, n, in, 2, &out, 1));
+    KT_EXPECT_NEAR(out, ZF_SHAPE(3), 0, 1, 1, 1);
+    zf_tensor_unref(&out);
+    zf_tensor_t *none[2] = {kt_zeros(ZF_BOOL, ZF_SHAPE(2, 0)), KT_I32(ZF_SHAPE(1), 1)};
+    const char *logic[] = {"All", "Any"};
+    for (int i = 0; i < 2; i++) {
+        Tensorflow__NodeDef *ln = kt_node_new("k", logic[i], 2);
+        kt_attr_type(ln, "Tidx", ZF_INT32);
+        ASSERT_OK(gt_run(dev, ln, none, 2, &out, 1));
+        KT_EXPECT_INTS(out, ZF_SHAPE(2), i == 0, i == 0);
+        zf_tensor_unref(&out);
+        kt_node_free(&ln);
+    }
+    kt_unref_all(none, 2);
     zf_tensor_unref(&in[1]);
     in[1] = KT_I32(ZF_SHAPE(2), 1, -1);
     zf_test_expect_error(gt_run(dev, n, in, 2, &out, 1), ZF_INVALID_ARGUMENT,
@@ -425,6 +446,89 @@ static void test_gpu_reductions_of_nothing_give_the_identity(void **state)
     in[1] = KT_I32(ZF_SHAPE(1), 2);
     zf_test_expect_error(gt_run(dev, n, in, 2, &out, 1), ZF_INVALID_ARGUMENT,
                          "Invalid reduction dimension (2 for input with 2 dimension(s)");
+    kt_node_free(&n);
+    kt_unref_all(in, 2);
+    zf_device_destroy(&dev);
+}
+
+/* Bools true but where (i * 7919 + seed) % period == 0. */
+static zf_tensor_t *s_bools(zf_shape_t shape, uint32_t seed, int64_t period)
+{
+    zf_tensor_t *t = kt_zeros(ZF_BOOL, shape);
+    for (int64_t i = 0; i < zf_tensor_num_elements(t); i++)
+        ((bool *)zf_tensor_data(t))[i] = (i * 7919 + seed) % period != 0;
+    return t;
+}
+
+static void test_gpu_all_and_any_match_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    const s_reduce_case_t cases[] = {
+        {ZF_SHAPE(1000), 1, {0}},       {ZF_SHAPE(2, 100000), 1, {1}}, {ZF_SHAPE(300, 50), 1, {1}},
+        {ZF_SHAPE(50, 7), 1, {0}},      {ZF_SHAPE(4, 5, 6), 2, {0, 2}}, {ZF_SHAPE(3, 1), 1, {1}},
+        {ZF_SHAPE(2, 3), 0, {0}},       {zf_shape_scalar(), 0, {0}},
+    };
+    const char *ops[] = {"All", "Any"};
+    /* mostly true (All varies), and mostly false (Any varies) */
+    const int64_t periods[] = {40, 2};
+    for (size_t o = 0; o < 2; o++)
+        for (size_t p = 0; p < 2; p++)
+            for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+                for (int keep = 0; keep < 2; keep++) {
+                    const s_reduce_case_t *rc = &cases[c];
+                    zf_tensor_t *in[2] = {
+                        s_bools(rc->shape, (uint32_t)c, periods[p]),
+                        kt_tensor(ZF_INT32, ZF_SHAPE(rc->naxes), rc->axes, (size_t)rc->naxes)};
+                    if (p == 1) /* mostly false: flip */
+                        for (int64_t i = 0; i < zf_tensor_num_elements(in[0]); i++)
+                            ((bool *)zf_tensor_data(in[0]))[i] ^= (i % 53) != 0;
+                    Tensorflow__NodeDef *n = kt_node_new("k", ops[o], 2);
+                    kt_attr_type(n, "Tidx", ZF_INT32);
+                    kt_attr_bool(n, "keep_dims", keep);
+                    s_same_as_cpu(dev, n, in, 2, 0);
+                    kt_node_free(&n);
+                    kt_unref_all(in, 2);
+                }
+    zf_device_destroy(&dev);
+}
+
+static void test_gpu_argmax_and_argmin_match_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    const struct {
+        zf_shape_t shape;
+        int32_t axis;
+    } cases[] = {
+        {ZF_SHAPE(1000), 0},    {ZF_SHAPE(7, 300), 1},   {ZF_SHAPE(7, 300), 0},
+        {ZF_SHAPE(4, 5, 6), 1}, {ZF_SHAPE(4, 5, 6), -1}, {ZF_SHAPE(0, 3), 1},
+        {ZF_SHAPE(3, 1), 1},
+    };
+    const char *ops[] = {"ArgMax", "ArgMin"};
+    const zf_dtype_t out_types[] = {ZF_INT64, ZF_INT32};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t o = 0; o < 2; o++)
+            for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+                zf_tensor_t *in[2] = {s_random(s_types[k], cases[c].shape, (uint32_t)c, -1.0),
+                                      KT_I32(zf_shape_scalar(), cases[c].axis)};
+                /* ties: the first index wins */
+                if (zf_tensor_num_elements(in[0]) > 10) {
+                    s_set(in[0], 3, 5.0);
+                    s_set(in[0], 9, 5.0);
+                }
+                Tensorflow__NodeDef *n = s_node(ops[o], 2, s_types[k]);
+                kt_attr_type(n, "Tidx", ZF_INT32);
+                kt_attr_type(n, "output_type", out_types[(c + o) % 2]);
+                s_same_as_cpu(dev, n, in, 2, 0);
+                kt_node_free(&n);
+                kt_unref_all(in, 2);
+            }
+    zf_tensor_t *in[2] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(3, 0)), KT_I32(zf_shape_scalar(), 1)};
+    zf_tensor_t *out = NULL;
+    Tensorflow__NodeDef *n = s_node("ArgMax", 2, ZF_FLOAT);
+    zf_test_expect_error(gt_run(dev, n, in, 2, &out, 1), ZF_INVALID_ARGUMENT,
+                         "k (ArgMax): Reduction axis 1 is empty in shape [3,0]");
     kt_node_free(&n);
     kt_unref_all(in, 2);
     zf_device_destroy(&dev);
@@ -887,6 +991,8 @@ int main(void)
         cmocka_unit_test(test_gpu_bias_add_matches_the_cpu_in_both_layouts),
         cmocka_unit_test(test_gpu_reductions_match_the_cpu),
         cmocka_unit_test(test_gpu_reductions_of_nothing_give_the_identity),
+        cmocka_unit_test(test_gpu_all_and_any_match_the_cpu),
+        cmocka_unit_test(test_gpu_argmax_and_argmin_match_the_cpu),
         cmocka_unit_test(test_gpu_softmax_matches_the_cpu),
         cmocka_unit_test(test_gpu_matmul_matches_a_naive_loop_for_every_transpose),
         cmocka_unit_test(test_gpu_matmul_handles_empty_dims_and_bad_shapes),

@@ -126,6 +126,12 @@ static void test_gpu_kernels_keep_shapes_and_axes_in_host_memory(void **state)
     s_expect("Sum", "T", ZF_FLOAT, 1u << 1, 0);
     s_expect("Mean", "T", ZF_DOUBLE, 1u << 1, 0);
     s_expect("Max", "T", ZF_HALF, 1u << 1, 0);
+    s_expect("Min", "T", ZF_FLOAT, 1u << 1, 0);
+    s_expect("Prod", "T", ZF_DOUBLE, 1u << 1, 0);
+    s_expect("All", NULL, ZF_BOOL, 1u << 1, 0);
+    s_expect("Any", NULL, ZF_BOOL, 1u << 1, 0);
+    s_expect("ArgMax", "T", ZF_HALF, 1u << 1, 0);
+    s_expect("ArgMin", "T", ZF_DOUBLE, 1u << 1, 0);
     s_expect("Shape", "T", ZF_FLOAT, 0, 1u << 0);
     s_expect("Size", "T", ZF_FLOAT, 0, 1u << 0);
     s_expect("Rank", "T", ZF_FLOAT, 0, 1u << 0);
@@ -146,7 +152,8 @@ static void test_gpu_int32_kernels_keep_everything_in_host_memory(void **state)
     s_expect("ExpandDims", "T", ZF_INT32, S_ALL, S_ALL);
     s_expect("Squeeze", "T", ZF_INT32, S_ALL, S_ALL);
     /* Integer arithmetic on shapes runs the CPU kernel in host memory. */
-    const char *ops[] = {"Add", "Sub", "Mul", "Maximum", "Minimum", "Neg", "Sum", "Max", "Pack"};
+    const char *ops[] = {"Add",  "Sub", "Mul", "Maximum", "Minimum", "Neg",
+                         "Sum",  "Max", "Min", "Prod",    "Pack"};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (zf_kernel_exists(ops[i], "CPU")) s_expect(ops[i], "T", ZF_INT32, S_ALL, S_ALL);
 }
@@ -167,7 +174,7 @@ static void test_ops_without_gpu_kernels_stay_on_cpu(void **state)
 {
     (void)state;
     zf_kernels_register_builtin(true);
-    const char *cpu_only[] = {"Conv2D", "MaxPool", "AvgPool", "ArgMax", "Transpose", "VariableV2"};
+    const char *cpu_only[] = {"Conv2D", "MaxPool", "AvgPool", "Transpose", "VariableV2"};
     for (size_t i = 0; i < sizeof cpu_only / sizeof cpu_only[0]; i++) {
         assert_false(zf_kernel_exists(cpu_only[i], "GPU"));
         assert_false(zf_op_has_kernel(zf_op_lookup(cpu_only[i]), "GPU"));
@@ -272,6 +279,41 @@ static void test_gpu_gradients_check_their_inputs_before_needing_a_gpu(void **st
     zf_test_expect_error(s_compute_without_gpu("ReluGrad", ZF_INT32, ints, 2), ZF_NOT_FOUND,
                          "No OpKernel was registered to support Op 'ReluGrad'");
     kt_unref_all(ints, 2);
+}
+
+static void test_gpu_reductions_check_their_inputs_before_needing_a_gpu(void **state)
+{
+    (void)state;
+    zf_tensor_t *in[2] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(2, 3)), KT_I32(ZF_SHAPE(2), 0, -2)};
+    zf_test_expect_error(s_compute_without_gpu("Min", ZF_FLOAT, in, 2), ZF_INVALID_ARGUMENT,
+                         "k (Min): Invalid reduction arguments: Axes contains duplicate "
+                         "dimension: 0");
+    zf_tensor_unref(&in[1]);
+    in[1] = KT_I32(ZF_SHAPE(1), 2);
+    zf_test_expect_error(s_compute_without_gpu("Prod", ZF_FLOAT, in, 2), ZF_INVALID_ARGUMENT,
+                         "Invalid reduction dimension (2 for input with 2 dimension(s)");
+    zf_test_expect_error(s_compute_without_gpu("All", ZF_FLOAT, in, 2), ZF_INVALID_ARGUMENT,
+                         "k (All): no GPU kernel for float inputs");
+    zf_tensor_unref(&in[1]);
+    in[1] = KT_I32(zf_shape_scalar(), -3);
+    zf_test_expect_error(s_compute_without_gpu("ArgMin", ZF_FLOAT, in, 2), ZF_INVALID_ARGUMENT,
+                         "k (ArgMin): Expected dimension in the range [-2, 2), but got -3");
+    zf_tensor_unref(&in[1]);
+    in[1] = KT_I32(zf_shape_scalar(), 1);
+    zf_test_expect_error(s_compute_without_gpu("ArgMax", ZF_FLOAT, in, 2), ZF_INTERNAL,
+                         "k (ArgMax): a GPU kernel needs a GPU device, not none");
+    kt_unref_all(in, 2);
+    /* output_type is checked when the kernel is created */
+    zf_kernels_register_builtin(true);
+    Tensorflow__NodeDef *n = kt_node_new("k", "ArgMax", 2);
+    kt_attr_type(n, "T", ZF_FLOAT);
+    kt_attr_type(n, "output_type", ZF_FLOAT);
+    const zf_kernel_t *def = NULL;
+    ASSERT_OK(zf_kernel_find("GPU", n, &def));
+    void *st = NULL;
+    zf_test_expect_error(def->create(n, &st), ZF_INVALID_ARGUMENT,
+                         "k (ArgMax): output_type must be int32 or int64, got float");
+    kt_node_free(&n);
 }
 
 static zf__gpu_reduce_plan_t s_plan(zf_shape_t shape, const bool *reduced, int64_t count)
@@ -424,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_gpu_cast_refuses_a_conversion_it_cannot_do_when_created),
         cmocka_unit_test(test_gpu_kernel_without_a_gpu_device_fails_cleanly),
         cmocka_unit_test(test_gpu_gradients_check_their_inputs_before_needing_a_gpu),
+        cmocka_unit_test(test_gpu_reductions_check_their_inputs_before_needing_a_gpu),
         cmocka_unit_test(test_gpu_reduce_plan_picks_rows_middle_or_general),
         cmocka_unit_test(test_gpu_calls_that_need_no_gpu_check_their_arguments),
         cmocka_unit_test(test_gpu_device_count_says_why_none_is_visible),

@@ -543,6 +543,7 @@ extern "C" cudaError_t zf__gpu_launch_fill_scalar(cudaStream_t stream, zf_dtype_
     case ZF_DOUBLE:
         k_fill_scalar<double><<<blocks, kThreads, 0, stream>>>(value, (double *)out, n);
         break;
+    case ZF_BOOL: k_fill_scalar<bool><<<blocks, kThreads, 0, stream>>>(value, (bool *)out, n); break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();

@@ -78,7 +78,8 @@ static const zf_kernel_t s_defs[] = {
     S_HOST("Neg"),       S_HOST("Abs"),
     S_HOST("Square"),    S_HOST("SquaredDifference"),
     S_HOST("Sum"),       S_HOST("Max"),
-    S_HOST("Mean"),      S_HOST_FLAGS("Fill", ZF_KERNEL_SIZED_BY_VALUE),
+    S_HOST("Mean"),      S_HOST("Min"),
+    S_HOST("Prod"),      S_HOST_FLAGS("Fill", ZF_KERNEL_SIZED_BY_VALUE),
     S_HOST("ZerosLike"), S_HOST("OnesLike"),
     S_HOST("Pack"),      S_HOST("ConcatV2"),
 };

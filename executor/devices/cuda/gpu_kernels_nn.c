@@ -1,6 +1,7 @@
 /* GPU kernels for MatMul (cuBLAS on the device's stream), the reductions
- * Sum, Mean and Max over any axes, and Softmax / LogSoftmax over the last
- * axis. Shapes and axes are worked out here; reduce.cu computes. */
+ * Sum, Mean, Max, Min, Prod, All and Any over any axes, ArgMax and ArgMin
+ * over one, and Softmax / LogSoftmax over the last axis. Shapes and axes
+ * are worked out here, before the GPU is needed; reduce.cu computes. */
 #include <limits.h>
 #include <math.h>
 #include <string.h>
@@ -204,10 +205,19 @@ static zf_shape_t s_reduced_shape(const zf_shape_t *in, const bool *reduced, boo
     return out;
 }
 
-/* What an empty reduction gives: 0, NaN (0/0) or -inf. */
+/* What an empty reduction gives. */
 static double s_identity(zf__gpu_reduce_op_t op)
 {
-    return op == ZF__GPU_REDUCE_SUM ? 0.0 : op == ZF__GPU_REDUCE_MEAN ? NAN : -INFINITY;
+    switch (op) {
+    case ZF__GPU_REDUCE_SUM: return 0.0;
+    case ZF__GPU_REDUCE_MEAN: return NAN; /* 0 / 0 */
+    case ZF__GPU_REDUCE_MAX: return -INFINITY;
+    case ZF__GPU_REDUCE_MIN: return INFINITY;
+    case ZF__GPU_REDUCE_PROD: return 1.0;
+    case ZF__GPU_REDUCE_ALL: return 1.0;
+    case ZF__GPU_REDUCE_ANY: return 0.0;
+    }
+    return 0.0;
 }
 
 static zf_status_t s_reduce_launch(zf_kernel_ctx_t *ctx, zf__gpu_t *g, zf__gpu_reduce_op_t op,
@@ -240,18 +250,19 @@ static zf_status_t s_reduce_launch(zf_kernel_ctx_t *ctx, zf__gpu_t *g, zf__gpu_r
 
 static zf_status_t s_reduce(zf_kernel_ctx_t *ctx, zf__gpu_reduce_op_t op)
 {
-    zf__gpu_t *g = NULL;
     ZF_TRY(zf_kernels_check_inputs(ctx, 2));
-    ZF_TRY(zf__gpu_kernel_gpu(ctx, &g));
     const zf_tensor_t *in = ctx->inputs[0];
     zf_dtype_t dtype = zf_tensor_dtype(in);
-    if (!(ZF_TYPES_GPU_FLOAT & ZF_TYPE_BIT(dtype)))
+    bool logic = op == ZF__GPU_REDUCE_ALL || op == ZF__GPU_REDUCE_ANY;
+    if (logic ? dtype != ZF_BOOL : !(ZF_TYPES_GPU_FLOAT & ZF_TYPE_BIT(dtype)))
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no GPU kernel for %s inputs",
                                zf_kernels_dtype_name((int)dtype));
     bool reduced[ZF_MAX_RANK], keep_dims = false;
     ZF_TRY(s_reduce_axes(ctx, reduced));
     ZF_TRY(zf_node_attr_bool_or(ctx->node, "keep_dims", false, &keep_dims));
     zf_shape_t shape = s_reduced_shape(zf_tensor_shape(in), reduced, keep_dims);
+    zf__gpu_t *g = NULL;
+    ZF_TRY(zf__gpu_kernel_gpu(ctx, &g));
     zf_tensor_t *out = NULL;
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, dtype, &shape, &out));
     if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
@@ -271,6 +282,77 @@ static zf_status_t s_mean(zf_kernel_ctx_t *ctx)
 static zf_status_t s_max(zf_kernel_ctx_t *ctx)
 {
     return s_reduce(ctx, ZF__GPU_REDUCE_MAX);
+}
+
+static zf_status_t s_min(zf_kernel_ctx_t *ctx)
+{
+    return s_reduce(ctx, ZF__GPU_REDUCE_MIN);
+}
+
+static zf_status_t s_prod(zf_kernel_ctx_t *ctx)
+{
+    return s_reduce(ctx, ZF__GPU_REDUCE_PROD);
+}
+
+static zf_status_t s_all(zf_kernel_ctx_t *ctx)
+{
+    return s_reduce(ctx, ZF__GPU_REDUCE_ALL);
+}
+
+static zf_status_t s_any(zf_kernel_ctx_t *ctx)
+{
+    return s_reduce(ctx, ZF__GPU_REDUCE_ANY);
+}
+
+/* ---- ArgMax, ArgMin --------------------------------------------------------------- */
+
+/* The output type (attr output_type, int32 or int64), checked when the
+ * partition is built, kept in the state pointer. */
+static zf_status_t s_arg_create(const Tensorflow__NodeDef *node, void **state)
+{
+    zf_dtype_t out_type = ZF_INT64;
+    ZF_TRY(zf_node_attr_type_or(node, "output_type", ZF_INT64, &out_type));
+    if (out_type != ZF_INT32 && out_type != ZF_INT64)
+        return zf_invalid_argument("%s (%s): output_type must be int32 or int64, got %s",
+                                   node->name, node->op, zf_kernels_dtype_name((int)out_type));
+    *state = (void *)(uintptr_t)out_type;
+    return ZF_STATUS_OK;
+}
+
+static zf_status_t s_arg(zf_kernel_ctx_t *ctx, bool is_min)
+{
+    ZF_TRY(zf_kernels_check_inputs(ctx, 2));
+    const zf_tensor_t *x = ctx->inputs[0];
+    const zf_shape_t *in = zf_tensor_shape(x);
+    zf_dtype_t dtype = zf_tensor_dtype(x), out_type = (zf_dtype_t)(uintptr_t)ctx->state;
+    if (!(ZF_TYPES_GPU_FLOAT & ZF_TYPE_BIT(dtype)))
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no GPU kernel for %s inputs",
+                               zf_kernels_dtype_name((int)dtype));
+    if (zf_tensor_memory_kind(ctx->inputs[1]) == ZF_MEMORY_DEVICE)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "dimension must be in host memory");
+    int axis = 0;
+    zf_shape_t shape;
+    int64_t outer = 1, inner = 1;
+    ZF_TRY(zf_kernels_arg_axis(ctx, &axis, &shape, &outer, &inner));
+    zf__gpu_t *g = NULL;
+    ZF_TRY(zf__gpu_kernel_gpu(ctx, &g));
+    zf_tensor_t *out = NULL;
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, out_type, &shape, &out));
+    if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
+    ZF_TRY(zf__gpu_check_device_input(ctx, 0));
+    return zf__gpu_kernel_launched(ctx, zf__gpu_launch_arg(g->stream, dtype, zf_tensor_data(x),
+                                                           outer, in->dims[axis], inner, out_type,
+                                                           zf_tensor_data(out), is_min));
+}
+
+static zf_status_t s_arg_max(zf_kernel_ctx_t *ctx)
+{
+    return s_arg(ctx, false);
+}
+
+static zf_status_t s_arg_min(zf_kernel_ctx_t *ctx)
+{
+    return s_arg(ctx, true);
 }
 
 /* ---- Softmax ------------------------------------------------------------------------ */
@@ -323,6 +405,20 @@ static const zf_kernel_t s_defs[] = {
     S_REDUCE("Sum", s_sum),
     S_REDUCE("Mean", s_mean),
     S_REDUCE("Max", s_max),
+    S_REDUCE("Min", s_min),
+    S_REDUCE("Prod", s_prod),
+    ZF__GPU_KERNEL("All", 0, s_all),
+    ZF__GPU_KERNEL("Any", 0, s_any),
+    {.op = "ArgMax",
+     .device_type = "GPU",
+     .allowed_types = ZF_TYPES_GPU_FLOAT,
+     .create = s_arg_create,
+     .compute = s_arg_max},
+    {.op = "ArgMin",
+     .device_type = "GPU",
+     .allowed_types = ZF_TYPES_GPU_FLOAT,
+     .create = s_arg_create,
+     .compute = s_arg_min},
     ZF__GPU_KERNEL("Softmax", ZF_TYPES_GPU_FLOAT, s_softmax),
     ZF__GPU_KERNEL("LogSoftmax", ZF_TYPES_GPU_FLOAT, s_log_softmax),
 };

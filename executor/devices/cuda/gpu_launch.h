@@ -108,7 +108,7 @@ bool zf__gpu_cast_supported(zf_dtype_t src_type, zf_dtype_t dst_type);
 cudaError_t zf__gpu_launch_fill(cudaStream_t stream, zf_dtype_t dtype, const void *value, void *out,
                                 int64_t n);
 
-/* out[0..n) = value (converted to dtype). */
+/* out[0..n) = value (converted to dtype; ZF_BOOL too, as value != 0). */
 cudaError_t zf__gpu_launch_fill_scalar(cudaStream_t stream, zf_dtype_t dtype, double value,
                                        void *out, int64_t n);
 
@@ -118,6 +118,10 @@ typedef enum zf__gpu_reduce_op {
     ZF__GPU_REDUCE_SUM,
     ZF__GPU_REDUCE_MEAN,
     ZF__GPU_REDUCE_MAX,
+    ZF__GPU_REDUCE_MIN,
+    ZF__GPU_REDUCE_PROD,
+    ZF__GPU_REDUCE_ALL, /* ZF_BOOL only, as is ANY */
+    ZF__GPU_REDUCE_ANY,
 } zf__gpu_reduce_op_t;
 
 typedef enum zf__gpu_reduce_kind {
@@ -149,6 +153,13 @@ size_t zf__gpu_reduce_scratch_bytes(const zf__gpu_reduce_plan_t *plan, zf_dtype_
 cudaError_t zf__gpu_launch_reduce(cudaStream_t stream, zf__gpu_reduce_op_t op, zf_dtype_t dtype,
                                   const void *in, void *out, const zf__gpu_reduce_plan_t *plan,
                                   int64_t count, void *scratch);
+
+/* ArgMin (is_min) or ArgMax of in, [outer, len, inner] (len >= 1), along
+ * len: the first index of the extreme, out_type ZF_INT32 or ZF_INT64,
+ * outer * inner of them. */
+cudaError_t zf__gpu_launch_arg(cudaStream_t stream, zf_dtype_t dtype, const void *in,
+                               int64_t outer, int64_t len, int64_t inner, zf_dtype_t out_type,
+                               void *out, bool is_min);
 
 /* Softmax (or log-softmax) of each of rows rows of cols elements. */
 cudaError_t zf__gpu_launch_softmax(cudaStream_t stream, zf_dtype_t dtype, const void *in, void *out,

@@ -24,12 +24,16 @@ inline unsigned blocks_for(int64_t n)
     return (unsigned)(b < 1 ? 1 : (b < kMaxBlocks ? b : kMaxBlocks));
 }
 
-/* The type arithmetic runs in: half computes in float. */
+/* The type arithmetic runs in: half computes in float, bool (All, Any)
+ * in int. */
 template <typename T> struct Acc {
     typedef T type;
 };
 template <> struct Acc<__half> {
     typedef float type;
+};
+template <> struct Acc<bool> {
+    typedef int type;
 };
 
 __device__ __forceinline__ float load(__half x)
@@ -41,6 +45,10 @@ __device__ __forceinline__ float load(float x)
     return x;
 }
 __device__ __forceinline__ double load(double x)
+{
+    return x;
+}
+__device__ __forceinline__ int load(bool x)
 {
     return x;
 }
@@ -56,6 +64,10 @@ __device__ __forceinline__ void put(float *p, float v)
 __device__ __forceinline__ void put(double *p, double v)
 {
     *p = v;
+}
+__device__ __forceinline__ void put(bool *p, int v)
+{
+    *p = v != 0;
 }
 
 /* Math in the argument's precision; the float forms match what the CPU
@@ -194,6 +206,26 @@ template <typename A> struct SumOp {
 template <typename A> struct MaxOp {
     __device__ A operator()(A a, A b) const { return (a > b || a != a) ? a : b; }
     __device__ A identity() const { return -static_cast<A>(INFINITY); }
+};
+
+template <typename A> struct MinOp {
+    __device__ A operator()(A a, A b) const { return (a < b || a != a) ? a : b; }
+    __device__ A identity() const { return static_cast<A>(INFINITY); }
+};
+
+template <typename A> struct ProdOp {
+    __device__ A operator()(A a, A b) const { return a * b; }
+    __device__ A identity() const { return static_cast<A>(1); }
+};
+
+/* All and Any, on bools held as int. */
+struct AndOp {
+    __device__ int operator()(int a, int b) const { return a && b; }
+    __device__ int identity() const { return 1; }
+};
+struct OrOp {
+    __device__ int operator()(int a, int b) const { return a || b; }
+    __device__ int identity() const { return 0; }
 };
 
 /* Every lane of the warp gets the reduction of the 32 lanes' values. */
