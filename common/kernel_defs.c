@@ -395,6 +395,20 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF_HOST("SelectV2", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST,
                  ZF_KERNEL_ALL_HOST),
     /* end of comparisons, logic, selection, ranges */
+    /* moving elements: the CPU kernels' plans, the GPU's gathers */
+    ZF_KDEF_HOST("Slice", "GPU", "T", ZF_TYPES_GPU_DEVICE, 6u, 0),
+    ZF_KDEF_HOST("StridedSlice", "GPU", "T", ZF_TYPES_GPU_DEVICE, 0xeu, 0),
+    ZF_KDEF_HOST("Tile", "GPU", "T", ZF_TYPES_GPU_DEVICE, 2u, 0),
+    ZF_KDEF_HOST("Pad", "GPU", "T", ZF_TYPES_GPU_DEVICE, 2u, 0),
+    ZF_KDEF_HOST("PadV2", "GPU", "T", ZF_TYPES_GPU_DEVICE, 2u, 0),
+    ZF_KDEF_HOST("MirrorPad", "GPU", "T", ZF_TYPES_GPU_DEVICE, 2u, 0),
+    ZF_KDEF_HOST("ReverseV2", "GPU", "T", ZF_TYPES_GPU_DEVICE, 2u, 0),
+    ZF_KDEF_HOST("BroadcastTo", "GPU", "T", ZF_TYPES_GPU_DEVICE, 2u, 0),
+    ZF_KDEF_HOST("Transpose", "GPU", "T", ZF_TYPES_GPU_DEVICE, 2u, 0),
+    ZF_KDEF_HOST("Slice", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST, ZF_KERNEL_ALL_HOST),
+    ZF_KDEF_HOST("StridedSlice", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST,
+                 ZF_KERNEL_ALL_HOST),
+    /* end of moving elements */
     ZF_KDEF("_Send", "GPU", "T", ZF_TYPES_GPU_DEVICE),
     ZF_KDEF_HOST("_Send", "GPU", "T", ZF_TYPES_GPU_HOST, 1u, 0),
     ZF_KDEF_HOST("_HostSend", "GPU", "T", 0, 1u, 0),

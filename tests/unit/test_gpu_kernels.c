@@ -559,6 +559,96 @@ static void test_gpu_softmax_matches_the_cpu(void **state)
     zf_device_destroy(&dev);
 }
 
+/* ---- moving elements ------------------------------------------------------------------- */
+
+/* node on the GPU and on the CPU, inputs taken. */
+static void s_moved_like_cpu(zf_device_t *dev, Tensorflow__NodeDef *n, zf_tensor_t **in, int nin)
+{
+    s_same_as_cpu(dev, n, in, nin, 0);
+    kt_unref_all(in, nin);
+    kt_node_free(&n);
+}
+
+static void test_gpu_slicing_padding_and_transposing_match_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    for (size_t k = 0; k < 2; k++) {
+        zf_dtype_t t = s_types[k];
+        s_moved_like_cpu(dev, s_node("Slice", 3, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(3, 4, 5), 1, -1),
+                                           KT_I32(ZF_SHAPE(3), 1, 0, 2),
+                                           KT_I32(ZF_SHAPE(3), 2, -1, 2)},
+                         3);
+        s_moved_like_cpu(dev, s_node("Slice", 3, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(3, 4), 1, -1),
+                                           KT_I32(ZF_SHAPE(2), 3, 0), KT_I32(ZF_SHAPE(2), 0, 4)},
+                         3);
+        s_moved_like_cpu(dev, s_node("StridedSlice", 4, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(4, 6), 2, -1),
+                                           KT_I32(ZF_SHAPE(2), 3, -1), KT_I32(ZF_SHAPE(2), 0, 0),
+                                           KT_I32(ZF_SHAPE(2), -1, -2)},
+                         4);
+        Tensorflow__NodeDef *n = s_node("StridedSlice", 4, t);
+        kt_attr_int(n, "shrink_axis_mask", 1);
+        kt_attr_int(n, "new_axis_mask", 4);
+        kt_attr_int(n, "end_mask", 2);
+        s_moved_like_cpu(dev, n,
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(4, 6, 2), 3, -1),
+                                           KT_I32(ZF_SHAPE(3), 2, 1, 0), KT_I32(ZF_SHAPE(3), 3, 0, 0),
+                                           KT_I32(ZF_SHAPE(3), 1, 2, 1)},
+                         4);
+        s_moved_like_cpu(dev, s_node("Tile", 2, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(2, 3), 4, -1),
+                                           KT_I32(ZF_SHAPE(2), 200, 3)},
+                         2);
+        s_moved_like_cpu(dev, s_node("Pad", 2, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(2, 3), 5, -1),
+                                           KT_I32(ZF_SHAPE(2, 2), 1, 0, 2, 1)},
+                         2);
+        zf_tensor_t *c = s_random(t, zf_shape_scalar(), 6, 5);
+        s_moved_like_cpu(dev, s_node("PadV2", 3, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(2, 3), 7, -1),
+                                           KT_I32(ZF_SHAPE(2, 2), 0, 2, 1, 1), c},
+                         3);
+        n = s_node("MirrorPad", 2, t);
+        kt_attr_string(n, "mode", k ? "SYMMETRIC" : "REFLECT");
+        s_moved_like_cpu(dev, n,
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(3, 3), 8, -1),
+                                           KT_I32(ZF_SHAPE(2, 2), 1, 2, 2, 1)},
+                         2);
+        s_moved_like_cpu(dev, s_node("ReverseV2", 2, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(2, 3, 4), 9, -1),
+                                           KT_I32(ZF_SHAPE(2), 0, -1)},
+                         2);
+        s_moved_like_cpu(dev, s_node("BroadcastTo", 2, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(3, 1), 10, -1),
+                                           KT_I32(ZF_SHAPE(3), 2, 3, 4)},
+                         2);
+        s_moved_like_cpu(dev, s_node("Transpose", 2, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(20, 30, 4), 11, -1),
+                                           KT_I32(ZF_SHAPE(3), 2, 0, 1)},
+                         2);
+        s_moved_like_cpu(dev, s_node("Transpose", 2, t),
+                         (zf_tensor_t *[]){s_random(t, zf_shape_scalar(), 12, -1),
+                                           kt_zeros(ZF_INT32, ZF_SHAPE(0))},
+                         2);
+        s_moved_like_cpu(dev, s_node("Transpose", 2, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(0, 3), 13, -1),
+                                           KT_I32(ZF_SHAPE(2), 1, 0)},
+                         2);
+    }
+    zf_tensor_t *in[3] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(2, 3)), KT_I32(ZF_SHAPE(2), 1, 0),
+                          KT_I32(ZF_SHAPE(2), 2, 1)}, *out = NULL;
+    Tensorflow__NodeDef *n = s_node("Slice", 3, ZF_FLOAT);
+    zf_test_expect_error(gt_run(dev, n, in, 3, &out, 1), ZF_INVALID_ARGUMENT,
+                         "k (Slice): Expected size[0] in [0, 1], but got 2");
+    assert_null(out);
+    kt_node_free(&n);
+    kt_unref_all(in, 3);
+    zf_device_destroy(&dev);
+}
+
 /* ---- MatMul ---------------------------------------------------------------------------- */
 
 static double s_at(const zf_tensor_t *t, bool trans, int64_t i, int64_t j)
@@ -994,6 +1084,7 @@ int main(void)
         cmocka_unit_test(test_gpu_all_and_any_match_the_cpu),
         cmocka_unit_test(test_gpu_argmax_and_argmin_match_the_cpu),
         cmocka_unit_test(test_gpu_softmax_matches_the_cpu),
+        cmocka_unit_test(test_gpu_slicing_padding_and_transposing_match_the_cpu),
         cmocka_unit_test(test_gpu_matmul_matches_a_naive_loop_for_every_transpose),
         cmocka_unit_test(test_gpu_matmul_handles_empty_dims_and_bad_shapes),
         cmocka_unit_test(test_gpu_cast_matches_the_cpu),

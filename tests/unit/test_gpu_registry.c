@@ -20,6 +20,7 @@
 #ifdef ZFLOW_HAVE_CUDA
 #include "executor/devices/cuda/gpu_internal.h"
 #include "executor/kernels/kernels_util.h"
+#include "executor/kernels/remap.h"
 
 /* The GPU kernel for op with its type attr set to t has exactly these
  * host-memory bits and accepts t. */
@@ -174,7 +175,7 @@ static void test_ops_without_gpu_kernels_stay_on_cpu(void **state)
 {
     (void)state;
     zf_kernels_register_builtin(true);
-    const char *cpu_only[] = {"Conv2D", "MaxPool", "AvgPool", "Transpose", "VariableV2"};
+    const char *cpu_only[] = {"Conv2D", "MaxPool", "AvgPool", "StridedSliceGrad", "VariableV2"};
     for (size_t i = 0; i < sizeof cpu_only / sizeof cpu_only[0]; i++) {
         assert_false(zf_kernel_exists(cpu_only[i], "GPU"));
         assert_false(zf_op_has_kernel(zf_op_lookup(cpu_only[i]), "GPU"));
@@ -314,6 +315,222 @@ static void test_gpu_reductions_check_their_inputs_before_needing_a_gpu(void **s
     zf_test_expect_error(def->create(n, &st), ZF_INVALID_ARGUMENT,
                          "k (ArgMax): output_type must be int32 or int64, got float");
     kt_node_free(&n);
+}
+
+static void test_gpu_element_moving_kernels_read_their_plans_in_host_memory(void **state)
+{
+    (void)state;
+    zf_kernels_register_builtin(true);
+    s_expect("Slice", "T", ZF_FLOAT, 6u, 0);
+    s_expect("StridedSlice", "T", ZF_HALF, 0xeu, 0);
+    s_expect("StridedSlice", "T", ZF_INT64, 0xeu, 0);
+    s_expect("Tile", "T", ZF_DOUBLE, 2u, 0);
+    s_expect("Pad", "T", ZF_BOOL, 2u, 0);
+    s_expect("PadV2", "T", ZF_FLOAT, 2u, 0); /* constant_values in GPU memory */
+    s_expect("MirrorPad", "T", ZF_FLOAT, 2u, 0);
+    s_expect("ReverseV2", "T", ZF_UINT8, 2u, 0);
+    s_expect("BroadcastTo", "T", ZF_BFLOAT16, 2u, 0);
+    s_expect("Transpose", "T", ZF_COMPLEX128, 2u, 0);
+    s_expect("Slice", "T", ZF_INT32, S_ALL, S_ALL);
+    s_expect("StridedSlice", "T", ZF_INT32, S_ALL, S_ALL);
+    s_expect_none("Tile", "T", ZF_STRING);
+}
+
+/* Without a GPU device the kernels fail; they never fall back to computing
+ * on the host. */
+static void test_gpu_element_moving_kernels_need_a_gpu_device(void **state)
+{
+    (void)state;
+    zf_tensor_t *in[2] = {KT_F32(ZF_SHAPE(2), 1, 2), KT_I32(ZF_SHAPE(1), 2)};
+    zf_test_expect_error(s_compute_without_gpu("Tile", ZF_FLOAT, in, 2), ZF_INTERNAL,
+                         "k (Tile): a GPU kernel needs a GPU device, not none");
+    zf_tensor_unref(&in[1]);
+    in[1] = KT_I32(ZF_SHAPE(1), 0);
+    zf_test_expect_error(s_compute_without_gpu("Transpose", ZF_FLOAT, in, 2), ZF_INTERNAL,
+                         "k (Transpose): a GPU kernel needs a GPU device, not none");
+    kt_unref_all(in, 2);
+}
+
+/* ---- the GPU's gathers, emulated ----------------------------------------------------- */
+
+/* A device whose gathers compute, on the host, what zf__gpu_launch_remap()
+ * is documented to compute from the plans the GPU device builds; the CPU
+ * kernels run on it must give their plain results. This checks the plans
+ * and the kernels' hand-over, not the CUDA code. */
+static int s_fake_gathers;
+
+static void s_emulate_remap(size_t elem, const zf__gpu_remap_plan_t *p, const int64_t *idx,
+                            const char *src, char *out, int64_t n, const char *fill)
+{
+    static const char zero[16];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t rest = i, off = 0;
+        bool filled = false;
+        for (int k = p->rank - 1; k >= 0; k--) {
+            int64_t c = rest % p->dims[k];
+            rest /= p->dims[k];
+            int64_t m = idx ? idx[p->offs[k] + c] : c;
+            if (m < 0)
+                filled = true;
+            else
+                off += m * p->strides[k];
+        }
+        memcpy(out + (size_t)i * elem,
+               filled ? (fill ? fill : zero) : src + (size_t)off * elem, elem);
+    }
+}
+
+static zf_status_t s_fake_remap_gather(zf_device_t *dev, const struct zf_remap *r,
+                                       const int64_t *src_dims, const void *src, void *dst,
+                                       size_t elem, const void *fill)
+{
+    (void)dev;
+    s_fake_gathers++;
+    zf__gpu_remap_plan_t plan;
+    int64_t n = 0, total = 0;
+    zf__gpu_remap_plan(r, src_dims, &plan, &n, &total);
+    int64_t sum = 0;
+    for (int k = 0; k < r->rank; k++) sum += r->dims[k];
+    assert_int_equal(total, sum);
+    s_emulate_remap(elem, &plan, r->block, src, dst, n, fill);
+    return ZF_STATUS_OK;
+}
+
+static zf_status_t s_fake_strided_gather(zf_device_t *dev, int rank, const int64_t *dims,
+                                         const int64_t *strides, const void *src, void *dst,
+                                         size_t elem)
+{
+    (void)dev;
+    s_fake_gathers++;
+    zf__gpu_remap_plan_t plan;
+    int64_t n = 0;
+    zf__gpu_strided_plan(rank, dims, strides, &plan, &n);
+    s_emulate_remap(elem, &plan, NULL, src, dst, n, NULL);
+    return ZF_STATUS_OK;
+}
+
+static zf_status_t s_fake_alloc(zf_device_t *dev, zf_dtype_t dtype, const zf_shape_t *shape,
+                                zf_tensor_t **out)
+{
+    (void)dev;
+    return zf_tensor_new(dtype, shape, out);
+}
+
+static const zf_device_ops_t s_fake_ops = {
+    .alloc_tensor = s_fake_alloc,
+    .remap_gather = s_fake_remap_gather,
+    .strided_gather = s_fake_strided_gather,
+};
+
+/* Bytes that make every element different (and some floats NaN: the
+ * comparison is bitwise). */
+static zf_tensor_t *s_pattern(zf_dtype_t t, zf_shape_t shape)
+{
+    zf_tensor_t *x = kt_zeros(t, shape);
+    unsigned char *p = zf_tensor_data(x);
+    for (size_t i = 0; i < zf_tensor_nbytes(x); i++) p[i] = (unsigned char)(i * 37 + 11);
+    return x;
+}
+
+/* node's CPU kernel on the emulating device gives its plain CPU result,
+ * having gathered through the device. */
+static void s_same_through_the_device(zf_device_t *dev, Tensorflow__NodeDef *n, zf_tensor_t **in,
+                                      int nin)
+{
+    zf_tensor_t *want = NULL, *got = NULL;
+    ASSERT_OK(kt_run(n, in, nin, &want, 1));
+    int before = s_fake_gathers;
+    ASSERT_OK(kt_run_on(n, in, nin, &got, 1, NULL, dev));
+    if (zf_tensor_num_elements(want) > 0 && s_fake_gathers != before + 1)
+        fail_msg("%s did not gather through the device", n->op);
+    if (!zf_tensor_equal(got, want)) fail_msg("%s: the device's gather differs", n->op);
+    kt_unref_all((zf_tensor_t *[]){want, got}, 2);
+    kt_unref_all(in, nin);
+    kt_node_free(&n);
+}
+
+static Tensorflow__NodeDef *s_typed(const char *op, int nin, zf_dtype_t t)
+{
+    Tensorflow__NodeDef *n = kt_node_new("k", op, nin);
+    kt_attr_type(n, "T", t);
+    return n;
+}
+
+static void test_gpu_gather_plans_give_the_cpu_kernels_results(void **state)
+{
+    (void)state;
+    zf_kernels_register_builtin(true);
+    zf_device_t *dev = NULL;
+    ASSERT_OK(zf_device_new(&s_fake_ops, "/job:localhost/replica:0/task:0/device:GPU:7", 1, &dev));
+    /* Slice, and a 0-sized one */
+    s_same_through_the_device(dev, s_typed("Slice", 3, ZF_FLOAT),
+                              (zf_tensor_t *[]){s_pattern(ZF_FLOAT, ZF_SHAPE(3, 4, 5)),
+                                                KT_I32(ZF_SHAPE(3), 1, 0, 2),
+                                                KT_I32(ZF_SHAPE(3), 2, -1, 2)},
+                              3);
+    s_same_through_the_device(dev, s_typed("Slice", 3, ZF_FLOAT),
+                              (zf_tensor_t *[]){s_pattern(ZF_FLOAT, ZF_SHAPE(3, 4)),
+                                                KT_I32(ZF_SHAPE(2), 1, 0), KT_I32(ZF_SHAPE(2), 0, 4)},
+                              3);
+    /* StridedSlice: negative strides; shrink and new axis; ellipsis */
+    s_same_through_the_device(dev, s_typed("StridedSlice", 4, ZF_DOUBLE),
+                              (zf_tensor_t *[]){s_pattern(ZF_DOUBLE, ZF_SHAPE(4, 6)),
+                                                KT_I32(ZF_SHAPE(2), 3, -1), KT_I32(ZF_SHAPE(2), 0, 0),
+                                                KT_I32(ZF_SHAPE(2), -1, -2)},
+                              4);
+    Tensorflow__NodeDef *n = s_typed("StridedSlice", 4, ZF_HALF);
+    kt_attr_int(n, "shrink_axis_mask", 1);
+    kt_attr_int(n, "new_axis_mask", 4);
+    s_same_through_the_device(dev, n,
+                              (zf_tensor_t *[]){s_pattern(ZF_HALF, ZF_SHAPE(4, 6, 2)),
+                                                KT_I32(ZF_SHAPE(3), 2, 1, 0), KT_I32(ZF_SHAPE(3), 3, 5, 0),
+                                                KT_I32(ZF_SHAPE(3), 1, 2, 1)},
+                              4);
+    n = s_typed("StridedSlice", 4, ZF_INT64);
+    kt_attr_int(n, "ellipsis_mask", 1);
+    s_same_through_the_device(dev, n,
+                              (zf_tensor_t *[]){s_pattern(ZF_INT64, ZF_SHAPE(2, 3, 4)),
+                                                KT_I32(ZF_SHAPE(2), 0, 1), KT_I32(ZF_SHAPE(2), 0, 3),
+                                                KT_I32(ZF_SHAPE(2), 1, 1)},
+                              4);
+    /* Tile, Pad, PadV2 (its fill from input 2), MirrorPad */
+    s_same_through_the_device(dev, s_typed("Tile", 2, ZF_INT64),
+                              (zf_tensor_t *[]){s_pattern(ZF_INT64, ZF_SHAPE(2, 3)),
+                                                KT_I32(ZF_SHAPE(2), 2, 3)},
+                              2);
+    s_same_through_the_device(dev, s_typed("Pad", 2, ZF_DOUBLE),
+                              (zf_tensor_t *[]){s_pattern(ZF_DOUBLE, ZF_SHAPE(2, 3)),
+                                                KT_I32(ZF_SHAPE(2, 2), 1, 0, 2, 1)},
+                              2);
+    s_same_through_the_device(dev, s_typed("PadV2", 3, ZF_FLOAT),
+                              (zf_tensor_t *[]){s_pattern(ZF_FLOAT, ZF_SHAPE(2, 3)),
+                                                KT_I32(ZF_SHAPE(2, 2), 0, 2, 1, 1),
+                                                KT_F32(zf_shape_scalar(), 7.5f)},
+                              3);
+    n = s_typed("MirrorPad", 2, ZF_FLOAT);
+    kt_attr_string(n, "mode", "REFLECT");
+    s_same_through_the_device(dev, n,
+                              (zf_tensor_t *[]){s_pattern(ZF_FLOAT, ZF_SHAPE(3, 3)),
+                                                KT_I32(ZF_SHAPE(2, 2), 1, 2, 2, 1)},
+                              2);
+    /* ReverseV2 (1-byte elements), BroadcastTo (2-byte), Transpose (16-byte) */
+    s_same_through_the_device(dev, s_typed("ReverseV2", 2, ZF_UINT8),
+                              (zf_tensor_t *[]){s_pattern(ZF_UINT8, ZF_SHAPE(2, 3, 4)),
+                                                KT_I32(ZF_SHAPE(2), 0, -1)},
+                              2);
+    s_same_through_the_device(dev, s_typed("BroadcastTo", 2, ZF_HALF),
+                              (zf_tensor_t *[]){s_pattern(ZF_HALF, ZF_SHAPE(3, 1)),
+                                                KT_I32(ZF_SHAPE(3), 2, 3, 4)},
+                              2);
+    s_same_through_the_device(dev, s_typed("Transpose", 2, ZF_COMPLEX128),
+                              (zf_tensor_t *[]){s_pattern(ZF_COMPLEX128, ZF_SHAPE(2, 3, 4)),
+                                                KT_I32(ZF_SHAPE(3), 2, 0, 1)},
+                              2);
+    s_same_through_the_device(dev, s_typed("Transpose", 2, ZF_FLOAT),
+                              (zf_tensor_t *[]){s_pattern(ZF_FLOAT, zf_shape_scalar()),
+                                                kt_zeros(ZF_INT32, ZF_SHAPE(0))},
+                              2);
+    zf_device_destroy(&dev);
 }
 
 static zf__gpu_reduce_plan_t s_plan(zf_shape_t shape, const bool *reduced, int64_t count)
@@ -467,6 +684,9 @@ int main(void)
         cmocka_unit_test(test_gpu_kernel_without_a_gpu_device_fails_cleanly),
         cmocka_unit_test(test_gpu_gradients_check_their_inputs_before_needing_a_gpu),
         cmocka_unit_test(test_gpu_reductions_check_their_inputs_before_needing_a_gpu),
+        cmocka_unit_test(test_gpu_element_moving_kernels_read_their_plans_in_host_memory),
+        cmocka_unit_test(test_gpu_element_moving_kernels_need_a_gpu_device),
+        cmocka_unit_test(test_gpu_gather_plans_give_the_cpu_kernels_results),
         cmocka_unit_test(test_gpu_reduce_plan_picks_rows_middle_or_general),
         cmocka_unit_test(test_gpu_calls_that_need_no_gpu_check_their_arguments),
         cmocka_unit_test(test_gpu_device_count_says_why_none_is_visible),

@@ -112,6 +112,25 @@ cudaError_t zf__gpu_launch_fill(cudaStream_t stream, zf_dtype_t dtype, const voi
 cudaError_t zf__gpu_launch_fill_scalar(cudaStream_t stream, zf_dtype_t dtype, double value,
                                        void *out, int64_t n);
 
+/* ---- moving elements (remap.cu) ---------------------------------------------- */
+
+/* An index mapping from a dense output space to a source tensor. */
+typedef struct zf__gpu_remap_plan {
+    int rank;                          /* 1 to ZF__GPU_MAX_RANK */
+    int64_t dims[ZF__GPU_MAX_RANK];    /* the output's dims */
+    int64_t strides[ZF__GPU_MAX_RANK]; /* the source's element stride along each */
+    int64_t offs[ZF__GPU_MAX_RANK];    /* where dim k's map starts in idx */
+} zf__gpu_remap_plan_t;
+
+/* out[i] for i in [0, n), n the product of plan->dims: with i_k the
+ * position of i along dim k and m_k = idx[offs[k] + i_k] (i_k itself when
+ * idx is NULL), src[sum of m_k * strides[k]], or *fill (NULL: zeros)
+ * where some m_k is negative. Elements of elem bytes (1, 2, 4, 8 or 16;
+ * cudaErrorInvalidValue otherwise); idx and fill in device memory. */
+cudaError_t zf__gpu_launch_remap(cudaStream_t stream, size_t elem,
+                                 const zf__gpu_remap_plan_t *plan, const int64_t *idx,
+                                 const void *src, void *out, int64_t n, const void *fill);
+
 /* ---- reductions and softmax (reduce.cu) --------------------------------------- */
 
 typedef enum zf__gpu_reduce_op {

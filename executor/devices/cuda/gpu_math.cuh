@@ -24,6 +24,12 @@ inline unsigned blocks_for(int64_t n)
     return (unsigned)(b < 1 ? 1 : (b < kMaxBlocks ? b : kMaxBlocks));
 }
 
+/* An element of 16 bytes (complex128), for kernels that only move
+ * elements. */
+struct alignas(16) Bytes16 {
+    uint64_t lo, hi;
+};
+
 /* The type arithmetic runs in: half computes in float, bool (All, Any)
  * in int. */
 template <typename T> struct Acc {
