@@ -405,6 +405,7 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF_HOST("ReverseV2", "GPU", "T", ZF_TYPES_GPU_DEVICE, 2u, 0),
     ZF_KDEF_HOST("BroadcastTo", "GPU", "T", ZF_TYPES_GPU_DEVICE, 2u, 0),
     ZF_KDEF_HOST("Transpose", "GPU", "T", ZF_TYPES_GPU_DEVICE, 2u, 0),
+    ZF_KDEF_HOST("GatherV2", "GPU", "Tparams", ZF_TYPES_GPU_DEVICE, 6u, 0),
     ZF_KDEF_HOST("Slice", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST, ZF_KERNEL_ALL_HOST),
     ZF_KDEF_HOST("StridedSlice", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST,
                  ZF_KERNEL_ALL_HOST),

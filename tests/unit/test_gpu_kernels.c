@@ -638,6 +638,17 @@ static void test_gpu_slicing_padding_and_transposing_match_the_cpu(void **state)
                                            KT_I32(ZF_SHAPE(2), 1, 0)},
                          2);
     }
+    for (size_t k = 0; k < 2; k++)
+        for (int bd = 0; bd < 2; bd++) {
+            Tensorflow__NodeDef *n = kt_node_new("k", "GatherV2", 3);
+            kt_attr_type(n, "Tparams", s_types[k]);
+            kt_attr_int(n, "batch_dims", bd);
+            s_moved_like_cpu(dev, n,
+                             (zf_tensor_t *[]){s_random(s_types[k], ZF_SHAPE(2, 50, 3), 14, -1),
+                                               KT_I32(ZF_SHAPE(2, 3), 49, 0, 4, 1, 2, 3),
+                                               KT_I32(zf_shape_scalar(), 1)},
+                             3);
+        }
     zf_tensor_t *in[3] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(2, 3)), KT_I32(ZF_SHAPE(2), 1, 0),
                           KT_I32(ZF_SHAPE(2), 2, 1)}, *out = NULL;
     Tensorflow__NodeDef *n = s_node("Slice", 3, ZF_FLOAT);
@@ -646,6 +657,15 @@ static void test_gpu_slicing_padding_and_transposing_match_the_cpu(void **state)
     assert_null(out);
     kt_node_free(&n);
     kt_unref_all(in, 3);
+    /* indices are checked on the host, with the CPU kernel's error */
+    zf_tensor_t *g[3] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(4, 2)), KT_I32(ZF_SHAPE(2), 1, 4),
+                         KT_I32(zf_shape_scalar(), 0)};
+    n = kt_node_new("k", "GatherV2", 3);
+    kt_attr_type(n, "Tparams", ZF_FLOAT);
+    zf_test_expect_error(gt_run(dev, n, g, 3, &out, 1), ZF_INVALID_ARGUMENT,
+                         "k (GatherV2): indices[1] = 4 is not in [0, 4)");
+    kt_node_free(&n);
+    kt_unref_all(g, 3);
     zf_device_destroy(&dev);
 }
 
