@@ -304,6 +304,7 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("ZerosLike", "GPU", "T", ZF_TYPES_GPU_DEVICE),
     ZF_KDEF("OnesLike", "GPU", "T", ZF_TYPES_GPU_FLOAT),
     ZF_KDEF("MatMul", "GPU", "T", ZF_TYPES_GPU_FLOAT),
+    ZF_KDEF("Conv2D", "GPU", "T", ZF_TYPES_FLOAT),
     ZF_KDEF_HOST("Sum", "GPU", "T", ZF_TYPES_GPU_FLOAT, 2u, 0),
     ZF_KDEF_HOST("Mean", "GPU", "T", ZF_TYPES_GPU_FLOAT, 2u, 0),
     ZF_KDEF_HOST("Max", "GPU", "T", ZF_TYPES_GPU_FLOAT, 2u, 0),

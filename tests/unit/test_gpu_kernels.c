@@ -669,6 +669,46 @@ static void test_gpu_slicing_padding_and_transposing_match_the_cpu(void **state)
     zf_device_destroy(&dev);
 }
 
+/* ---- Conv2D --------------------------------------------------------------------------------- */
+
+typedef struct {
+    zf_shape_t x, f;
+    int64_t sh, sw, dh, dw;
+    const char *padding;
+} s_conv_case_t;
+
+static void test_gpu_conv2d_matches_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    const s_conv_case_t cases[] = {
+        {ZF_SHAPE(2, 7, 9, 3), ZF_SHAPE(3, 3, 3, 5), 1, 1, 1, 1, "SAME"},
+        {ZF_SHAPE(2, 7, 9, 3), ZF_SHAPE(3, 3, 3, 5), 1, 1, 1, 1, "VALID"},
+        {ZF_SHAPE(1, 10, 11, 4), ZF_SHAPE(3, 2, 4, 6), 2, 3, 1, 1, "SAME"},
+        {ZF_SHAPE(1, 10, 11, 4), ZF_SHAPE(3, 3, 4, 2), 1, 1, 2, 3, "SAME"},
+        {ZF_SHAPE(3, 12, 12, 2), ZF_SHAPE(2, 2, 2, 3), 2, 2, 2, 1, "VALID"},
+        {ZF_SHAPE(2, 5, 6, 8), ZF_SHAPE(1, 1, 8, 16), 1, 1, 1, 1, "VALID"}, /* a plain GEMM */
+        {ZF_SHAPE(2, 64, 64, 16), ZF_SHAPE(5, 5, 16, 32), 1, 1, 1, 1, "SAME"},
+        {ZF_SHAPE(0, 5, 5, 2), ZF_SHAPE(3, 3, 2, 4), 1, 1, 1, 1, "SAME"},
+        {ZF_SHAPE(1, 4, 4, 0), ZF_SHAPE(3, 3, 0, 4), 1, 1, 1, 1, "SAME"},
+    };
+    for (size_t k = 0; k < 2; k++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const s_conv_case_t *cc = &cases[c];
+            zf_tensor_t *in[2] = {s_random(s_types[k], cc->x, (uint32_t)c, -1),
+                                  s_random(s_types[k], cc->f, (uint32_t)c + 50, -1)};
+            Tensorflow__NodeDef *n = s_node("Conv2D", 2, s_types[k]);
+            KT_ATTR_INTS(n, "strides", 1, cc->sh, cc->sw, 1);
+            KT_ATTR_INTS(n, "dilations", 1, cc->dh, cc->dw, 1);
+            kt_attr_string(n, "padding", cc->padding);
+            /* sums of up to 400 products differ in rounding order */
+            s_same_as_cpu(dev, n, in, 2, s_types[k] == ZF_FLOAT ? 1e-4 : 1e-12);
+            kt_node_free(&n);
+            kt_unref_all(in, 2);
+        }
+    zf_device_destroy(&dev);
+}
+
 /* ---- MatMul ---------------------------------------------------------------------------- */
 
 static double s_at(const zf_tensor_t *t, bool trans, int64_t i, int64_t j)
@@ -1105,6 +1145,7 @@ int main(void)
         cmocka_unit_test(test_gpu_argmax_and_argmin_match_the_cpu),
         cmocka_unit_test(test_gpu_softmax_matches_the_cpu),
         cmocka_unit_test(test_gpu_slicing_padding_and_transposing_match_the_cpu),
+        cmocka_unit_test(test_gpu_conv2d_matches_the_cpu),
         cmocka_unit_test(test_gpu_matmul_matches_a_naive_loop_for_every_transpose),
         cmocka_unit_test(test_gpu_matmul_handles_empty_dims_and_bad_shapes),
         cmocka_unit_test(test_gpu_cast_matches_the_cpu),

@@ -175,7 +175,8 @@ static void test_ops_without_gpu_kernels_stay_on_cpu(void **state)
 {
     (void)state;
     zf_kernels_register_builtin(true);
-    const char *cpu_only[] = {"Conv2D", "MaxPool", "AvgPool", "StridedSliceGrad", "VariableV2"};
+    const char *cpu_only[] = {"Conv2DBackpropInput", "MaxPool", "AvgPool", "StridedSliceGrad",
+                              "VariableV2"};
     for (size_t i = 0; i < sizeof cpu_only / sizeof cpu_only[0]; i++) {
         assert_false(zf_kernel_exists(cpu_only[i], "GPU"));
         assert_false(zf_op_has_kernel(zf_op_lookup(cpu_only[i]), "GPU"));
@@ -335,6 +336,61 @@ static void test_gpu_element_moving_kernels_read_their_plans_in_host_memory(void
     s_expect("Slice", "T", ZF_INT32, S_ALL, S_ALL);
     s_expect("StridedSlice", "T", ZF_INT32, S_ALL, S_ALL);
     s_expect_none("Tile", "T", ZF_STRING);
+    s_expect("Conv2D", "T", ZF_FLOAT, 0, 0);
+    s_expect("Conv2D", "T", ZF_DOUBLE, 0, 0);
+    s_expect_none("Conv2D", "T", ZF_HALF);
+}
+
+/* Conv2D's attrs are checked when it is created, its shapes before it needs
+ * a GPU, with the CPU kernel's texts. */
+static void test_gpu_conv2d_checks_its_window_before_needing_a_gpu(void **state)
+{
+    (void)state;
+    zf_kernels_register_builtin(true);
+    const zf_kernel_t *def = NULL;
+    Tensorflow__NodeDef *n = kt_node_new("k", "Conv2D", 2);
+    kt_attr_type(n, "T", ZF_FLOAT);
+    KT_ATTR_INTS(n, "strides", 1, 2, 2, 1);
+    kt_attr_string(n, "padding", "SAME");
+    ASSERT_OK(zf_kernel_find("GPU", n, &def));
+    void *st = NULL;
+    ASSERT_OK(def->create(n, &st));
+    zf_tensor_t *in[2] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(1, 5, 5, 3)),
+                          kt_zeros(ZF_FLOAT, ZF_SHAPE(3, 3, 2, 4))};
+    zf_tensor_t *out = NULL;
+    zf_kernel_ctx_t ctx = {
+        .node = n, .state = st, .inputs = in, .num_inputs = 2, .outputs = &out, .num_outputs = 1};
+    zf_test_expect_error(def->compute(&ctx), ZF_INVALID_ARGUMENT,
+                         "k (Conv2D): input and filter must have the same depth: 3 vs 2");
+    zf_tensor_unref(&in[1]);
+    in[1] = kt_zeros(ZF_FLOAT, ZF_SHAPE(3, 3, 3, 4));
+    zf_test_expect_error(def->compute(&ctx), ZF_INTERNAL,
+                         "k (Conv2D): a GPU kernel needs a GPU device, not none");
+    assert_null(out);
+    def->destroy(st);
+    kt_node_free(&n);
+    n = kt_node_new("k", "Conv2D", 2);
+    kt_attr_type(n, "T", ZF_FLOAT);
+    KT_ATTR_INTS(n, "strides", 1, 1, 1, 1);
+    kt_attr_string(n, "padding", "VALID");
+    kt_attr_string(n, "data_format", "NCHW");
+    ASSERT_OK(def->create(n, &st));
+    ctx.node = n;
+    ctx.state = st;
+    zf_tensor_unref(&in[0]);
+    in[0] = kt_zeros(ZF_FLOAT, ZF_SHAPE(1, 3, 5, 5));
+    zf_test_expect_error(def->compute(&ctx), ZF_UNIMPLEMENTED,
+                         "k (Conv2D): the GPU Conv2D takes data_format NHWC only, got NCHW");
+    def->destroy(st);
+    kt_node_free(&n);
+    n = kt_node_new("k", "Conv2D", 2);
+    kt_attr_type(n, "T", ZF_FLOAT);
+    KT_ATTR_INTS(n, "strides", 1, 1, 1, 1);
+    kt_attr_string(n, "padding", "HALF");
+    zf_test_expect_error(def->create(n, &st), ZF_INVALID_ARGUMENT,
+                         "k (Conv2D): padding must be SAME, VALID or EXPLICIT, got 'HALF'");
+    kt_node_free(&n);
+    kt_unref_all(in, 2);
 }
 
 /* Without a GPU device the kernels fail; they never fall back to computing
@@ -706,6 +762,7 @@ int main(void)
         cmocka_unit_test(test_gpu_reductions_check_their_inputs_before_needing_a_gpu),
         cmocka_unit_test(test_gpu_element_moving_kernels_read_their_plans_in_host_memory),
         cmocka_unit_test(test_gpu_element_moving_kernels_need_a_gpu_device),
+        cmocka_unit_test(test_gpu_conv2d_checks_its_window_before_needing_a_gpu),
         cmocka_unit_test(test_gpu_gather_plans_give_the_cpu_kernels_results),
         cmocka_unit_test(test_gpu_reduce_plan_picks_rows_middle_or_general),
         cmocka_unit_test(test_gpu_calls_that_need_no_gpu_check_their_arguments),

@@ -131,6 +131,21 @@ cudaError_t zf__gpu_launch_remap(cudaStream_t stream, size_t elem,
                                  const zf__gpu_remap_plan_t *plan, const int64_t *idx,
                                  const void *src, void *out, int64_t n, const void *fill);
 
+/* An NHWC convolution's geometry: input [n, h, w, c], window kh x kw with
+ * strides sh, sw, dilations dh, dw and padding pt (top), pl (left);
+ * output oh x ow pixels per image. */
+typedef struct zf__gpu_conv {
+    int64_t n, h, w, c, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow;
+} zf__gpu_conv_t;
+
+/* Patch rows [row0, row0 + rows) of the convolution's patch matrix into
+ * patches ([rows, kh * kw * c], row-major): row r is output pixel r of the
+ * batch's n * oh * ow, each entry its window's input element, 0 in the
+ * padding. Elements of elem bytes (4 or 8; cudaErrorInvalidValue
+ * otherwise). */
+cudaError_t zf__gpu_launch_im2col(cudaStream_t stream, size_t elem, const zf__gpu_conv_t *g,
+                                  const void *in, int64_t row0, int64_t rows, void *patches);
+
 /* ---- reductions and softmax (reduce.cu) --------------------------------------- */
 
 typedef enum zf__gpu_reduce_op {
