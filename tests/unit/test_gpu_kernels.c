@@ -242,6 +242,18 @@ static void test_gpu_activations_and_rounding_match_the_cpu(void **state)
                 kt_node_free(&n);
                 zf_tensor_unref(&x);
             }
+    /* The predicates, on NaN, both infinities and numbers. */
+    static const char *const preds[] = {"IsNan", "IsInf", "IsFinite"};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < 3; i++) {
+            zf_tensor_t *x = s_activation_input(s_types[k], ZF_SHAPE(3, 7), 1);
+            s_set(x, 4, INFINITY);
+            s_set(x, 5, -INFINITY);
+            Tensorflow__NodeDef *n = s_node(preds[i], 1, s_types[k]);
+            s_same_as_cpu(dev, n, &x, 1, 0);
+            kt_node_free(&n);
+            zf_tensor_unref(&x);
+        }
     /* LeakyRelu's alpha attr reaches the GPU kernel. */
     zf_tensor_t *x = KT_F32(ZF_SHAPE(3), -2.0f, 0.0f, 3.0f), *out = NULL;
     Tensorflow__NodeDef *n = s_node("LeakyRelu", 1, ZF_FLOAT);

@@ -104,6 +104,8 @@ static void test_gpu_math_kernels_take_half_float_and_double_in_gpu_memory(void 
         "TanhGrad",  "SoftplusGrad",
         "SoftsignGrad", "SqrtGrad",
         "RsqrtGrad", "ReciprocalGrad",
+        "IsNan",     "IsInf",
+        "IsFinite",
     };
     const zf_dtype_t types[] = {ZF_HALF, ZF_FLOAT, ZF_DOUBLE};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)

@@ -1,4 +1,5 @@
-/* CUDA element-wise kernels: unary math and activations, binary math
+/* CUDA element-wise kernels: unary math and activations, the predicates
+ * IsNan, IsInf and IsFinite, binary math
  * with NumPy broadcasting, the activation gradients (two inputs of one
  * shape, as binary ops), BiasAdd, Cast and Fill, for half, float and
  * double (half computes in float). The formulas are the CPU kernels'
@@ -137,31 +138,51 @@ struct OpSign {
     }
 };
 
-template <typename T, typename F>
-__global__ void k_unary(const T *__restrict__ in, T *__restrict__ out, int64_t n, F f)
+/* The output type of a map of T: T itself, or bool for the predicates. */
+template <typename T> struct SameOut {
+    typedef T type;
+};
+template <typename T> struct BoolOut {
+    typedef bool type;
+};
+
+template <typename T, typename O, typename F>
+__global__ void k_unary(const T *__restrict__ in, O *__restrict__ out, int64_t n, F f)
 {
     int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
         put(out + i, f(load(in[i])));
 }
 
-template <typename T, typename F>
+template <typename T, typename O, typename F>
 cudaError_t unary(cudaStream_t s, const void *in, void *out, int64_t n, F f)
 {
-    k_unary<T, F><<<blocks_for(n), kThreads, 0, s>>>((const T *)in, (T *)out, n, f);
+    k_unary<T, O, F><<<blocks_for(n), kThreads, 0, s>>>((const T *)in, (O *)out, n, f);
     return cudaGetLastError();
 }
 
-template <typename F>
+template <template <typename> class Out = SameOut, typename F>
 cudaError_t unary_typed(cudaStream_t s, zf_dtype_t dtype, const void *in, void *out, int64_t n, F f)
 {
     switch (dtype) {
-    case ZF_HALF: return unary<__half>(s, in, out, n, f);
-    case ZF_FLOAT: return unary<float>(s, in, out, n, f);
-    case ZF_DOUBLE: return unary<double>(s, in, out, n, f);
+    case ZF_HALF: return unary<__half, typename Out<__half>::type>(s, in, out, n, f);
+    case ZF_FLOAT: return unary<float, typename Out<float>::type>(s, in, out, n, f);
+    case ZF_DOUBLE: return unary<double, typename Out<double>::type>(s, in, out, n, f);
     default: return cudaErrorInvalidValue;
     }
 }
+
+/* ---- predicates ------------------------------------------------------------ */
+
+struct OpIsNan {
+    template <typename A> __device__ bool operator()(A x) const { return isnan(x); }
+};
+struct OpIsInf {
+    template <typename A> __device__ bool operator()(A x) const { return isinf(x); }
+};
+struct OpIsFinite {
+    template <typename A> __device__ bool operator()(A x) const { return isfinite(x); }
+};
 
 /* ---- binary --------------------------------------------------------------- */
 
@@ -433,6 +454,19 @@ extern "C" cudaError_t zf__gpu_launch_unary(cudaStream_t stream, zf__gpu_unary_t
     case ZF__GPU_CEIL: return unary_typed(stream, dtype, in, out, n, OpCeil());
     case ZF__GPU_ROUND: return unary_typed(stream, dtype, in, out, n, OpRound());
     case ZF__GPU_SIGN: return unary_typed(stream, dtype, in, out, n, OpSign());
+    }
+    return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t zf__gpu_launch_predicate(cudaStream_t stream, zf__gpu_predicate_t op,
+                                                zf_dtype_t dtype, const void *in, void *out,
+                                                int64_t n)
+{
+    if (n <= 0) return cudaSuccess;
+    switch (op) {
+    case ZF__GPU_IS_NAN: return unary_typed<BoolOut>(stream, dtype, in, out, n, OpIsNan());
+    case ZF__GPU_IS_INF: return unary_typed<BoolOut>(stream, dtype, in, out, n, OpIsInf());
+    case ZF__GPU_IS_FINITE: return unary_typed<BoolOut>(stream, dtype, in, out, n, OpIsFinite());
     }
     return cudaErrorInvalidValue;
 }

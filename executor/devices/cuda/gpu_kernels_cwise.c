@@ -1,4 +1,5 @@
-/* GPU element-wise kernels: unary math and activations, binary math with
+/* GPU element-wise kernels: unary math and activations, the predicates
+ * IsNan, IsInf and IsFinite, binary math with
  * NumPy broadcasting, the activation gradients, BiasAdd, Cast, Fill,
  * ZerosLike and OnesLike. Shapes are checked here, on the host, with the
  * CPU kernels' rules and messages; the CUDA code (cwise.cu) only
@@ -92,6 +93,38 @@ S_UNARY(s_sign, ZF__GPU_SIGN)
 static zf_status_t s_leaky_relu(zf_kernel_ctx_t *ctx)
 {
     return s_unary_p(ctx, ZF__GPU_LEAKY_RELU, s_alpha(ctx));
+}
+
+/* ---- predicates --------------------------------------------------------------- */
+
+static zf_status_t s_predicate(zf_kernel_ctx_t *ctx, zf__gpu_predicate_t op)
+{
+    ZF_TRY(zf_kernels_check_inputs(ctx, 1));
+    ZF_TRY(s_check_float(ctx, 0));
+    zf__gpu_t *g = NULL;
+    ZF_TRY(zf__gpu_kernel_gpu(ctx, &g));
+    const zf_tensor_t *in = ctx->inputs[0];
+    zf_tensor_t *out = NULL;
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_BOOL, zf_tensor_shape(in), &out));
+    ZF_TRY(zf__gpu_check_device_input(ctx, 0));
+    return zf__gpu_kernel_launched(
+        ctx, zf__gpu_launch_predicate(g->stream, op, zf_tensor_dtype(in), zf_tensor_data(in),
+                                      zf_tensor_data(out), zf_tensor_num_elements(in)));
+}
+
+static zf_status_t s_is_nan(zf_kernel_ctx_t *ctx)
+{
+    return s_predicate(ctx, ZF__GPU_IS_NAN);
+}
+
+static zf_status_t s_is_inf(zf_kernel_ctx_t *ctx)
+{
+    return s_predicate(ctx, ZF__GPU_IS_INF);
+}
+
+static zf_status_t s_is_finite(zf_kernel_ctx_t *ctx)
+{
+    return s_predicate(ctx, ZF__GPU_IS_FINITE);
 }
 
 /* ---- binary ----------------------------------------------------------------- */
@@ -408,6 +441,9 @@ static const zf_kernel_t s_defs[] = {
     ZF__GPU_KERNEL("Ceil", S_FLOAT, s_ceil),
     ZF__GPU_KERNEL("Round", S_FLOAT, s_round),
     ZF__GPU_KERNEL("Sign", S_FLOAT, s_sign),
+    ZF__GPU_KERNEL("IsNan", S_FLOAT, s_is_nan),
+    ZF__GPU_KERNEL("IsInf", S_FLOAT, s_is_inf),
+    ZF__GPU_KERNEL("IsFinite", S_FLOAT, s_is_finite),
     ZF__GPU_KERNEL("Add", S_FLOAT, s_add),
     ZF__GPU_KERNEL("AddV2", S_FLOAT, s_add),
     ZF__GPU_KERNEL("Sub", S_FLOAT, s_sub),

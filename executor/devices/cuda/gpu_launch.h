@@ -85,6 +85,16 @@ typedef zf_broadcast_t zf__gpu_bcast_t;
 cudaError_t zf__gpu_launch_unary(cudaStream_t stream, zf__gpu_unary_t op, zf_dtype_t dtype,
                                  const void *in, void *out, int64_t n, double param);
 
+typedef enum zf__gpu_predicate {
+    ZF__GPU_IS_NAN,
+    ZF__GPU_IS_INF,
+    ZF__GPU_IS_FINITE,
+} zf__gpu_predicate_t;
+
+/* out[i] (bool) = op(in[i]) for i in [0, n). */
+cudaError_t zf__gpu_launch_predicate(cudaStream_t stream, zf__gpu_predicate_t op, zf_dtype_t dtype,
+                                     const void *in, void *out, int64_t n);
+
 /* out = op(a, b) over bc, n = the product of bc->dims; param as for
  * zf__gpu_launch_unary(). */
 cudaError_t zf__gpu_launch_binary(cudaStream_t stream, zf__gpu_binary_t op, zf_dtype_t dtype,
