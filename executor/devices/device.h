@@ -22,6 +22,7 @@
 
 typedef struct zf_device zf_device_t;
 typedef struct zf_thread_pool zf_thread_pool_t;
+struct zf_remap; /* executor/kernels/remap.h */
 
 /* Copy directions between host memory and a device's memory. */
 typedef enum zf_copy_kind {
@@ -41,6 +42,22 @@ typedef struct zf_device_ops {
                         zf_copy_kind_t kind);
     /* Waits for all work queued on the device's stream. */
     zf_status_t (*sync)(zf_device_t *dev);
+    /* Optional (NULL: kernels gather on the host, as on CPU): gathers dst
+     * (dense over r's dims) from src (of dims src_dims[0..r->rank))
+     * through r's index maps, both in this device's memory, elements of
+     * elem bytes (at most 16), the element at fill (in this device's
+     * memory; NULL: zeros) where a map says ZF_REMAP_FILL; queued on the
+     * device's stream. See zf_remap_gather(). */
+    zf_status_t (*remap_gather)(zf_device_t *dev, const struct zf_remap *r,
+                                const int64_t *src_dims, const void *src, void *dst, size_t elem,
+                                const void *fill);
+    /* Optional (NULL: on the host): dst, dense over dims[0..rank) (rank
+     * 1 to ZF_MAX_RANK), takes the element of src at the sum over k of
+     * i_k * strides[k], i_k its position along dim k (Transpose); both in
+     * this device's memory, elements of elem bytes (at most 16); queued on
+     * the device's stream. */
+    zf_status_t (*strided_gather)(zf_device_t *dev, int rank, const int64_t *dims,
+                                  const int64_t *strides, const void *src, void *dst, size_t elem);
     void (*destroy)(zf_device_t *dev);
 } zf_device_ops_t;
 

@@ -460,6 +460,24 @@ static zf_status_t s_conv_compute(zf_kernel_ctx_t *ctx)
     return s_conv(ctx, false);
 }
 
+zf_status_t zf__kernels_conv2d_create(const Tensorflow__NodeDef *node, void **state)
+{
+    return s_conv_create(node, state);
+}
+
+void zf__kernels_window_destroy(void *state)
+{
+    s_window_destroy(state);
+}
+
+zf_status_t zf__kernels_conv2d_geometry(const zf_kernel_ctx_t *ctx, zf__win_geom_t *g,
+                                        zf_shape_t *out_shape)
+{
+    ZF_TRY(s_conv_check(ctx, ctx->state, g));
+    *out_shape = s_out_shape(g);
+    return ZF_STATUS_OK;
+}
+
 zf_status_t zf__kernels_conv2d_im2col(zf_kernel_ctx_t *ctx)
 {
     return s_conv(ctx, true);

@@ -76,6 +76,15 @@ zf_status_t zf__dnnl_run(zf_kernel_ctx_t *ctx, zf__dnnl_cache_t *cache, const zf
 zf_status_t zf__dnnl_exec(zf_kernel_ctx_t *ctx, zf__dnnl_cache_t *cache, const zf__win_geom_t *g,
                           const zf__dnnl_args_t *a);
 
+/* For other devices' Conv2D kernels: the CPU kernel's state of a Conv2D
+ * node (its window attrs, checked with TensorFlow's texts), freed with
+ * zf__kernels_window_destroy(); and, on the context's two inputs (float
+ * or double), the checked geometry and the output's shape. */
+zf_status_t zf__kernels_conv2d_create(const Tensorflow__NodeDef *node, void **state);
+void zf__kernels_window_destroy(void *state);
+zf_status_t zf__kernels_conv2d_geometry(const zf_kernel_ctx_t *ctx, zf__win_geom_t *g,
+                                        zf_shape_t *out_shape);
+
 /* The im2col + GEMM Conv2D (NHWC, float or double) for a Conv2D node's
  * context, whatever its dtype: the portable path, for benchmarks. */
 zf_status_t zf__kernels_conv2d_im2col(zf_kernel_ctx_t *ctx);

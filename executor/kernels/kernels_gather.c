@@ -52,6 +52,29 @@ static zf_status_t s_bad_index(const zf_kernel_ctx_t *ctx, const zf_tensor_t *in
                            (long long)zf_remap_index_at(indices, k), (long long)limit);
 }
 
+/* On a device with its own gather: each batch's [outer, m, inner] output
+ * gathered from its [outer, n, inner] params through an index map whose
+ * middle dim is that batch's indices (read in host memory). */
+static zf_status_t s_gather_on_device(zf_kernel_ctx_t *ctx, const s_gather_t *g, int64_t batch,
+                                      size_t elem)
+{
+    int64_t inner = g->row / (int64_t)elem;
+    zf_shape_t dense = {.rank = 3, .dims = {g->outer, g->m, inner}};
+    int64_t src_dims[3] = {g->outer, g->n, inner};
+    zf_remap_t r;
+    ZF_TRY(zf_remap_init(&r, &dense));
+    zf_status_t s = ZF_STATUS_OK;
+    for (int64_t b = 0; b < batch && zf_ok(s); b++) {
+        for (int64_t o = 0; o < g->outer; o++) r.idx[0][o] = o;
+        for (int64_t j = 0; j < g->m; j++) r.idx[1][j] = zf_remap_index_at(g->indices, b * g->m + j);
+        for (int64_t i = 0; i < inner; i++) r.idx[2][i] = i;
+        s = zf_remap_gather(ctx, &r, src_dims, g->params + (size_t)(b * g->outer * g->n * g->row),
+                            g->out + (size_t)(b * g->outer * g->m * g->row), elem, NULL);
+    }
+    zf_remap_free(&r);
+    return s;
+}
+
 static zf_status_t s_gather(zf_kernel_ctx_t *ctx, int axis, int batch_dims)
 {
     const zf_tensor_t *p = ctx->inputs[0], *ix = ctx->inputs[1];
@@ -81,6 +104,8 @@ static zf_status_t s_gather(zf_kernel_ctx_t *ctx, int axis, int batch_dims)
         .row = zf_remap_prod(ps->dims, axis + 1, ps->rank) *
                (int64_t)zf_dtype_size(zf_tensor_dtype(p)),
     };
+    if (ctx->device && ctx->device->ops->remap_gather)
+        return s_gather_on_device(ctx, &g, batch, zf_dtype_size(zf_tensor_dtype(p)));
     int64_t rows = batch * g.outer * g.m; /* the output holds rows * row bytes */
     zf_kernels_parallel_for(ctx, rows, ZF_KERNELS_PARALLEL_MIN * 4 / g.row + 1, s_gather_rows, &g);
     return ZF_STATUS_OK;

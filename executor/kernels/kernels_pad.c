@@ -11,9 +11,6 @@
 #include "executor/kernels/kernels_util.h"
 #include "executor/kernels/remap.h"
 
-/* An element of zeros for every fixed-size dtype (complex128 is 16 bytes). */
-static const char s_zero[16];
-
 /* How each output dim maps to the input's: what the kernels below set. */
 typedef struct {
     int64_t src[ZF_MAX_RANK];    /* the input's dims (BroadcastTo: aligned to the output) */
@@ -26,7 +23,8 @@ typedef struct {
 typedef void (*s_dim_fn)(const s_map_t *m, int k, int64_t *idx, int64_t n);
 
 /* Allocates output 0 of shape with input 0's dtype and gathers it from
- * input 0 through fn's map; fill where the map says ZF_REMAP_FILL. */
+ * input 0 through fn's map; fill (NULL: zeros) where the map says
+ * ZF_REMAP_FILL. */
 static zf_status_t s_map_output(zf_kernel_ctx_t *ctx, const zf_shape_t *shape, const s_map_t *m,
                                 s_dim_fn fn, const void *fill)
 {
@@ -37,10 +35,10 @@ static zf_status_t s_map_output(zf_kernel_ctx_t *ctx, const zf_shape_t *shape, c
     zf_remap_t r;
     ZF_TRY(zf_remap_init(&r, shape));
     for (int k = 0; k < shape->rank; k++) fn(m, k, r.idx[k], shape->dims[k]);
-    zf_remap_gather(ctx, &r, m->src, zf_tensor_data(x), zf_tensor_data(out),
-                    zf_dtype_size(zf_tensor_dtype(x)), fill);
+    zf_status_t s = zf_remap_gather(ctx, &r, m->src, zf_tensor_data(x), zf_tensor_data(out),
+                                    zf_dtype_size(zf_tensor_dtype(x)), fill);
     zf_remap_free(&r);
-    return ZF_STATUS_OK;
+    return s;
 }
 
 /* A map whose source is input 0 as it is. */
@@ -147,7 +145,7 @@ static zf_status_t s_pad_constant(zf_kernel_ctx_t *ctx, const void *fill)
 static zf_status_t s_pad_compute(zf_kernel_ctx_t *ctx)
 {
     ZF_TRY(zf_kernels_check_inputs(ctx, 2));
-    return s_pad_constant(ctx, s_zero);
+    return s_pad_constant(ctx, NULL);
 }
 
 static zf_status_t s_pad_v2_compute(zf_kernel_ctx_t *ctx)

@@ -412,8 +412,8 @@ static int64_t s_arg_index(zf_dtype_t t, const void *data, int64_t o, int64_t j,
     return bi;
 }
 
-/* The axis ArgMax reduces: in range and not empty. */
-static zf_status_t s_arg_axis(const zf_kernel_ctx_t *ctx, int *axis)
+zf_status_t zf_kernels_arg_axis(const zf_kernel_ctx_t *ctx, int *axis, zf_shape_t *shape,
+                                int64_t *outer, int64_t *inner)
 {
     const zf_tensor_t *x = ctx->inputs[0];
     const zf_shape_t *in = zf_tensor_shape(x);
@@ -427,6 +427,13 @@ static zf_status_t s_arg_axis(const zf_kernel_ctx_t *ctx, int *axis)
     if (in->dims[*axis] == 0)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "Reduction axis %d is empty in shape %s",
                                *axis, zf_kernels_shape_str(x, sbuf));
+    shape->rank = 0;
+    *outer = *inner = 1;
+    for (int k = 0; k < in->rank; k++) {
+        if (k != *axis) shape->dims[shape->rank++] = in->dims[k];
+        if (k < *axis) *outer *= in->dims[k];
+        if (k > *axis) *inner *= in->dims[k];
+    }
     return ZF_STATUS_OK;
 }
 
@@ -441,14 +448,9 @@ static zf_status_t s_arg_compute(zf_kernel_ctx_t *ctx)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
                                zf_kernels_dtype_name((int)t));
     int axis = 0;
-    ZF_TRY(s_arg_axis(ctx, &axis));
-    zf_shape_t shape = {.rank = 0};
+    zf_shape_t shape;
     int64_t outer = 1, inner = 1;
-    for (int k = 0; k < in->rank; k++) {
-        if (k != axis) shape.dims[shape.rank++] = in->dims[k];
-        if (k < axis) outer *= in->dims[k];
-        if (k > axis) inner *= in->dims[k];
-    }
+    ZF_TRY(zf_kernels_arg_axis(ctx, &axis, &shape, &outer, &inner));
     zf_tensor_t *out = NULL;
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, st->out_type, &shape, &out));
     void *o = zf_tensor_data(out);

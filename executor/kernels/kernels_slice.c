@@ -216,10 +216,10 @@ static zf_status_t s_gather_slice(zf_kernel_ctx_t *ctx, const s_slice_plan_t *p,
     if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
     zf_remap_t r;
     ZF_TRY(s_slice_remap(p, &r));
-    zf_remap_gather(ctx, &r, zf_tensor_shape(x)->dims, zf_tensor_data(x), zf_tensor_data(out),
-                    zf_dtype_size(zf_tensor_dtype(x)), NULL);
+    zf_status_t s = zf_remap_gather(ctx, &r, zf_tensor_shape(x)->dims, zf_tensor_data(x),
+                                    zf_tensor_data(out), zf_dtype_size(zf_tensor_dtype(x)), NULL);
     zf_remap_free(&r);
-    return ZF_STATUS_OK;
+    return s;
 }
 
 static zf_status_t s_strided_slice_compute(zf_kernel_ctx_t *ctx)

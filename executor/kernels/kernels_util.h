@@ -132,6 +132,13 @@ zf_status_t zf_kernels_select_shapes(const zf_kernel_ctx_t *ctx, bool broadcast,
 /* Maps axis in [-rank, rank) to [0, rank); false when out of range. */
 bool zf_kernels_axis(int64_t axis, int rank, int *out);
 
+/* ArgMax's and ArgMin's axis, input 1 (in range, and not empty in input
+ * 0), their output shape (input 0's without the axis), and the products
+ * of input 0's dims before and after the axis. The CPU and GPU kernels
+ * share it (kernels_reduce.c). */
+zf_status_t zf_kernels_arg_axis(const zf_kernel_ctx_t *ctx, int *axis, zf_shape_t *shape,
+                                int64_t *outer, int64_t *inner);
+
 /* "[2,3]" into buf (ZF_SHAPE_STRING_MAX bytes); returns buf. */
 const char *zf_kernels_shape_str(const zf_tensor_t *t, char *buf);
 

@@ -127,11 +127,19 @@ static void s_run(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int64_t *dims
     zf_kernels_parallel_for(ctx, rows, ZF_KERNELS_PARALLEL_MIN / inner + 1, s_rows, run);
 }
 
-void zf_remap_gather(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int64_t *src_dims,
-                     const void *src, void *dst, size_t elem, const void *fill)
+zf_status_t zf_remap_gather(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int64_t *src_dims,
+                            const void *src, void *dst, size_t elem, const void *fill)
 {
-    s_run_t run = {.r = r, .src = src, .dst = dst, .elem = elem, .fill = fill};
+    static const char zero[16];
+    assert(elem <= sizeof zero);
+    if (ctx->device && ctx->device->ops->remap_gather) {
+        zf_status_t s =
+            ctx->device->ops->remap_gather(ctx->device, r, src_dims, src, dst, elem, fill);
+        return zf_ok(s) ? s : zf_status_prefix(s, "%s (%s)", ctx->node->name, ctx->node->op);
+    }
+    s_run_t run = {.r = r, .src = src, .dst = dst, .elem = elem, .fill = fill ? fill : zero};
     s_run(ctx, r, src_dims, &run);
+    return ZF_STATUS_OK;
 }
 
 void zf_remap_scatter(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int64_t *dst_dims,

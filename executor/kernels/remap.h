@@ -7,7 +7,10 @@
  * scattering writes the dense elements to the mapped positions (the map
  * must then be injective and have no fill). Inner runs that map to
  * contiguous elements are copied with memcpy; rows split over the
- * context's pool.
+ * context's pool. A device with its own gather (zf_device_ops_t's
+ * remap_gather, a GPU's) gathers in its memory instead, so the same
+ * kernels serve it: they plan on the host and the device moves the
+ * elements.
  *
  * Also the helpers these kernels and the index kernels (Gather, ScatterNd,
  * ...) share: reading index-valued tensors of any shape (int32 or int64),
@@ -39,10 +42,13 @@ zf_status_t zf_remap_init(zf_remap_t *r, const zf_shape_t *dims);
 void zf_remap_free(zf_remap_t *r);
 
 /* dst (dense, r->dims) = src (of dims src_dims[0..r->rank)) at the mapped
- * positions; fill (one element) where a dim maps to ZF_REMAP_FILL. Every
- * other index must be within src_dims. */
-void zf_remap_gather(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int64_t *src_dims,
-                     const void *src, void *dst, size_t elem, const void *fill);
+ * positions; fill (one element, NULL for zeros) where a dim maps to
+ * ZF_REMAP_FILL. Every other index must be within src_dims. src, dst and
+ * fill are in the memory of ctx's device: on a device with its own gather
+ * (remap_gather) that gather runs, and its errors name the node; on the
+ * host it cannot fail. elem is at most 16. r's maps may be changed. */
+zf_status_t zf_remap_gather(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int64_t *src_dims,
+                            const void *src, void *dst, size_t elem, const void *fill);
 
 /* dst (of dims dst_dims) at the mapped positions = src (dense, r->dims). */
 void zf_remap_scatter(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int64_t *dst_dims,

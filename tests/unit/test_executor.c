@@ -59,7 +59,8 @@ static void s_dev_destroy(zf_device_t *dev)
     (void)dev;
 }
 
-static const zf_device_ops_t s_test_ops = {s_dev_alloc, s_dev_copy, s_dev_sync, s_dev_destroy};
+static const zf_device_ops_t s_test_ops = {
+    .alloc_tensor = s_dev_alloc, .copy = s_dev_copy, .sync = s_dev_sync, .destroy = s_dev_destroy};
 
 /* ---- what the kernels record -------------------------------------------- */
 

@@ -197,6 +197,139 @@ static void test_gpu_binary_kernel_rejects_incompatible_shapes(void **state)
     zf_device_destroy(&dev);
 }
 
+static void s_attr_alpha(Tensorflow__NodeDef *n, float alpha)
+{
+    Tensorflow__AttrValue *v = kt_attr_add(n, "alpha");
+    v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_F;
+    v->f = alpha;
+}
+
+static void s_set(zf_tensor_t *t, int64_t i, double v)
+{
+    if (zf_tensor_dtype(t) == ZF_FLOAT)
+        ((float *)zf_tensor_data(t))[i] = (float)v;
+    else
+        ((double *)zf_tensor_data(t))[i] = v;
+}
+
+/* Values in [-4, 4) with the cases the formulas treat apart: zeros of
+ * both signs, halves (Round), beyond Softplus's thresholds, NaN. */
+static zf_tensor_t *s_activation_input(zf_dtype_t t, zf_shape_t shape, uint32_t seed)
+{
+    zf_tensor_t *x = s_random(t, shape, seed, -1.0);
+    static const double special[] = {0.0, -0.0, 0.5, 1.5, 2.5, -2.5, -0.5, 6.0,
+                                     30.0, -30.0, 60.0, -60.0, 800.0, -800.0, NAN};
+    int64_t n = zf_tensor_num_elements(x);
+    for (int64_t i = 0; i < n; i++) s_set(x, i, 4 * s_get(x, i));
+    for (size_t i = 0; i < sizeof special / sizeof special[0] && (int64_t)i < n; i++)
+        s_set(x, (int64_t)(i * 7 % (size_t)n), special[i]);
+    return x;
+}
+
+static void test_gpu_activations_and_rounding_match_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    static const char *const ops[] = {"Elu",  "Selu", "Softplus", "Softsign", "LeakyRelu", "Erf",
+                                      "Erfc", "Floor", "Ceil",    "Round",    "Sign"};
+    const zf_shape_t shapes[] = {ZF_SHAPE(4, 250), zf_shape_scalar(), ZF_SHAPE(0, 3)};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+            for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+                zf_tensor_t *x = s_activation_input(s_types[k], shapes[sh], (uint32_t)(i + 3));
+                Tensorflow__NodeDef *n = s_node(ops[i], 1, s_types[k]);
+                s_same_as_cpu(dev, n, &x, 1, 4 * s_tol(s_types[k]));
+                kt_node_free(&n);
+                zf_tensor_unref(&x);
+            }
+    /* The predicates, on NaN, both infinities and numbers. */
+    static const char *const preds[] = {"IsNan", "IsInf", "IsFinite"};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < 3; i++) {
+            zf_tensor_t *x = s_activation_input(s_types[k], ZF_SHAPE(3, 7), 1);
+            s_set(x, 4, INFINITY);
+            s_set(x, 5, -INFINITY);
+            Tensorflow__NodeDef *n = s_node(preds[i], 1, s_types[k]);
+            s_same_as_cpu(dev, n, &x, 1, 0);
+            kt_node_free(&n);
+            zf_tensor_unref(&x);
+        }
+    /* LeakyRelu's alpha attr reaches the GPU kernel. */
+    zf_tensor_t *x = KT_F32(ZF_SHAPE(3), -2.0f, 0.0f, 3.0f), *out = NULL;
+    Tensorflow__NodeDef *n = s_node("LeakyRelu", 1, ZF_FLOAT);
+    s_attr_alpha(n, 0.5f);
+    ASSERT_OK(gt_run(dev, n, &x, 1, &out, 1));
+    KT_EXPECT_NEAR(out, ZF_SHAPE(3), 0, -1.0, 0.0, 3.0);
+    kt_unref_all((zf_tensor_t *[]){x, out}, 2);
+    kt_node_free(&n);
+    /* Round: halves to even; Sign keeps a NaN. */
+    x = KT_F32(ZF_SHAPE(5), 0.5f, 1.5f, 2.5f, -2.5f, -3.5f);
+    n = s_node("Round", 1, ZF_FLOAT);
+    ASSERT_OK(gt_run(dev, n, &x, 1, &out, 1));
+    KT_EXPECT_NEAR(out, ZF_SHAPE(5), 0, 0.0, 2.0, 2.0, -2.0, -4.0);
+    kt_unref_all((zf_tensor_t *[]){x, out}, 2);
+    kt_node_free(&n);
+    zf_device_destroy(&dev);
+}
+
+static void test_gpu_activation_gradients_match_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    /* Ops taking (y, dy) with y positive (divided by), and the rest. */
+    static const char *const ops[] = {"ReluGrad",    "Relu6Grad",    "LeakyReluGrad", "EluGrad",
+                                      "SeluGrad",    "SigmoidGrad",  "TanhGrad",      "SoftplusGrad",
+                                      "SoftsignGrad", "SqrtGrad",    "RsqrtGrad",     "ReciprocalGrad"};
+    const zf_shape_t shapes[] = {ZF_SHAPE(3, 333), zf_shape_scalar(), ZF_SHAPE(2, 0)};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+            for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+                bool y_first = strstr("SigmoidGrad TanhGrad SqrtGrad RsqrtGrad ReciprocalGrad",
+                                      ops[i]) != NULL;
+                zf_tensor_t *in[2] = {
+                    s_random(s_types[k], shapes[sh], (uint32_t)(2 * i + 1), y_first ? 0.05 : -1.0),
+                    s_random(s_types[k], shapes[sh], (uint32_t)(2 * i + 2), -1.0)};
+                /* features on both sides of 0 and of 6 */
+                for (int64_t j = 0; !y_first && j < zf_tensor_num_elements(in[1]); j++)
+                    s_set(in[1], j, 5 * s_get(in[1], j) + 2);
+                Tensorflow__NodeDef *n = s_node(ops[i], 2, s_types[k]);
+                if (!strcmp(ops[i], "LeakyReluGrad")) s_attr_alpha(n, 0.25f);
+                s_same_as_cpu(dev, n, in, 2, 4 * s_tol(s_types[k]));
+                kt_node_free(&n);
+                kt_unref_all(in, 2);
+            }
+    zf_tensor_t *bad[2] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(2)), kt_zeros(ZF_FLOAT, ZF_SHAPE(1, 2))};
+    zf_tensor_t *out = NULL;
+    Tensorflow__NodeDef *n = s_node("TanhGrad", 2, ZF_FLOAT);
+    zf_test_expect_error(gt_run(dev, n, bad, 2, &out, 1), ZF_INVALID_ARGUMENT,
+                         "k (TanhGrad): y and dy must have the same shape: [2] vs. [1,2]");
+    assert_null(out);
+    kt_node_free(&n);
+    kt_unref_all(bad, 2);
+    zf_device_destroy(&dev);
+}
+
+static void test_gpu_pow_broadcasts_like_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    const zf_shape_t pairs[][2] = {
+        {ZF_SHAPE(2, 3, 4), ZF_SHAPE(2, 3, 4)}, {ZF_SHAPE(3, 1), ZF_SHAPE(1, 4)},
+        {zf_shape_scalar(), ZF_SHAPE(5)},        {ZF_SHAPE(5), zf_shape_scalar()},
+        {ZF_SHAPE(0, 3), ZF_SHAPE(3)},           {zf_shape_scalar(), zf_shape_scalar()},
+    };
+    for (size_t k = 0; k < 2; k++)
+        for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+            zf_tensor_t *in[2] = {s_random(s_types[k], pairs[p][0], (uint32_t)(p + 1), 0.05),
+                                  s_random(s_types[k], pairs[p][1], (uint32_t)(p + 9), -2.0)};
+            Tensorflow__NodeDef *n = s_node("Pow", 2, s_types[k]);
+            s_same_as_cpu(dev, n, in, 2, 4 * s_tol(s_types[k]));
+            kt_node_free(&n);
+            kt_unref_all(in, 2);
+        }
+    zf_device_destroy(&dev);
+}
+
 static void test_gpu_bias_add_matches_the_cpu_in_both_layouts(void **state)
 {
     (void)state;
@@ -248,7 +381,7 @@ static void test_gpu_reductions_match_the_cpu(void **state)
 {
     (void)state;
     zf_device_t *dev = gt_gpu_or_skip();
-    static const char *const ops[] = {"Sum", "Mean", "Max"};
+    static const char *const ops[] = {"Sum", "Mean", "Max", "Min", "Prod"};
     /* Rows (short, long, split over blocks), middle, general, nothing to
      * combine, and no axes at all. */
     const s_reduce_case_t cases[] = {
@@ -260,7 +393,7 @@ static void test_gpu_reductions_match_the_cpu(void **state)
         {ZF_SHAPE(4, 5, 6), 3, {0, 1, 2}},
     };
     for (size_t k = 0; k < 2; k++)
-        for (size_t o = 0; o < 3; o++)
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
             for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
                 for (int keep = 0; keep < 2; keep++) {
                     const s_reduce_case_t *rc = &cases[c];
@@ -296,6 +429,27 @@ static void test_gpu_reductions_of_nothing_give_the_identity(void **state)
     ASSERT_OK(gt_run(dev, n, in, 2, &out, 1));
     KT_EXPECT_NEAR(out, ZF_SHAPE(3), 0, NAN, NAN, NAN);
     zf_tensor_unref(&out);
+    kt_node_free(&n);
+    n = s_reduce_node("Min", ZF_FLOAT, false);
+    ASSERT_OK(gt_run(dev, n, in, 2, &out, 1));
+    KT_EXPECT_NEAR(out, ZF_SHAPE(3), 0, INFINITY, INFINITY, INFINITY);
+    zf_tensor_unref(&out);
+    kt_node_free(&n);
+    n = s_reduce_node("Prod", ZF_FLOAT, false);
+    ASSERT_OK(gt_run(dev, n, in, 2, &out, 1));
+    KT_EXPECT_NEAR(out, ZF_SHAPE(3), 0, 1, 1, 1);
+    zf_tensor_unref(&out);
+    zf_tensor_t *none[2] = {kt_zeros(ZF_BOOL, ZF_SHAPE(2, 0)), KT_I32(ZF_SHAPE(1), 1)};
+    const char *logic[] = {"All", "Any"};
+    for (int i = 0; i < 2; i++) {
+        Tensorflow__NodeDef *ln = kt_node_new("k", logic[i], 2);
+        kt_attr_type(ln, "Tidx", ZF_INT32);
+        ASSERT_OK(gt_run(dev, ln, none, 2, &out, 1));
+        KT_EXPECT_INTS(out, ZF_SHAPE(2), i == 0, i == 0);
+        zf_tensor_unref(&out);
+        kt_node_free(&ln);
+    }
+    kt_unref_all(none, 2);
     zf_tensor_unref(&in[1]);
     in[1] = KT_I32(ZF_SHAPE(2), 1, -1);
     zf_test_expect_error(gt_run(dev, n, in, 2, &out, 1), ZF_INVALID_ARGUMENT,
@@ -304,6 +458,89 @@ static void test_gpu_reductions_of_nothing_give_the_identity(void **state)
     in[1] = KT_I32(ZF_SHAPE(1), 2);
     zf_test_expect_error(gt_run(dev, n, in, 2, &out, 1), ZF_INVALID_ARGUMENT,
                          "Invalid reduction dimension (2 for input with 2 dimension(s)");
+    kt_node_free(&n);
+    kt_unref_all(in, 2);
+    zf_device_destroy(&dev);
+}
+
+/* Bools true but where (i * 7919 + seed) % period == 0. */
+static zf_tensor_t *s_bools(zf_shape_t shape, uint32_t seed, int64_t period)
+{
+    zf_tensor_t *t = kt_zeros(ZF_BOOL, shape);
+    for (int64_t i = 0; i < zf_tensor_num_elements(t); i++)
+        ((bool *)zf_tensor_data(t))[i] = (i * 7919 + seed) % period != 0;
+    return t;
+}
+
+static void test_gpu_all_and_any_match_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    const s_reduce_case_t cases[] = {
+        {ZF_SHAPE(1000), 1, {0}},       {ZF_SHAPE(2, 100000), 1, {1}}, {ZF_SHAPE(300, 50), 1, {1}},
+        {ZF_SHAPE(50, 7), 1, {0}},      {ZF_SHAPE(4, 5, 6), 2, {0, 2}}, {ZF_SHAPE(3, 1), 1, {1}},
+        {ZF_SHAPE(2, 3), 0, {0}},       {zf_shape_scalar(), 0, {0}},
+    };
+    const char *ops[] = {"All", "Any"};
+    /* mostly true (All varies), and mostly false (Any varies) */
+    const int64_t periods[] = {40, 2};
+    for (size_t o = 0; o < 2; o++)
+        for (size_t p = 0; p < 2; p++)
+            for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+                for (int keep = 0; keep < 2; keep++) {
+                    const s_reduce_case_t *rc = &cases[c];
+                    zf_tensor_t *in[2] = {
+                        s_bools(rc->shape, (uint32_t)c, periods[p]),
+                        kt_tensor(ZF_INT32, ZF_SHAPE(rc->naxes), rc->axes, (size_t)rc->naxes)};
+                    if (p == 1) /* mostly false: flip */
+                        for (int64_t i = 0; i < zf_tensor_num_elements(in[0]); i++)
+                            ((bool *)zf_tensor_data(in[0]))[i] ^= (i % 53) != 0;
+                    Tensorflow__NodeDef *n = kt_node_new("k", ops[o], 2);
+                    kt_attr_type(n, "Tidx", ZF_INT32);
+                    kt_attr_bool(n, "keep_dims", keep);
+                    s_same_as_cpu(dev, n, in, 2, 0);
+                    kt_node_free(&n);
+                    kt_unref_all(in, 2);
+                }
+    zf_device_destroy(&dev);
+}
+
+static void test_gpu_argmax_and_argmin_match_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    const struct {
+        zf_shape_t shape;
+        int32_t axis;
+    } cases[] = {
+        {ZF_SHAPE(1000), 0},    {ZF_SHAPE(7, 300), 1},   {ZF_SHAPE(7, 300), 0},
+        {ZF_SHAPE(4, 5, 6), 1}, {ZF_SHAPE(4, 5, 6), -1}, {ZF_SHAPE(0, 3), 1},
+        {ZF_SHAPE(3, 1), 1},
+    };
+    const char *ops[] = {"ArgMax", "ArgMin"};
+    const zf_dtype_t out_types[] = {ZF_INT64, ZF_INT32};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t o = 0; o < 2; o++)
+            for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+                zf_tensor_t *in[2] = {s_random(s_types[k], cases[c].shape, (uint32_t)c, -1.0),
+                                      KT_I32(zf_shape_scalar(), cases[c].axis)};
+                /* ties: the first index wins */
+                if (zf_tensor_num_elements(in[0]) > 10) {
+                    s_set(in[0], 3, 5.0);
+                    s_set(in[0], 9, 5.0);
+                }
+                Tensorflow__NodeDef *n = s_node(ops[o], 2, s_types[k]);
+                kt_attr_type(n, "Tidx", ZF_INT32);
+                kt_attr_type(n, "output_type", out_types[(c + o) % 2]);
+                s_same_as_cpu(dev, n, in, 2, 0);
+                kt_node_free(&n);
+                kt_unref_all(in, 2);
+            }
+    zf_tensor_t *in[2] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(3, 0)), KT_I32(zf_shape_scalar(), 1)};
+    zf_tensor_t *out = NULL;
+    Tensorflow__NodeDef *n = s_node("ArgMax", 2, ZF_FLOAT);
+    zf_test_expect_error(gt_run(dev, n, in, 2, &out, 1), ZF_INVALID_ARGUMENT,
+                         "k (ArgMax): Reduction axis 1 is empty in shape [3,0]");
     kt_node_free(&n);
     kt_unref_all(in, 2);
     zf_device_destroy(&dev);
@@ -331,6 +568,156 @@ static void test_gpu_softmax_matches_the_cpu(void **state)
                          "logits must have >= 1 dimension, got []");
     kt_node_free(&n);
     zf_tensor_unref(&scalar);
+    zf_device_destroy(&dev);
+}
+
+/* ---- moving elements ------------------------------------------------------------------- */
+
+/* node on the GPU and on the CPU, inputs taken. */
+static void s_moved_like_cpu(zf_device_t *dev, Tensorflow__NodeDef *n, zf_tensor_t **in, int nin)
+{
+    s_same_as_cpu(dev, n, in, nin, 0);
+    kt_unref_all(in, nin);
+    kt_node_free(&n);
+}
+
+static void test_gpu_slicing_padding_and_transposing_match_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    for (size_t k = 0; k < 2; k++) {
+        zf_dtype_t t = s_types[k];
+        s_moved_like_cpu(dev, s_node("Slice", 3, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(3, 4, 5), 1, -1),
+                                           KT_I32(ZF_SHAPE(3), 1, 0, 2),
+                                           KT_I32(ZF_SHAPE(3), 2, -1, 2)},
+                         3);
+        s_moved_like_cpu(dev, s_node("Slice", 3, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(3, 4), 1, -1),
+                                           KT_I32(ZF_SHAPE(2), 3, 0), KT_I32(ZF_SHAPE(2), 0, 4)},
+                         3);
+        s_moved_like_cpu(dev, s_node("StridedSlice", 4, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(4, 6), 2, -1),
+                                           KT_I32(ZF_SHAPE(2), 3, -1), KT_I32(ZF_SHAPE(2), 0, 0),
+                                           KT_I32(ZF_SHAPE(2), -1, -2)},
+                         4);
+        Tensorflow__NodeDef *n = s_node("StridedSlice", 4, t);
+        kt_attr_int(n, "shrink_axis_mask", 1);
+        kt_attr_int(n, "new_axis_mask", 4);
+        kt_attr_int(n, "end_mask", 2);
+        s_moved_like_cpu(dev, n,
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(4, 6, 2), 3, -1),
+                                           KT_I32(ZF_SHAPE(3), 2, 1, 0), KT_I32(ZF_SHAPE(3), 3, 0, 0),
+                                           KT_I32(ZF_SHAPE(3), 1, 2, 1)},
+                         4);
+        s_moved_like_cpu(dev, s_node("Tile", 2, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(2, 3), 4, -1),
+                                           KT_I32(ZF_SHAPE(2), 200, 3)},
+                         2);
+        s_moved_like_cpu(dev, s_node("Pad", 2, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(2, 3), 5, -1),
+                                           KT_I32(ZF_SHAPE(2, 2), 1, 0, 2, 1)},
+                         2);
+        zf_tensor_t *c = s_random(t, zf_shape_scalar(), 6, 5);
+        s_moved_like_cpu(dev, s_node("PadV2", 3, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(2, 3), 7, -1),
+                                           KT_I32(ZF_SHAPE(2, 2), 0, 2, 1, 1), c},
+                         3);
+        n = s_node("MirrorPad", 2, t);
+        kt_attr_string(n, "mode", k ? "SYMMETRIC" : "REFLECT");
+        s_moved_like_cpu(dev, n,
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(3, 3), 8, -1),
+                                           KT_I32(ZF_SHAPE(2, 2), 1, 2, 2, 1)},
+                         2);
+        s_moved_like_cpu(dev, s_node("ReverseV2", 2, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(2, 3, 4), 9, -1),
+                                           KT_I32(ZF_SHAPE(2), 0, -1)},
+                         2);
+        s_moved_like_cpu(dev, s_node("BroadcastTo", 2, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(3, 1), 10, -1),
+                                           KT_I32(ZF_SHAPE(3), 2, 3, 4)},
+                         2);
+        s_moved_like_cpu(dev, s_node("Transpose", 2, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(20, 30, 4), 11, -1),
+                                           KT_I32(ZF_SHAPE(3), 2, 0, 1)},
+                         2);
+        s_moved_like_cpu(dev, s_node("Transpose", 2, t),
+                         (zf_tensor_t *[]){s_random(t, zf_shape_scalar(), 12, -1),
+                                           kt_zeros(ZF_INT32, ZF_SHAPE(0))},
+                         2);
+        s_moved_like_cpu(dev, s_node("Transpose", 2, t),
+                         (zf_tensor_t *[]){s_random(t, ZF_SHAPE(0, 3), 13, -1),
+                                           KT_I32(ZF_SHAPE(2), 1, 0)},
+                         2);
+    }
+    for (size_t k = 0; k < 2; k++)
+        for (int bd = 0; bd < 2; bd++) {
+            Tensorflow__NodeDef *n = kt_node_new("k", "GatherV2", 3);
+            kt_attr_type(n, "Tparams", s_types[k]);
+            kt_attr_int(n, "batch_dims", bd);
+            s_moved_like_cpu(dev, n,
+                             (zf_tensor_t *[]){s_random(s_types[k], ZF_SHAPE(2, 50, 3), 14, -1),
+                                               KT_I32(ZF_SHAPE(2, 3), 49, 0, 4, 1, 2, 3),
+                                               KT_I32(zf_shape_scalar(), 1)},
+                             3);
+        }
+    zf_tensor_t *in[3] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(2, 3)), KT_I32(ZF_SHAPE(2), 1, 0),
+                          KT_I32(ZF_SHAPE(2), 2, 1)}, *out = NULL;
+    Tensorflow__NodeDef *n = s_node("Slice", 3, ZF_FLOAT);
+    zf_test_expect_error(gt_run(dev, n, in, 3, &out, 1), ZF_INVALID_ARGUMENT,
+                         "k (Slice): Expected size[0] in [0, 1], but got 2");
+    assert_null(out);
+    kt_node_free(&n);
+    kt_unref_all(in, 3);
+    /* indices are checked on the host, with the CPU kernel's error */
+    zf_tensor_t *g[3] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(4, 2)), KT_I32(ZF_SHAPE(2), 1, 4),
+                         KT_I32(zf_shape_scalar(), 0)};
+    n = kt_node_new("k", "GatherV2", 3);
+    kt_attr_type(n, "Tparams", ZF_FLOAT);
+    zf_test_expect_error(gt_run(dev, n, g, 3, &out, 1), ZF_INVALID_ARGUMENT,
+                         "k (GatherV2): indices[1] = 4 is not in [0, 4)");
+    kt_node_free(&n);
+    kt_unref_all(g, 3);
+    zf_device_destroy(&dev);
+}
+
+/* ---- Conv2D --------------------------------------------------------------------------------- */
+
+typedef struct {
+    zf_shape_t x, f;
+    int64_t sh, sw, dh, dw;
+    const char *padding;
+} s_conv_case_t;
+
+static void test_gpu_conv2d_matches_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    const s_conv_case_t cases[] = {
+        {ZF_SHAPE(2, 7, 9, 3), ZF_SHAPE(3, 3, 3, 5), 1, 1, 1, 1, "SAME"},
+        {ZF_SHAPE(2, 7, 9, 3), ZF_SHAPE(3, 3, 3, 5), 1, 1, 1, 1, "VALID"},
+        {ZF_SHAPE(1, 10, 11, 4), ZF_SHAPE(3, 2, 4, 6), 2, 3, 1, 1, "SAME"},
+        {ZF_SHAPE(1, 10, 11, 4), ZF_SHAPE(3, 3, 4, 2), 1, 1, 2, 3, "SAME"},
+        {ZF_SHAPE(3, 12, 12, 2), ZF_SHAPE(2, 2, 2, 3), 2, 2, 2, 1, "VALID"},
+        {ZF_SHAPE(2, 5, 6, 8), ZF_SHAPE(1, 1, 8, 16), 1, 1, 1, 1, "VALID"}, /* a plain GEMM */
+        {ZF_SHAPE(2, 64, 64, 16), ZF_SHAPE(5, 5, 16, 32), 1, 1, 1, 1, "SAME"},
+        {ZF_SHAPE(0, 5, 5, 2), ZF_SHAPE(3, 3, 2, 4), 1, 1, 1, 1, "SAME"},
+        {ZF_SHAPE(1, 4, 4, 0), ZF_SHAPE(3, 3, 0, 4), 1, 1, 1, 1, "SAME"},
+    };
+    for (size_t k = 0; k < 2; k++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const s_conv_case_t *cc = &cases[c];
+            zf_tensor_t *in[2] = {s_random(s_types[k], cc->x, (uint32_t)c, -1),
+                                  s_random(s_types[k], cc->f, (uint32_t)c + 50, -1)};
+            Tensorflow__NodeDef *n = s_node("Conv2D", 2, s_types[k]);
+            KT_ATTR_INTS(n, "strides", 1, cc->sh, cc->sw, 1);
+            KT_ATTR_INTS(n, "dilations", 1, cc->dh, cc->dw, 1);
+            kt_attr_string(n, "padding", cc->padding);
+            /* sums of up to 400 products differ in rounding order */
+            s_same_as_cpu(dev, n, in, 2, s_types[k] == ZF_FLOAT ? 1e-4 : 1e-12);
+            kt_node_free(&n);
+            kt_unref_all(in, 2);
+        }
     zf_device_destroy(&dev);
 }
 
@@ -760,10 +1147,17 @@ int main(void)
         cmocka_unit_test(test_gpu_binary_kernels_broadcast_like_the_cpu),
         cmocka_unit_test(test_gpu_kernels_compute_half_in_float),
         cmocka_unit_test(test_gpu_binary_kernel_rejects_incompatible_shapes),
+        cmocka_unit_test(test_gpu_activations_and_rounding_match_the_cpu),
+        cmocka_unit_test(test_gpu_activation_gradients_match_the_cpu),
+        cmocka_unit_test(test_gpu_pow_broadcasts_like_the_cpu),
         cmocka_unit_test(test_gpu_bias_add_matches_the_cpu_in_both_layouts),
         cmocka_unit_test(test_gpu_reductions_match_the_cpu),
         cmocka_unit_test(test_gpu_reductions_of_nothing_give_the_identity),
+        cmocka_unit_test(test_gpu_all_and_any_match_the_cpu),
+        cmocka_unit_test(test_gpu_argmax_and_argmin_match_the_cpu),
         cmocka_unit_test(test_gpu_softmax_matches_the_cpu),
+        cmocka_unit_test(test_gpu_slicing_padding_and_transposing_match_the_cpu),
+        cmocka_unit_test(test_gpu_conv2d_matches_the_cpu),
         cmocka_unit_test(test_gpu_matmul_matches_a_naive_loop_for_every_transpose),
         cmocka_unit_test(test_gpu_matmul_handles_empty_dims_and_bad_shapes),
         cmocka_unit_test(test_gpu_cast_matches_the_cpu),

@@ -20,6 +20,7 @@
 #ifdef ZFLOW_HAVE_CUDA
 #include "executor/devices/cuda/gpu_internal.h"
 #include "executor/kernels/kernels_util.h"
+#include "executor/kernels/remap.h"
 
 /* The GPU kernel for op with its type attr set to t has exactly these
  * host-memory bits and accepts t. */
@@ -91,6 +92,20 @@ static void test_gpu_math_kernels_take_half_float_and_double_in_gpu_memory(void 
         "Softmax",   "LogSoftmax",
         "MatMul",    "OnesLike",
         "ZerosLike", "SquaredDifference",
+        "Elu",       "Selu",
+        "Softplus",  "Softsign",
+        "LeakyRelu", "Erf",
+        "Erfc",      "Floor",
+        "Ceil",      "Round",
+        "Sign",      "Pow",
+        "ReluGrad",  "Relu6Grad",
+        "LeakyReluGrad", "EluGrad",
+        "SeluGrad",  "SigmoidGrad",
+        "TanhGrad",  "SoftplusGrad",
+        "SoftsignGrad", "SqrtGrad",
+        "RsqrtGrad", "ReciprocalGrad",
+        "IsNan",     "IsInf",
+        "IsFinite",
     };
     const zf_dtype_t types[] = {ZF_HALF, ZF_FLOAT, ZF_DOUBLE};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
@@ -99,6 +114,8 @@ static void test_gpu_math_kernels_take_half_float_and_double_in_gpu_memory(void 
     s_expect_none("MatMul", "T", ZF_INT64);
     s_expect_none("Softmax", "T", ZF_INT32);
     s_expect_none("Exp", "T", ZF_INT32);
+    s_expect_none("Floor", "T", ZF_INT64);
+    s_expect_none("ReluGrad", "T", ZF_INT64);
 }
 
 static void test_gpu_kernels_keep_shapes_and_axes_in_host_memory(void **state)
@@ -112,6 +129,12 @@ static void test_gpu_kernels_keep_shapes_and_axes_in_host_memory(void **state)
     s_expect("Sum", "T", ZF_FLOAT, 1u << 1, 0);
     s_expect("Mean", "T", ZF_DOUBLE, 1u << 1, 0);
     s_expect("Max", "T", ZF_HALF, 1u << 1, 0);
+    s_expect("Min", "T", ZF_FLOAT, 1u << 1, 0);
+    s_expect("Prod", "T", ZF_DOUBLE, 1u << 1, 0);
+    s_expect("All", NULL, ZF_BOOL, 1u << 1, 0);
+    s_expect("Any", NULL, ZF_BOOL, 1u << 1, 0);
+    s_expect("ArgMax", "T", ZF_HALF, 1u << 1, 0);
+    s_expect("ArgMin", "T", ZF_DOUBLE, 1u << 1, 0);
     s_expect("Shape", "T", ZF_FLOAT, 0, 1u << 0);
     s_expect("Size", "T", ZF_FLOAT, 0, 1u << 0);
     s_expect("Rank", "T", ZF_FLOAT, 0, 1u << 0);
@@ -132,7 +155,8 @@ static void test_gpu_int32_kernels_keep_everything_in_host_memory(void **state)
     s_expect("ExpandDims", "T", ZF_INT32, S_ALL, S_ALL);
     s_expect("Squeeze", "T", ZF_INT32, S_ALL, S_ALL);
     /* Integer arithmetic on shapes runs the CPU kernel in host memory. */
-    const char *ops[] = {"Add", "Sub", "Mul", "Maximum", "Minimum", "Neg", "Sum", "Max", "Pack"};
+    const char *ops[] = {"Add",  "Sub", "Mul", "Maximum", "Minimum", "Neg",
+                         "Sum",  "Max", "Min", "Prod",    "Pack"};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (zf_kernel_exists(ops[i], "CPU")) s_expect(ops[i], "T", ZF_INT32, S_ALL, S_ALL);
 }
@@ -153,7 +177,8 @@ static void test_ops_without_gpu_kernels_stay_on_cpu(void **state)
 {
     (void)state;
     zf_kernels_register_builtin(true);
-    const char *cpu_only[] = {"Conv2D", "MaxPool", "AvgPool", "ArgMax", "Transpose", "VariableV2"};
+    const char *cpu_only[] = {"Conv2DBackpropInput", "MaxPool", "AvgPool", "StridedSliceGrad",
+                              "VariableV2"};
     for (size_t i = 0; i < sizeof cpu_only / sizeof cpu_only[0]; i++) {
         assert_false(zf_kernel_exists(cpu_only[i], "GPU"));
         assert_false(zf_op_has_kernel(zf_op_lookup(cpu_only[i]), "GPU"));
@@ -208,6 +233,382 @@ static void test_gpu_kernel_without_a_gpu_device_fails_cleanly(void **state)
     zf_device_destroy(&cpu);
     zf_tensor_unref(&a);
     kt_node_free(&n);
+}
+
+/* Runs op's GPU kernel with no device: its checks of inputs run on the
+ * host before it needs one. */
+static zf_status_t s_compute_without_gpu(const char *op, zf_dtype_t t, zf_tensor_t **in, int n)
+{
+    zf_kernels_register_builtin(true);
+    Tensorflow__NodeDef *node = kt_node_new("k", op, n);
+    kt_attr_type(node, "T", t);
+    const zf_kernel_t *def = NULL;
+    zf_status_t s = zf_kernel_find("GPU", node, &def);
+    void *st = NULL;
+    if (zf_ok(s) && def->create) s = def->create(node, &st);
+    zf_tensor_t *out = NULL;
+    if (zf_ok(s)) {
+        zf_kernel_ctx_t ctx = {
+            .node = node, .state = st, .inputs = in, .num_inputs = n, .outputs = &out,
+            .num_outputs = 1};
+        s = def->compute(&ctx);
+        if (def->destroy) def->destroy(st);
+    }
+    assert_null(out);
+    kt_node_free(&node);
+    return s;
+}
+
+static void test_gpu_gradients_check_their_inputs_before_needing_a_gpu(void **state)
+{
+    (void)state;
+    zf_tensor_t *in[2] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(2)), kt_zeros(ZF_FLOAT, ZF_SHAPE(3))};
+    zf_test_expect_error(s_compute_without_gpu("ReluGrad", ZF_FLOAT, in, 2), ZF_INVALID_ARGUMENT,
+                         "k (ReluGrad): gradients and features must have the same shape: [2] vs. "
+                         "[3]");
+    zf_test_expect_error(s_compute_without_gpu("EluGrad", ZF_FLOAT, in, 2), ZF_INVALID_ARGUMENT,
+                         "gradients and outputs must have the same shape");
+    zf_test_expect_error(s_compute_without_gpu("SigmoidGrad", ZF_FLOAT, in, 2),
+                         ZF_INVALID_ARGUMENT, "y and dy must have the same shape: [2] vs. [3]");
+    zf_tensor_unref(&in[1]);
+    in[1] = kt_zeros(ZF_DOUBLE, ZF_SHAPE(2));
+    zf_test_expect_error(s_compute_without_gpu("TanhGrad", ZF_FLOAT, in, 2), ZF_INVALID_ARGUMENT,
+                         "k (TanhGrad): input 1 must be float, got double");
+    zf_tensor_unref(&in[1]);
+    in[1] = kt_zeros(ZF_FLOAT, ZF_SHAPE(2));
+    zf_test_expect_error(s_compute_without_gpu("LeakyReluGrad", ZF_FLOAT, in, 2), ZF_INTERNAL,
+                         "k (LeakyReluGrad): a GPU kernel needs a GPU device, not none");
+    kt_unref_all(in, 2);
+    zf_tensor_t *ints[2] = {KT_I32(ZF_SHAPE(1), 1), KT_I32(ZF_SHAPE(1), 2)};
+    zf_test_expect_error(s_compute_without_gpu("ReluGrad", ZF_INT32, ints, 2), ZF_NOT_FOUND,
+                         "No OpKernel was registered to support Op 'ReluGrad'");
+    kt_unref_all(ints, 2);
+}
+
+static void test_gpu_reductions_check_their_inputs_before_needing_a_gpu(void **state)
+{
+    (void)state;
+    zf_tensor_t *in[2] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(2, 3)), KT_I32(ZF_SHAPE(2), 0, -2)};
+    zf_test_expect_error(s_compute_without_gpu("Min", ZF_FLOAT, in, 2), ZF_INVALID_ARGUMENT,
+                         "k (Min): Invalid reduction arguments: Axes contains duplicate "
+                         "dimension: 0");
+    zf_tensor_unref(&in[1]);
+    in[1] = KT_I32(ZF_SHAPE(1), 2);
+    zf_test_expect_error(s_compute_without_gpu("Prod", ZF_FLOAT, in, 2), ZF_INVALID_ARGUMENT,
+                         "Invalid reduction dimension (2 for input with 2 dimension(s)");
+    zf_test_expect_error(s_compute_without_gpu("All", ZF_FLOAT, in, 2), ZF_INVALID_ARGUMENT,
+                         "k (All): no GPU kernel for float inputs");
+    zf_tensor_unref(&in[1]);
+    in[1] = KT_I32(zf_shape_scalar(), -3);
+    zf_test_expect_error(s_compute_without_gpu("ArgMin", ZF_FLOAT, in, 2), ZF_INVALID_ARGUMENT,
+                         "k (ArgMin): Expected dimension in the range [-2, 2), but got -3");
+    zf_tensor_unref(&in[1]);
+    in[1] = KT_I32(zf_shape_scalar(), 1);
+    zf_test_expect_error(s_compute_without_gpu("ArgMax", ZF_FLOAT, in, 2), ZF_INTERNAL,
+                         "k (ArgMax): a GPU kernel needs a GPU device, not none");
+    kt_unref_all(in, 2);
+    /* output_type is checked when the kernel is created */
+    zf_kernels_register_builtin(true);
+    Tensorflow__NodeDef *n = kt_node_new("k", "ArgMax", 2);
+    kt_attr_type(n, "T", ZF_FLOAT);
+    kt_attr_type(n, "output_type", ZF_FLOAT);
+    const zf_kernel_t *def = NULL;
+    ASSERT_OK(zf_kernel_find("GPU", n, &def));
+    void *st = NULL;
+    zf_test_expect_error(def->create(n, &st), ZF_INVALID_ARGUMENT,
+                         "k (ArgMax): output_type must be int32 or int64, got float");
+    kt_node_free(&n);
+}
+
+static void test_gpu_element_moving_kernels_read_their_plans_in_host_memory(void **state)
+{
+    (void)state;
+    zf_kernels_register_builtin(true);
+    s_expect("Slice", "T", ZF_FLOAT, 6u, 0);
+    s_expect("StridedSlice", "T", ZF_HALF, 0xeu, 0);
+    s_expect("StridedSlice", "T", ZF_INT64, 0xeu, 0);
+    s_expect("Tile", "T", ZF_DOUBLE, 2u, 0);
+    s_expect("Pad", "T", ZF_BOOL, 2u, 0);
+    s_expect("PadV2", "T", ZF_FLOAT, 2u, 0); /* constant_values in GPU memory */
+    s_expect("MirrorPad", "T", ZF_FLOAT, 2u, 0);
+    s_expect("ReverseV2", "T", ZF_UINT8, 2u, 0);
+    s_expect("BroadcastTo", "T", ZF_BFLOAT16, 2u, 0);
+    s_expect("Transpose", "T", ZF_COMPLEX128, 2u, 0);
+    s_expect("GatherV2", "Tparams", ZF_FLOAT, 6u, 0); /* indices and axis on the host */
+    s_expect("Slice", "T", ZF_INT32, S_ALL, S_ALL);
+    s_expect("StridedSlice", "T", ZF_INT32, S_ALL, S_ALL);
+    s_expect_none("Tile", "T", ZF_STRING);
+    s_expect("Conv2D", "T", ZF_FLOAT, 0, 0);
+    s_expect("Conv2D", "T", ZF_DOUBLE, 0, 0);
+    s_expect_none("Conv2D", "T", ZF_HALF);
+}
+
+/* Conv2D's attrs are checked when it is created, its shapes before it needs
+ * a GPU, with the CPU kernel's texts. */
+static void test_gpu_conv2d_checks_its_window_before_needing_a_gpu(void **state)
+{
+    (void)state;
+    zf_kernels_register_builtin(true);
+    const zf_kernel_t *def = NULL;
+    Tensorflow__NodeDef *n = kt_node_new("k", "Conv2D", 2);
+    kt_attr_type(n, "T", ZF_FLOAT);
+    KT_ATTR_INTS(n, "strides", 1, 2, 2, 1);
+    kt_attr_string(n, "padding", "SAME");
+    ASSERT_OK(zf_kernel_find("GPU", n, &def));
+    void *st = NULL;
+    ASSERT_OK(def->create(n, &st));
+    zf_tensor_t *in[2] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(1, 5, 5, 3)),
+                          kt_zeros(ZF_FLOAT, ZF_SHAPE(3, 3, 2, 4))};
+    zf_tensor_t *out = NULL;
+    zf_kernel_ctx_t ctx = {
+        .node = n, .state = st, .inputs = in, .num_inputs = 2, .outputs = &out, .num_outputs = 1};
+    zf_test_expect_error(def->compute(&ctx), ZF_INVALID_ARGUMENT,
+                         "k (Conv2D): input and filter must have the same depth: 3 vs 2");
+    zf_tensor_unref(&in[1]);
+    in[1] = kt_zeros(ZF_FLOAT, ZF_SHAPE(3, 3, 3, 4));
+    zf_test_expect_error(def->compute(&ctx), ZF_INTERNAL,
+                         "k (Conv2D): a GPU kernel needs a GPU device, not none");
+    assert_null(out);
+    def->destroy(st);
+    kt_node_free(&n);
+    n = kt_node_new("k", "Conv2D", 2);
+    kt_attr_type(n, "T", ZF_FLOAT);
+    KT_ATTR_INTS(n, "strides", 1, 1, 1, 1);
+    kt_attr_string(n, "padding", "VALID");
+    kt_attr_string(n, "data_format", "NCHW");
+    ASSERT_OK(def->create(n, &st));
+    ctx.node = n;
+    ctx.state = st;
+    zf_tensor_unref(&in[0]);
+    in[0] = kt_zeros(ZF_FLOAT, ZF_SHAPE(1, 3, 5, 5));
+    zf_test_expect_error(def->compute(&ctx), ZF_UNIMPLEMENTED,
+                         "k (Conv2D): the GPU Conv2D takes data_format NHWC only, got NCHW");
+    def->destroy(st);
+    kt_node_free(&n);
+    n = kt_node_new("k", "Conv2D", 2);
+    kt_attr_type(n, "T", ZF_FLOAT);
+    KT_ATTR_INTS(n, "strides", 1, 1, 1, 1);
+    kt_attr_string(n, "padding", "HALF");
+    zf_test_expect_error(def->create(n, &st), ZF_INVALID_ARGUMENT,
+                         "k (Conv2D): padding must be SAME, VALID or EXPLICIT, got 'HALF'");
+    kt_node_free(&n);
+    kt_unref_all(in, 2);
+}
+
+/* Without a GPU device the kernels fail; they never fall back to computing
+ * on the host. */
+static void test_gpu_element_moving_kernels_need_a_gpu_device(void **state)
+{
+    (void)state;
+    zf_tensor_t *in[2] = {KT_F32(ZF_SHAPE(2), 1, 2), KT_I32(ZF_SHAPE(1), 2)};
+    zf_test_expect_error(s_compute_without_gpu("Tile", ZF_FLOAT, in, 2), ZF_INTERNAL,
+                         "k (Tile): a GPU kernel needs a GPU device, not none");
+    zf_tensor_unref(&in[1]);
+    in[1] = KT_I32(ZF_SHAPE(1), 0);
+    zf_test_expect_error(s_compute_without_gpu("Transpose", ZF_FLOAT, in, 2), ZF_INTERNAL,
+                         "k (Transpose): a GPU kernel needs a GPU device, not none");
+    kt_unref_all(in, 2);
+}
+
+/* ---- the GPU's gathers, emulated ----------------------------------------------------- */
+
+/* A device whose gathers compute, on the host, what zf__gpu_launch_remap()
+ * is documented to compute from the plans the GPU device builds; the CPU
+ * kernels run on it must give their plain results. This checks the plans
+ * and the kernels' hand-over, not the CUDA code. */
+static int s_fake_gathers;
+
+static void s_emulate_remap(size_t elem, const zf__gpu_remap_plan_t *p, const int64_t *idx,
+                            const char *src, char *out, int64_t n, const char *fill)
+{
+    static const char zero[16];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t rest = i, off = 0;
+        bool filled = false;
+        for (int k = p->rank - 1; k >= 0; k--) {
+            int64_t c = rest % p->dims[k];
+            rest /= p->dims[k];
+            int64_t m = idx ? idx[p->offs[k] + c] : c;
+            if (m < 0)
+                filled = true;
+            else
+                off += m * p->strides[k];
+        }
+        memcpy(out + (size_t)i * elem,
+               filled ? (fill ? fill : zero) : src + (size_t)off * elem, elem);
+    }
+}
+
+static zf_status_t s_fake_remap_gather(zf_device_t *dev, const struct zf_remap *r,
+                                       const int64_t *src_dims, const void *src, void *dst,
+                                       size_t elem, const void *fill)
+{
+    (void)dev;
+    s_fake_gathers++;
+    zf__gpu_remap_plan_t plan;
+    int64_t n = 0, total = 0;
+    zf__gpu_remap_plan(r, src_dims, &plan, &n, &total);
+    int64_t sum = 0;
+    for (int k = 0; k < r->rank; k++) sum += r->dims[k];
+    assert_int_equal(total, sum);
+    s_emulate_remap(elem, &plan, r->block, src, dst, n, fill);
+    return ZF_STATUS_OK;
+}
+
+static zf_status_t s_fake_strided_gather(zf_device_t *dev, int rank, const int64_t *dims,
+                                         const int64_t *strides, const void *src, void *dst,
+                                         size_t elem)
+{
+    (void)dev;
+    s_fake_gathers++;
+    zf__gpu_remap_plan_t plan;
+    int64_t n = 0;
+    zf__gpu_strided_plan(rank, dims, strides, &plan, &n);
+    s_emulate_remap(elem, &plan, NULL, src, dst, n, NULL);
+    return ZF_STATUS_OK;
+}
+
+static zf_status_t s_fake_alloc(zf_device_t *dev, zf_dtype_t dtype, const zf_shape_t *shape,
+                                zf_tensor_t **out)
+{
+    (void)dev;
+    return zf_tensor_new(dtype, shape, out);
+}
+
+static const zf_device_ops_t s_fake_ops = {
+    .alloc_tensor = s_fake_alloc,
+    .remap_gather = s_fake_remap_gather,
+    .strided_gather = s_fake_strided_gather,
+};
+
+/* Bytes that make every element different (and some floats NaN: the
+ * comparison is bitwise). */
+static zf_tensor_t *s_pattern(zf_dtype_t t, zf_shape_t shape)
+{
+    zf_tensor_t *x = kt_zeros(t, shape);
+    unsigned char *p = zf_tensor_data(x);
+    for (size_t i = 0; i < zf_tensor_nbytes(x); i++) p[i] = (unsigned char)(i * 37 + 11);
+    return x;
+}
+
+/* node's CPU kernel on the emulating device gives its plain CPU result,
+ * having gathered through the device. */
+static void s_same_through_the_device(zf_device_t *dev, Tensorflow__NodeDef *n, zf_tensor_t **in,
+                                      int nin)
+{
+    zf_tensor_t *want = NULL, *got = NULL;
+    ASSERT_OK(kt_run(n, in, nin, &want, 1));
+    int before = s_fake_gathers;
+    ASSERT_OK(kt_run_on(n, in, nin, &got, 1, NULL, dev));
+    if (zf_tensor_num_elements(want) > 0 && s_fake_gathers == before)
+        fail_msg("%s did not gather through the device", n->op);
+    if (!zf_tensor_equal(got, want)) fail_msg("%s: the device's gather differs", n->op);
+    kt_unref_all((zf_tensor_t *[]){want, got}, 2);
+    kt_unref_all(in, nin);
+    kt_node_free(&n);
+}
+
+static Tensorflow__NodeDef *s_typed(const char *op, int nin, zf_dtype_t t)
+{
+    Tensorflow__NodeDef *n = kt_node_new("k", op, nin);
+    kt_attr_type(n, "T", t);
+    return n;
+}
+
+static void test_gpu_gather_plans_give_the_cpu_kernels_results(void **state)
+{
+    (void)state;
+    zf_kernels_register_builtin(true);
+    zf_device_t *dev = NULL;
+    ASSERT_OK(zf_device_new(&s_fake_ops, "/job:localhost/replica:0/task:0/device:GPU:7", 1, &dev));
+    /* Slice, and a 0-sized one */
+    s_same_through_the_device(dev, s_typed("Slice", 3, ZF_FLOAT),
+                              (zf_tensor_t *[]){s_pattern(ZF_FLOAT, ZF_SHAPE(3, 4, 5)),
+                                                KT_I32(ZF_SHAPE(3), 1, 0, 2),
+                                                KT_I32(ZF_SHAPE(3), 2, -1, 2)},
+                              3);
+    s_same_through_the_device(dev, s_typed("Slice", 3, ZF_FLOAT),
+                              (zf_tensor_t *[]){s_pattern(ZF_FLOAT, ZF_SHAPE(3, 4)),
+                                                KT_I32(ZF_SHAPE(2), 1, 0), KT_I32(ZF_SHAPE(2), 0, 4)},
+                              3);
+    /* StridedSlice: negative strides; shrink and new axis; ellipsis */
+    s_same_through_the_device(dev, s_typed("StridedSlice", 4, ZF_DOUBLE),
+                              (zf_tensor_t *[]){s_pattern(ZF_DOUBLE, ZF_SHAPE(4, 6)),
+                                                KT_I32(ZF_SHAPE(2), 3, -1), KT_I32(ZF_SHAPE(2), 0, 0),
+                                                KT_I32(ZF_SHAPE(2), -1, -2)},
+                              4);
+    Tensorflow__NodeDef *n = s_typed("StridedSlice", 4, ZF_HALF);
+    kt_attr_int(n, "shrink_axis_mask", 1);
+    kt_attr_int(n, "new_axis_mask", 4);
+    s_same_through_the_device(dev, n,
+                              (zf_tensor_t *[]){s_pattern(ZF_HALF, ZF_SHAPE(4, 6, 2)),
+                                                KT_I32(ZF_SHAPE(3), 2, 1, 0), KT_I32(ZF_SHAPE(3), 3, 5, 0),
+                                                KT_I32(ZF_SHAPE(3), 1, 2, 1)},
+                              4);
+    n = s_typed("StridedSlice", 4, ZF_INT64);
+    kt_attr_int(n, "ellipsis_mask", 1);
+    s_same_through_the_device(dev, n,
+                              (zf_tensor_t *[]){s_pattern(ZF_INT64, ZF_SHAPE(2, 3, 4)),
+                                                KT_I32(ZF_SHAPE(2), 0, 1), KT_I32(ZF_SHAPE(2), 0, 3),
+                                                KT_I32(ZF_SHAPE(2), 1, 1)},
+                              4);
+    /* Tile, Pad, PadV2 (its fill from input 2), MirrorPad */
+    s_same_through_the_device(dev, s_typed("Tile", 2, ZF_INT64),
+                              (zf_tensor_t *[]){s_pattern(ZF_INT64, ZF_SHAPE(2, 3)),
+                                                KT_I32(ZF_SHAPE(2), 2, 3)},
+                              2);
+    s_same_through_the_device(dev, s_typed("Pad", 2, ZF_DOUBLE),
+                              (zf_tensor_t *[]){s_pattern(ZF_DOUBLE, ZF_SHAPE(2, 3)),
+                                                KT_I32(ZF_SHAPE(2, 2), 1, 0, 2, 1)},
+                              2);
+    s_same_through_the_device(dev, s_typed("PadV2", 3, ZF_FLOAT),
+                              (zf_tensor_t *[]){s_pattern(ZF_FLOAT, ZF_SHAPE(2, 3)),
+                                                KT_I32(ZF_SHAPE(2, 2), 0, 2, 1, 1),
+                                                KT_F32(zf_shape_scalar(), 7.5f)},
+                              3);
+    n = s_typed("MirrorPad", 2, ZF_FLOAT);
+    kt_attr_string(n, "mode", "REFLECT");
+    s_same_through_the_device(dev, n,
+                              (zf_tensor_t *[]){s_pattern(ZF_FLOAT, ZF_SHAPE(3, 3)),
+                                                KT_I32(ZF_SHAPE(2, 2), 1, 2, 2, 1)},
+                              2);
+    /* ReverseV2 (1-byte elements), BroadcastTo (2-byte), Transpose (16-byte) */
+    s_same_through_the_device(dev, s_typed("ReverseV2", 2, ZF_UINT8),
+                              (zf_tensor_t *[]){s_pattern(ZF_UINT8, ZF_SHAPE(2, 3, 4)),
+                                                KT_I32(ZF_SHAPE(2), 0, -1)},
+                              2);
+    s_same_through_the_device(dev, s_typed("BroadcastTo", 2, ZF_HALF),
+                              (zf_tensor_t *[]){s_pattern(ZF_HALF, ZF_SHAPE(3, 1)),
+                                                KT_I32(ZF_SHAPE(3), 2, 3, 4)},
+                              2);
+    s_same_through_the_device(dev, s_typed("Transpose", 2, ZF_COMPLEX128),
+                              (zf_tensor_t *[]){s_pattern(ZF_COMPLEX128, ZF_SHAPE(2, 3, 4)),
+                                                KT_I32(ZF_SHAPE(3), 2, 0, 1)},
+                              2);
+    s_same_through_the_device(dev, s_typed("Transpose", 2, ZF_FLOAT),
+                              (zf_tensor_t *[]){s_pattern(ZF_FLOAT, zf_shape_scalar()),
+                                                kt_zeros(ZF_INT32, ZF_SHAPE(0))},
+                              2);
+    /* GatherV2 along a middle axis with 2-d indices, with batch dims (a
+     * gather per batch), and of a scalar index */
+    for (int bd = 0; bd < 2; bd++) {
+        n = kt_node_new("k", "GatherV2", 3);
+        kt_attr_type(n, "Tparams", ZF_DOUBLE);
+        kt_attr_int(n, "batch_dims", bd);
+        s_same_through_the_device(
+            dev, n,
+            (zf_tensor_t *[]){s_pattern(ZF_DOUBLE, ZF_SHAPE(2, 5, 3)),
+                              KT_I64(ZF_SHAPE(2, 3), 4, 0, 4, 1, 2, 3), KT_I32(zf_shape_scalar(), 1)},
+            3);
+    }
+    n = kt_node_new("k", "GatherV2", 3);
+    kt_attr_type(n, "Tparams", ZF_HALF);
+    s_same_through_the_device(dev, n,
+                              (zf_tensor_t *[]){s_pattern(ZF_HALF, ZF_SHAPE(4, 3)),
+                                                KT_I32(zf_shape_scalar(), 2),
+                                                KT_I32(zf_shape_scalar(), 0)},
+                              3);
+    zf_device_destroy(&dev);
 }
 
 static zf__gpu_reduce_plan_t s_plan(zf_shape_t shape, const bool *reduced, int64_t count)
@@ -359,6 +760,12 @@ int main(void)
         cmocka_unit_test(test_ops_without_gpu_kernels_stay_on_cpu),
         cmocka_unit_test(test_gpu_cast_refuses_a_conversion_it_cannot_do_when_created),
         cmocka_unit_test(test_gpu_kernel_without_a_gpu_device_fails_cleanly),
+        cmocka_unit_test(test_gpu_gradients_check_their_inputs_before_needing_a_gpu),
+        cmocka_unit_test(test_gpu_reductions_check_their_inputs_before_needing_a_gpu),
+        cmocka_unit_test(test_gpu_element_moving_kernels_read_their_plans_in_host_memory),
+        cmocka_unit_test(test_gpu_element_moving_kernels_need_a_gpu_device),
+        cmocka_unit_test(test_gpu_conv2d_checks_its_window_before_needing_a_gpu),
+        cmocka_unit_test(test_gpu_gather_plans_give_the_cpu_kernels_results),
         cmocka_unit_test(test_gpu_reduce_plan_picks_rows_middle_or_general),
         cmocka_unit_test(test_gpu_calls_that_need_no_gpu_check_their_arguments),
         cmocka_unit_test(test_gpu_device_count_says_why_none_is_visible),

@@ -106,10 +106,6 @@ __global__ void k_logical_not(const bool *__restrict__ in, bool *__restrict__ ou
         out[i] = !in[i];
 }
 
-struct alignas(16) Bytes16 {
-    uint64_t lo, hi;
-};
-
 template <typename T, typename I>
 __global__ void k_select(const bool *__restrict__ c, const T *__restrict__ t,
                          const T *__restrict__ e, T *__restrict__ out, I n, zf__gpu_bcast3_t bc)

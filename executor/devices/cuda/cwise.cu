@@ -1,6 +1,10 @@
-/* CUDA element-wise kernels: unary math, binary math with NumPy
- * broadcasting, BiasAdd, Cast and Fill, for half, float and double (half
- * computes in float). C entry points declared in gpu_launch.h. */
+/* CUDA element-wise kernels: unary math and activations, the predicates
+ * IsNan, IsInf and IsFinite, binary math
+ * with NumPy broadcasting, the activation gradients (two inputs of one
+ * shape, as binary ops), BiasAdd, Cast and Fill, for half, float and
+ * double (half computes in float). The formulas are the CPU kernels'
+ * (kernels_cwise.c, kernels_nn.c, kernels_activation.c). C entry points
+ * declared in gpu_launch.h. */
 #include "executor/devices/cuda/gpu_launch.h"
 #include "executor/devices/cuda/gpu_math.cuh"
 
@@ -64,32 +68,121 @@ struct OpSigmoid {
 struct OpTanh {
     template <typename A> __device__ A operator()(A x) const { return m_tanh(x); }
 };
+struct OpElu {
+    template <typename A> __device__ A operator()(A x) const
+    {
+        return x > static_cast<A>(0) ? x : m_expm1(x);
+    }
+};
+/* Selu's scale, and scale * alpha. */
+constexpr double kSeluScale = 1.0507009873554804934193349852946;
+constexpr double kSeluScaleAlpha = 1.7580993408473768599402175208123;
+struct OpSelu {
+    template <typename A> __device__ A operator()(A x) const
+    {
+        return x < static_cast<A>(0) ? static_cast<A>(kSeluScaleAlpha) * m_expm1(x)
+                                     : static_cast<A>(kSeluScale) * x;
+    }
+};
+/* log(eps) + 2 of the type Softplus computes in: beyond it either way
+ * log1p(exp(x)) rounds to x or to exp(x). */
+template <typename A> struct SoftplusThreshold;
+template <> struct SoftplusThreshold<float> {
+    __device__ static float get() { return (float)(2.0 - 23.0 * 0.69314718055994530942); }
+};
+template <> struct SoftplusThreshold<double> {
+    __device__ static double get() { return 2.0 - 52.0 * 0.69314718055994530942; }
+};
+struct OpSoftplus {
+    template <typename A> __device__ A operator()(A x) const
+    {
+        A th = SoftplusThreshold<A>::get();
+        return x > -th ? x : x < th ? m_exp(x) : m_log1p(m_exp(x));
+    }
+};
+struct OpSoftsign {
+    template <typename A> __device__ A operator()(A x) const
+    {
+        return x / (static_cast<A>(1) + (x < static_cast<A>(0) ? -x : x));
+    }
+};
+struct OpLeakyRelu {
+    double alpha;
+    template <typename A> __device__ A operator()(A x) const
+    {
+        return x > static_cast<A>(0) ? x : x * static_cast<A>(alpha);
+    }
+};
+struct OpErf {
+    template <typename A> __device__ A operator()(A x) const { return m_erf(x); }
+};
+struct OpErfc {
+    template <typename A> __device__ A operator()(A x) const { return m_erfc(x); }
+};
+struct OpFloor {
+    template <typename A> __device__ A operator()(A x) const { return m_floor(x); }
+};
+struct OpCeil {
+    template <typename A> __device__ A operator()(A x) const { return m_ceil(x); }
+};
+struct OpRound {
+    template <typename A> __device__ A operator()(A x) const { return m_rint(x); }
+};
+/* NaN and signed zeros pass through. */
+struct OpSign {
+    template <typename A> __device__ A operator()(A x) const
+    {
+        return x > static_cast<A>(0)   ? static_cast<A>(1)
+               : x < static_cast<A>(0) ? static_cast<A>(-1)
+                                       : x;
+    }
+};
 
-template <typename T, typename F>
-__global__ void k_unary(const T *__restrict__ in, T *__restrict__ out, int64_t n, F f)
+/* The output type of a map of T: T itself, or bool for the predicates. */
+template <typename T> struct SameOut {
+    typedef T type;
+};
+template <typename T> struct BoolOut {
+    typedef bool type;
+};
+
+template <typename T, typename O, typename F>
+__global__ void k_unary(const T *__restrict__ in, O *__restrict__ out, int64_t n, F f)
 {
     int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
         put(out + i, f(load(in[i])));
 }
 
-template <typename T, typename F>
+template <typename T, typename O, typename F>
 cudaError_t unary(cudaStream_t s, const void *in, void *out, int64_t n, F f)
 {
-    k_unary<T, F><<<blocks_for(n), kThreads, 0, s>>>((const T *)in, (T *)out, n, f);
+    k_unary<T, O, F><<<blocks_for(n), kThreads, 0, s>>>((const T *)in, (O *)out, n, f);
     return cudaGetLastError();
 }
 
-template <typename F>
+template <template <typename> class Out = SameOut, typename F>
 cudaError_t unary_typed(cudaStream_t s, zf_dtype_t dtype, const void *in, void *out, int64_t n, F f)
 {
     switch (dtype) {
-    case ZF_HALF: return unary<__half>(s, in, out, n, f);
-    case ZF_FLOAT: return unary<float>(s, in, out, n, f);
-    case ZF_DOUBLE: return unary<double>(s, in, out, n, f);
+    case ZF_HALF: return unary<__half, typename Out<__half>::type>(s, in, out, n, f);
+    case ZF_FLOAT: return unary<float, typename Out<float>::type>(s, in, out, n, f);
+    case ZF_DOUBLE: return unary<double, typename Out<double>::type>(s, in, out, n, f);
     default: return cudaErrorInvalidValue;
     }
 }
+
+/* ---- predicates ------------------------------------------------------------ */
+
+struct OpIsNan {
+    template <typename A> __device__ bool operator()(A x) const { return isnan(x); }
+};
+struct OpIsInf {
+    template <typename A> __device__ bool operator()(A x) const { return isinf(x); }
+};
+struct OpIsFinite {
+    template <typename A> __device__ bool operator()(A x) const { return isfinite(x); }
+};
 
 /* ---- binary --------------------------------------------------------------- */
 
@@ -113,6 +206,85 @@ struct OpMinimum {
 };
 struct OpSquaredDifference {
     template <typename A> __device__ A operator()(A x, A y) const { return (x - y) * (x - y); }
+};
+struct OpPow {
+    template <typename A> __device__ A operator()(A x, A y) const { return m_pow(x, y); }
+};
+
+/* Gradients from (gradients g, features x). */
+struct OpReluGrad {
+    template <typename A> __device__ A operator()(A g, A x) const
+    {
+        return x > static_cast<A>(0) ? g : static_cast<A>(0);
+    }
+};
+struct OpRelu6Grad {
+    template <typename A> __device__ A operator()(A g, A x) const
+    {
+        return x > static_cast<A>(0) && x < static_cast<A>(6) ? g : static_cast<A>(0);
+    }
+};
+struct OpLeakyReluGrad {
+    double alpha;
+    template <typename A> __device__ A operator()(A g, A x) const
+    {
+        return x > static_cast<A>(0) ? g : g * static_cast<A>(alpha);
+    }
+};
+struct OpSoftplusGrad {
+    template <typename A> __device__ A operator()(A g, A x) const
+    {
+        return g / (static_cast<A>(1) + m_exp(-x));
+    }
+};
+struct OpSoftsignGrad {
+    template <typename A> __device__ A operator()(A g, A x) const
+    {
+        A d = static_cast<A>(1) + (x < static_cast<A>(0) ? -x : x);
+        return g / (d * d);
+    }
+};
+/* From (gradients g, forward outputs y). */
+struct OpEluGrad {
+    template <typename A> __device__ A operator()(A g, A y) const
+    {
+        return y < static_cast<A>(0) ? g * (y + static_cast<A>(1)) : g;
+    }
+};
+struct OpSeluGrad {
+    template <typename A> __device__ A operator()(A g, A y) const
+    {
+        return y < static_cast<A>(0) ? g * (y + static_cast<A>(kSeluScaleAlpha))
+                                     : g * static_cast<A>(kSeluScale);
+    }
+};
+/* From (forward output y, gradient dy). */
+struct OpSigmoidGrad {
+    template <typename A> __device__ A operator()(A y, A dy) const
+    {
+        return dy * y * (static_cast<A>(1) - y);
+    }
+};
+struct OpTanhGrad {
+    template <typename A> __device__ A operator()(A y, A dy) const
+    {
+        return dy * (static_cast<A>(1) - y * y);
+    }
+};
+struct OpSqrtGrad {
+    template <typename A> __device__ A operator()(A y, A dy) const
+    {
+        return dy * static_cast<A>(0.5) / y;
+    }
+};
+struct OpRsqrtGrad {
+    template <typename A> __device__ A operator()(A y, A dy) const
+    {
+        return dy * static_cast<A>(-0.5) * y * y * y;
+    }
+};
+struct OpReciprocalGrad {
+    template <typename A> __device__ A operator()(A y, A dy) const { return -dy * y * y; }
 };
 
 /* Rank 0 or 1: strides 0 (broadcast) or 1. */
@@ -254,7 +426,8 @@ template <typename T> __global__ void k_fill_scalar(double value, T *__restrict_
 using namespace zf_gpu;
 
 extern "C" cudaError_t zf__gpu_launch_unary(cudaStream_t stream, zf__gpu_unary_t op,
-                                            zf_dtype_t dtype, const void *in, void *out, int64_t n)
+                                            zf_dtype_t dtype, const void *in, void *out, int64_t n,
+                                            double param)
 {
     if (n <= 0) return cudaSuccess;
     switch (op) {
@@ -270,13 +443,38 @@ extern "C" cudaError_t zf__gpu_launch_unary(cudaStream_t stream, zf__gpu_unary_t
     case ZF__GPU_RELU6: return unary_typed(stream, dtype, in, out, n, OpRelu6());
     case ZF__GPU_SIGMOID: return unary_typed(stream, dtype, in, out, n, OpSigmoid());
     case ZF__GPU_TANH: return unary_typed(stream, dtype, in, out, n, OpTanh());
+    case ZF__GPU_ELU: return unary_typed(stream, dtype, in, out, n, OpElu());
+    case ZF__GPU_SELU: return unary_typed(stream, dtype, in, out, n, OpSelu());
+    case ZF__GPU_SOFTPLUS: return unary_typed(stream, dtype, in, out, n, OpSoftplus());
+    case ZF__GPU_SOFTSIGN: return unary_typed(stream, dtype, in, out, n, OpSoftsign());
+    case ZF__GPU_LEAKY_RELU: return unary_typed(stream, dtype, in, out, n, OpLeakyRelu{param});
+    case ZF__GPU_ERF: return unary_typed(stream, dtype, in, out, n, OpErf());
+    case ZF__GPU_ERFC: return unary_typed(stream, dtype, in, out, n, OpErfc());
+    case ZF__GPU_FLOOR: return unary_typed(stream, dtype, in, out, n, OpFloor());
+    case ZF__GPU_CEIL: return unary_typed(stream, dtype, in, out, n, OpCeil());
+    case ZF__GPU_ROUND: return unary_typed(stream, dtype, in, out, n, OpRound());
+    case ZF__GPU_SIGN: return unary_typed(stream, dtype, in, out, n, OpSign());
+    }
+    return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t zf__gpu_launch_predicate(cudaStream_t stream, zf__gpu_predicate_t op,
+                                                zf_dtype_t dtype, const void *in, void *out,
+                                                int64_t n)
+{
+    if (n <= 0) return cudaSuccess;
+    switch (op) {
+    case ZF__GPU_IS_NAN: return unary_typed<BoolOut>(stream, dtype, in, out, n, OpIsNan());
+    case ZF__GPU_IS_INF: return unary_typed<BoolOut>(stream, dtype, in, out, n, OpIsInf());
+    case ZF__GPU_IS_FINITE: return unary_typed<BoolOut>(stream, dtype, in, out, n, OpIsFinite());
     }
     return cudaErrorInvalidValue;
 }
 
 extern "C" cudaError_t zf__gpu_launch_binary(cudaStream_t stream, zf__gpu_binary_t op,
                                              zf_dtype_t dtype, const void *a, const void *b,
-                                             void *out, int64_t n, const zf__gpu_bcast_t *bc)
+                                             void *out, int64_t n, const zf__gpu_bcast_t *bc,
+                                             double param)
 {
     if (n <= 0) return cudaSuccess;
     if (bc->rank < 0 || bc->rank > ZF__GPU_MAX_RANK) return cudaErrorInvalidValue;
@@ -289,6 +487,24 @@ extern "C" cudaError_t zf__gpu_launch_binary(cudaStream_t stream, zf__gpu_binary
     case ZF__GPU_MINIMUM: return binary_typed(stream, dtype, a, b, out, n, bc, OpMinimum());
     case ZF__GPU_SQUARED_DIFFERENCE:
         return binary_typed(stream, dtype, a, b, out, n, bc, OpSquaredDifference());
+    case ZF__GPU_POW: return binary_typed(stream, dtype, a, b, out, n, bc, OpPow());
+    case ZF__GPU_RELU_GRAD: return binary_typed(stream, dtype, a, b, out, n, bc, OpReluGrad());
+    case ZF__GPU_RELU6_GRAD: return binary_typed(stream, dtype, a, b, out, n, bc, OpRelu6Grad());
+    case ZF__GPU_LEAKY_RELU_GRAD:
+        return binary_typed(stream, dtype, a, b, out, n, bc, OpLeakyReluGrad{param});
+    case ZF__GPU_ELU_GRAD: return binary_typed(stream, dtype, a, b, out, n, bc, OpEluGrad());
+    case ZF__GPU_SELU_GRAD: return binary_typed(stream, dtype, a, b, out, n, bc, OpSeluGrad());
+    case ZF__GPU_SIGMOID_GRAD:
+        return binary_typed(stream, dtype, a, b, out, n, bc, OpSigmoidGrad());
+    case ZF__GPU_TANH_GRAD: return binary_typed(stream, dtype, a, b, out, n, bc, OpTanhGrad());
+    case ZF__GPU_SOFTPLUS_GRAD:
+        return binary_typed(stream, dtype, a, b, out, n, bc, OpSoftplusGrad());
+    case ZF__GPU_SOFTSIGN_GRAD:
+        return binary_typed(stream, dtype, a, b, out, n, bc, OpSoftsignGrad());
+    case ZF__GPU_SQRT_GRAD: return binary_typed(stream, dtype, a, b, out, n, bc, OpSqrtGrad());
+    case ZF__GPU_RSQRT_GRAD: return binary_typed(stream, dtype, a, b, out, n, bc, OpRsqrtGrad());
+    case ZF__GPU_RECIPROCAL_GRAD:
+        return binary_typed(stream, dtype, a, b, out, n, bc, OpReciprocalGrad());
     }
     return cudaErrorInvalidValue;
 }
@@ -361,6 +577,7 @@ extern "C" cudaError_t zf__gpu_launch_fill_scalar(cudaStream_t stream, zf_dtype_
     case ZF_DOUBLE:
         k_fill_scalar<double><<<blocks, kThreads, 0, stream>>>(value, (double *)out, n);
         break;
+    case ZF_BOOL: k_fill_scalar<bool><<<blocks, kThreads, 0, stream>>>(value, (bool *)out, n); break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();

@@ -282,6 +282,8 @@ static const zf_device_ops_t s_gpu_ops = {
     .alloc_tensor = s_gpu_alloc_tensor,
     .copy = s_gpu_copy,
     .sync = s_gpu_sync,
+    .remap_gather = zf__gpu_remap_gather,
+    .strided_gather = zf__gpu_strided_gather,
     .destroy = s_gpu_destroy,
 };
 

@@ -91,6 +91,27 @@ zf_status_t zf__gpu_check_device_input(const zf_kernel_ctx_t *ctx, int i);
 zf_status_t zf__gpu_kernel_scratch(const zf_kernel_ctx_t *ctx, zf__gpu_t *g, size_t nbytes,
                                    zf_buffer_t **out);
 
+/* A GPU kernel that runs the op's CPU kernel (gpu_kernels_host.c): the
+ * CPU kernel and its state, and which inputs the GPU definition keeps in
+ * host memory. create() finds both; destroy() frees. */
+typedef struct zf__gpu_cpu_kernel {
+    const zf_kernel_t *cpu;
+    void *state;
+    uint32_t host_inputs;
+} zf__gpu_cpu_kernel_t;
+
+zf_status_t zf__gpu_cpu_kernel_create(const Tensorflow__NodeDef *node, void **state);
+void zf__gpu_cpu_kernel_destroy(void *state);
+
+/* ---- moving elements (gpu_kernels_remap.c): the device's gathers ------------------- */
+
+zf_status_t zf__gpu_remap_gather(zf_device_t *dev, const struct zf_remap *r,
+                                 const int64_t *src_dims, const void *src, void *dst, size_t elem,
+                                 const void *fill);
+zf_status_t zf__gpu_strided_gather(zf_device_t *dev, int rank, const int64_t *dims,
+                                   const int64_t *strides, const void *src, void *dst,
+                                   size_t elem);
+
 /* ---- host-side plans (exposed for tests) -------------------------------------------- */
 
 /* The plan reducing shape over the dims with reduced[k] set; *count gets
@@ -98,6 +119,17 @@ zf_status_t zf__gpu_kernel_scratch(const zf_kernel_ctx_t *ctx, zf__gpu_t *g, siz
  * is empty). Meaningful for launching when *count >= 2. */
 void zf__gpu_reduce_plan(const zf_shape_t *shape, const bool *reduced, zf__gpu_reduce_plan_t *plan,
                          int64_t *count);
+
+/* The plan zf__gpu_launch_remap() gathers r's dense space from a source
+ * of dims src_dims[0..r->rank) with, taking r's maps as one array from
+ * r->block; *n gets the number of outputs, *total the maps' length. */
+void zf__gpu_remap_plan(const struct zf_remap *r, const int64_t *src_dims,
+                        zf__gpu_remap_plan_t *plan, int64_t *n, int64_t *total);
+
+/* The plan (no maps: idx NULL) of a strided gather over dims[0..rank) with
+ * the source strides strides; *n gets the number of outputs. */
+void zf__gpu_strided_plan(int rank, const int64_t *dims, const int64_t *strides,
+                          zf__gpu_remap_plan_t *plan, int64_t *n);
 
 /* ---- kernel families ------------------------------------------------------------ */
 
@@ -117,5 +149,6 @@ zf_status_t zf__gpu_register_data(void);     /* gpu_kernels_data.c */
 zf_status_t zf__gpu_register_host(void);     /* gpu_kernels_host.c */
 zf_status_t zf__gpu_register_sendrecv(void); /* gpu_kernels_sendrecv.c */
 zf_status_t zf__gpu_register_compare(void);  /* gpu_kernels_compare.c */
+zf_status_t zf__gpu_register_remap(void);    /* gpu_kernels_remap.c */
 
 #endif

@@ -81,6 +81,7 @@ static void s_register_all(void)
     static zf_status_t (*const families[])(void) = {
         zf__gpu_register_cwise, zf__gpu_register_nn,       zf__gpu_register_data,
         zf__gpu_register_host,  zf__gpu_register_sendrecv, zf__gpu_register_compare,
+        zf__gpu_register_remap,
     };
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
         zf_status_t s = families[i]();

@@ -1,6 +1,9 @@
-/* GPU element-wise kernels: unary math, binary math with NumPy
- * broadcasting, BiasAdd, Cast, Fill, ZerosLike and OnesLike. Shapes are
- * checked here, on the host; the CUDA code (cwise.cu) only computes. */
+/* GPU element-wise kernels: unary math and activations, the predicates
+ * IsNan, IsInf and IsFinite, binary math with
+ * NumPy broadcasting, the activation gradients, BiasAdd, Cast, Fill,
+ * ZerosLike and OnesLike. Shapes are checked here, on the host, with the
+ * CPU kernels' rules and messages; the CUDA code (cwise.cu) only
+ * computes. */
 #include <string.h>
 
 #include "common/graph.h"
@@ -23,7 +26,27 @@ static zf_status_t s_check_float(const zf_kernel_ctx_t *ctx, int i)
 
 /* ---- unary ------------------------------------------------------------------ */
 
-static zf_status_t s_unary(zf_kernel_ctx_t *ctx, zf__gpu_unary_t op)
+/* LeakyRelu's and LeakyReluGrad's alpha (attr, default 0.2), kept in the
+ * state pointer's bits. */
+static zf_status_t s_alpha_create(const Tensorflow__NodeDef *node, void **state)
+{
+    float alpha = 0.2f;
+    ZF_TRY(zf_node_attr_float_or(node, "alpha", 0.2f, &alpha));
+    uint32_t bits = 0;
+    memcpy(&bits, &alpha, sizeof bits);
+    *state = (void *)(uintptr_t)bits;
+    return ZF_STATUS_OK;
+}
+
+static double s_alpha(const zf_kernel_ctx_t *ctx)
+{
+    uint32_t bits = (uint32_t)(uintptr_t)ctx->state;
+    float alpha = 0;
+    memcpy(&alpha, &bits, sizeof alpha);
+    return alpha;
+}
+
+static zf_status_t s_unary_p(zf_kernel_ctx_t *ctx, zf__gpu_unary_t op, double param)
 {
     zf__gpu_t *g = NULL;
     ZF_TRY(zf_kernels_check_inputs(ctx, 1));
@@ -35,13 +58,13 @@ static zf_status_t s_unary(zf_kernel_ctx_t *ctx, zf__gpu_unary_t op)
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, zf_tensor_dtype(in), zf_tensor_shape(in), &out));
     return zf__gpu_kernel_launched(
         ctx, zf__gpu_launch_unary(g->stream, op, zf_tensor_dtype(in), zf_tensor_data(in),
-                                  zf_tensor_data(out), zf_tensor_num_elements(in)));
+                                  zf_tensor_data(out), zf_tensor_num_elements(in), param));
 }
 
 #define S_UNARY(name, op)                                                                          \
     static zf_status_t name(zf_kernel_ctx_t *ctx)                                                  \
     {                                                                                              \
-        return s_unary(ctx, op);                                                                   \
+        return s_unary_p(ctx, op, 0.0);                                                            \
     }
 
 S_UNARY(s_neg, ZF__GPU_NEG)
@@ -56,6 +79,53 @@ S_UNARY(s_relu, ZF__GPU_RELU)
 S_UNARY(s_relu6, ZF__GPU_RELU6)
 S_UNARY(s_sigmoid, ZF__GPU_SIGMOID)
 S_UNARY(s_tanh, ZF__GPU_TANH)
+S_UNARY(s_elu, ZF__GPU_ELU)
+S_UNARY(s_selu, ZF__GPU_SELU)
+S_UNARY(s_softplus, ZF__GPU_SOFTPLUS)
+S_UNARY(s_softsign, ZF__GPU_SOFTSIGN)
+S_UNARY(s_erf, ZF__GPU_ERF)
+S_UNARY(s_erfc, ZF__GPU_ERFC)
+S_UNARY(s_floor, ZF__GPU_FLOOR)
+S_UNARY(s_ceil, ZF__GPU_CEIL)
+S_UNARY(s_round, ZF__GPU_ROUND)
+S_UNARY(s_sign, ZF__GPU_SIGN)
+
+static zf_status_t s_leaky_relu(zf_kernel_ctx_t *ctx)
+{
+    return s_unary_p(ctx, ZF__GPU_LEAKY_RELU, s_alpha(ctx));
+}
+
+/* ---- predicates --------------------------------------------------------------- */
+
+static zf_status_t s_predicate(zf_kernel_ctx_t *ctx, zf__gpu_predicate_t op)
+{
+    ZF_TRY(zf_kernels_check_inputs(ctx, 1));
+    ZF_TRY(s_check_float(ctx, 0));
+    zf__gpu_t *g = NULL;
+    ZF_TRY(zf__gpu_kernel_gpu(ctx, &g));
+    const zf_tensor_t *in = ctx->inputs[0];
+    zf_tensor_t *out = NULL;
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_BOOL, zf_tensor_shape(in), &out));
+    ZF_TRY(zf__gpu_check_device_input(ctx, 0));
+    return zf__gpu_kernel_launched(
+        ctx, zf__gpu_launch_predicate(g->stream, op, zf_tensor_dtype(in), zf_tensor_data(in),
+                                      zf_tensor_data(out), zf_tensor_num_elements(in)));
+}
+
+static zf_status_t s_is_nan(zf_kernel_ctx_t *ctx)
+{
+    return s_predicate(ctx, ZF__GPU_IS_NAN);
+}
+
+static zf_status_t s_is_inf(zf_kernel_ctx_t *ctx)
+{
+    return s_predicate(ctx, ZF__GPU_IS_INF);
+}
+
+static zf_status_t s_is_finite(zf_kernel_ctx_t *ctx)
+{
+    return s_predicate(ctx, ZF__GPU_IS_FINITE);
+}
 
 /* ---- binary ----------------------------------------------------------------- */
 
@@ -86,7 +156,8 @@ static zf_status_t s_binary(zf_kernel_ctx_t *ctx, zf__gpu_binary_t op)
     zf_broadcast_plan(zf_tensor_shape(a), zf_tensor_shape(b), &shape, &bc);
     return zf__gpu_kernel_launched(ctx, zf__gpu_launch_binary(g->stream, op, da, zf_tensor_data(a),
                                                               zf_tensor_data(b),
-                                                              zf_tensor_data(out), n, &bc));
+                                                              zf_tensor_data(out), n, &bc,
+                                                              0.0));
 }
 
 #define S_BINARY(name, op)                                                                         \
@@ -102,6 +173,64 @@ S_BINARY(s_div, ZF__GPU_DIV)
 S_BINARY(s_maximum, ZF__GPU_MAXIMUM)
 S_BINARY(s_minimum, ZF__GPU_MINIMUM)
 S_BINARY(s_sqdiff, ZF__GPU_SQUARED_DIFFERENCE)
+S_BINARY(s_pow, ZF__GPU_POW)
+
+/* ---- activation gradients ------------------------------------------------------ */
+
+/* Two inputs of one dtype and one shape (no broadcasting, as in
+ * TensorFlow), named na and nb in errors as the CPU kernels name them. */
+static zf_status_t s_grad(zf_kernel_ctx_t *ctx, zf__gpu_binary_t op, const char *na,
+                          const char *nb, double param)
+{
+    ZF_TRY(zf_kernels_check_inputs(ctx, 2));
+    ZF_TRY(s_check_float(ctx, 0));
+    const zf_tensor_t *a = ctx->inputs[0], *b = ctx->inputs[1];
+    zf_dtype_t t = zf_tensor_dtype(a);
+    ZF_TRY(zf_kernels_check_dtype(ctx, 1, t));
+    const zf_shape_t *shape = zf_tensor_shape(a);
+    if (!zf_shape_equal(shape, zf_tensor_shape(b))) {
+        char sa[ZF_SHAPE_STRING_MAX], sb[ZF_SHAPE_STRING_MAX];
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
+                               "%s and %s must have the same shape: %s vs. %s", na, nb,
+                               zf_kernels_shape_str(a, sa), zf_kernels_shape_str(b, sb));
+    }
+    zf__gpu_t *g = NULL; /* after the checks, which need no GPU */
+    ZF_TRY(zf__gpu_kernel_gpu(ctx, &g));
+    zf_tensor_t *out = NULL;
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, shape, &out));
+    int64_t n = zf_tensor_num_elements(out);
+    if (n == 0) return ZF_STATUS_OK;
+    ZF_TRY(zf__gpu_check_device_input(ctx, 0));
+    ZF_TRY(zf__gpu_check_device_input(ctx, 1));
+    zf_broadcast_t bc;
+    zf_broadcast_plan(shape, shape, shape, &bc);
+    return zf__gpu_kernel_launched(ctx, zf__gpu_launch_binary(g->stream, op, t, zf_tensor_data(a),
+                                                              zf_tensor_data(b),
+                                                              zf_tensor_data(out), n, &bc, param));
+}
+
+#define S_GRAD(name, op, na, nb)                                                                   \
+    static zf_status_t name(zf_kernel_ctx_t *ctx)                                                  \
+    {                                                                                              \
+        return s_grad(ctx, op, na, nb, 0.0);                                                       \
+    }
+
+S_GRAD(s_relu_grad, ZF__GPU_RELU_GRAD, "gradients", "features")
+S_GRAD(s_relu6_grad, ZF__GPU_RELU6_GRAD, "gradients", "features")
+S_GRAD(s_softplus_grad, ZF__GPU_SOFTPLUS_GRAD, "gradients", "features")
+S_GRAD(s_softsign_grad, ZF__GPU_SOFTSIGN_GRAD, "gradients", "features")
+S_GRAD(s_elu_grad, ZF__GPU_ELU_GRAD, "gradients", "outputs")
+S_GRAD(s_selu_grad, ZF__GPU_SELU_GRAD, "gradients", "outputs")
+S_GRAD(s_sigmoid_grad, ZF__GPU_SIGMOID_GRAD, "y", "dy")
+S_GRAD(s_tanh_grad, ZF__GPU_TANH_GRAD, "y", "dy")
+S_GRAD(s_sqrt_grad, ZF__GPU_SQRT_GRAD, "y", "dy")
+S_GRAD(s_rsqrt_grad, ZF__GPU_RSQRT_GRAD, "y", "dy")
+S_GRAD(s_reciprocal_grad, ZF__GPU_RECIPROCAL_GRAD, "y", "dy")
+
+static zf_status_t s_leaky_relu_grad(zf_kernel_ctx_t *ctx)
+{
+    return s_grad(ctx, ZF__GPU_LEAKY_RELU_GRAD, "gradients", "features", s_alpha(ctx));
+}
 
 /* ---- BiasAdd ------------------------------------------------------------------ */
 
@@ -282,6 +411,12 @@ static zf_status_t s_ones_like(zf_kernel_ctx_t *ctx)
 
 #define S_FLOAT ZF_TYPES_GPU_FLOAT
 
+#define S_ALPHA_KERNEL(op_, compute_)                                                              \
+    {                                                                                              \
+        .op = (op_), .device_type = "GPU", .allowed_types = S_FLOAT, .create = s_alpha_create,     \
+        .compute = (compute_)                                                                      \
+    }
+
 static const zf_kernel_t s_defs[] = {
     ZF__GPU_KERNEL("Neg", S_FLOAT, s_neg),
     ZF__GPU_KERNEL("Abs", S_FLOAT, s_abs),
@@ -295,6 +430,20 @@ static const zf_kernel_t s_defs[] = {
     ZF__GPU_KERNEL("Relu6", S_FLOAT, s_relu6),
     ZF__GPU_KERNEL("Sigmoid", S_FLOAT, s_sigmoid),
     ZF__GPU_KERNEL("Tanh", S_FLOAT, s_tanh),
+    ZF__GPU_KERNEL("Elu", S_FLOAT, s_elu),
+    ZF__GPU_KERNEL("Selu", S_FLOAT, s_selu),
+    ZF__GPU_KERNEL("Softplus", S_FLOAT, s_softplus),
+    ZF__GPU_KERNEL("Softsign", S_FLOAT, s_softsign),
+    S_ALPHA_KERNEL("LeakyRelu", s_leaky_relu),
+    ZF__GPU_KERNEL("Erf", S_FLOAT, s_erf),
+    ZF__GPU_KERNEL("Erfc", S_FLOAT, s_erfc),
+    ZF__GPU_KERNEL("Floor", S_FLOAT, s_floor),
+    ZF__GPU_KERNEL("Ceil", S_FLOAT, s_ceil),
+    ZF__GPU_KERNEL("Round", S_FLOAT, s_round),
+    ZF__GPU_KERNEL("Sign", S_FLOAT, s_sign),
+    ZF__GPU_KERNEL("IsNan", S_FLOAT, s_is_nan),
+    ZF__GPU_KERNEL("IsInf", S_FLOAT, s_is_inf),
+    ZF__GPU_KERNEL("IsFinite", S_FLOAT, s_is_finite),
     ZF__GPU_KERNEL("Add", S_FLOAT, s_add),
     ZF__GPU_KERNEL("AddV2", S_FLOAT, s_add),
     ZF__GPU_KERNEL("Sub", S_FLOAT, s_sub),
@@ -304,6 +453,19 @@ static const zf_kernel_t s_defs[] = {
     ZF__GPU_KERNEL("Maximum", S_FLOAT, s_maximum),
     ZF__GPU_KERNEL("Minimum", S_FLOAT, s_minimum),
     ZF__GPU_KERNEL("SquaredDifference", S_FLOAT, s_sqdiff),
+    ZF__GPU_KERNEL("Pow", S_FLOAT, s_pow),
+    ZF__GPU_KERNEL("ReluGrad", S_FLOAT, s_relu_grad),
+    ZF__GPU_KERNEL("Relu6Grad", S_FLOAT, s_relu6_grad),
+    S_ALPHA_KERNEL("LeakyReluGrad", s_leaky_relu_grad),
+    ZF__GPU_KERNEL("EluGrad", S_FLOAT, s_elu_grad),
+    ZF__GPU_KERNEL("SeluGrad", S_FLOAT, s_selu_grad),
+    ZF__GPU_KERNEL("SigmoidGrad", S_FLOAT, s_sigmoid_grad),
+    ZF__GPU_KERNEL("TanhGrad", S_FLOAT, s_tanh_grad),
+    ZF__GPU_KERNEL("SoftplusGrad", S_FLOAT, s_softplus_grad),
+    ZF__GPU_KERNEL("SoftsignGrad", S_FLOAT, s_softsign_grad),
+    ZF__GPU_KERNEL("SqrtGrad", S_FLOAT, s_sqrt_grad),
+    ZF__GPU_KERNEL("RsqrtGrad", S_FLOAT, s_rsqrt_grad),
+    ZF__GPU_KERNEL("ReciprocalGrad", S_FLOAT, s_reciprocal_grad),
     ZF__GPU_KERNEL("BiasAdd", S_FLOAT, s_bias_add),
     {.op = "Cast",
      .device_type = "GPU",

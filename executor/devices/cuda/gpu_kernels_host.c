@@ -5,17 +5,17 @@
  * the GPU work it feeds. */
 #include <stdlib.h>
 
+#include "common/kernel_def.h"
 #include "executor/devices/cuda/gpu_internal.h"
 
-typedef struct {
-    const zf_kernel_t *cpu;
-    void *state;
-} s_host_t;
+typedef zf__gpu_cpu_kernel_t s_host_t;
 
-static zf_status_t s_host_create(const Tensorflow__NodeDef *node, void **state)
+zf_status_t zf__gpu_cpu_kernel_create(const Tensorflow__NodeDef *node, void **state)
 {
     const zf_kernel_t *cpu = NULL;
+    const zf_kernel_def_t *def = NULL;
     ZF_TRY(zf_kernel_find("CPU", node, &cpu));
+    ZF_TRY(zf_kernel_def_find("GPU", node, &def, NULL));
     if (!cpu->compute)
         return zf_unimplemented("%s (%s): its CPU kernel is asynchronous and cannot stand in for "
                                 "a GPU kernel",
@@ -23,6 +23,7 @@ static zf_status_t s_host_create(const Tensorflow__NodeDef *node, void **state)
     s_host_t *h = calloc(1, sizeof *h);
     if (!h) return zf_out_of_memory("host kernel state");
     h->cpu = cpu;
+    h->host_inputs = def->host_memory_inputs;
     if (cpu->create) {
         zf_status_t s = cpu->create(node, &h->state);
         if (!zf_ok(s)) {
@@ -34,7 +35,7 @@ static zf_status_t s_host_create(const Tensorflow__NodeDef *node, void **state)
     return ZF_STATUS_OK;
 }
 
-static void s_host_destroy(void *state)
+void zf__gpu_cpu_kernel_destroy(void *state)
 {
     s_host_t *h = state;
     if (!h) return;
@@ -61,14 +62,16 @@ static zf_status_t s_host_compute(zf_kernel_ctx_t *ctx)
 #define S_HOST_FLAGS(op_, flags_)                                                                  \
     {                                                                                              \
         .op = (op_), .device_type = "GPU", .allowed_types = ZF_TYPE_BIT(ZF_INT32),                 \
-        .flags = (flags_), .create = s_host_create, .destroy = s_host_destroy,                     \
+        .flags = (flags_), .create = zf__gpu_cpu_kernel_create,                                    \
+        .destroy = zf__gpu_cpu_kernel_destroy,                                                     \
         .compute = s_host_compute                                                                  \
     }
 #define S_HOST(op_) S_HOST_FLAGS(op_, 0)
 #define S_HOST_TYPES(op_, types_, flags_)                                                          \
     {                                                                                              \
         .op = (op_), .device_type = "GPU", .allowed_types = (types_), .flags = (flags_),           \
-        .create = s_host_create, .destroy = s_host_destroy, .compute = s_host_compute              \
+        .create = zf__gpu_cpu_kernel_create, .destroy = zf__gpu_cpu_kernel_destroy,                \
+        .compute = s_host_compute                                                                  \
     }
 
 static const zf_kernel_t s_defs[] = {
@@ -78,9 +81,11 @@ static const zf_kernel_t s_defs[] = {
     S_HOST("Neg"),       S_HOST("Abs"),
     S_HOST("Square"),    S_HOST("SquaredDifference"),
     S_HOST("Sum"),       S_HOST("Max"),
-    S_HOST("Mean"),      S_HOST_FLAGS("Fill", ZF_KERNEL_SIZED_BY_VALUE),
+    S_HOST("Mean"),      S_HOST("Min"),
+    S_HOST("Prod"),      S_HOST_FLAGS("Fill", ZF_KERNEL_SIZED_BY_VALUE),
     S_HOST("ZerosLike"), S_HOST("OnesLike"),
     S_HOST("Pack"),      S_HOST("ConcatV2"),
+    S_HOST("Slice"),     S_HOST("StridedSlice"),
 };
 
 /* Comparisons, integer division, selection and Range (every type:

@@ -1,12 +1,15 @@
-/* GPU kernels for MatMul (cuBLAS on the device's stream), the reductions
- * Sum, Mean and Max over any axes, and Softmax / LogSoftmax over the last
- * axis. Shapes and axes are worked out here; reduce.cu computes. */
+/* GPU kernels for MatMul and Conv2D (im2col, then cuBLAS on the device's
+ * stream), the reductions Sum, Mean, Max, Min, Prod, All and Any over any
+ * axes, ArgMax and ArgMin over one, and Softmax / LogSoftmax over the last
+ * axis. Shapes and axes are worked out here, before the GPU is needed;
+ * reduce.cu and remap.cu compute. */
 #include <limits.h>
 #include <math.h>
 #include <string.h>
 
 #include "common/graph.h"
 #include "executor/devices/cuda/gpu_internal.h"
+#include "executor/kernels/kernels_conv.h"
 #include "executor/kernels/kernels_util.h"
 
 /* ---- MatMul ---------------------------------------------------------------------- */
@@ -96,6 +99,96 @@ static zf_status_t s_matmul(zf_kernel_ctx_t *ctx)
     if (st == CUBLAS_STATUS_SUCCESS) return ZF_STATUS_OK;
     return zf_status_prefix(zf__gpu_blas_error(st, "cuBLAS gemm"), "%s (%s)", ctx->node->name,
                             ctx->node->op);
+}
+
+/* ---- Conv2D ---------------------------------------------------------------------- */
+
+/* Bytes of patch matrix built at a time: the rows of a tile. */
+#define S_PATCH_BYTES ((size_t)64 << 20)
+
+/* out[rows, oc] = patches[rows, k] x filter[k, oc], cuBLAS on the stream. */
+static zf_status_t s_conv_gemm(zf_kernel_ctx_t *ctx, zf__gpu_t *g, zf_dtype_t t, int64_t rows,
+                               int64_t k, int64_t oc, const void *patches, const void *filter,
+                               void *out)
+{
+    s_gemm_t mm = {.m = (int)rows, .n = (int)oc, .k = (int)k};
+    pthread_mutex_lock(&g->blas_lock);
+    cublasStatus_t st = s_gemm(g->blas, t, &mm, patches, filter, out);
+    pthread_mutex_unlock(&g->blas_lock);
+    if (st == CUBLAS_STATUS_SUCCESS) return ZF_STATUS_OK;
+    return zf_status_prefix(zf__gpu_blas_error(st, "cuBLAS gemm"), "%s (%s)", ctx->node->name,
+                            ctx->node->op);
+}
+
+/* The output pixels of all images are one row space (the output is
+ * [n * oh * ow, oc] row-major): its patch matrix is built and multiplied
+ * tile by tile. A 1x1 window of stride 1 without padding multiplies the
+ * input itself. */
+static zf_status_t s_conv_run(zf_kernel_ctx_t *ctx, zf__gpu_t *g, const zf__win_geom_t *w,
+                              zf_tensor_t *out)
+{
+    const zf_tensor_t *x = ctx->inputs[0], *f = ctx->inputs[1];
+    zf_dtype_t t = zf_tensor_dtype(x);
+    size_t elem = zf_dtype_size(t);
+    int64_t k = w->kh * w->kw * w->c, total = w->n * w->oh * w->ow;
+    char *o = zf_tensor_data(out);
+    if (w->kh == 1 && w->kw == 1 && w->sh == 1 && w->sw == 1 && w->pt == 0 && w->pl == 0 &&
+        w->oh == w->h && w->ow == w->w && total <= INT_MAX)
+        return s_conv_gemm(ctx, g, t, total, k, w->oc, zf_tensor_data(x), zf_tensor_data(f), o);
+    int64_t tile = (int64_t)(S_PATCH_BYTES / ((size_t)k * elem));
+    if (tile < 1) tile = 1;
+    if (tile > total) tile = total;
+    if (tile > INT_MAX) tile = INT_MAX;
+    zf_buffer_t *patches = NULL;
+    ZF_TRY(zf__gpu_kernel_scratch(ctx, g, (size_t)(tile * k) * elem, &patches));
+    zf__gpu_conv_t c = {.n = w->n,   .h = w->h,   .w = w->w,   .c = w->c,   .kh = w->kh,
+                        .kw = w->kw, .sh = w->sh, .sw = w->sw, .dh = w->dh, .dw = w->dw,
+                        .pt = w->pt, .pl = w->pl, .oh = w->oh, .ow = w->ow};
+    zf_status_t s = ZF_STATUS_OK;
+    for (int64_t row0 = 0; row0 < total && zf_ok(s); row0 += tile) {
+        int64_t rows = total - row0 < tile ? total - row0 : tile;
+        s = zf__gpu_kernel_launched(ctx, zf__gpu_launch_im2col(g->stream, elem, &c,
+                                                               zf_tensor_data(x), row0, rows,
+                                                               zf_buffer_data(patches)));
+        if (zf_ok(s))
+            s = s_conv_gemm(ctx, g, t, rows, k, w->oc, zf_buffer_data(patches), zf_tensor_data(f),
+                            o + (size_t)(row0 * w->oc) * elem);
+    }
+    /* The block may be reused at once: later users queue behind this
+     * work on the same stream. */
+    zf_buffer_unref(&patches);
+    return s;
+}
+
+static zf_status_t s_conv2d(zf_kernel_ctx_t *ctx)
+{
+    ZF_TRY(zf_kernels_check_inputs(ctx, 2));
+    zf_dtype_t t = zf_tensor_dtype(ctx->inputs[0]);
+    if (t != ZF_FLOAT && t != ZF_DOUBLE)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no GPU kernel for %s inputs",
+                               zf_kernels_dtype_name((int)t));
+    zf__win_geom_t w;
+    zf_shape_t shape;
+    ZF_TRY(zf__kernels_conv2d_geometry(ctx, &w, &shape));
+    if (w.nchw)
+        return zf_kernel_error(ctx, ZF_UNIMPLEMENTED,
+                               "the GPU Conv2D takes data_format NHWC only, got NCHW");
+    if (w.kh * w.kw * w.c > INT_MAX || w.oc > INT_MAX)
+        return zf_kernel_error(ctx, ZF_UNIMPLEMENTED,
+                               "a filter of %lld x %lld x %lld x %lld is too large for one cuBLAS "
+                               "call",
+                               (long long)w.kh, (long long)w.kw, (long long)w.c, (long long)w.oc);
+    zf__gpu_t *g = NULL;
+    ZF_TRY(zf__gpu_kernel_gpu(ctx, &g));
+    zf_tensor_t *out = NULL;
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, &shape, &out));
+    if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
+    if (w.kh * w.kw * w.c == 0 || w.h * w.w == 0) /* empty or all-padding windows: zero */
+        return zf__gpu_kernel_launched(
+            ctx, cudaMemsetAsync(zf_tensor_data(out), 0, zf_tensor_nbytes(out), g->stream));
+    ZF_TRY(zf__gpu_check_device_input(ctx, 0));
+    ZF_TRY(zf__gpu_check_device_input(ctx, 1));
+    return s_conv_run(ctx, g, &w, out);
 }
 
 /* ---- reductions ------------------------------------------------------------------ */
@@ -204,10 +297,19 @@ static zf_shape_t s_reduced_shape(const zf_shape_t *in, const bool *reduced, boo
     return out;
 }
 
-/* What an empty reduction gives: 0, NaN (0/0) or -inf. */
+/* What an empty reduction gives. */
 static double s_identity(zf__gpu_reduce_op_t op)
 {
-    return op == ZF__GPU_REDUCE_SUM ? 0.0 : op == ZF__GPU_REDUCE_MEAN ? NAN : -INFINITY;
+    switch (op) {
+    case ZF__GPU_REDUCE_SUM: return 0.0;
+    case ZF__GPU_REDUCE_MEAN: return NAN; /* 0 / 0 */
+    case ZF__GPU_REDUCE_MAX: return -INFINITY;
+    case ZF__GPU_REDUCE_MIN: return INFINITY;
+    case ZF__GPU_REDUCE_PROD: return 1.0;
+    case ZF__GPU_REDUCE_ALL: return 1.0;
+    case ZF__GPU_REDUCE_ANY: return 0.0;
+    }
+    return 0.0;
 }
 
 static zf_status_t s_reduce_launch(zf_kernel_ctx_t *ctx, zf__gpu_t *g, zf__gpu_reduce_op_t op,
@@ -240,18 +342,19 @@ static zf_status_t s_reduce_launch(zf_kernel_ctx_t *ctx, zf__gpu_t *g, zf__gpu_r
 
 static zf_status_t s_reduce(zf_kernel_ctx_t *ctx, zf__gpu_reduce_op_t op)
 {
-    zf__gpu_t *g = NULL;
     ZF_TRY(zf_kernels_check_inputs(ctx, 2));
-    ZF_TRY(zf__gpu_kernel_gpu(ctx, &g));
     const zf_tensor_t *in = ctx->inputs[0];
     zf_dtype_t dtype = zf_tensor_dtype(in);
-    if (!(ZF_TYPES_GPU_FLOAT & ZF_TYPE_BIT(dtype)))
+    bool logic = op == ZF__GPU_REDUCE_ALL || op == ZF__GPU_REDUCE_ANY;
+    if (logic ? dtype != ZF_BOOL : !(ZF_TYPES_GPU_FLOAT & ZF_TYPE_BIT(dtype)))
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no GPU kernel for %s inputs",
                                zf_kernels_dtype_name((int)dtype));
     bool reduced[ZF_MAX_RANK], keep_dims = false;
     ZF_TRY(s_reduce_axes(ctx, reduced));
     ZF_TRY(zf_node_attr_bool_or(ctx->node, "keep_dims", false, &keep_dims));
     zf_shape_t shape = s_reduced_shape(zf_tensor_shape(in), reduced, keep_dims);
+    zf__gpu_t *g = NULL;
+    ZF_TRY(zf__gpu_kernel_gpu(ctx, &g));
     zf_tensor_t *out = NULL;
     ZF_TRY(zf_kernel_alloc_output(ctx, 0, dtype, &shape, &out));
     if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
@@ -271,6 +374,77 @@ static zf_status_t s_mean(zf_kernel_ctx_t *ctx)
 static zf_status_t s_max(zf_kernel_ctx_t *ctx)
 {
     return s_reduce(ctx, ZF__GPU_REDUCE_MAX);
+}
+
+static zf_status_t s_min(zf_kernel_ctx_t *ctx)
+{
+    return s_reduce(ctx, ZF__GPU_REDUCE_MIN);
+}
+
+static zf_status_t s_prod(zf_kernel_ctx_t *ctx)
+{
+    return s_reduce(ctx, ZF__GPU_REDUCE_PROD);
+}
+
+static zf_status_t s_all(zf_kernel_ctx_t *ctx)
+{
+    return s_reduce(ctx, ZF__GPU_REDUCE_ALL);
+}
+
+static zf_status_t s_any(zf_kernel_ctx_t *ctx)
+{
+    return s_reduce(ctx, ZF__GPU_REDUCE_ANY);
+}
+
+/* ---- ArgMax, ArgMin --------------------------------------------------------------- */
+
+/* The output type (attr output_type, int32 or int64), checked when the
+ * partition is built, kept in the state pointer. */
+static zf_status_t s_arg_create(const Tensorflow__NodeDef *node, void **state)
+{
+    zf_dtype_t out_type = ZF_INT64;
+    ZF_TRY(zf_node_attr_type_or(node, "output_type", ZF_INT64, &out_type));
+    if (out_type != ZF_INT32 && out_type != ZF_INT64)
+        return zf_invalid_argument("%s (%s): output_type must be int32 or int64, got %s",
+                                   node->name, node->op, zf_kernels_dtype_name((int)out_type));
+    *state = (void *)(uintptr_t)out_type;
+    return ZF_STATUS_OK;
+}
+
+static zf_status_t s_arg(zf_kernel_ctx_t *ctx, bool is_min)
+{
+    ZF_TRY(zf_kernels_check_inputs(ctx, 2));
+    const zf_tensor_t *x = ctx->inputs[0];
+    const zf_shape_t *in = zf_tensor_shape(x);
+    zf_dtype_t dtype = zf_tensor_dtype(x), out_type = (zf_dtype_t)(uintptr_t)ctx->state;
+    if (!(ZF_TYPES_GPU_FLOAT & ZF_TYPE_BIT(dtype)))
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no GPU kernel for %s inputs",
+                               zf_kernels_dtype_name((int)dtype));
+    if (zf_tensor_memory_kind(ctx->inputs[1]) == ZF_MEMORY_DEVICE)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "dimension must be in host memory");
+    int axis = 0;
+    zf_shape_t shape;
+    int64_t outer = 1, inner = 1;
+    ZF_TRY(zf_kernels_arg_axis(ctx, &axis, &shape, &outer, &inner));
+    zf__gpu_t *g = NULL;
+    ZF_TRY(zf__gpu_kernel_gpu(ctx, &g));
+    zf_tensor_t *out = NULL;
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, out_type, &shape, &out));
+    if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
+    ZF_TRY(zf__gpu_check_device_input(ctx, 0));
+    return zf__gpu_kernel_launched(ctx, zf__gpu_launch_arg(g->stream, dtype, zf_tensor_data(x),
+                                                           outer, in->dims[axis], inner, out_type,
+                                                           zf_tensor_data(out), is_min));
+}
+
+static zf_status_t s_arg_max(zf_kernel_ctx_t *ctx)
+{
+    return s_arg(ctx, false);
+}
+
+static zf_status_t s_arg_min(zf_kernel_ctx_t *ctx)
+{
+    return s_arg(ctx, true);
 }
 
 /* ---- Softmax ------------------------------------------------------------------------ */
@@ -320,9 +494,29 @@ static zf_status_t s_log_softmax(zf_kernel_ctx_t *ctx)
 
 static const zf_kernel_t s_defs[] = {
     ZF__GPU_KERNEL("MatMul", ZF_TYPES_GPU_FLOAT, s_matmul),
+    {.op = "Conv2D",
+     .device_type = "GPU",
+     .allowed_types = ZF_TYPES_FLOAT,
+     .create = zf__kernels_conv2d_create,
+     .destroy = zf__kernels_window_destroy,
+     .compute = s_conv2d},
     S_REDUCE("Sum", s_sum),
     S_REDUCE("Mean", s_mean),
     S_REDUCE("Max", s_max),
+    S_REDUCE("Min", s_min),
+    S_REDUCE("Prod", s_prod),
+    ZF__GPU_KERNEL("All", 0, s_all),
+    ZF__GPU_KERNEL("Any", 0, s_any),
+    {.op = "ArgMax",
+     .device_type = "GPU",
+     .allowed_types = ZF_TYPES_GPU_FLOAT,
+     .create = s_arg_create,
+     .compute = s_arg_max},
+    {.op = "ArgMin",
+     .device_type = "GPU",
+     .allowed_types = ZF_TYPES_GPU_FLOAT,
+     .create = s_arg_create,
+     .compute = s_arg_min},
     ZF__GPU_KERNEL("Softmax", ZF_TYPES_GPU_FLOAT, s_softmax),
     ZF__GPU_KERNEL("LogSoftmax", ZF_TYPES_GPU_FLOAT, s_log_softmax),
 };

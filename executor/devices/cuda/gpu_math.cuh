@@ -24,12 +24,22 @@ inline unsigned blocks_for(int64_t n)
     return (unsigned)(b < 1 ? 1 : (b < kMaxBlocks ? b : kMaxBlocks));
 }
 
-/* The type arithmetic runs in: half computes in float. */
+/* An element of 16 bytes (complex128), for kernels that only move
+ * elements. */
+struct alignas(16) Bytes16 {
+    uint64_t lo, hi;
+};
+
+/* The type arithmetic runs in: half computes in float, bool (All, Any)
+ * in int. */
 template <typename T> struct Acc {
     typedef T type;
 };
 template <> struct Acc<__half> {
     typedef float type;
+};
+template <> struct Acc<bool> {
+    typedef int type;
 };
 
 __device__ __forceinline__ float load(__half x)
@@ -41,6 +51,10 @@ __device__ __forceinline__ float load(float x)
     return x;
 }
 __device__ __forceinline__ double load(double x)
+{
+    return x;
+}
+__device__ __forceinline__ int load(bool x)
 {
     return x;
 }
@@ -56,6 +70,10 @@ __device__ __forceinline__ void put(float *p, float v)
 __device__ __forceinline__ void put(double *p, double v)
 {
     *p = v;
+}
+__device__ __forceinline__ void put(bool *p, int v)
+{
+    *p = v != 0;
 }
 
 /* Math in the argument's precision; the float forms match what the CPU
@@ -93,6 +111,72 @@ __device__ __forceinline__ double m_tanh(double x)
     return tanh(x);
 }
 
+__device__ __forceinline__ float m_expm1(float x)
+{
+    return expm1f(x);
+}
+__device__ __forceinline__ double m_expm1(double x)
+{
+    return expm1(x);
+}
+__device__ __forceinline__ float m_log1p(float x)
+{
+    return log1pf(x);
+}
+__device__ __forceinline__ double m_log1p(double x)
+{
+    return log1p(x);
+}
+__device__ __forceinline__ float m_erf(float x)
+{
+    return erff(x);
+}
+__device__ __forceinline__ double m_erf(double x)
+{
+    return erf(x);
+}
+__device__ __forceinline__ float m_erfc(float x)
+{
+    return erfcf(x);
+}
+__device__ __forceinline__ double m_erfc(double x)
+{
+    return erfc(x);
+}
+__device__ __forceinline__ float m_floor(float x)
+{
+    return floorf(x);
+}
+__device__ __forceinline__ double m_floor(double x)
+{
+    return floor(x);
+}
+__device__ __forceinline__ float m_ceil(float x)
+{
+    return ceilf(x);
+}
+__device__ __forceinline__ double m_ceil(double x)
+{
+    return ceil(x);
+}
+/* To the nearest integer, halves to even (the GPU always rounds so). */
+__device__ __forceinline__ float m_rint(float x)
+{
+    return rintf(x);
+}
+__device__ __forceinline__ double m_rint(double x)
+{
+    return rint(x);
+}
+__device__ __forceinline__ float m_pow(float x, float y)
+{
+    return powf(x, y);
+}
+__device__ __forceinline__ double m_pow(double x, double y)
+{
+    return pow(x, y);
+}
+
 /* Conversions between the types Cast handles, as C conversions (bool is
  * x != 0); half goes through float, double to half rounds once. */
 template <typename D, typename S> struct Cvt {
@@ -128,6 +212,26 @@ template <typename A> struct SumOp {
 template <typename A> struct MaxOp {
     __device__ A operator()(A a, A b) const { return (a > b || a != a) ? a : b; }
     __device__ A identity() const { return -static_cast<A>(INFINITY); }
+};
+
+template <typename A> struct MinOp {
+    __device__ A operator()(A a, A b) const { return (a < b || a != a) ? a : b; }
+    __device__ A identity() const { return static_cast<A>(INFINITY); }
+};
+
+template <typename A> struct ProdOp {
+    __device__ A operator()(A a, A b) const { return a * b; }
+    __device__ A identity() const { return static_cast<A>(1); }
+};
+
+/* All and Any, on bools held as int. */
+struct AndOp {
+    __device__ int operator()(int a, int b) const { return a && b; }
+    __device__ int identity() const { return 1; }
+};
+struct OrOp {
+    __device__ int operator()(int a, int b) const { return a || b; }
+    __device__ int identity() const { return 0; }
 };
 
 /* Every lane of the warp gets the reduction of the 32 lanes' values. */

@@ -1,4 +1,5 @@
-/* CUDA reductions (Sum, Mean, Max over any set of axes) and Softmax /
+/* CUDA reductions (Sum, Mean, Max, Min, Prod over any set of axes, and
+ * All, Any on bools), ArgMax / ArgMin over one axis, and Softmax /
  * LogSoftmax over the last axis, for half, float and double; half and
  * float accumulate in float, double in double. C entry points declared in
  * gpu_launch.h. */
@@ -158,8 +159,62 @@ cudaError_t reduce_op(cudaStream_t s, zf__gpu_reduce_op_t op, const void *in, vo
     case ZF__GPU_REDUCE_SUM: return reduce<T>(s, in, out, p, count, scratch, SumOp<A>(), false);
     case ZF__GPU_REDUCE_MEAN: return reduce<T>(s, in, out, p, count, scratch, SumOp<A>(), true);
     case ZF__GPU_REDUCE_MAX: return reduce<T>(s, in, out, p, count, scratch, MaxOp<A>(), false);
+    case ZF__GPU_REDUCE_MIN: return reduce<T>(s, in, out, p, count, scratch, MinOp<A>(), false);
+    case ZF__GPU_REDUCE_PROD: return reduce<T>(s, in, out, p, count, scratch, ProdOp<A>(), false);
+    default: return cudaErrorInvalidValue; /* All and Any take bools */
     }
-    return cudaErrorInvalidValue;
+}
+
+cudaError_t reduce_bool(cudaStream_t s, zf__gpu_reduce_op_t op, const void *in, void *out,
+                        const zf__gpu_reduce_plan_t *p, int64_t count, void *scratch)
+{
+    switch (op) {
+    case ZF__GPU_REDUCE_ALL: return reduce<bool>(s, in, out, p, count, scratch, AndOp(), false);
+    case ZF__GPU_REDUCE_ANY: return reduce<bool>(s, in, out, p, count, scratch, OrOp(), false);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+/* ---- ArgMax, ArgMin ------------------------------------------------------- */
+
+/* in is [outer, len, inner]; one thread per output finds the first index
+ * of the extreme along len, comparing as the CPU kernel does (a NaN is
+ * never taken over an earlier value). */
+template <typename T, typename O>
+__global__ void k_arg(const T *__restrict__ in, int64_t outer, int64_t len, int64_t inner,
+                      O *__restrict__ out, bool is_min)
+{
+    typedef typename Acc<T>::type A;
+    int64_t n = outer * inner, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < n; o += stride) {
+        const T *x = in + (o / inner) * len * inner + o % inner;
+        A best = load(x[0]);
+        int64_t bi = 0;
+        for (int64_t a = 1; a < len; a++) {
+            A v = load(x[a * inner]);
+            if (is_min ? v < best : v > best) {
+                best = v;
+                bi = a;
+            }
+        }
+        out[o] = static_cast<O>(bi);
+    }
+}
+
+template <typename T>
+cudaError_t arg(cudaStream_t s, const void *in, int64_t outer, int64_t len, int64_t inner,
+                zf_dtype_t out_type, void *out, bool is_min)
+{
+    unsigned blocks = blocks_for(outer * inner);
+    if (out_type == ZF_INT64)
+        k_arg<T, int64_t><<<blocks, kThreads, 0, s>>>((const T *)in, outer, len, inner,
+                                                      (int64_t *)out, is_min);
+    else if (out_type == ZF_INT32)
+        k_arg<T, int32_t><<<blocks, kThreads, 0, s>>>((const T *)in, outer, len, inner,
+                                                      (int32_t *)out, is_min);
+    else
+        return cudaErrorInvalidValue;
+    return cudaGetLastError();
 }
 
 /* ---- softmax -------------------------------------------------------------- */
@@ -211,7 +266,7 @@ using namespace zf_gpu;
 
 static size_t s_acc_size(zf_dtype_t dtype)
 {
-    return dtype == ZF_DOUBLE ? sizeof(double) : sizeof(float);
+    return dtype == ZF_DOUBLE ? sizeof(double) : dtype == ZF_BOOL ? sizeof(int) : sizeof(float);
 }
 
 extern "C" size_t zf__gpu_reduce_scratch_bytes(const zf__gpu_reduce_plan_t *plan, zf_dtype_t dtype)
@@ -233,6 +288,21 @@ extern "C" cudaError_t zf__gpu_launch_reduce(cudaStream_t stream, zf__gpu_reduce
     case ZF_HALF: return reduce_op<__half>(stream, op, in, out, plan, count, scratch);
     case ZF_FLOAT: return reduce_op<float>(stream, op, in, out, plan, count, scratch);
     case ZF_DOUBLE: return reduce_op<double>(stream, op, in, out, plan, count, scratch);
+    case ZF_BOOL: return reduce_bool(stream, op, in, out, plan, count, scratch);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+extern "C" cudaError_t zf__gpu_launch_arg(cudaStream_t stream, zf_dtype_t dtype, const void *in,
+                                          int64_t outer, int64_t len, int64_t inner,
+                                          zf_dtype_t out_type, void *out, bool is_min)
+{
+    if (outer <= 0 || inner <= 0) return cudaSuccess;
+    if (len <= 0) return cudaErrorInvalidValue;
+    switch (dtype) {
+    case ZF_HALF: return arg<__half>(stream, in, outer, len, inner, out_type, out, is_min);
+    case ZF_FLOAT: return arg<float>(stream, in, outer, len, inner, out_type, out, is_min);
+    case ZF_DOUBLE: return arg<double>(stream, in, outer, len, inner, out_type, out, is_min);
     default: return cudaErrorInvalidValue;
     }
 }
