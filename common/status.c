@@ -96,6 +96,11 @@ bool zf_code_from_name(const char *name, zf_code_t *out)
     return false;
 }
 
+zf_status_t zf_status_copy(const zf_status_t *s)
+{
+    return zf_ok(*s) ? ZF_STATUS_OK : zf_status_new(s->code, "%s", zf_status_msg(s));
+}
+
 zf_status_t zf_status_prefix(zf_status_t s, const char *fmt, ...)
 {
     if (s.code == ZF_OK) return s;

@@ -76,6 +76,10 @@ const char *zf_code_name(zf_code_t code);
 /* Parses a name from zf_code_name(); returns false if unknown. */
 bool zf_code_from_name(const char *name, zf_code_t *out);
 
+/* A status of its own with the same code and message (OK stays OK), for
+ * handing one error to several owners. */
+zf_status_t zf_status_copy(const zf_status_t *s);
+
 /* Prepends "<formatted>: " to an error's message, keeping its code. Takes
  * the status by value and returns the updated one; OK passes through. */
 zf_status_t zf_status_prefix(zf_status_t s, const char *fmt, ...) ZF_PRINTF(2, 3);

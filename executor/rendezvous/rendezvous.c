@@ -67,18 +67,12 @@ int64_t zf_rendezvous_step_id(const zf_rendezvous_t *r)
     return r->step_id;
 }
 
-static zf_status_t s_status_copy(const zf_status_t *s)
-{
-    if (zf_ok(*s)) return ZF_STATUS_OK;
-    return zf_status_new(s->code, "%s", zf_status_msg(s));
-}
-
 /* Fires and frees a chain of waiters (linked by next) with copies of *s. */
 static void s_fire_waiters(s_item_t *w, const zf_status_t *s)
 {
     while (w) {
         s_item_t *next = w->next;
-        w->done(s_status_copy(s), NULL, false, w->arg);
+        w->done(zf_status_copy(s), NULL, false, w->arg);
         free(w);
         w = next;
     }
@@ -211,7 +205,7 @@ static zf_status_t s_send_remote(zf_rendezvous_t *r, const char *key, zf_tensor_
     zf_rendezvous_remote_fn fn = r->remote;
     void *arg = r->remote_arg;
     bool local = !fn || (strlen(r->local_device) == len && memcmp(dst, r->local_device, len) == 0);
-    zf_status_t s = local ? ZF_STATUS_OK : s_status_copy(&r->abort);
+    zf_status_t s = local ? ZF_STATUS_OK : zf_status_copy(&r->abort);
     pthread_mutex_unlock(&r->mu);
     if (local) return ZF_STATUS_OK;
     if (!zf_ok(s)) {
@@ -282,7 +276,7 @@ zf_status_t zf_rendezvous_send(zf_rendezvous_t *r, const char *key, zf_tensor_t 
     if (remote || !zf_ok(rs)) return rs;
     pthread_mutex_lock(&r->mu);
     if (!zf_ok(r->abort)) {
-        zf_status_t s = s_status_copy(&r->abort);
+        zf_status_t s = zf_status_copy(&r->abort);
         pthread_mutex_unlock(&r->mu);
         return s;
     }
@@ -316,7 +310,7 @@ zf_status_t zf_rendezvous_recv_async(zf_rendezvous_t *r, const char *key,
     if (token) *token = 0;
     pthread_mutex_lock(&r->mu);
     if (!zf_ok(r->abort)) {
-        zf_status_t s = s_status_copy(&r->abort);
+        zf_status_t s = zf_status_copy(&r->abort);
         pthread_mutex_unlock(&r->mu);
         return s;
     }
@@ -377,7 +371,7 @@ bool zf_rendezvous_cancel_recv(zf_rendezvous_t *r, const char *key, uint64_t tok
 void zf_rendezvous_start_abort(zf_rendezvous_t *r, const zf_status_t *status)
 {
     zf_status_t s = zf_ok(*status) ? zf_internal("rendezvous aborted with an OK status")
-                                   : s_status_copy(status);
+                                   : zf_status_copy(status);
     pthread_mutex_lock(&r->mu);
     if (!zf_ok(r->abort)) {
         pthread_mutex_unlock(&r->mu);
@@ -396,7 +390,7 @@ void zf_rendezvous_start_abort(zf_rendezvous_t *r, const zf_status_t *status)
 zf_status_t zf_rendezvous_status(zf_rendezvous_t *r)
 {
     pthread_mutex_lock(&r->mu);
-    zf_status_t s = s_status_copy(&r->abort);
+    zf_status_t s = zf_status_copy(&r->abort);
     pthread_mutex_unlock(&r->mu);
     return s;
 }

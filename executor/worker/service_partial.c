@@ -96,12 +96,6 @@ static void s_call_end(zf__svc_step_t *st, zf_status_t status)
     zf__svc_step_finish(st);
 }
 
-/* A copy of the engine's status (OK stays OK). */
-static zf_status_t s_copy(const zf_status_t *s)
-{
-    return zf_ok(*s) ? ZF_STATUS_OK : zf_status_new(s->code, "%s", zf_status_msg(s));
-}
-
 /* Every fetch of st has completed: the first failed recv fails the call;
  * the last call waits for the engine unless it has ended already. */
 static void s_call_ready(zf__svc_step_t *st)
@@ -122,7 +116,7 @@ static void s_call_ready(zf__svc_step_t *st)
             pthread_mutex_unlock(&svc->mu);
             return;
         }
-        status = s_copy(&p->engine_status);
+        status = zf_status_copy(&p->engine_status);
         pthread_mutex_unlock(&svc->mu);
     }
     s_call_end(st, status);
@@ -166,7 +160,7 @@ static void s_engine_done(zf_status_t status, void *arg)
     zf__svc_step_t *waiting = p->waiting;
     p->waiting = NULL;
     if (!zf_ok(status)) s_unlist_locked(svc, p);
-    zf_status_t copy = waiting ? s_copy(&p->engine_status) : ZF_STATUS_OK;
+    zf_status_t copy = waiting ? zf_status_copy(&p->engine_status) : ZF_STATUS_OK;
     pthread_mutex_unlock(&svc->mu);
     if (waiting) s_call_end(waiting, copy);
     pthread_mutex_lock(&svc->mu);

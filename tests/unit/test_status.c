@@ -64,6 +64,19 @@ static void test_status_prefix_keeps_code(void **state)
     free(text);
 }
 
+static void test_status_copy_is_a_status_of_its_own(void **state)
+{
+    (void)state;
+    zf_status_t ok = ZF_STATUS_OK, c = zf_status_copy(&ok);
+    assert_true(zf_ok(c));
+    zf_status_t e = zf_not_found("graph %d", 7);
+    c = zf_status_copy(&e);
+    zf_status_clear(&e); /* the copy outlives the original */
+    assert_int_equal(c.code, ZF_NOT_FOUND);
+    assert_string_equal(zf_status_msg(&c), "graph 7");
+    zf_status_clear(&c);
+}
+
 static void test_status_code_names_round_trip(void **state)
 {
     (void)state;
@@ -108,6 +121,7 @@ int main(void)
         cmocka_unit_test(test_status_error_carries_code_and_message),
         cmocka_unit_test(test_status_try_returns_the_first_error),
         cmocka_unit_test(test_status_prefix_keeps_code),
+        cmocka_unit_test(test_status_copy_is_a_status_of_its_own),
         cmocka_unit_test(test_status_code_names_round_trip),
         cmocka_unit_test(test_status_new_with_ok_code_becomes_unknown),
         cmocka_unit_test(test_log_level_parses_names),
