@@ -20,23 +20,50 @@
 
 #define S_STANDIN_PREFIX "_zf_fed/"
 
-/* Whether node:port is a fed tensor. */
-static bool s_fed(const zf_graph_t *g, const zf_placer_prune_t *pr, int node, int port)
+/* The run's fed tensors, resolved once: whether a node has a fed output,
+ * and the (node, port) pairs. Names the graph lacks are left out (the
+ * partitioner reports them). */
+typedef struct {
+    bool *node_fed;
+    int *node, *port;
+    int n;
+} s_feeds_t;
+
+static void s_feeds_free(s_feeds_t *f)
 {
-    const char *name = zf_graph_node_name(g, node);
-    size_t len = strlen(name);
+    free(f->node_fed);
+    free(f->node);
+    free(f->port);
+}
+
+static zf_status_t s_feeds_resolve(const zf_graph_t *g, const zf_placer_prune_t *pr, s_feeds_t *f)
+{
+    *f = (s_feeds_t){0};
+    f->node_fed = calloc((size_t)zf_graph_num_nodes(g) + 1, sizeof *f->node_fed);
+    f->node = calloc((size_t)pr->n_feeds + 1, sizeof *f->node);
+    f->port = calloc((size_t)pr->n_feeds + 1, sizeof *f->port);
+    if (!f->node_fed || !f->node || !f->port) return zf_out_of_memory("placer");
     for (int i = 0; i < pr->n_feeds; i++) {
-        const char *f = pr->feeds[i];
-        const char *fnode = NULL;
-        size_t flen = 0;
-        int fport = 0;
-        zf_status_t s = zf_tensor_name_parse(f, &fnode, &flen, &fport);
-        if (!zf_ok(s)) {
-            zf_status_clear(&s);
-            continue;
-        }
-        if (fport == port && flen == len && memcmp(fnode, name, len) == 0) return true;
+        const char *name = NULL;
+        size_t len = 0;
+        int port = 0;
+        zf_status_t s = zf_tensor_name_parse(pr->feeds[i], &name, &len, &port);
+        int v = zf_ok(s) ? zf_graph_find_node_n(g, name, len) : -1;
+        zf_status_clear(&s);
+        if (v < 0) continue;
+        f->node_fed[v] = true;
+        f->node[f->n] = v;
+        f->port[f->n++] = port;
     }
+    return ZF_STATUS_OK;
+}
+
+/* Whether node:port is a fed tensor. */
+static bool s_fed(const s_feeds_t *f, int node, int port)
+{
+    if (!f->node_fed[node]) return false;
+    for (int i = 0; i < f->n; i++)
+        if (f->node[i] == node && f->port[i] == port) return true;
     return false;
 }
 
@@ -51,8 +78,8 @@ static void s_push(bool *needed, int *stack, int *top, int i)
 /* needed[] for pr: the fetches' and targets' backward closure, cut at fed
  * tensors; anchor[] the producers of the fed tensors it reads (or fetches);
  * *n_in the count of both. */
-static void s_mark_needed(const zf_graph_t *g, const zf_placer_prune_t *pr, bool *needed,
-                          bool *anchor, int *stack, int *n_in)
+static void s_mark_needed(const zf_graph_t *g, const zf_placer_prune_t *pr, const s_feeds_t *fed,
+                          bool *needed, bool *anchor, int *stack, int *n_in)
 {
     int top = 0;
     for (int i = 0; i < pr->n_fetches; i++) {
@@ -62,7 +89,7 @@ static void s_mark_needed(const zf_graph_t *g, const zf_placer_prune_t *pr, bool
         zf_status_t s = zf_tensor_name_parse(pr->fetches[i], &node, &len, &port);
         int v = zf_ok(s) ? zf_graph_find_node_n(g, node, len) : -1;
         zf_status_clear(&s);
-        if (v >= 0 && s_fed(g, pr, v, port))
+        if (v >= 0 && s_fed(fed, v, port))
             anchor[v] = true;
         else
             s_push(needed, stack, &top, v);
@@ -76,7 +103,7 @@ static void s_mark_needed(const zf_graph_t *g, const zf_placer_prune_t *pr, bool
         const zf_edge_t *in = NULL;
         int k = zf_graph_in_edges(g, v, &in);
         for (int e = 0; e < k; e++) {
-            if (!zf_edge_is_control(&in[e]) && s_fed(g, pr, in[e].src, in[e].src_port))
+            if (!zf_edge_is_control(&in[e]) && s_fed(fed, in[e].src, in[e].src_port))
                 anchor[in[e].src] = true;
             else
                 s_push(needed, stack, &top, in[e].src);
@@ -240,17 +267,15 @@ zf_status_t zf_placer_run_pruned(const zf_graph_t *g, const zf_placer_device_t *
     bool *needed = calloc((size_t)n + 1, sizeof *needed);
     bool *anchor = calloc((size_t)n + 1, sizeof *anchor);
     int *stack = malloc(((size_t)n + 1) * sizeof *stack);
-    if (!needed || !anchor || !stack) {
-        free(needed);
-        free(anchor);
-        free(stack);
-        return zf_out_of_memory("placer");
-    }
-    s_mark_needed(g, prune, needed, anchor, stack, &n_in);
+    s_feeds_t fed;
+    zf_status_t st = s_feeds_resolve(g, prune, &fed);
+    if (zf_ok(st) && (!needed || !anchor || !stack)) st = zf_out_of_memory("placer");
+    if (zf_ok(st)) s_mark_needed(g, prune, &fed, needed, anchor, stack, &n_in);
+    s_feeds_free(&fed);
     free(stack);
     bool unplaced = false;
-    for (int v = 0; v < n && !unplaced; v++) unplaced = (needed[v] || anchor[v]) && assignment[v] < 0;
-    zf_status_t st = ZF_STATUS_OK;
+    for (int v = 0; zf_ok(st) && v < n && !unplaced; v++)
+        unplaced = (needed[v] || anchor[v]) && assignment[v] < 0;
     if (unplaced) {
         s_sub_t sub = {0};
         zf_graph_t *sg = NULL;
