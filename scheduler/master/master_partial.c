@@ -203,19 +203,38 @@ static zf_status_t s_check_names(const zf__master_prun_t *pr, const zf__master_n
     return ZF_STATUS_OK;
 }
 
-/* The feed of pr still to come after this call (nm) that is the tensor
- * node:port, or NULL. */
-static const char *s_pending_feed(const zf__master_prun_t *pr, const zf__master_names_t *nm,
-                                  const char *node, int port)
+/* A feed of the setup still to come after this call, resolved in the
+ * session's graph. */
+typedef struct {
+    int node, port;
+    const char *name;
+} s_pending_t;
+
+/* The feeds of pr that neither an earlier call nor this one (nm) gives,
+ * into out (room for every feed of the setup); their count. */
+static int s_pending(const zf_graph_t *g, const zf__master_prun_t *pr,
+                     const zf__master_names_t *nm, s_pending_t *out)
 {
-    char name[512];
-    int len = snprintf(name, sizeof name, "%s:%d", node, port);
-    if (len < 0 || (size_t)len >= sizeof name) return NULL;
-    int k = s_index(pr->nm.s_feeds, pr->nm.ns_feeds, name);
-    if (k < 0 || pr->fed[k]) return NULL;
-    for (int i = 0; i < nm->n_feeds; i++)
-        if (strcmp(nm->feeds[i], name) == 0) return NULL; /* fed by this call */
-    return pr->nm.s_feeds[k];
+    int n = 0;
+    for (int k = 0; k < pr->nm.ns_feeds; k++) {
+        const char *name = pr->nm.s_feeds[k], *node = NULL;
+        if (pr->fed[k] || s_index(nm->s_feeds, nm->ns_feeds, name) >= 0) continue;
+        size_t len = 0;
+        int port = 0;
+        zf_status_t st = zf_tensor_name_parse(name, &node, &len, &port);
+        int v = zf_ok(st) ? zf_graph_find_node_n(g, node, len) : -1;
+        zf_status_clear(&st);
+        if (v >= 0) out[n++] = (s_pending_t){v, port, name};
+    }
+    return n;
+}
+
+/* The pending feed that is node:port, or NULL. */
+static const char *s_pending_at(const s_pending_t *p, int n, int node, int port)
+{
+    for (int i = 0; i < n; i++)
+        if (p[i].node == node && p[i].port == port) return p[i].name;
+    return NULL;
 }
 
 /* TensorFlow's CheckFetches: no fetch of the call may depend on a feed
@@ -227,15 +246,17 @@ static zf_status_t s_check_computable(const zf_graph_t *g, const zf__master_prun
     int n = zf_graph_num_nodes(g);
     bool *seen = calloc((size_t)n + 1, sizeof *seen);
     int *stack = malloc(((size_t)n + 1) * sizeof *stack);
-    zf_status_t st = seen && stack ? ZF_STATUS_OK : zf_out_of_memory("master");
-    for (int f = 0; zf_ok(st) && f < nm->n_fetches; f++) {
+    s_pending_t *pend = malloc(((size_t)pr->nm.ns_feeds + 1) * sizeof *pend);
+    zf_status_t st = seen && stack && pend ? ZF_STATUS_OK : zf_out_of_memory("master");
+    int np = zf_ok(st) ? s_pending(g, pr, nm, pend) : 0;
+    for (int f = 0; zf_ok(st) && np > 0 && f < nm->n_fetches; f++) {
         const char *node = NULL;
         size_t len = 0;
         int port = 0;
         st = zf_tensor_name_parse(nm->fetches[f], &node, &len, &port);
         int start = zf_ok(st) ? zf_graph_find_node_n(g, node, len) : -1;
         if (start < 0) continue; /* the plan has refused unknown names already */
-        if (s_pending_feed(pr, nm, zf_graph_node_name(g, start), port)) {
+        if (s_pending_at(pend, np, start, port)) {
             st = zf_invalid_argument("Fetch %s can't be computed from the feeds that have been "
                                      "fed so far: it is itself a feed still to come",
                                      nm->fetches[f]);
@@ -248,24 +269,23 @@ static zf_status_t s_check_computable(const zf_graph_t *g, const zf__master_prun
             int v = stack[--top];
             const zf_edge_t *in = NULL;
             int k = zf_graph_in_edges(g, v, &in);
-            for (int e = 0; e < k; e++) {
+            for (int e = 0; e < k && zf_ok(st); e++) {
                 int src = in[e].src;
                 const char *feed = zf_edge_is_control(&in[e])
                                        ? NULL
-                                       : s_pending_feed(pr, nm, zf_graph_node_name(g, src),
-                                                        in[e].src_port);
-                if (feed) {
+                                       : s_pending_at(pend, np, src, in[e].src_port);
+                if (feed)
                     st = zf_invalid_argument("Fetch %s can't be computed from the feeds that "
                                              "have been fed so far: it needs feed %s",
                                              nm->fetches[f], feed);
-                    break;
+                else if (!seen[src]) {
+                    seen[src] = true;
+                    stack[top++] = src;
                 }
-                if (seen[src]) continue;
-                seen[src] = true;
-                stack[top++] = src;
             }
         }
     }
+    free(pend);
     free(seen);
     free(stack);
     return st;
