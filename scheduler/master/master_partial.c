@@ -210,15 +210,16 @@ typedef struct {
     const char *name;
 } s_pending_t;
 
-/* The feeds of pr that neither an earlier call nor this one (nm) gives,
- * into out (room for every feed of the setup); their count. */
+/* The feeds of pr that are still to come after this call (nm) — given
+ * false — or that an earlier call or this one gives (true), into out (room
+ * for every feed of the setup); their count. */
 static int s_pending(const zf_graph_t *g, const zf__master_prun_t *pr,
-                     const zf__master_names_t *nm, s_pending_t *out)
+                     const zf__master_names_t *nm, bool given, s_pending_t *out)
 {
     int n = 0;
     for (int k = 0; k < pr->nm.ns_feeds; k++) {
         const char *name = pr->nm.s_feeds[k], *node = NULL;
-        if (pr->fed[k] || s_index(nm->s_feeds, nm->ns_feeds, name) >= 0) continue;
+        if ((pr->fed[k] || s_index(nm->s_feeds, nm->ns_feeds, name) >= 0) != given) continue;
         size_t len = 0;
         int port = 0;
         zf_status_t st = zf_tensor_name_parse(name, &node, &len, &port);
@@ -239,7 +240,8 @@ static const char *s_pending_at(const s_pending_t *p, int n, int node, int port)
 
 /* TensorFlow's CheckFetches: no fetch of the call may depend on a feed
  * that has not been given yet (the call would wait for it forever). Walks
- * the session's graph back from each fetch. Under m->mu. */
+ * the session's graph back from each fetch, stopping at the tensors fed
+ * already (what computes them is not run). Under m->mu. */
 static zf_status_t s_check_computable(const zf_graph_t *g, const zf__master_prun_t *pr,
                                       const zf__master_names_t *nm)
 {
@@ -247,8 +249,10 @@ static zf_status_t s_check_computable(const zf_graph_t *g, const zf__master_prun
     bool *seen = calloc((size_t)n + 1, sizeof *seen);
     int *stack = malloc(((size_t)n + 1) * sizeof *stack);
     s_pending_t *pend = malloc(((size_t)pr->nm.ns_feeds + 1) * sizeof *pend);
-    zf_status_t st = seen && stack && pend ? ZF_STATUS_OK : zf_out_of_memory("master");
-    int np = zf_ok(st) ? s_pending(g, pr, nm, pend) : 0;
+    s_pending_t *given = malloc(((size_t)pr->nm.ns_feeds + 1) * sizeof *given);
+    zf_status_t st = seen && stack && pend && given ? ZF_STATUS_OK : zf_out_of_memory("master");
+    int np = zf_ok(st) ? s_pending(g, pr, nm, false, pend) : 0;
+    int ng = zf_ok(st) ? s_pending(g, pr, nm, true, given) : 0;
     for (int f = 0; zf_ok(st) && np > 0 && f < nm->n_fetches; f++) {
         const char *node = NULL;
         size_t len = 0;
@@ -271,9 +275,10 @@ static zf_status_t s_check_computable(const zf_graph_t *g, const zf__master_prun
             int k = zf_graph_in_edges(g, v, &in);
             for (int e = 0; e < k && zf_ok(st); e++) {
                 int src = in[e].src;
-                const char *feed = zf_edge_is_control(&in[e])
-                                       ? NULL
-                                       : s_pending_at(pend, np, src, in[e].src_port);
+                bool data = !zf_edge_is_control(&in[e]);
+                const char *feed = data ? s_pending_at(pend, np, src, in[e].src_port) : NULL;
+                if (data && s_pending_at(given, ng, src, in[e].src_port))
+                    continue; /* fed: its producer does not run for it */
                 if (feed)
                     st = zf_invalid_argument("Fetch %s can't be computed from the feeds that "
                                              "have been fed so far: it needs feed %s",
@@ -286,6 +291,7 @@ static zf_status_t s_check_computable(const zf_graph_t *g, const zf__master_prun
         }
     }
     free(pend);
+    free(given);
     free(seen);
     free(stack);
     return st;
