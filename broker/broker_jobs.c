@@ -432,6 +432,10 @@ static void s_finish(zf_broker_t *b, s_job_t *j, Zflow__RunStepReply *r)
     zf__broker_jobs_t *J = b->jobs;
     if (j->state == ZF_JOB_STORE_DISPATCHED) s_leave_sched(b, j);
     if (j->state == ZF_JOB_STORE_QUEUED) s_queue_remove(J, j);
+    if (j->loading) { /* its request being read to be sent: the read finds it gone */
+        j->loading = false;
+        s_call_forget(J, j);
+    }
     zf_status_t st = ZF_STATUS_OK;
     if (!r) {
         st = zf_out_of_memory("broker: a job's result");
