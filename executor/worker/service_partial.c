@@ -111,12 +111,16 @@ static void s_call_ready(zf__svc_step_t *st)
         zf_exec_service_t *svc = st->svc;
         zf__svc_partial_t *p = st->partial;
         pthread_mutex_lock(&svc->mu);
-        if (!p->engine_done) {
+        if (!p->engine_done && !p->waiting) {
             p->waiting = st; /* answered by s_engine_done */
             pthread_mutex_unlock(&svc->mu);
             return;
         }
-        status = zf_status_copy(&p->engine_status);
+        status = p->engine_done ? zf_status_copy(&p->engine_status)
+                                : zf_status_new(ZF_FAILED_PRECONDITION,
+                                                "step %" PRId64 " has a last partial-run call "
+                                                "waiting already",
+                                                st->step_id);
         pthread_mutex_unlock(&svc->mu);
     }
     s_call_end(st, status);
