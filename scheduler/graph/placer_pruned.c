@@ -147,13 +147,12 @@ static void s_sub_free(s_sub_t *sub)
 /* The stand-in for fed tensor src:port in sub (made on first use). */
 static zf_status_t s_standin(const zf_graph_t *g, s_sub_t *sub, int src, int port, char **name)
 {
-    char buf[1024];
-    int len = snprintf(buf, sizeof buf, S_STANDIN_PREFIX "%s_%d", zf_graph_node_name(g, src), port);
-    if (len < 0 || (size_t)len >= sizeof buf)
-        return zf_invalid_argument("fed tensor %s:%d: its name is too long",
-                                   zf_graph_node_name(g, src), port);
-    if (!(*name = strdup(buf))) return zf_out_of_memory("placer");
+    const char *node = zf_graph_node_name(g, src);
+    size_t cap = strlen(S_STANDIN_PREFIX) + strlen(node) + 16;
+    if (!(*name = malloc(cap))) return zf_out_of_memory("placer");
+    snprintf(*name, cap, S_STANDIN_PREFIX "%s_%d", node, port);
     sub->strs[sub->n_strs++] = *name;
+    const char *buf = *name;
     for (int i = 0; i < sub->n_owned; i++)
         if (sub->standin[i] && strcmp(sub->owned[i]->name, buf) == 0) return ZF_STATUS_OK;
     zf_dtype_t dt = ZF_FLOAT;
