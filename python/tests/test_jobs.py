@@ -145,6 +145,29 @@ def test_cancel_stops_a_running_job(cluster):
     assert float(finished.result(timeout=60)) == 3.0
 
 
+def test_cancel_reaches_a_job_another_thread_waits_for(cluster):
+    import threading
+    job = zflow.submit(COUNTER, "count:0", steps=1000000, init="init", target=cluster.target)
+    while job.poll().state != "RUNNING":
+        pass
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(_outcome(job)))
+    waiter.start()
+    while not job._lock.locked():  # result() is waiting, with no timeout
+        pass
+    job.cancel()
+    waiter.join(timeout=120)
+    assert not waiter.is_alive()
+    assert isinstance(got[0], errors.CancelledError)
+
+
+def _outcome(job):
+    try:
+        return job.result()
+    except errors.OpError as e:
+        return e
+
+
 def test_a_job_resumes_from_its_checkpoint(cluster, tmp_path):
     first = zflow.submit(COUNTER, "count:0", steps=7, init="init", target=cluster.target,
                          checkpoint_every=2, checkpoint_dir=tmp_path)

@@ -93,11 +93,15 @@ class Job:
         stops in its current step on every executor and runs no further
         step. result() then raises CancelledError. FailedPreconditionError
         for a job that has finished (its result stays), NotFoundError for
-        one collected or unknown."""
-        with self._lock:
-            env = service_pb2.Envelope()
-            env.cancel_job.job_id = self._id
-            self._call(env, "status_reply", DEFAULT_TIMEOUT_MS)
+        one collected or unknown. Another thread's result() may be waiting:
+        the cancel goes on a connection of its own, without its lock."""
+        env = service_pb2.Envelope()
+        env.cancel_job.job_id = self._id
+        ch = Channel(self._target)
+        try:
+            ch.call(ch.broker, env, "status_reply", DEFAULT_TIMEOUT_MS)
+        finally:
+            ch.close()
 
     def done(self):
         """True once the job has finished (or failed)."""
