@@ -765,3 +765,9 @@ void zf_graph_destroy(zf_graph_t **g_p)
     free(g);
     *g_p = NULL;
 }
+
+bool zf_op_is(const char *op, const char *name)
+{
+    if (strncmp(op, "Ref", 3) == 0 && strcmp(op + 3, name) == 0) return true;
+    return strcmp(op, name) == 0;
+}

@@ -121,6 +121,8 @@ const Tensorflow__GraphDef *zf_graph_graphdef(const zf_graph_t *g);
 const Tensorflow__NodeDef *zf_graph_node_def(const zf_graph_t *g, int i);
 const char *zf_graph_node_name(const zf_graph_t *g, int i);
 const char *zf_graph_node_op(const zf_graph_t *g, int i);
+/* Whether op is name or its Ref variant ("Enter", "RefEnter"). */
+bool zf_op_is(const char *op, const char *name);
 const char *zf_graph_node_device(const zf_graph_t *g, int i); /* "" when unset */
 
 /* Index of the node called name (or the len bytes at name), or -1. */

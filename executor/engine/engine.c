@@ -140,7 +140,7 @@ static zf_status_t s_layout_node(zf_engine_t *ex, int32_t i)
                   (zf_op_has_flag(zf_graph_op_def(ex->graph, i), ZF_OP_SEND_RECV) ? S_TRANSFER
                                                                                   : 0) |
                   (strcmp(n->def->op, "ControlTrigger") == 0 ? S_NEVER_DEAD : 0) |
-                  (zf__eframes_is(n->def->op, "Merge") ? S_MERGE : 0) |
+                  (zf_op_is(n->def->op, "Merge") ? S_MERGE : 0) |
                   (strcmp(n->def->op, "_Send") == 0 || strcmp(n->def->op, "_HostSend") == 0 ? S_SEND
                                                                                             : 0));
     if (zf_op_has_flag(zf_graph_op_def(ex->graph, i), ZF_OP_CONTROL_FLOW)) ex->has_cf = true;
@@ -196,15 +196,15 @@ static zf_status_t s_layout_cf_node(zf_engine_t *ex, const zf__eframes_t *fr, in
     fi->total_inputs += n->num_inputs;
     fi->total_outputs += n->num_outputs;
     const char *op = n->def->op;
-    if (zf__eframes_is(op, "Enter")) {
+    if (zf_op_is(op, "Enter")) {
         bool constant = false;
         ZF_TRY(zf_node_attr_bool_or(n->def, "is_constant", false, &constant));
         n->cf = constant ? CF_ENTER_CONST : CF_ENTER;
         c->aux = fr->out_frame[i];
         ex->frames[c->aux].num_enters++;
-    } else if (zf__eframes_is(op, "Exit")) {
+    } else if (zf_op_is(op, "Exit")) {
         n->cf = CF_EXIT;
-    } else if (zf__eframes_is(op, "NextIteration")) {
+    } else if (zf_op_is(op, "NextIteration")) {
         n->cf = CF_NEXT;
     }
     return ZF_STATUS_OK;

@@ -8,12 +8,6 @@
 
 #include "executor/engine/engine_frames.h"
 
-bool zf__eframes_is(const char *op, const char *name)
-{
-    if (strncmp(op, "Ref", 3) == 0) op += 3;
-    return strcmp(op, name) == 0;
-}
-
 /* The parallel_iterations TensorFlow's Enter defaults to. */
 enum { S_DEFAULT_PARALLEL = 10 };
 
@@ -72,9 +66,9 @@ static zf_status_t s_out_frame(const zf_graph_t *g, zf__eframes_t *f, int v, int
     const char *op = zf_graph_node_op(g, v);
     int32_t own = f->node_frame[v];
     *out = own;
-    if (zf__eframes_is(op, "Enter")) return s_child(g, f, v, own, first_enter_of, out);
-    bool exit = zf__eframes_is(op, "Exit");
-    if ((exit || zf__eframes_is(op, "NextIteration")) && own == 0)
+    if (zf_op_is(op, "Enter")) return s_child(g, f, v, own, first_enter_of, out);
+    bool exit = zf_op_is(op, "Exit");
+    if ((exit || zf_op_is(op, "NextIteration")) && own == 0)
         return zf_invalid_argument("node '%s' (%s) is not inside a while-loop frame: no Enter "
                                    "node leads to it",
                                    zf_graph_node_name(g, v), op);

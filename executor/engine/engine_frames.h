@@ -38,7 +38,4 @@ zf_status_t zf__eframes_build(const zf_graph_t *g, zf__eframes_t *out);
 
 void zf__eframes_free(zf__eframes_t *f);
 
-/* True for op and its Ref form ("Enter" and "RefEnter", ...). */
-bool zf__eframes_is(const char *op, const char *name);
-
 #endif

@@ -41,12 +41,6 @@ typedef struct {
     zf_optimizer_stats_t stats;
 } s_opt_t;
 
-static bool s_op_is(const char *op, const char *name)
-{
-    if (strncmp(op, "Ref", 3) == 0 && strcmp(op + 3, name) == 0) return true;
-    return strcmp(op, name) == 0;
-}
-
 static unsigned s_flags(const Tensorflow__NodeDef *nd)
 {
     const zf_op_def_t *def = zf_op_lookup(nd->op);
@@ -73,7 +67,7 @@ static bool s_parse_input(const s_opt_t *o, const char *text, s_in_t *out)
 
 static bool s_is_back_edge(const s_opt_t *o, s_in_t in)
 {
-    return s_op_is(o->gd->node[in.src]->op, "NextIteration");
+    return zf_op_is(o->gd->node[in.src]->op, "NextIteration");
 }
 
 /* Kahn's order; nodes on a cycle without a NextIteration are left out. */

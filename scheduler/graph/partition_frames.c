@@ -47,7 +47,7 @@ int zf__pctx_out_frame(const zf__pctx_t *c, int node)
 {
     if (!c->frame || node >= c->pruned.n_orig) return 0;
     int f = c->frame[node];
-    return zf__node_is(c->g, node, "Exit") ? c->frames[f].parent : f;
+    return zf_op_is(zf_graph_node_op(c->g, node), "Exit") ? c->frames[f].parent : f;
 }
 
 /* A node runs in the frame its inputs come from; an Enter opens its named
@@ -63,7 +63,7 @@ static zf_status_t s_assign(zf__pctx_t *c, int v, const uint8_t *seen)
             break;
         }
     c->frame[v] = from;
-    if (!zf__node_is(c->g, v, "Enter")) return ZF_STATUS_OK;
+    if (!zf_op_is(zf_graph_node_op(c->g, v), "Enter")) return ZF_STATUS_OK;
     const uint8_t *name = NULL;
     size_t len = 0;
     ZF_TRY(zf_node_attr_string(zf_graph_node_def(c->g, v), "frame_name", &name, &len));
@@ -229,9 +229,9 @@ zf_status_t zf__pctx_loop_driver(zf__pctx_t *c, int src, int dev, const char **d
     const zf__cloop_t *loop = NULL;
     ZF_TRY(s_control_loop(c, f, dev, &loop));
     *driver = loop->merge;
-    if (zf__node_is(c->g, src, "NextIteration")) {
+    if (zf_op_is(zf_graph_node_op(c->g, src), "NextIteration")) {
         *driver = loop->next;
-    } else if (zf__node_is(c->g, src, "Enter")) {
+    } else if (zf_op_is(zf_graph_node_op(c->g, src), "Enter")) {
         bool is_constant = false;
         ZF_TRY(
             zf_node_attr_bool_or(zf_graph_node_def(c->g, src), "is_constant", false, &is_constant));

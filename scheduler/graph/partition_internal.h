@@ -227,13 +227,6 @@ zf_status_t zf__pctx_loop_driver(zf__pctx_t *c, int src, int dev, const char **d
 zf_status_t zf__pctx_cut_pred(zf__pctx_t *c, int src, int dev, const char *driver,
                               const char **read);
 
-/* Whether node v of g runs op or its Ref variant ("Enter", "RefEnter"). */
-static inline bool zf__node_is(const zf_graph_t *g, int v, const char *op)
-{
-    const char *o = zf_graph_node_op(g, v);
-    return strcmp(o, op) == 0 || (strncmp(o, "Ref", 3) == 0 && strcmp(o + 3, op) == 0);
-}
-
 /* Recv scheduling (partition_sched.c). ASAP start times of the pruned
  * nodes, before the walk; INVALID_ARGUMENT for a cycle that passes no
  * NextIteration. */

@@ -24,7 +24,7 @@
 
 static bool s_op(const zf__pctx_t *c, int v, const char *op)
 {
-    return v < c->pruned.n_orig && zf__node_is(c->g, v, op); /* not a feed or a fetch */
+    return v < c->pruned.n_orig && zf_op_is(zf_graph_node_op(c->g, v), op); /* not a feed or a fetch */
 }
 
 /* ---- ASAP start times ---------------------------------------------------- */
