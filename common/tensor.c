@@ -2,6 +2,8 @@
  * tensors over them, and 16-bit float conversions. */
 #include "common/tensor.h"
 
+#include "common/host_memory.h"
+
 #include <assert.h>
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -211,27 +213,26 @@ void zf_buffer_set_alloc_limit(size_t bytes)
     atomic_store(&s_alloc_limit, bytes);
 }
 
-static void s_free_hint(void *data, void *hint)
+static void s_free_host(void *data, void *hint)
 {
     (void)data;
-    free(hint);
+    zf_host_memory_free(hint);
 }
 
-/* calloc, over-allocated and aligned by hand: large zeroed blocks come
- * straight from the kernel without a memset pass. */
-static zf_status_t s_buffer_alloc(size_t size, bool holds_strings, zf_buffer_t **out)
+/* From host_memory: large blocks come from a cache of mapped blocks, or
+ * fresh from the kernel (zero without a memset pass). */
+static zf_status_t s_buffer_alloc(size_t size, bool holds_strings, bool zeroed, zf_buffer_t **out)
 {
     size_t limit = zf_buffer_alloc_limit();
     if (size > limit)
         return zf_status_new(ZF_RESOURCE_EXHAUSTED,
                              "allocation of %zu bytes exceeds the limit of %zu bytes", size, limit);
-    void *raw = calloc(1, size + ZF_BUFFER_ALIGN);
-    if (!raw)
-        return zf_status_new(ZF_RESOURCE_EXHAUSTED, "out of memory allocating %zu bytes", size);
-    uintptr_t p = ((uintptr_t)raw + ZF_BUFFER_ALIGN - 1) & ~(uintptr_t)(ZF_BUFFER_ALIGN - 1);
-    zf_status_t s = zf_buffer_wrap((void *)p, size, s_free_hint, raw, out);
+    void *hint = NULL;
+    void *p = zf_host_memory_alloc(size, ZF_BUFFER_ALIGN, zeroed || holds_strings, &hint);
+    if (!p) return zf_status_new(ZF_RESOURCE_EXHAUSTED, "out of memory allocating %zu bytes", size);
+    zf_status_t s = zf_buffer_wrap(p, size, s_free_host, hint, out);
     if (!zf_ok(s)) {
-        free(raw);
+        zf_host_memory_free(hint);
         return s;
     }
     (*out)->holds_strings = holds_strings;
@@ -240,7 +241,12 @@ static zf_status_t s_buffer_alloc(size_t size, bool holds_strings, zf_buffer_t *
 
 zf_status_t zf_buffer_new(size_t size, zf_buffer_t **out)
 {
-    return s_buffer_alloc(size, false, out);
+    return s_buffer_alloc(size, false, true, out);
+}
+
+zf_status_t zf_buffer_new_uninit(size_t size, zf_buffer_t **out)
+{
+    return s_buffer_alloc(size, false, false, out);
 }
 
 zf_status_t zf_buffer_wrap(void *data, size_t size, zf_free_fn free_fn, void *hint,
@@ -395,13 +401,14 @@ static zf_status_t s_tensor_wrap(zf_dtype_t dtype, const zf_shape_t *shape, int6
     return ZF_STATUS_OK;
 }
 
-zf_status_t zf_tensor_new(zf_dtype_t dtype, const zf_shape_t *shape, zf_tensor_t **out)
+static zf_status_t s_tensor_new(zf_dtype_t dtype, const zf_shape_t *shape, bool zeroed,
+                                zf_tensor_t **out)
 {
     int64_t n = 0;
     size_t nbytes = 0;
     ZF_TRY(s_tensor_size(dtype, shape, &n, &nbytes));
     zf_buffer_t *buf;
-    zf_status_t s = s_buffer_alloc(nbytes, s_holds_strings(dtype), &buf);
+    zf_status_t s = s_buffer_alloc(nbytes, s_holds_strings(dtype), zeroed, &buf);
     if (!zf_ok(s)) {
         char sbuf[ZF_SHAPE_STRING_MAX];
         return zf_status_prefix(s, "%s tensor of shape %s", zf_dtype_name(dtype),
@@ -410,6 +417,16 @@ zf_status_t zf_tensor_new(zf_dtype_t dtype, const zf_shape_t *shape, zf_tensor_t
     s = s_tensor_wrap(dtype, shape, n, nbytes, buf, 0, out);
     zf_buffer_unref(&buf);
     return s;
+}
+
+zf_status_t zf_tensor_new(zf_dtype_t dtype, const zf_shape_t *shape, zf_tensor_t **out)
+{
+    return s_tensor_new(dtype, shape, true, out);
+}
+
+zf_status_t zf_tensor_new_uninit(zf_dtype_t dtype, const zf_shape_t *shape, zf_tensor_t **out)
+{
+    return s_tensor_new(dtype, shape, false, out);
 }
 
 zf_status_t zf_tensor_new_from_bytes(zf_dtype_t dtype, const zf_shape_t *shape, const void *bytes,
@@ -426,7 +443,7 @@ zf_status_t zf_tensor_new_from_bytes(zf_dtype_t dtype, const zf_shape_t *shape, 
         return zf_invalid_argument("%zu bytes given but %s %s needs %zu", len, zf_dtype_name(dtype),
                                    zf_shape_to_string(shape, sbuf, sizeof sbuf), nbytes);
     }
-    ZF_TRY(zf_tensor_new(dtype, shape, out));
+    ZF_TRY(zf_tensor_new_uninit(dtype, shape, out));
     if (len) memcpy(zf_tensor_data(*out), bytes, len);
     return ZF_STATUS_OK;
 }
@@ -487,7 +504,7 @@ zf_status_t zf_tensor_copy(const zf_tensor_t *t, zf_tensor_t **out)
     if (!s_is_host(t))
         return zf_status_new(ZF_FAILED_PRECONDITION, "cannot copy a tensor in device memory");
     zf_tensor_t *c;
-    ZF_TRY(zf_tensor_new(t->dtype, &t->shape, &c));
+    ZF_TRY(zf_tensor_new_uninit(t->dtype, &t->shape, &c)); /* strings start empty */
     if (!s_holds_strings(t->dtype)) {
         if (t->nbytes) memcpy(zf_tensor_data(c), zf_tensor_data(t), t->nbytes);
     } else {

@@ -102,6 +102,10 @@ typedef struct zf_buffer zf_buffer_t;
  * the allocation fails. */
 zf_status_t zf_buffer_new(size_t size, zf_buffer_t **out);
 
+/* As zf_buffer_new, with bytes left as they are (see host_memory.h): for
+ * code that writes all of them before anyone reads them. */
+zf_status_t zf_buffer_new_uninit(size_t size, zf_buffer_t **out);
+
 /* Adopts size bytes at data: when the last reference goes, free_fn(data,
  * hint) runs exactly once (free_fn may be NULL for memory that outlives the
  * buffer). If this returns an error, free_fn never runs and the caller still
@@ -158,6 +162,11 @@ typedef struct zf_tensor zf_tensor_t;
  * a size that overflows; UNIMPLEMENTED for RESOURCE and VARIANT;
  * RESOURCE_EXHAUSTED past the allocation limit or when out of memory. */
 zf_status_t zf_tensor_new(zf_dtype_t dtype, const zf_shape_t *shape, zf_tensor_t **out);
+
+/* As zf_tensor_new, with the elements left uninitialised (STRING tensors
+ * still hold empty strings): for a producer that writes every element
+ * before the tensor is read. */
+zf_status_t zf_tensor_new_uninit(zf_dtype_t dtype, const zf_shape_t *shape, zf_tensor_t **out);
 
 /* A new tensor holding a copy of len bytes (fixed-size dtypes only; len must
  * be exactly the tensor's size). Errors as zf_tensor_new, and

@@ -1161,7 +1161,7 @@ zf_status_t zf_tensor_frame_decode_batch(const void *head, size_t head_len, zf_b
     if (zf_ok(s) && payload &&
         (uintptr_t)zf_buffer_data(payload) % ZF_TENSOR_FRAME_BATCH_ALIGN != 0) {
         /* the entries view it: it must be aligned as they are */
-        s = zf_buffer_new(payload_len, &copy);
+        s = zf_buffer_new_uninit(payload_len, &copy);
         if (zf_ok(s)) memcpy(zf_buffer_data(copy), zf_buffer_data(payload), payload_len);
         payload = copy;
     }

@@ -54,6 +54,13 @@ zf_status_t zf_device_alloc_tensor(zf_device_t *dev, zf_dtype_t dtype, const zf_
     return dev->ops->alloc_tensor(dev, dtype, shape, out);
 }
 
+zf_status_t zf_device_alloc_tensor_uninit(zf_device_t *dev, zf_dtype_t dtype,
+                                          const zf_shape_t *shape, zf_tensor_t **out)
+{
+    if (dev->ops->alloc_tensor_uninit) return dev->ops->alloc_tensor_uninit(dev, dtype, shape, out);
+    return dev->ops->alloc_tensor(dev, dtype, shape, out);
+}
+
 bool zf_device_is_cpu(const zf_device_t *dev)
 {
     return strcmp(dev->type, ZF_DEVICE_TYPE_CPU) == 0;
@@ -66,6 +73,13 @@ static zf_status_t s_cpu_alloc_tensor(zf_device_t *dev, zf_dtype_t dtype, const 
 {
     (void)dev;
     return zf_tensor_new(dtype, shape, out);
+}
+
+static zf_status_t s_cpu_alloc_tensor_uninit(zf_device_t *dev, zf_dtype_t dtype,
+                                             const zf_shape_t *shape, zf_tensor_t **out)
+{
+    (void)dev;
+    return zf_tensor_new_uninit(dtype, shape, out);
 }
 
 static zf_status_t s_cpu_copy(zf_device_t *dev, void *dst, const void *src, size_t nbytes,
@@ -90,6 +104,7 @@ static void s_cpu_destroy(zf_device_t *dev)
 
 static const zf_device_ops_t s_cpu_ops = {
     .alloc_tensor = s_cpu_alloc_tensor,
+    .alloc_tensor_uninit = s_cpu_alloc_tensor_uninit,
     .copy = s_cpu_copy,
     .sync = s_cpu_sync,
     .destroy = s_cpu_destroy,

@@ -36,6 +36,10 @@ typedef struct zf_device_ops {
     /* Allocates a tensor in this device's memory (zero-filled on CPU). */
     zf_status_t (*alloc_tensor)(zf_device_t *dev, zf_dtype_t dtype, const zf_shape_t *shape,
                                 zf_tensor_t **out);
+    /* Optional (NULL: alloc_tensor): as alloc_tensor, contents undefined,
+     * for a kernel that writes every element. */
+    zf_status_t (*alloc_tensor_uninit)(zf_device_t *dev, zf_dtype_t dtype, const zf_shape_t *shape,
+                                       zf_tensor_t **out);
     /* Copies nbytes; blocks until the copy is done (GPU: on the device's
      * stream, then synchronises). */
     zf_status_t (*copy)(zf_device_t *dev, void *dst, const void *src, size_t nbytes,
@@ -48,9 +52,8 @@ typedef struct zf_device_ops {
      * elem bytes (at most 16), the element at fill (in this device's
      * memory; NULL: zeros) where a map says ZF_REMAP_FILL; queued on the
      * device's stream. See zf_remap_gather(). */
-    zf_status_t (*remap_gather)(zf_device_t *dev, const struct zf_remap *r,
-                                const int64_t *src_dims, const void *src, void *dst, size_t elem,
-                                const void *fill);
+    zf_status_t (*remap_gather)(zf_device_t *dev, const struct zf_remap *r, const int64_t *src_dims,
+                                const void *src, void *dst, size_t elem, const void *fill);
     /* Optional (NULL: on the host): dst, dense over dims[0..rank) (rank
      * 1 to ZF_MAX_RANK), takes the element of src at the sum over k of
      * i_k * strides[k], i_k its position along dim k (Transpose); both in
@@ -91,6 +94,11 @@ void zf_device_destroy(zf_device_t **dev_p);
 /* Convenience wrappers over dev->ops. */
 zf_status_t zf_device_alloc_tensor(zf_device_t *dev, zf_dtype_t dtype, const zf_shape_t *shape,
                                    zf_tensor_t **out);
+
+/* As zf_device_alloc_tensor, the elements left undefined where the device
+ * type can save the zero-fill (CPU: zf_tensor_new_uninit). */
+zf_status_t zf_device_alloc_tensor_uninit(zf_device_t *dev, zf_dtype_t dtype,
+                                          const zf_shape_t *shape, zf_tensor_t **out);
 bool zf_device_is_cpu(const zf_device_t *dev);
 
 #endif

@@ -116,6 +116,12 @@ bool zf_kernel_exists(const char *op, const char *device_type);
 zf_status_t zf_kernel_alloc_output(zf_kernel_ctx_t *ctx, int i, zf_dtype_t dtype,
                                    const zf_shape_t *shape, zf_tensor_t **out);
 
+/* As zf_kernel_alloc_output, with the elements undefined: only for a
+ * kernel that writes every element of the output on every path that
+ * returns OK. Saves a zero-fill pass over the output (on CPU). */
+zf_status_t zf_kernel_alloc_output_uninit(zf_kernel_ctx_t *ctx, int i, zf_dtype_t dtype,
+                                          const zf_shape_t *shape, zf_tensor_t **out);
+
 /* Stores an owned reference to t as output i (takes a new reference). */
 void zf_kernel_set_output(zf_kernel_ctx_t *ctx, int i, zf_tensor_t *t);
 

@@ -68,21 +68,37 @@ bool zf_kernel_exists(const char *op, const char *device_type)
 
 /* ---- helpers for kernel implementations -------------------------------- */
 
-zf_status_t zf_kernel_alloc_output(zf_kernel_ctx_t *ctx, int i, zf_dtype_t dtype,
-                                   const zf_shape_t *shape, zf_tensor_t **out)
+static zf_status_t s_alloc_output(zf_kernel_ctx_t *ctx, int i, zf_dtype_t dtype,
+                                  const zf_shape_t *shape, bool zeroed, zf_tensor_t **out)
 {
     *out = NULL;
     if (i < 0 || i >= ctx->num_outputs)
         return zf_internal("%s: output %d out of range (%d outputs)", ctx->node->name, i,
                            ctx->num_outputs);
     zf_tensor_t *t = NULL;
-    zf_status_t s = ctx->device ? zf_device_alloc_tensor(ctx->device, dtype, shape, &t)
-                                : zf_tensor_new(dtype, shape, &t);
+    zf_status_t s;
+    if (ctx->device)
+        s = zeroed ? zf_device_alloc_tensor(ctx->device, dtype, shape, &t)
+                   : zf_device_alloc_tensor_uninit(ctx->device, dtype, shape, &t);
+    else
+        s = zeroed ? zf_tensor_new(dtype, shape, &t) : zf_tensor_new_uninit(dtype, shape, &t);
     if (!zf_ok(s)) return zf_status_prefix(s, "%s (%s)", ctx->node->name, ctx->node->op);
     zf_tensor_unref(&ctx->outputs[i]);
     ctx->outputs[i] = t;
     *out = t;
     return ZF_STATUS_OK;
+}
+
+zf_status_t zf_kernel_alloc_output(zf_kernel_ctx_t *ctx, int i, zf_dtype_t dtype,
+                                   const zf_shape_t *shape, zf_tensor_t **out)
+{
+    return s_alloc_output(ctx, i, dtype, shape, true, out);
+}
+
+zf_status_t zf_kernel_alloc_output_uninit(zf_kernel_ctx_t *ctx, int i, zf_dtype_t dtype,
+                                          const zf_shape_t *shape, zf_tensor_t **out)
+{
+    return s_alloc_output(ctx, i, dtype, shape, false, out);
 }
 
 void zf_kernel_set_output(zf_kernel_ctx_t *ctx, int i, zf_tensor_t *t)

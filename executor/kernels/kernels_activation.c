@@ -196,7 +196,7 @@ static zf_status_t s_map(zf_kernel_ctx_t *ctx, int nin, const s_map_fns_t *fns)
         }
     }
     zf_tensor_t *out = NULL;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, zf_tensor_shape(x), &out));
+    ZF_TRY(zf_kernel_alloc_output_uninit(ctx, 0, t, zf_tensor_shape(x), &out));
     const s_state_t *st = ctx->state;
     s_job_t job = {.fn = fn,
                    .in = {zf_tensor_data(x), nin == 2 ? zf_tensor_data(ctx->inputs[1]) : NULL},

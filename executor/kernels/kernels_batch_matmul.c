@@ -107,7 +107,7 @@ static zf_status_t s_bmm_compute(zf_kernel_ctx_t *ctx)
     os.dims[ob.rank] = m;
     os.dims[ob.rank + 1] = n;
     zf_tensor_t *out = NULL;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, dtype, &os, &out));
+    ZF_TRY(zf_kernel_alloc_output_uninit(ctx, 0, dtype, &os, &out));
     if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
     if (k == 0) { /* empty sums: zeros */
         memset(zf_tensor_data(out), 0, zf_tensor_nbytes(out));

@@ -177,7 +177,7 @@ static zf_status_t s_bn_compute(zf_kernel_ctx_t *ctx)
     ZF_TRY(s_check_vector(ctx, 3, "mean", g.c, running ? when : NULL));
     ZF_TRY(s_check_vector(ctx, 4, "variance", g.c, running ? when : NULL));
     zf_tensor_t *out[6] = {NULL};
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_FLOAT, zf_tensor_shape(x), &out[0]));
+    ZF_TRY(zf_kernel_alloc_output_uninit(ctx, 0, ZF_FLOAT, zf_tensor_shape(x), &out[0]));
     ZF_TRY(s_alloc_vectors(ctx, 1, 4, g.c, true, out, 6));
     float *bmean = s_floats(out[1]), *bvar = s_floats(out[2]);
     float *smean = s_floats(out[3]), *svar = s_floats(out[4]);
@@ -239,7 +239,7 @@ static zf_status_t s_bn_grad_compute(zf_kernel_ctx_t *ctx)
     ZF_TRY(s_check_vector(ctx, 3, "reserve_space_1", g.c, ""));
     ZF_TRY(s_check_vector(ctx, 4, "reserve_space_2", g.c, ""));
     zf_tensor_t *out[5] = {NULL};
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_FLOAT, zf_tensor_shape(x), &out[0]));
+    ZF_TRY(zf_kernel_alloc_output_uninit(ctx, 0, ZF_FLOAT, zf_tensor_shape(x), &out[0]));
     ZF_TRY(s_alloc_vectors(ctx, 1, 2, g.c, false, out, 5));
     if (zf_tensor_num_elements(x) == 0) {
         s_fill(out[1], 0);

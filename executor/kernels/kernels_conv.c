@@ -429,7 +429,9 @@ static zf_status_t s_conv(zf_kernel_ctx_t *ctx, bool im2col)
     if (portable) ZF_TRY(s_check_portable(ctx, &g));
     zf_shape_t shape = s_out_shape(&g);
     zf_tensor_t *out = NULL;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, &shape, &out));
+    /* oneDNN writes the whole output; the portable loops get zeros */
+    ZF_TRY(portable ? zf_kernel_alloc_output(ctx, 0, t, &shape, &out)
+                    : zf_kernel_alloc_output_uninit(ctx, 0, t, &shape, &out));
     if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
     if (g.kh * g.kw * g.c == 0 || g.h * g.w == 0) { /* empty or all-padding windows: zero */
         memset(zf_tensor_data(out), 0, zf_tensor_nbytes(out));
@@ -480,6 +482,9 @@ zf_status_t zf__kernels_conv2d_geometry(const zf_kernel_ctx_t *ctx, zf__win_geom
 
 zf_status_t zf__kernels_conv2d_im2col(zf_kernel_ctx_t *ctx)
 {
+    const s_window_t *win = ctx->state;
+    if (win->kind != ZF__WIN_CONV)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "im2col runs Conv2D only");
     return s_conv(ctx, true);
 }
 
@@ -566,7 +571,8 @@ static zf_status_t s_pool_compute(zf_kernel_ctx_t *ctx)
     if (t != ZF_FLOAT) ZF_TRY(s_check_portable(ctx, &g));
     zf_shape_t shape = s_out_shape(&g);
     zf_tensor_t *out = NULL;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, &shape, &out));
+    ZF_TRY(t == ZF_FLOAT ? zf_kernel_alloc_output_uninit(ctx, 0, t, &shape, &out)
+                         : zf_kernel_alloc_output(ctx, 0, t, &shape, &out));
     if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
     if (t == ZF_FLOAT) return zf__dnnl_run(ctx, win->dnnl, &g, ctx->inputs[0], NULL, out);
     s_pool_job_t job = {&g, win->kind == ZF__WIN_MAXPOOL, zf_tensor_data(ctx->inputs[0]),
@@ -746,7 +752,8 @@ static zf_status_t s_grad_run(zf_kernel_ctx_t *ctx, const zf__win_geom_t *g,
         return zf_kernel_error(ctx, ZF_UNIMPLEMENTED,
                                "data_format NCHW is only supported for float on CPU, got %s",
                                zf_kernels_dtype_name((int)t));
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, shape, &a->out));
+    ZF_TRY(t == ZF_FLOAT ? zf_kernel_alloc_output_uninit(ctx, 0, t, shape, &a->out)
+                         : zf_kernel_alloc_output(ctx, 0, t, shape, &a->out));
     if (zf_tensor_num_elements(a->out) == 0) return ZF_STATUS_OK;
     if (zf_tensor_num_elements(a->diff_dst) == 0 || g->kh * g->kw == 0) {
         memset(zf_tensor_data(a->out), 0, zf_tensor_nbytes(a->out));

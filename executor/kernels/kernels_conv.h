@@ -86,7 +86,8 @@ zf_status_t zf__kernels_conv2d_geometry(const zf_kernel_ctx_t *ctx, zf__win_geom
                                         zf_shape_t *out_shape);
 
 /* The im2col + GEMM Conv2D (NHWC, float or double) for a Conv2D node's
- * context, whatever its dtype: the portable path, for benchmarks. */
+ * context, whatever its dtype: the portable path, for benchmarks;
+ * INVALID_ARGUMENT for another op's node. */
 zf_status_t zf__kernels_conv2d_im2col(zf_kernel_ctx_t *ctx);
 
 #endif

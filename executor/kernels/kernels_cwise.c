@@ -175,7 +175,7 @@ static zf_status_t s_predicate(zf_kernel_ctx_t *ctx, s_pred_fn f32, s_pred_fn f6
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
                                zf_kernels_dtype_name((int)t));
     zf_tensor_t *out = NULL;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, ZF_BOOL, zf_tensor_shape(x), &out));
+    ZF_TRY(zf_kernel_alloc_output_uninit(ctx, 0, ZF_BOOL, zf_tensor_shape(x), &out));
     s_pred_job_t job = {t == ZF_FLOAT ? f32 : f64, zf_tensor_data(x), zf_tensor_data(out),
                         zf_dtype_size(t)};
     zf_kernels_parallel_for(ctx, zf_tensor_num_elements(x), ZF_KERNELS_PARALLEL_MIN, s_pred_chunk,
@@ -363,7 +363,7 @@ static zf_status_t s_binary(zf_kernel_ctx_t *ctx, const s_binary_fns_t *fns)
     ZF_TRY(s_check_binary(ctx, fns, &shape, &fn));
     const zf_tensor_t *a = ctx->inputs[0], *b = ctx->inputs[1];
     zf_tensor_t *out = NULL;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, zf_tensor_dtype(a), &shape, &out));
+    ZF_TRY(zf_kernel_alloc_output_uninit(ctx, 0, zf_tensor_dtype(a), &shape, &out));
     int64_t n = zf_tensor_num_elements(out);
     if (n == 0) return ZF_STATUS_OK;
     s_bcast_t bc = {.fn = fn,
@@ -488,7 +488,7 @@ static zf_status_t s_addn_compute(zf_kernel_ctx_t *ctx)
                                    zf_kernels_shape_str(y, sb));
     }
     zf_tensor_t *out = NULL;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, zf_tensor_shape(x), &out));
+    ZF_TRY(zf_kernel_alloc_output_uninit(ctx, 0, t, zf_tensor_shape(x), &out));
     s_addn_job_t job = {add, ctx->inputs, ctx->num_inputs, zf_tensor_data(out), zf_dtype_size(t)};
     zf_kernels_parallel_for(ctx, zf_tensor_num_elements(x), ZF_KERNELS_PARALLEL_MIN, s_addn_chunk,
                             &job);

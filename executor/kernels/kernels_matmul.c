@@ -75,7 +75,7 @@ static zf_status_t s_matmul_compute(zf_kernel_ctx_t *ctx)
                                zf_kernels_shape_str(a, sa), zf_kernels_shape_str(b, sb));
     zf_shape_t shape = {.rank = 2, .dims = {m, n}};
     zf_tensor_t *out = NULL;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, dtype, &shape, &out));
+    ZF_TRY(zf_kernel_alloc_output_uninit(ctx, 0, dtype, &shape, &out));
     if (m == 0 || n == 0) return ZF_STATUS_OK;
     if (k == 0) { /* an empty sum: zeros (BLAS wants leading dims >= 1) */
         memset(zf_tensor_data(out), 0, zf_tensor_nbytes(out));

@@ -153,7 +153,7 @@ static zf_status_t s_bias_compute(zf_kernel_ctx_t *ctx)
     int cdim = st->nchw ? 1 : vs->rank - 1;
     ZF_TRY(s_bias_check(ctx, vs->rank >= 2 ? cdim : 0, st->nchw));
     zf_tensor_t *out = NULL;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, vs, &out));
+    ZF_TRY(zf_kernel_alloc_output_uninit(ctx, 0, t, vs, &out));
     int64_t n = zf_tensor_num_elements(v);
     if (n == 0) return ZF_STATUS_OK;
     s_bias_job_t job = {
@@ -223,7 +223,7 @@ static zf_status_t s_softmax(zf_kernel_ctx_t *ctx, bool log)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "logits must have >= 1 dimension, got %s",
                                zf_kernels_shape_str(x, sbuf));
     zf_tensor_t *out = NULL;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, t, s, &out));
+    ZF_TRY(zf_kernel_alloc_output_uninit(ctx, 0, t, s, &out));
     int64_t n = zf_tensor_num_elements(x), cols = s->dims[s->rank - 1];
     if (n == 0) return ZF_STATUS_OK;
     s_softmax_job_t job = {log, t, zf_tensor_data(x), zf_tensor_data(out), cols};

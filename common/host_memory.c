@@ -1,0 +1,280 @@
+/* Host memory for tensor buffers: mapped size classes with a cache of
+ * freed blocks, malloc below them. See host_memory.h. */
+#include "common/host_memory.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define S_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define S_ASAN 1
+#endif
+#endif
+#ifdef S_ASAN
+#include <sanitizer/asan_interface.h>
+#define S_POISON(p, n)   ASAN_POISON_MEMORY_REGION((p), (n))
+#define S_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define S_POISON(p, n)   ((void)(p), (void)(n))
+#define S_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+#define S_MIN_LOG   18 /* log2(ZF_HOST_MEMORY_CACHED_MIN) */
+#define S_PER_POW   4  /* classes per power of two */
+#define S_MAX_LOG   47
+#define S_CLASSES   ((S_MAX_LOG - S_MIN_LOG + 1) * S_PER_POW)
+#define S_SMALL     (-1) /* from malloc */
+#define S_UNCACHED  (-2) /* mapped, past the largest class */
+#define S_MAX_CACHE ((size_t)4 << 30)
+
+_Static_assert(ZF_HOST_MEMORY_CACHED_MIN == (size_t)1 << S_MIN_LOG, "the smallest class");
+
+typedef struct s_block {
+    void *base;  /* what malloc or mmap returned */
+    size_t size; /* mapped bytes (the class size); 0 for S_SMALL */
+    int cls;     /* class index, S_SMALL or S_UNCACHED */
+    bool dirty;  /* may hold bytes other than zero */
+    struct s_block *next;
+} s_block_t;
+
+static pthread_mutex_t s_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t s_once = PTHREAD_ONCE_INIT;
+static s_block_t *s_free[S_CLASSES]; /* most recently freed first */
+static size_t s_limit, s_cached, s_cached_blocks, s_mapped;
+static unsigned long long s_hits, s_misses;
+
+static void s_init(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t limit = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 8 : S_MAX_CACHE;
+    if (limit > S_MAX_CACHE) limit = S_MAX_CACHE;
+    const char *env = getenv("ZFLOW_HOST_CACHE_MB");
+    if (env && *env) {
+        char *end = NULL;
+        unsigned long long mb = strtoull(env, &end, 10);
+        if (end && *end == '\0' && mb <= SIZE_MAX / (1024 * 1024)) limit = (size_t)mb << 20;
+    }
+    pthread_mutex_lock(&s_mu);
+    s_limit = limit;
+    pthread_mutex_unlock(&s_mu);
+}
+
+static int s_log2(size_t x) /* x > 0 */
+{
+    return 63 - __builtin_clzll((unsigned long long)x);
+}
+
+/* The class of a mapped request of size bytes (>= the smallest class):
+ * its index and size, or S_UNCACHED with the size rounded to pages. */
+static int s_class(size_t size, size_t *class_size)
+{
+    int k = s_log2(size);
+    size_t step = ((size_t)1 << k) / S_PER_POW;
+    if (k > S_MAX_LOG || size > SIZE_MAX - step) {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        *class_size = size > SIZE_MAX - page ? 0 : (size + page - 1) / page * page;
+        return S_UNCACHED;
+    }
+    size_t c = (size + step - 1) / step * step;
+    int k2 = s_log2(c);
+    if (k2 > S_MAX_LOG) {
+        *class_size = c;
+        return S_UNCACHED;
+    }
+    *class_size = c;
+    return (k2 - S_MIN_LOG) * S_PER_POW +
+           (int)((c - ((size_t)1 << k2)) / (((size_t)1 << k2) / S_PER_POW));
+}
+
+static void s_unmap(s_block_t *b)
+{
+    S_UNPOISON(b->base, b->size);
+    munmap(b->base, b->size);
+    free(b);
+}
+
+/* Takes cached blocks off the lists, largest class first, until at most
+ * keep bytes stay cached; returns them linked. Under s_mu. */
+static s_block_t *s_evict_locked(size_t keep)
+{
+    s_block_t *out = NULL;
+    for (int c = S_CLASSES - 1; c >= 0 && s_cached > keep; c--)
+        while (s_free[c] && s_cached > keep) {
+            s_block_t *b = s_free[c];
+            s_free[c] = b->next;
+            s_cached -= b->size;
+            s_cached_blocks--;
+            s_mapped -= b->size;
+            b->next = out;
+            out = b;
+        }
+    return out;
+}
+
+static void s_unmap_all(s_block_t *list)
+{
+    while (list) {
+        s_block_t *next = list->next;
+        s_unmap(list);
+        list = next;
+    }
+}
+
+static void *s_small(size_t size, size_t align, bool zeroed, void **hint)
+{
+    size_t head = (sizeof(s_block_t) + align - 1) / align * align;
+    if (size > SIZE_MAX - head - align) return NULL;
+    void *raw = zeroed ? calloc(1, head + size + align) : malloc(head + size + align);
+    if (!raw) return NULL;
+    s_block_t *b = raw;
+    b->base = raw;
+    b->size = 0;
+    b->cls = S_SMALL;
+    b->dirty = false;
+    b->next = NULL;
+    uintptr_t p = ((uintptr_t)raw + sizeof(s_block_t) + align - 1) & ~(uintptr_t)(align - 1);
+    *hint = b;
+    return (void *)p;
+}
+
+void *zf_host_memory_alloc(size_t size, size_t align, bool zeroed, void **hint)
+{
+    *hint = NULL;
+    if (align == 0 || (align & (align - 1))) return NULL;
+    pthread_once(&s_once, s_init);
+    void *p = NULL;
+    if (size < ZF_HOST_MEMORY_CACHED_MIN) {
+        p = s_small(size, align, zeroed, hint);
+#ifdef S_ASAN
+        if (p && !zeroed) memset(p, 0xff, size);
+#endif
+        return p;
+    }
+    size_t csize = 0;
+    int cls = s_class(size, &csize);
+    if (csize == 0) return NULL;
+    s_block_t *b = NULL;
+    pthread_mutex_lock(&s_mu);
+    if (cls >= 0 && s_free[cls]) {
+        b = s_free[cls];
+        s_free[cls] = b->next;
+        s_cached -= b->size;
+        s_cached_blocks--;
+        s_hits++;
+    } else if (cls >= 0) {
+        s_misses++;
+    }
+    pthread_mutex_unlock(&s_mu);
+    if (b) {
+        S_UNPOISON(b->base, b->size);
+        if (zeroed && b->dirty) memset(b->base, 0, size);
+    } else {
+        b = malloc(sizeof *b);
+        if (!b) return NULL;
+        void *m = mmap(NULL, csize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            free(b);
+            return NULL;
+        }
+        b->base = m;
+        b->size = csize;
+        b->cls = cls;
+        b->dirty = false;
+        pthread_mutex_lock(&s_mu);
+        s_mapped += csize;
+        pthread_mutex_unlock(&s_mu);
+    }
+    b->next = NULL;
+    if (!zeroed) {
+        b->dirty = true;
+#ifdef S_ASAN
+        memset(b->base, 0xff, size);
+#endif
+    }
+    *hint = b;
+    return b->base;
+}
+
+void zf_host_memory_free(void *hint)
+{
+    s_block_t *b = hint;
+    if (!b) return;
+    if (b->cls == S_SMALL) {
+        free(b->base);
+        return;
+    }
+    b->dirty = true;
+    if (b->cls >= 0) {
+        pthread_mutex_lock(&s_mu);
+        if (s_cached + b->size <= s_limit) {
+            S_POISON(b->base, b->size);
+            b->next = s_free[b->cls];
+            s_free[b->cls] = b;
+            s_cached += b->size;
+            s_cached_blocks++;
+            b = NULL;
+        } else {
+            s_mapped -= b->size;
+        }
+        pthread_mutex_unlock(&s_mu);
+        if (!b) return;
+    } else {
+        pthread_mutex_lock(&s_mu);
+        s_mapped -= b->size;
+        pthread_mutex_unlock(&s_mu);
+    }
+    s_unmap(b);
+}
+
+size_t zf_host_memory_cache_limit(void)
+{
+    pthread_once(&s_once, s_init);
+    pthread_mutex_lock(&s_mu);
+    size_t limit = s_limit;
+    pthread_mutex_unlock(&s_mu);
+    return limit;
+}
+
+void zf_host_memory_set_cache_limit(size_t bytes)
+{
+    pthread_once(&s_once, s_init);
+    pthread_mutex_lock(&s_mu);
+    s_limit = bytes;
+    s_block_t *gone = s_evict_locked(bytes);
+    pthread_mutex_unlock(&s_mu);
+    s_unmap_all(gone);
+}
+
+void zf_host_memory_trim(void)
+{
+    pthread_mutex_lock(&s_mu);
+    s_block_t *gone = s_evict_locked(0);
+    pthread_mutex_unlock(&s_mu);
+    s_unmap_all(gone);
+}
+
+bool zf_host_memory_fills_uninit(void)
+{
+#ifdef S_ASAN
+    return true;
+#else
+    return false;
+#endif
+}
+
+void zf_host_memory_stats(zf_host_memory_stats_t *out)
+{
+    pthread_mutex_lock(&s_mu);
+    out->cached_bytes = s_cached;
+    out->cached_blocks = s_cached_blocks;
+    out->mapped_bytes = s_mapped;
+    out->hits = s_hits;
+    out->misses = s_misses;
+    pthread_mutex_unlock(&s_mu);
+}
