@@ -24,18 +24,19 @@
 
 #define S_LOG "master"
 
-/* The checks before anything is built. Under build. */
+/* The checks before anything is built; *bytes is the extension's
+ * serialized size. Under build. */
 static zf_status_t s_check(zf_master_t *m, const zf__master_session_t *s,
-                           const Zflow__ExtendSession *req)
+                           const Zflow__ExtendSession *req, int64_t *bytes)
 {
     if (s->graph_version != req->current_graph_version)
         return zf_status_new(ZF_ABORTED,
                              "Current version is %" PRId64 " but caller expected %" PRId64 ".",
                              s->graph_version, req->current_graph_version);
     const Tensorflow__GraphDef *ext = req->graph, *cur = zf_graph_graphdef(s->graph);
-    ZF_TRY(zf_master_check_graph(m, ext, "ExtendSession"));
+    ZF_TRY(zf__master_check_graph(m, ext, "ExtendSession", bytes));
     pthread_mutex_lock(&m->mu);
-    int64_t max_nodes = m->limits.max_graph_nodes;
+    int64_t max_nodes = m->limits.max_graph_nodes, max_bytes = m->limits.max_graph_bytes;
     pthread_mutex_unlock(&m->mu);
     int64_t total = (int64_t)cur->n_node + (int64_t)ext->n_node;
     if (total > max_nodes)
@@ -44,6 +45,13 @@ static zf_status_t s_check(zf_master_t *m, const zf__master_session_t *s,
                              " nodes; this scheduler takes at most %" PRId64
                              " (zflow-scheduler --max-graph-nodes)",
                              total, max_nodes);
+    if (s->graph_bytes + *bytes > max_bytes)
+        return zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                             "ExtendSession: the session's graph is %" PRId64
+                             " bytes serialized and the extension %" PRId64
+                             " more; this scheduler takes at most %" PRId64
+                             " (zflow-scheduler --max-graph-bytes)",
+                             s->graph_bytes, *bytes, max_bytes);
     if (ext->versions && cur->versions && ext->versions->producer != cur->versions->producer)
         return zf_invalid_argument("Versions of graph and extension are different: producer %d "
                                    "and %d",
@@ -200,7 +208,8 @@ static int *s_placement_carry(const zf__master_session_t *s, const zf_graph_t *g
 static zf_status_t s_extend(zf_master_t *m, zf__master_session_t *s,
                             const Zflow__ExtendSession *req, int64_t *new_version)
 {
-    ZF_TRY(s_check(m, s, req));
+    int64_t bytes = 0;
+    ZF_TRY(s_check(m, s, req, &bytes));
     const Tensorflow__GraphDef *cur = zf_graph_graphdef(s->graph), *ext = req->graph;
     bool fast = !zf_functions_needed(ext);
     Tensorflow__GraphDef *gd = NULL;
@@ -226,6 +235,7 @@ static zf_status_t s_extend(zf_master_t *m, zf__master_session_t *s,
         if (!placed_on) zf__master_placement_free(s);
     }
     s->nodes = zf_graph_num_nodes(g);
+    s->graph_bytes += bytes;
     *new_version = ++s->graph_version;
     pthread_mutex_unlock(&m->mu);
     if (fast) { /* its NodeDefs, library and versions are the new graph's now */

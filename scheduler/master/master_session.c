@@ -104,6 +104,14 @@ void zf_master_set_limits(zf_master_t *m, const zf_master_limits_t *l)
 
 zf_status_t zf_master_check_graph(zf_master_t *m, const Tensorflow__GraphDef *gd, const char *what)
 {
+    int64_t bytes = 0;
+    return zf__master_check_graph(m, gd, what, &bytes);
+}
+
+zf_status_t zf__master_check_graph(zf_master_t *m, const Tensorflow__GraphDef *gd, const char *what,
+                                   int64_t *bytes_out)
+{
+    *bytes_out = 0;
     if (!gd) return ZF_STATUS_OK;
     pthread_mutex_lock(&m->mu);
     int64_t max_nodes = m->limits.max_graph_nodes, max_bytes = m->limits.max_graph_bytes;
@@ -119,6 +127,7 @@ zf_status_t zf_master_check_graph(zf_master_t *m, const Tensorflow__GraphDef *gd
                              "%s: the graph is %zu bytes serialized; this scheduler takes at "
                              "most %" PRId64 " (zflow-scheduler --max-graph-bytes)",
                              what, bytes, max_bytes);
+    *bytes_out = (int64_t)bytes;
     return ZF_STATUS_OK;
 }
 
@@ -188,9 +197,11 @@ static zf_status_t s_session_new(zf_master_t *m, const Zflow__CreateSession *req
 {
     *out = NULL;
     if (!req || !req->graph) return zf_invalid_argument("CreateSession without a graph");
-    ZF_TRY(zf_master_check_graph(m, req->graph, "CreateSession"));
+    int64_t bytes = 0;
+    ZF_TRY(zf__master_check_graph(m, req->graph, "CreateSession", &bytes));
     zf__master_session_t *s = calloc(1, sizeof *s);
     if (!s) return zf_out_of_memory("master");
+    s->graph_bytes = bytes;
     pthread_mutex_init(&s->build, NULL);
     s->refs = 1;
     if (req->options) {
