@@ -187,6 +187,9 @@ zf_status_t zf_master_cancel_steps(zf_master_t *m, const char *session, int *n);
 
 /* Adds req->graph's nodes and functions (borrowed) to req->session's graph
  * (ExtendSession); *new_version is the session's graph version after it.
+ * The new nodes may call every function the session was given (at
+ * CreateSession or by an earlier extend); they are inlined and lowered as
+ * CreateSession's are.
  * Existing nodes and their devices never change, so cached plans stay;
  * the new nodes are placed by the first plan that needs them, next to
  * the placement made so far. Errors: NOT_FOUND for the session; ABORTED

@@ -89,6 +89,10 @@ typedef struct zf__master_session {
     /* the serialized bytes of the GraphDefs CreateSession and each
      * ExtendSession since brought, bounded by --max-graph-bytes; under build */
     int64_t graph_bytes;
+    /* every function CreateSession and ExtendSession brought (NULL: none),
+     * which the lowered graph no longer holds, so that an extension can
+     * call them; under build */
+    Tensorflow__FunctionDefLibrary *library;
     int64_t nodes;                        /* the graph's, after lowering */
     struct zf__master_session *gone_next; /* closed ones freed after the lock */
     /* the latest step's calls while it runs, and its partition count (for

@@ -34,6 +34,7 @@ static void s_free_contents(zf__master_session_t *s)
     zf__master_pruns_free(s);
     zf_strmap_destroy(&s->plans);
     zf_graph_destroy(&s->graph);
+    if (s->library) protobuf_c_message_free_unpacked(&s->library->base, NULL);
     pthread_mutex_destroy(&s->build);
     free(s->client);
     free(s->id);
@@ -217,6 +218,12 @@ static zf_status_t s_session_new(zf_master_t *m, const Zflow__CreateSession *req
     s->plans = zf_strmap_new(4, ZF_STRMAP_OWN_KEYS);
     zf_status_t st = s->plans ? zf_functions_lower(req->graph, &s->gd) : zf_out_of_memory("master");
     if (zf_ok(st) && !s->gd) st = s_copy_graphdef(req->graph, &s->gd); /* nothing to lower */
+    const Tensorflow__FunctionDefLibrary *lib = req->graph->library;
+    ProtobufCMessage *c = NULL;
+    if (zf_ok(st) && lib && lib->n_function > 0) {
+        st = zf_proto_clone(&lib->base, "master: the function library", &c);
+        s->library = (Tensorflow__FunctionDefLibrary *)c;
+    }
     if (zf_ok(st)) s->nodes = (int64_t)s->gd->n_node;
     if (zf_ok(st)) st = zf_graph_new_from_graphdef(s->gd, &s->graph);
     if (zf_ok(st)) {
@@ -225,6 +232,7 @@ static zf_status_t s_session_new(zf_master_t *m, const Zflow__CreateSession *req
         tensorflow__graph_def__free_unpacked(s->gd, NULL);
     }
     if (!zf_ok(st)) {
+        if (s->library) protobuf_c_message_free_unpacked(&s->library->base, NULL);
         zf_strmap_destroy(&s->plans);
         pthread_mutex_destroy(&s->build);
         free(s);
