@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,29 +148,71 @@ static zf_status_t s_send_error(const zf_tensor_frame_header_t *h, int err)
     return zf__zmq_error(err, what);
 }
 
-/* Sends the payload of h (t's own bytes) as chunks of h->chunk bytes,
- * after the header frame already sent with ZMQ_SNDMORE; each frame holds
- * its own tensor reference. */
-static zf_status_t s_send_chunks(void *sock, const zf_tensor_frame_header_t *h, zf_tensor_t *t)
+/* The chunk at which the next chunked send's preparation fails as if out
+ * of memory (1-based; 0: none), for tests (zf__tensor_frame_fail_chunk). */
+static atomic_int s_fail_chunk;
+
+void zf__tensor_frame_fail_chunk(int at)
+{
+    atomic_store(&s_fail_chunk, at);
+}
+
+/* Makes the n chunk frames of h's payload (t's own bytes, h->chunk bytes
+ * each but the last), each holding its own tensor reference. On error
+ * none is left. */
+static zf_status_t s_chunk_msgs(const zf_tensor_frame_header_t *h, zf_tensor_t *t, zmq_msg_t *msgs,
+                                size_t n)
 {
     const uint8_t *data = zf_tensor_data(t);
-    for (uint64_t at = 0; at < h->len; at += h->chunk) {
+    int fail = atomic_load(&s_fail_chunk) ? atomic_exchange(&s_fail_chunk, 0) : 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t at = (uint64_t)i * h->chunk;
         uint64_t size = h->len - at < h->chunk ? h->len - at : h->chunk;
-        bool last = at + size == h->len;
-        zmq_msg_t msg;
         zf_tensor_t *ref = zf_tensor_ref(t);
-        if (zmq_msg_init_data(&msg, (void *)(data + at), (size_t)size, s_release_tensor, ref) !=
-            0) {
+        if ((size_t)fail == i + 1 || zmq_msg_init_data(&msgs[i], (void *)(data + at), (size_t)size,
+                                                       s_release_tensor, ref) != 0) {
             zf_tensor_unref(&ref);
-            return zf_out_of_memory("a payload chunk");
-        }
-        if (zmq_msg_send(&msg, sock, last ? 0 : ZMQ_SNDMORE) < 0) {
-            zf_status_t st = s_send_error(h, errno);
-            zmq_msg_close(&msg);
-            return st;
+            for (size_t j = 0; j < i; j++) zmq_msg_close(&msgs[j]);
+            return zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                                 "sending tensor '%s' (step %" PRId64
+                                 "): out of memory making chunk %zu of %zu; nothing was sent",
+                                 h->key, h->step_id, i + 1, n);
         }
     }
     return ZF_STATUS_OK;
+}
+
+/* Sends h (encoded: head, head_len bytes) and its payload (t's own bytes)
+ * in chunks of h->chunk bytes as one message. Every frame is made before
+ * the first is sent, so the message leaves whole or not at all. */
+static zf_status_t s_send_chunked(void *sock, const zf_tensor_frame_header_t *h,
+                                  const uint8_t *head, size_t head_len, zf_tensor_t *t)
+{
+    size_t n = (size_t)((h->len + h->chunk - 1) / h->chunk);
+    zmq_msg_t *msgs = malloc(n * sizeof *msgs);
+    if (!msgs)
+        return zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                             "sending tensor '%s' (step %" PRId64
+                             "): out of memory for its %zu chunks; nothing was sent",
+                             h->key, h->step_id, n);
+    zf_status_t st = s_chunk_msgs(h, t, msgs, n);
+    if (!zf_ok(st)) {
+        free(msgs);
+        return st;
+    }
+    /* As for one frame, only the first can wait for room; a later one
+     * fails only when the context is terminating. */
+    size_t sent = 0;
+    if (zmq_send(sock, head, head_len, ZMQ_SNDMORE) < 0) st = s_send_error(h, errno);
+    while (zf_ok(st) && sent < n) {
+        if (zmq_msg_send(&msgs[sent], sock, sent + 1 < n ? ZMQ_SNDMORE : 0) < 0)
+            st = s_send_error(h, errno);
+        else
+            sent++;
+    }
+    for (size_t i = sent; i < n; i++) zmq_msg_close(&msgs[i]);
+    free(msgs);
+    return st;
 }
 
 zf_status_t zf_tensor_frame_send(zf_socket_t *s, const char *key, int64_t step_id, zf_tensor_t *t,
@@ -183,12 +226,7 @@ zf_status_t zf_tensor_frame_send(zf_socket_t *s, const char *key, int64_t step_i
         zf_socket_encrypts(s))
         h.chunk = ZF_TENSOR_FRAME_CURVE_CHUNK;
     ZF_TRY(zf_tensor_frame_encode_header(&h, head, sizeof head, &head_len));
-    if (h.chunk) {
-        /* As below, only the first frame can wait for room. */
-        if (zmq_send(zf_socket_handle(s), head, head_len, ZMQ_SNDMORE) < 0)
-            return s_send_error(&h, errno);
-        return s_send_chunks(zf_socket_handle(s), &h, t);
-    }
+    if (h.chunk) return s_send_chunked(zf_socket_handle(s), &h, head, head_len, t);
     zmq_msg_t payload;
     ZF_TRY(s_payload_msg(&h, t, &payload));
     void *sock = zf_socket_handle(s);

@@ -69,7 +69,9 @@
  * is sent as one message of 1 + N frames instead: frame 1 is the header
  * above with "chunk": C (bytes, ZF_TENSOR_FRAME_MIN_CHUNK <= C < "len"),
  * frames 2..N+1 the payload in order, N = ceil(len / C), each exactly C
- * bytes but the last, which holds the rest (1 to C bytes). The chunks are
+ * bytes but the last, which holds the rest (1 to C bytes). The sender
+ * makes every frame before it sends the first, so a failure (out of
+ * memory) leaves nothing of the message on the socket. The chunks are
  * encrypted, sent and decrypted one after another, so the three overlap.
  * The receiver takes every frame and checks the count and each size
  * before it allocates the tensor, then copies the chunks into it (the one
@@ -285,6 +287,13 @@ void zf_tensor_frame_batch_out_clear(zf_tensor_frame_batch_out_t *b);
  * the send's tensor reference is already dropped. */
 zf_status_t zf_tensor_frame_send(zf_socket_t *s, const char *key, int64_t step_id, zf_tensor_t *t,
                                  bool is_dead);
+
+/* Test hook: the next send in chunks fails as if out of memory when it
+ * makes chunk `at` (1-based; 0: none), after the chunks before it were
+ * made and before any frame was sent, as every failure of that step is:
+ * RESOURCE_EXHAUSTED "sending tensor '<key>' (step N): out of memory
+ * making chunk I of M; nothing was sent". */
+void zf__tensor_frame_fail_chunk(int at);
 
 /* Sends an IPC offer (h->has_ipc set, h->len 0) and its empty payload
  * frame. The sender must keep the offered memory alive until the reply,

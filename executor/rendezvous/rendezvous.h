@@ -181,8 +181,11 @@ size_t zf_rendezvous_num_keys(zf_rendezvous_t *r);
  * zf_rendezvous_mgr_deliver() counts its buffer's bytes (and a host STRING
  * tensor its elements' bytes) until the step is claimed or removed; values
  * sent straight into a found rendezvous (zf_rendezvous_send()) do not
- * count. A tensor larger than max_bytes on its own is refused: see
- * zf_rendezvous_mgr_deliver().
+ * count. A host tensor delivered to an unclaimed step that views only part
+ * of its buffer (a batch entry views the batch's payload frame) is copied
+ * into a buffer of its own first, so that the step holds no more than is
+ * counted; a claimed step takes it as it is. A tensor larger than
+ * max_bytes on its own is refused: see zf_rendezvous_mgr_deliver().
  *
  * Thread-safety: every function may be called from any thread. find, claim
  * and deliver are O(1) expected (a hash on the step id; expiry looks only
@@ -243,9 +246,9 @@ zf_status_t zf_rendezvous_mgr_claim(zf_rendezvous_mgr_t *mgr, int64_t step_id,
  * allowed for the tensors of steps waiting to start", which is returned
  * and logged, and which its RunGraph then meets (the step stays unclaimed,
  * holding nothing, until its ttl). tensor is borrowed as by
- * zf_rendezvous_send(). Errors: those of zf_rendezvous_mgr_find() and
- * zf_rendezvous_send() (the step's abort status), RESOURCE_EXHAUSTED as
- * above. */
+ * zf_rendezvous_send() (or copied, see "Bytes" above). Errors: those of
+ * zf_rendezvous_mgr_find() and zf_rendezvous_send() (the step's abort
+ * status), RESOURCE_EXHAUSTED as above or when the copy cannot be made. */
 zf_status_t zf_rendezvous_mgr_deliver(zf_rendezvous_mgr_t *mgr, int64_t step_id, const char *key,
                                       zf_tensor_t *tensor, bool is_dead);
 

@@ -448,15 +448,41 @@ static zf_status_t s_refuse(zf_rendezvous_t *r, int64_t step_id, const char *key
     return s;
 }
 
+/* Whether t views only part of a larger host buffer (a batch entry views
+ * the batch's payload frame): kept as it is, it would keep more bytes
+ * alive than are counted for it. */
+static bool s_pins_more(const zf_tensor_t *t)
+{
+    const zf_buffer_t *buf = t ? zf_tensor_buffer(t) : NULL;
+    return buf && zf_tensor_memory_kind(t) == ZF_MEMORY_HOST && zf_tensor_dtype(t) != ZF_STRING &&
+           zf_buffer_size(buf) > zf_tensor_nbytes(t);
+}
+
 zf_status_t zf_rendezvous_mgr_deliver(zf_rendezvous_mgr_t *mgr, int64_t step_id, const char *key,
                                       zf_tensor_t *tensor, bool is_dead)
 {
     size_t bytes = s_value_bytes(tensor), limit = 0;
     s_step_t *dropped = NULL, *st = NULL;
     zf_rendezvous_t *r = NULL;
+    zf_tensor_t *own = NULL; /* tensor's bytes in a buffer of their own */
     bool counted = false, refused = false;
-    pthread_mutex_lock(&mgr->mu);
-    zf_status_t s = s_get_locked(mgr, step_id, false, &dropped, &st);
+    zf_status_t s;
+    for (;;) {
+        pthread_mutex_lock(&mgr->mu);
+        s = s_get_locked(mgr, step_id, false, &dropped, &st);
+        if (!zf_ok(s) || st->claimed || st->refused || bytes > mgr->max_bytes || own ||
+            !s_pins_more(tensor))
+            break;
+        /* An unclaimed step keeps only the bytes counted for it: copy
+         * outside the lock, then look at the step again. */
+        pthread_mutex_unlock(&mgr->mu);
+        s_drop_all(dropped);
+        dropped = NULL;
+        s = zf_tensor_copy(tensor, &own);
+        if (!zf_ok(s))
+            return zf_status_prefix(s, "step %lld: keeping '%s'", (long long)step_id, key);
+        tensor = own;
+    }
     if (zf_ok(s) && !st->claimed && !st->refused) {
         limit = mgr->max_bytes;
         refused = !s_count_locked(mgr, st, bytes, &dropped, &counted);
@@ -470,6 +496,7 @@ zf_status_t zf_rendezvous_mgr_deliver(zf_rendezvous_mgr_t *mgr, int64_t step_id,
                     : zf_rendezvous_send(r, key, tensor, is_dead);
     if (!zf_ok(s) && counted) s_uncount(mgr, step_id, r, bytes);
     zf_rendezvous_unref(&r);
+    zf_tensor_unref(&own);
     return s;
 }
 

@@ -187,6 +187,9 @@ zf_status_t zf_master_cancel_steps(zf_master_t *m, const char *session, int *n);
 
 /* Adds req->graph's nodes and functions (borrowed) to req->session's graph
  * (ExtendSession); *new_version is the session's graph version after it.
+ * The new nodes may call every function the session was given (at
+ * CreateSession or by an earlier extend); they are inlined and lowered as
+ * CreateSession's are.
  * Existing nodes and their devices never change, so cached plans stay;
  * the new nodes are placed by the first plan that needs them, next to
  * the placement made so far. Errors: NOT_FOUND for the session; ABORTED
@@ -196,7 +199,12 @@ zf_status_t zf_master_cancel_steps(zf_master_t *m, const char *session, int *n);
  * session." for a clash, or a function of the same name defined
  * differently, and the graph checks of CreateSession (prefixed
  * "ExtendSession"); RESOURCE_EXHAUSTED when the graph would pass
- * --max-graph-nodes. */
+ * --max-graph-nodes, or when the GraphDefs the session was sent
+ * (CreateSession's and every extension's, serialized) would together pass
+ * --max-graph-bytes: "ExtendSession: the session's graph is N bytes
+ * serialized and the extension M more; this scheduler takes at most L
+ * (zflow-scheduler --max-graph-bytes)". A refused extension changes
+ * nothing. */
 zf_status_t zf_master_extend_session(zf_master_t *m, const Zflow__ExtendSession *req,
                                      int64_t *new_version);
 

@@ -6,8 +6,11 @@
  * old one copied and extended by the new nodes (zf_graph_extend), so an
  * extend of k nodes onto n copies n pointers and the old index's tables,
  * and reads k nodes; it never copies or parses the old nodes. An extension that brings functions or
- * functional ops takes the slow path: the whole graph copied and lowered
- * again, as CreateSession lowers it. The new graph replaces the old one
+ * functional ops, or whose node calls a function of the session's library
+ * by name, takes the slow path: the whole graph copied and lowered again
+ * over the session's library, as CreateSession lowers it. The session
+ * keeps that library apart (s->library), since the lowered graph holds
+ * only what its nodes still reach, usually nothing. The new graph replaces the old one
  * under the master's lock, where steps read it to check their feeds; plan
  * building reads it under the session's build lock, which the extend
  * holds throughout. The placement made so far is carried over node by
@@ -18,24 +21,26 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/op_registry.h"
 #include "common/proto_util.h"
 #include "scheduler/graph/functions.h"
 #include "scheduler/master/master_internal.h"
 
 #define S_LOG "master"
 
-/* The checks before anything is built. Under build. */
+/* The checks before anything is built; *bytes is the extension's
+ * serialized size. Under build. */
 static zf_status_t s_check(zf_master_t *m, const zf__master_session_t *s,
-                           const Zflow__ExtendSession *req)
+                           const Zflow__ExtendSession *req, int64_t *bytes)
 {
     if (s->graph_version != req->current_graph_version)
         return zf_status_new(ZF_ABORTED,
                              "Current version is %" PRId64 " but caller expected %" PRId64 ".",
                              s->graph_version, req->current_graph_version);
     const Tensorflow__GraphDef *ext = req->graph, *cur = zf_graph_graphdef(s->graph);
-    ZF_TRY(zf_master_check_graph(m, ext, "ExtendSession"));
+    ZF_TRY(zf__master_check_graph(m, ext, "ExtendSession", bytes));
     pthread_mutex_lock(&m->mu);
-    int64_t max_nodes = m->limits.max_graph_nodes;
+    int64_t max_nodes = m->limits.max_graph_nodes, max_bytes = m->limits.max_graph_bytes;
     pthread_mutex_unlock(&m->mu);
     int64_t total = (int64_t)cur->n_node + (int64_t)ext->n_node;
     if (total > max_nodes)
@@ -44,6 +49,13 @@ static zf_status_t s_check(zf_master_t *m, const zf__master_session_t *s,
                              " nodes; this scheduler takes at most %" PRId64
                              " (zflow-scheduler --max-graph-nodes)",
                              total, max_nodes);
+    if (s->graph_bytes + *bytes > max_bytes)
+        return zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                             "ExtendSession: the session's graph is %" PRId64
+                             " bytes serialized and the extension %" PRId64
+                             " more; this scheduler takes at most %" PRId64
+                             " (zflow-scheduler --max-graph-bytes)",
+                             s->graph_bytes, *bytes, max_bytes);
     if (ext->versions && cur->versions && ext->versions->producer != cur->versions->producer)
         return zf_invalid_argument("Versions of graph and extension are different: producer %d "
                                    "and %d",
@@ -123,16 +135,28 @@ static bool s_has_function(const Tensorflow__FunctionDefLibrary *lib,
     return false;
 }
 
-/* The slow path's GraphDef: cur and ext merged (ext's functions added to
- * the library, a different one of the same name refused) and lowered. */
-static zf_status_t s_merged(const Tensorflow__GraphDef *cur, const Tensorflow__GraphDef *ext,
-                            Tensorflow__GraphDef **out)
+/* The slow path's GraphDef: cur's nodes and ext's over the session's
+ * library (session_lib, may be NULL) with ext's functions added (a
+ * different one of the same name refused), lowered. *lib_out gets that
+ * library, the session's from then on (NULL: none). */
+static zf_status_t s_merged(const Tensorflow__GraphDef *cur,
+                            const Tensorflow__FunctionDefLibrary *session_lib,
+                            const Tensorflow__GraphDef *ext, Tensorflow__GraphDef **out,
+                            Tensorflow__FunctionDefLibrary **lib_out)
 {
     *out = NULL;
+    *lib_out = NULL;
     ProtobufCMessage *c = NULL;
     ZF_TRY(zf_proto_clone(&cur->base, "ExtendSession: the graph", &c));
     Tensorflow__GraphDef *gd = (Tensorflow__GraphDef *)c;
     zf_status_t st = ZF_STATUS_OK;
+    /* what cur's nodes still reach is part of the session's library */
+    if (gd->library) protobuf_c_message_free_unpacked(&gd->library->base, NULL);
+    gd->library = NULL;
+    if (session_lib) {
+        st = zf_proto_clone(&session_lib->base, "ExtendSession: the function library", &c);
+        gd->library = (Tensorflow__FunctionDefLibrary *)c;
+    }
     Tensorflow__NodeDef **nodes = realloc(gd->node, (gd->n_node + ext->n_node + 1) * sizeof *nodes);
     if (!nodes)
         st = zf_out_of_memory("ExtendSession");
@@ -167,16 +191,37 @@ static zf_status_t s_merged(const Tensorflow__GraphDef *cur, const Tensorflow__G
     }
     Tensorflow__GraphDef *lowered = NULL;
     if (zf_ok(st)) st = zf_functions_lower(gd, &lowered);
-    if (lowered) {
+    if (lowered) { /* else gd's library holds no function */
+        *lib_out = gd->library;
+        gd->library = NULL;
         protobuf_c_message_free_unpacked(&gd->base, NULL);
         gd = lowered;
     }
     if (!zf_ok(st)) {
         protobuf_c_message_free_unpacked(&gd->base, NULL);
+        if (*lib_out) protobuf_c_message_free_unpacked(&(*lib_out)->base, NULL);
+        *lib_out = NULL;
         return st;
     }
     *out = gd;
     return ZF_STATUS_OK;
+}
+
+/* Whether a node of ext calls a function of lib by its op's name. A
+ * registered op never names one (such a function is refused), so only
+ * unknown ops are looked for. */
+static bool s_calls_library(const Tensorflow__FunctionDefLibrary *lib,
+                            const Tensorflow__GraphDef *ext)
+{
+    for (size_t i = 0; lib && i < ext->n_node; i++) {
+        const char *op = ext->node[i]->op;
+        if (zf_op_lookup(op)) continue;
+        for (size_t j = 0; j < lib->n_function; j++) {
+            const Tensorflow__OpDef *sig = lib->function[j]->signature;
+            if (sig && sig->name && strcmp(sig->name, op) == 0) return true;
+        }
+    }
+    return false;
 }
 
 /* The session's placement carried over to graph g: old node i is new node
@@ -200,11 +245,13 @@ static int *s_placement_carry(const zf__master_session_t *s, const zf_graph_t *g
 static zf_status_t s_extend(zf_master_t *m, zf__master_session_t *s,
                             const Zflow__ExtendSession *req, int64_t *new_version)
 {
-    ZF_TRY(s_check(m, s, req));
+    int64_t bytes = 0;
+    ZF_TRY(s_check(m, s, req, &bytes));
     const Tensorflow__GraphDef *cur = zf_graph_graphdef(s->graph), *ext = req->graph;
-    bool fast = !zf_functions_needed(ext);
+    bool fast = !zf_functions_needed(ext) && !s_calls_library(s->library, ext);
     Tensorflow__GraphDef *gd = NULL;
-    zf_status_t st = fast ? s_shell(cur, ext, &gd) : s_merged(cur, ext, &gd);
+    Tensorflow__FunctionDefLibrary *lib = NULL; /* the slow path's */
+    zf_status_t st = fast ? s_shell(cur, ext, &gd) : s_merged(cur, s->library, ext, &gd, &lib);
     zf_graph_t *g = NULL;
     if (zf_ok(st))
         st = fast ? zf_graph_extend(s->graph, gd, &g) : zf_graph_new_from_graphdef(gd, &g);
@@ -213,7 +260,12 @@ static zf_status_t s_extend(zf_master_t *m, zf__master_session_t *s,
             s_shell_free(gd, cur->n_node);
         else if (gd)
             protobuf_c_message_free_unpacked(&gd->base, NULL);
+        if (lib) protobuf_c_message_free_unpacked(&lib->base, NULL);
         return zf_status_prefix(st, "ExtendSession");
+    }
+    if (!fast) {
+        if (s->library) protobuf_c_message_free_unpacked(&s->library->base, NULL);
+        s->library = lib;
     }
     zf_graph_adopt_graphdef(g, &gd);
     int *placed_on = s_placement_carry(s, g, fast);
@@ -226,6 +278,7 @@ static zf_status_t s_extend(zf_master_t *m, zf__master_session_t *s,
         if (!placed_on) zf__master_placement_free(s);
     }
     s->nodes = zf_graph_num_nodes(g);
+    s->graph_bytes += bytes;
     *new_version = ++s->graph_version;
     pthread_mutex_unlock(&m->mu);
     if (fast) { /* its NodeDefs, library and versions are the new graph's now */

@@ -86,6 +86,13 @@ typedef struct zf__master_session {
     char *client;
     bool counted;
     int64_t used_ms;
+    /* the serialized bytes of the GraphDefs CreateSession and each
+     * ExtendSession since brought, bounded by --max-graph-bytes; under build */
+    int64_t graph_bytes;
+    /* every function CreateSession and ExtendSession brought (NULL: none),
+     * which the lowered graph no longer holds, so that an extension can
+     * call them; under build */
+    Tensorflow__FunctionDefLibrary *library;
     int64_t nodes;                        /* the graph's, after lowering */
     struct zf__master_session *gone_next; /* closed ones freed after the lock */
     /* the latest step's calls while it runs, and its partition count (for
@@ -192,6 +199,10 @@ void zf__master_session_free(zf_master_t *m, zf__master_session_t *s);
 /* A job's session: as zf_master_create_session(), counted in no limit. */
 zf_status_t zf__master_create_job_session(zf_master_t *m, const Zflow__CreateSession *req,
                                           char **session);
+
+/* zf_master_check_graph(), also giving gd's serialized size in *bytes. */
+zf_status_t zf__master_check_graph(zf_master_t *m, const Tensorflow__GraphDef *gd, const char *what,
+                                   int64_t *bytes);
 
 /* A monotonic clock in ms. */
 int64_t zf__master_now_ms(void);

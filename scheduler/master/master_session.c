@@ -34,6 +34,7 @@ static void s_free_contents(zf__master_session_t *s)
     zf__master_pruns_free(s);
     zf_strmap_destroy(&s->plans);
     zf_graph_destroy(&s->graph);
+    if (s->library) protobuf_c_message_free_unpacked(&s->library->base, NULL);
     pthread_mutex_destroy(&s->build);
     free(s->client);
     free(s->id);
@@ -104,6 +105,14 @@ void zf_master_set_limits(zf_master_t *m, const zf_master_limits_t *l)
 
 zf_status_t zf_master_check_graph(zf_master_t *m, const Tensorflow__GraphDef *gd, const char *what)
 {
+    int64_t bytes = 0;
+    return zf__master_check_graph(m, gd, what, &bytes);
+}
+
+zf_status_t zf__master_check_graph(zf_master_t *m, const Tensorflow__GraphDef *gd, const char *what,
+                                   int64_t *bytes_out)
+{
+    *bytes_out = 0;
     if (!gd) return ZF_STATUS_OK;
     pthread_mutex_lock(&m->mu);
     int64_t max_nodes = m->limits.max_graph_nodes, max_bytes = m->limits.max_graph_bytes;
@@ -119,6 +128,7 @@ zf_status_t zf_master_check_graph(zf_master_t *m, const Tensorflow__GraphDef *gd
                              "%s: the graph is %zu bytes serialized; this scheduler takes at "
                              "most %" PRId64 " (zflow-scheduler --max-graph-bytes)",
                              what, bytes, max_bytes);
+    *bytes_out = (int64_t)bytes;
     return ZF_STATUS_OK;
 }
 
@@ -188,9 +198,11 @@ static zf_status_t s_session_new(zf_master_t *m, const Zflow__CreateSession *req
 {
     *out = NULL;
     if (!req || !req->graph) return zf_invalid_argument("CreateSession without a graph");
-    ZF_TRY(zf_master_check_graph(m, req->graph, "CreateSession"));
+    int64_t bytes = 0;
+    ZF_TRY(zf__master_check_graph(m, req->graph, "CreateSession", &bytes));
     zf__master_session_t *s = calloc(1, sizeof *s);
     if (!s) return zf_out_of_memory("master");
+    s->graph_bytes = bytes;
     pthread_mutex_init(&s->build, NULL);
     s->refs = 1;
     if (req->options) {
@@ -206,6 +218,12 @@ static zf_status_t s_session_new(zf_master_t *m, const Zflow__CreateSession *req
     s->plans = zf_strmap_new(4, ZF_STRMAP_OWN_KEYS);
     zf_status_t st = s->plans ? zf_functions_lower(req->graph, &s->gd) : zf_out_of_memory("master");
     if (zf_ok(st) && !s->gd) st = s_copy_graphdef(req->graph, &s->gd); /* nothing to lower */
+    const Tensorflow__FunctionDefLibrary *lib = req->graph->library;
+    ProtobufCMessage *c = NULL;
+    if (zf_ok(st) && lib && lib->n_function > 0) {
+        st = zf_proto_clone(&lib->base, "master: the function library", &c);
+        s->library = (Tensorflow__FunctionDefLibrary *)c;
+    }
     if (zf_ok(st)) s->nodes = (int64_t)s->gd->n_node;
     if (zf_ok(st)) st = zf_graph_new_from_graphdef(s->gd, &s->graph);
     if (zf_ok(st)) {
@@ -214,6 +232,7 @@ static zf_status_t s_session_new(zf_master_t *m, const Zflow__CreateSession *req
         tensorflow__graph_def__free_unpacked(s->gd, NULL);
     }
     if (!zf_ok(st)) {
+        if (s->library) protobuf_c_message_free_unpacked(&s->library->base, NULL);
         zf_strmap_destroy(&s->plans);
         pthread_mutex_destroy(&s->build);
         free(s);

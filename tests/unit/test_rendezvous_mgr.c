@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "common/log.h"
+#include "common/tensor_frame.h"
 #include "executor/rendezvous/rendezvous.h"
 #include "rendezvous_test_util.h"
 #include "test_util.h"
@@ -465,6 +466,83 @@ static void test_rendezvous_mgr_counts_the_bytes_of_unclaimed_steps_exactly(void
     zf_rendezvous_mgr_destroy(&mgr);
 }
 
+/* A batch entry views the batch's payload frame. Delivered to a step that
+ * has not started, it is kept in a buffer of its own, so that the step
+ * pins only the bytes counted for it, not the frame; delivered to a
+ * claimed step it stays a view (no copy on the common path). */
+static void test_rendezvous_mgr_unclaimed_batch_entry_does_not_pin_its_frame(void **state)
+{
+    (void)state;
+    zf_rendezvous_mgr_t *mgr = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_new(&mgr));
+    s_claim(mgr, 8);
+    /* The frame: 64 KiB for claimed step 8, then one float for unclaimed
+     * step 7, then three floats for step 7 again. */
+    zf_tensor_t *big = s_floats(16384, 0.25f), *one = s_floats(1, -3.5f), *three = NULL;
+    float v3[3] = {1.5f, 2.5f, 4.0f};
+    zf_shape_t shape3 = ZF_SHAPE(3);
+    ASSERT_OK(zf_tensor_new_from_bytes(ZF_FLOAT, &shape3, v3, sizeof v3, &three));
+    zf_tensor_frame_batch_out_t out = {0};
+    bool added = false;
+    ASSERT_OK(zf_tensor_frame_batch_out_add(&out, KEY, 8, big, false, 1 << 20, &added));
+    assert_true(added);
+    ASSERT_OK(zf_tensor_frame_batch_out_add(&out, KEY, 7, one, false, 1 << 20, &added));
+    assert_true(added);
+    ASSERT_OK(zf_tensor_frame_batch_out_add(&out, "three", 7, three, false, 1 << 20, &added));
+    assert_true(added);
+    zf_tensor_frame_batch_prefix(out.n, out.head);
+    zf_buffer_t *frame = NULL;
+    ASSERT_OK(zf_buffer_new(out.payload_len, &frame));
+    memcpy(zf_buffer_data(frame), out.payload, out.payload_len);
+    zf_tensor_frame_batch_t b;
+    ASSERT_OK(zf_tensor_frame_decode_batch(out.head, out.head_len, frame, &b));
+    zf_tensor_frame_batch_out_clear(&out);
+    assert_int_equal(b.n, 3);
+    for (size_t i = 0; i < b.n; i++) {
+        ASSERT_OK(b.entries[i].error);
+        assert_ptr_equal(zf_tensor_buffer(b.entries[i].tensor), frame); /* views */
+        ASSERT_OK(zf_rendezvous_mgr_deliver(mgr, b.entries[i].step_id, b.entries[i].key,
+                                            b.entries[i].tensor, b.entries[i].is_dead));
+    }
+    zf_tensor_frame_batch_clear(&b);
+    /* Step 7 counts its 16 bytes and holds no more: the frame is held by
+     * this test and step 8's view alone. */
+    s_expect_bytes(mgr, 16);
+    assert_int_equal(zf_buffer_refcount(frame), 2);
+    zf_rendezvous_t *r = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_find(mgr, 8, &r));
+    zf_tensor_t *got = NULL;
+    bool dead = true;
+    ASSERT_OK(zf_rendezvous_recv(r, KEY, 0, &got, &dead));
+    assert_false(dead);
+    assert_ptr_equal(zf_tensor_buffer(got), frame); /* claimed: still the view */
+    assert_true(zf_tensor_equal(got, big));
+    zf_tensor_unref(&got);
+    zf_rendezvous_unref(&r);
+    zf_rendezvous_mgr_cleanup(mgr, 8, NULL);
+    assert_int_equal(zf_buffer_refcount(frame), 1);
+    /* Step 7's values are intact once it starts. */
+    ASSERT_OK(zf_rendezvous_mgr_claim(mgr, 7, &r));
+    s_expect_bytes(mgr, 0);
+    ASSERT_OK(zf_rendezvous_recv(r, KEY, 0, &got, &dead));
+    assert_true(zf_tensor_equal(got, one));
+    assert_true(((const float *)zf_tensor_data(got))[0] == -3.5f);
+    assert_ptr_not_equal(zf_tensor_buffer(got), frame);
+    zf_tensor_unref(&got);
+    ASSERT_OK(zf_rendezvous_recv(r, "three", 0, &got, &dead));
+    assert_true(zf_tensor_equal(got, three));
+    assert_int_equal(zf_buffer_size(zf_tensor_buffer(got)), sizeof v3);
+    zf_tensor_unref(&got);
+    zf_rendezvous_unref(&r);
+    zf_rendezvous_mgr_cleanup(mgr, 7, NULL);
+    assert_int_equal(zf_buffer_refcount(frame), 1);
+    zf_buffer_unref(&frame);
+    zf_tensor_unref(&big);
+    zf_tensor_unref(&one);
+    zf_tensor_unref(&three);
+    zf_rendezvous_mgr_destroy(&mgr);
+}
+
 static void test_rendezvous_mgr_byte_cap_evicts_the_oldest_unclaimed_steps_first(void **state)
 {
     (void)state;
@@ -690,6 +768,7 @@ int main(void)
         cmocka_unit_test(test_rendezvous_mgr_bounds_ten_thousand_stray_steps_to_the_cap),
         cmocka_unit_test(test_rendezvous_mgr_finds_every_step_after_many_cleanups),
         cmocka_unit_test(test_rendezvous_mgr_counts_the_bytes_of_unclaimed_steps_exactly),
+        cmocka_unit_test(test_rendezvous_mgr_unclaimed_batch_entry_does_not_pin_its_frame),
         cmocka_unit_test(test_rendezvous_mgr_byte_cap_evicts_the_oldest_unclaimed_steps_first),
         cmocka_unit_test(test_rendezvous_mgr_refuses_a_tensor_over_the_byte_cap_on_its_own),
         cmocka_unit_test(test_rendezvous_mgr_survives_threads_finding_claiming_and_cleaning_up),

@@ -3,7 +3,8 @@
  * libzflow-client: sessions in all and per client (--max-sessions,
  * --max-sessions-per-client), a session closed after its idle timeout
  * (--session-idle-timeout-ms), graphs past the size limits refused at
- * CreateSession and SubmitJob (--max-graph-nodes, --max-graph-bytes), and
+ * CreateSession and SubmitJob (--max-graph-nodes, --max-graph-bytes) and
+ * a session's graph grown past them by ExtendSessions, and
  * a step that hangs ended by the default step timeout (--step-timeout-ms)
  * while the next one runs; an executor's graph limit (zflow-executor
  * --max-graphs) as the step that met it sees it; and `zflow run` naming the job it submitted
@@ -196,6 +197,23 @@ static int s_setup_graphs(void **state)
     return 0;
 }
 
+/* Appends to text (len bytes of cap so far) a Const node c<k> of `floats`
+ * floats 0.5, 1.5, ...; returns the new length. */
+static int s_append_const(char *text, size_t cap, int len, int k, int floats)
+{
+    len += snprintf(text + len, cap - (size_t)len,
+                    "node { name: 'c%d' op: 'Const' device: '" CPU0 "'"
+                    "  attr { key: 'dtype' value { type: DT_FLOAT } }"
+                    "  attr { key: 'value' value { tensor { dtype: DT_FLOAT"
+                    "    tensor_shape { dim { size: %d } }",
+                    k, floats);
+    for (int i = 0; i < floats; i++)
+        len += snprintf(text + len, cap - (size_t)len, " float_val: %d.5", i);
+    len += snprintf(text + len, cap - (size_t)len, " } } } }");
+    assert_true(len < (int)cap - 64);
+    return len;
+}
+
 /* The chain with `extra` more Const nodes of `floats` floats each. */
 static Tensorflow__GraphDef *s_padded_graph(int extra, int floats)
 {
@@ -205,18 +223,17 @@ static Tensorflow__GraphDef *s_padded_graph(int extra, int floats)
                        "  attr { key: 'dtype' value { type: DT_FLOAT } } }"
                        "node { name: 'z' op: 'Neg' input: 'x' device: '" CPU0 "'"
                        "  attr { key: 'T' value { type: DT_FLOAT } } }");
-    for (int k = 0; k < extra; k++) {
-        len += snprintf(text + len, sizeof text - (size_t)len,
-                        "node { name: 'c%d' op: 'Const' device: '" CPU0 "'"
-                        "  attr { key: 'dtype' value { type: DT_FLOAT } }"
-                        "  attr { key: 'value' value { tensor { dtype: DT_FLOAT"
-                        "    tensor_shape { dim { size: %d } }",
-                        k, floats);
-        for (int i = 0; i < floats; i++)
-            len += snprintf(text + len, sizeof text - (size_t)len, " float_val: %d.5", i);
-        len += snprintf(text + len, sizeof text - (size_t)len, " } } } }");
-        assert_true(len < (int)sizeof text - 64);
-    }
+    for (int k = 0; k < extra; k++) len = s_append_const(text, sizeof text, len, k, floats);
+    Tensorflow__GraphDef *gd = NULL;
+    ASSERT_OK(zf_graphdef_read_mem(text, (size_t)len, ZF_FORMAT_PBTXT, &gd));
+    return gd;
+}
+
+/* An extension of one Const node c<k> of `floats` floats. */
+static Tensorflow__GraphDef *s_const_graph(int k, int floats)
+{
+    char text[16384];
+    int len = s_append_const(text, sizeof text, 0, k, floats);
     Tensorflow__GraphDef *gd = NULL;
     ASSERT_OK(zf_graphdef_read_mem(text, (size_t)len, ZF_FORMAT_PBTXT, &gd));
     return gd;
@@ -258,6 +275,54 @@ static void test_scheduler_refuses_graphs_past_its_size_limits(void **state)
     zf_graphdef_free(&small);
     zf_graphdef_free(&many);
     zf_graphdef_free(&big);
+}
+
+/* --max-graph-bytes bounds a session's graph, not each extension alone:
+ * extensions each well under the limit are refused once the session's
+ * GraphDefs together would pass it, and a refused one changes nothing. */
+static void test_scheduler_bounds_the_bytes_of_a_session_extended_in_pieces(void **state)
+{
+    fixture_t *f = *state;
+    Tensorflow__GraphDef *base = s_padded_graph(0, 1), *a = s_const_graph(0, 100),
+                         *b = s_const_graph(1, 100), *tiny = s_const_graph(1, 1);
+    size_t base_bytes = protobuf_c_message_get_packed_size(&base->base),
+           a_bytes = protobuf_c_message_get_packed_size(&a->base),
+           b_bytes = protobuf_c_message_get_packed_size(&b->base),
+           tiny_bytes = protobuf_c_message_get_packed_size(&tiny->base);
+    /* a and b each fit, both together do not; tiny fits after a */
+    assert_true(base_bytes + a_bytes <= 1000 && b_bytes <= 1000);
+    assert_true(base_bytes + a_bytes + b_bytes > 1000);
+    assert_true(base_bytes + a_bytes + tiny_bytes <= 1000);
+    char *session = s_create(f->client, base);
+    int64_t version = -1;
+    ASSERT_OK(zf_client_session_extend(f->client, session, a, 0, &version));
+    assert_int_equal(version, 1);
+    char want[256];
+    snprintf(want, sizeof want,
+             "ExtendSession: the session's graph is %zu bytes serialized and the extension %zu "
+             "more; this scheduler takes at most 1000 (zflow-scheduler --max-graph-bytes)",
+             base_bytes + a_bytes, b_bytes);
+    zf_test_expect_error(zf_client_session_extend(f->client, session, b, 1, &version),
+                         ZF_RESOURCE_EXHAUSTED, want);
+    /* nothing of b was applied: the version is still 1 and c1 is free */
+    ASSERT_OK(zf_client_session_extend(f->client, session, tiny, 1, &version));
+    assert_int_equal(version, 2);
+    const char *fetch[2] = {"c0", "c1"};
+    zf_client_step_t step = {NULL, NULL, 0, fetch, 2, NULL, 0};
+    zf_tensor_t *out[2] = {NULL, NULL};
+    ASSERT_OK(zf_client_session_run(f->client, session, &step, WAIT_MS, out));
+    assert_int_equal(zf_tensor_num_elements(out[0]), 100);
+    assert_true(((const float *)zf_tensor_data(out[0]))[99] == 99.5f);
+    assert_int_equal(zf_tensor_num_elements(out[1]), 1);
+    assert_true(((const float *)zf_tensor_data(out[1]))[0] == 0.5f);
+    ASSERT_OK(zf_client_session_close(f->client, session));
+    zf_tensor_unref(&out[0]);
+    zf_tensor_unref(&out[1]);
+    free(session);
+    zf_graphdef_free(&base);
+    zf_graphdef_free(&a);
+    zf_graphdef_free(&b);
+    zf_graphdef_free(&tiny);
 }
 
 /* ---- the default step timeout ---------------------------------------------------- */
@@ -434,6 +499,9 @@ int main(void)
                                         s_setup_idle, s_teardown),
         cmocka_unit_test_setup_teardown(test_scheduler_refuses_graphs_past_its_size_limits,
                                         s_setup_graphs, s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_scheduler_bounds_the_bytes_of_a_session_extended_in_pieces, s_setup_graphs,
+            s_teardown),
         cmocka_unit_test_setup_teardown(test_scheduler_ends_a_hung_step_at_its_default_timeout,
                                         s_setup_step_timeout, s_teardown),
         cmocka_unit_test_setup_teardown(

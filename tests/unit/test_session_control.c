@@ -179,6 +179,105 @@ static void test_extend_adds_nodes_next_to_the_state_and_refuses_clashes(void **
     zf_graphdef_free(&gd);
 }
 
+/* Scale(x) = (x + 1) * 3 and Negate(x) = -x, float. */
+#define FLOAT_ATTR(key) " attr { key: '" key "' value { type: DT_FLOAT } }"
+#define CONST_F(name, v)                                                                           \
+    " node_def { name: '" name "' op: 'Const'" FLOAT_ATTR("dtype")                                \
+    "   attr { key: 'value' value { tensor { dtype: DT_FLOAT tensor_shape {} float_val: " v       \
+    " } } } }"
+#define FN_LIB                                                                                     \
+    "library { function { signature { name: 'Scale' input_arg { name: 'x' type: DT_FLOAT }"        \
+    " output_arg { name: 'y' type: DT_FLOAT } }" CONST_F("one", "1") CONST_F("three", "3")         \
+    " node_def { name: 'add' op: 'AddV2' input: 'x' input: 'one:output:0'" FLOAT_ATTR("T") " }"    \
+    " node_def { name: 'mul' op: 'Mul' input: 'add:z:0' input: 'three:output:0'" FLOAT_ATTR("T")  \
+    " } ret { key: 'y' value: 'mul:z:0' } }"                                                       \
+    " function { signature { name: 'Negate' input_arg { name: 'x' type: DT_FLOAT }"                \
+    " output_arg { name: 'y' type: DT_FLOAT } }"                                                   \
+    " node_def { name: 'n' op: 'Neg' input: 'x'" FLOAT_ATTR("T") " }"                              \
+    " ret { key: 'y' value: 'n:y:0' } } }"
+#define FLOAT_LIST(key) " attr { key: '" key "' value { list { type: DT_FLOAT } } }"
+#define CALL_SCALE(name, op, input)                                                                \
+    "node { name: '" name "' op: '" op "' input: '" input "'" FLOAT_LIST("Tin")                    \
+    FLOAT_LIST("Tout") " attr { key: 'f' value { func { name: 'Scale' } } } }"
+
+static float s_scale(float x)
+{
+    return (x + 1.0f) * 3.0f;
+}
+
+/* Fetches the two floats of `fetch` on session into got. */
+static void s_fetch_two(const char *session, const char *fetch, float *got)
+{
+    zf_client_step_t step = {NULL, NULL, 0, &fetch, 1, NULL, 0};
+    zf_tensor_t *out = NULL;
+    ASSERT_OK(zf_client_session_run(s_client, session, &step, WAIT_MS, &out));
+    assert_int_equal(zf_tensor_num_elements(out), 2);
+    memcpy(got, zf_tensor_data(out), 2 * sizeof *got);
+    zf_tensor_unref(&out);
+}
+
+static void test_extend_calls_functions_of_the_library_given_at_creation(void **state)
+{
+    (void)state;
+    const float a[2] = {1.5f, -4.0f};
+    Tensorflow__GraphDef *gd = zf_test_graphdef(
+        "node { name: 'a' op: 'Const'" FLOAT_ATTR("dtype")
+        " attr { key: 'value' value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 2 } }"
+        " float_val: 1.5 float_val: -4 } } } }" CALL_SCALE("first", "StatefulPartitionedCall",
+                                                           "a") FN_LIB);
+    char *sess = s_session(gd);
+    float got[2];
+    s_fetch_two(sess, "first", got);
+    for (int i = 0; i < 2; i++) assert_true(got[i] == s_scale(a[i]));
+
+    /* a node whose op names a library function, by itself */
+    Tensorflow__GraphDef *by_name =
+        zf_test_graphdef("node { name: 'by_name' op: 'Scale' input: 'a' }");
+    int64_t version = -1;
+    ASSERT_OK(zf_client_session_extend(s_client, sess, by_name, 0, &version));
+    assert_int_equal(version, 1);
+    s_fetch_two(sess, "by_name", got);
+    for (int i = 0; i < 2; i++) assert_true(got[i] == s_scale(a[i]));
+
+    /* a PartitionedCall and an If whose functions only the library has */
+    Tensorflow__GraphDef *calls = zf_test_graphdef(
+        CALL_SCALE("twice", "PartitionedCall", "by_name")
+        "node { name: 'yes' op: 'Const' attr { key: 'dtype' value { type: DT_BOOL } }"
+        " attr { key: 'value' value { tensor { dtype: DT_BOOL tensor_shape {} bool_val: true } } } }"
+        "node { name: 'pick' op: 'If' input: 'yes' input: 'twice'"
+        " attr { key: 'Tcond' value { type: DT_BOOL } }" FLOAT_LIST("Tin") FLOAT_LIST("Tout")
+        " attr { key: 'then_branch' value { func { name: 'Negate' } } }"
+        " attr { key: 'else_branch' value { func { name: 'Scale' } } } }");
+    ASSERT_OK(zf_client_session_extend(s_client, sess, calls, 1, &version));
+    assert_int_equal(version, 2);
+    s_fetch_two(sess, "twice", got);
+    for (int i = 0; i < 2; i++) assert_true(got[i] == s_scale(s_scale(a[i])));
+    s_fetch_two(sess, "pick", got);
+    for (int i = 0; i < 2; i++) assert_true(got[i] == -s_scale(s_scale(a[i])));
+    s_fetch_two(sess, "by_name", got); /* the earlier nodes still run */
+    for (int i = 0; i < 2; i++) assert_true(got[i] == s_scale(a[i]));
+
+    /* the library is the session's: Negate, which no node called before
+     * this extend, cannot be given another body */
+    Tensorflow__GraphDef *other = zf_test_graphdef(
+        "node { name: 'sq' op: 'Negate' input: 'a' }"
+        "library { function { signature { name: 'Negate' input_arg { name: 'x' type: DT_FLOAT }"
+        " output_arg { name: 'y' type: DT_FLOAT } }"
+        " node_def { name: 'n' op: 'Square' input: 'x'" FLOAT_ATTR("T") " }"
+        " ret { key: 'y' value: 'n:y:0' } } }");
+    zf_test_expect_error(zf_client_session_extend(s_client, sess, other, 2, &version),
+                         ZF_INVALID_ARGUMENT,
+                         "Cannot add function 'Negate' because a different function with the "
+                         "same name already exists.");
+    zf_graphdef_free(&other);
+
+    ASSERT_OK(zf_client_session_close(s_client, sess));
+    free(sess);
+    zf_graphdef_free(&calls);
+    zf_graphdef_free(&by_name);
+    zf_graphdef_free(&gd);
+}
+
 /* ---- cancelling steps and closing sessions ------------------------------------ */
 
 static void test_cancel_ends_a_running_step_everywhere_and_the_session_runs_on(void **state)
@@ -571,6 +670,7 @@ int main(void)
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_extend_adds_nodes_next_to_the_state_and_refuses_clashes),
+        cmocka_unit_test(test_extend_calls_functions_of_the_library_given_at_creation),
         cmocka_unit_test(test_cancel_ends_a_running_step_everywhere_and_the_session_runs_on),
         cmocka_unit_test(test_close_cancels_the_step_the_session_runs),
         cmocka_unit_test(test_reset_closes_every_session_of_the_client),

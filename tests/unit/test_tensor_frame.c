@@ -4,6 +4,7 @@
  * and their replies; batches of tensors, their layout, an entry refused
  * alone and a batch refused whole; and every header and framing violation,
  * each rejected with its message while the socket keeps working. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1580,6 +1581,54 @@ static void test_large_tensors_travel_in_chunks_over_curve_and_arrive_whole(void
     zf_tensor_unref(&t);
 }
 
+/* A chunked send that fails while it makes its frames (out of memory, by
+ * the test hook) sends nothing: the next message arrives intact and alone,
+ * not appended to half of the failed one, and no tensor reference stays. */
+static void test_a_chunked_send_that_fails_midway_leaves_nothing_on_the_socket(void **state)
+{
+    (void)state;
+    char *dir = NULL;
+    s_link_t l;
+    s_secure_link_open(&l, &dir);
+    size_t nbytes = 3 * (size_t)ZF_TENSOR_FRAME_CURVE_CHUNK + 4096; /* four chunks */
+    zf_shape_t shape = ZF_SHAPE((int64_t)(nbytes / 4));
+    zf_tensor_t *big = s_patterned(ZF_FLOAT, &shape, 21), *small = NULL;
+    ASSERT_OK(zf_tensor_new_scalar_int32(4242, &small));
+    zf__tensor_frame_fail_chunk(3);
+    zf_test_expect_error(zf_tensor_frame_send(l.push, "big;0", 5, big, false),
+                         ZF_RESOURCE_EXHAUSTED,
+                         "sending tensor 'big;0' (step 5): out of memory making chunk 3 of 4; "
+                         "nothing was sent");
+    assert_int_equal(zf_tensor_refcount(big), 1); /* the chunks made were let go */
+    ASSERT_OK(zf_tensor_frame_send(l.push, "small;0", 6, small, false));
+    zf_tensor_frame_header_t h;
+    size_t sizes[8] = {0};
+    assert_int_equal(s_recv_raw(l.pull, &h, sizes, 8), 1); /* the header and one payload */
+    assert_string_equal(h.key, "small;0");
+    assert_int_equal(h.step_id, 6);
+    assert_int_equal(sizes[0], 4);
+    /* nothing else is waiting, and a chunked send works again */
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    assert_int_equal(zmq_msg_recv(&m, zf_socket_handle(l.pull), ZMQ_DONTWAIT), -1);
+    assert_int_equal(errno, EAGAIN);
+    zmq_msg_close(&m);
+    ASSERT_OK(zf_tensor_frame_send(l.push, "big;0", 7, big, false));
+    ASSERT_OK(zf_tensor_frame_send(l.push, "small;0", 8, small, false));
+    zf_tensor_frame_t f;
+    s_expect_frame(l.pull, "big;0", 7, big, &f);
+    zf_tensor_frame_clear(&f);
+    s_expect_frame(l.pull, "small;0", 8, small, &f);
+    assert_int_equal(*(const int32_t *)zf_tensor_data(f.tensor), 4242);
+    zf_tensor_frame_clear(&f);
+    s_link_close(&l);
+    zf_test_rm_rf(dir);
+    free(dir);
+    assert_int_equal(zf_tensor_refcount(big), 1);
+    zf_tensor_unref(&big);
+    zf_tensor_unref(&small);
+}
+
 /* Packs a float [n] header declaring len bytes in chunks of chunk. */
 static void s_pack_chunked(msgpack_sbuffer *sb, int64_t n, int64_t len, int64_t chunk)
 {
@@ -1739,6 +1788,7 @@ int main(void)
         cmocka_unit_test(test_every_whole_batch_violation_is_named),
         cmocka_unit_test(test_a_bad_batch_is_drained_and_the_socket_keeps_working),
         cmocka_unit_test(test_large_tensors_travel_in_chunks_over_curve_and_arrive_whole),
+        cmocka_unit_test(test_a_chunked_send_that_fails_midway_leaves_nothing_on_the_socket),
         cmocka_unit_test(test_chunk_streams_that_do_not_match_their_header_are_refused_whole),
         cmocka_unit_test(test_a_batch_entry_cannot_be_chunked),
     };
