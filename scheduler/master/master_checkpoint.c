@@ -12,7 +12,10 @@
  * in the files. Saves alternate between two prefixes, DIR/ckpt-a and
  * DIR/ckpt-b: a save cut short (its process killed between writing the
  * data and the index) leaves the other one whole, and a restore takes the
- * highest step that reads back with its checksums right. SaveV2 and
+ * highest step that reads back with its checksums right. A probe (a
+ * RestoreV2 of the step alone) reads each one's step; the whole restore
+ * then runs on the highest, and on the other when that one's variables do
+ * not read back, so the variables are read once when all is well. SaveV2 and
  * RestoreV2 run on a CPU executor the placer picks, so DIR is the
  * executors' (one host, or a shared file system, as TensorFlow's
  * checkpoint directories are). */
@@ -116,6 +119,15 @@ static void s_write_extension(FILE *f, const s_var_t *vars, int n)
     fprintf(f, " input: '" S_P "step' attr { key: 'dtypes' value { list {");
     s_dtype_list(f, vars, n);
     fprintf(f, " } } } }\n");
+    fprintf(f, "node { name: '" S_P "step_key' op: 'Const' attr { key: 'dtype' value { type: "
+               "DT_STRING } } attr { key: 'value' value { tensor { dtype: DT_STRING tensor_shape { "
+               "dim { size: 1 } } string_val: '" S_STEP_KEY "' } } } }\n"
+               "node { name: '" S_P "step_slice' op: 'Const' attr { key: 'dtype' value { type: "
+               "DT_STRING } } attr { key: 'value' value { tensor { dtype: DT_STRING tensor_shape { "
+               "dim { size: 1 } } string_val: '' } } } }\n"
+               "node { name: '" S_P "probe' op: 'RestoreV2' input: '" S_P "prefix' input: '" S_P
+               "step_key' input: '" S_P "step_slice' attr { key: 'dtypes' value { list { type: "
+               "DT_INT64 } } } }\n");
     fprintf(f, "node { name: '" S_P "restore' op: 'RestoreV2' input: '" S_P "prefix' input: '" S_P
                "keys' input: '" S_P "slices' attr { key: 'dtypes' value { list {");
     s_dtype_list(f, vars, n);
@@ -236,31 +248,52 @@ static const char *s_prefix(const zf__master_ckpt_t *ck, int which, char *buf, s
     return buf;
 }
 
+/* Whether a restore's error says the checkpoint's files are missing or
+ * unreadable (so another, or none, is used), rather than that the step
+ * could not run (an executor lost, the job cancelled): then the job fails
+ * and keeps its checkpoints, instead of starting over and saving over
+ * them. */
+static bool s_unusable(zf_code_t code)
+{
+    return code == ZF_NOT_FOUND || code == ZF_DATA_LOSS || code == ZF_INVALID_ARGUMENT ||
+           code == ZF_OUT_OF_RANGE || code == ZF_UNIMPLEMENTED;
+}
+
 zf_status_t zf__master_ckpt_restore(zf_master_t *m, const char *session, zf__master_ckpt_t *ck,
                                     int64_t *step)
 {
     *step = 0;
-    int best = -1;
     char path[4200];
-    char fetch[64];
-    snprintf(fetch, sizeof fetch, S_P "restore:%d", ck->n_vars);
+    int64_t steps[2] = {-1, -1};
     for (int which = 0; which < 2; which++) {
-        int64_t k = -1;
-        zf_status_t st = s_run(m, session, s_prefix(ck, which, path, sizeof path), -1, fetch,
-                               NULL, &k);
-        if (zf_ok(st) && k > *step) {
-            *step = k;
-            best = which;
-        } else if (!zf_ok(st) && st.code != ZF_NOT_FOUND) {
+        zf_status_t st = s_run(m, session, s_prefix(ck, which, path, sizeof path), -1,
+                               S_P "probe:0", NULL, &steps[which]);
+        if (!zf_ok(st) && !s_unusable(st.code))
+            return zf_status_prefix(st, "reading the step of checkpoint %s", path);
+        if (!zf_ok(st) && st.code != ZF_NOT_FOUND)
             zf_log_warn(S_LOG, "checkpoint %s is not used: %s", path, zf_status_msg(&st));
-        }
+        if (!zf_ok(st)) steps[which] = -1;
         zf_status_clear(&st);
     }
-    if (best < 0) return ZF_STATUS_OK;
-    zf_status_t st = s_run(m, session, s_prefix(ck, best, path, sizeof path), -1, NULL,
-                           S_P "restored", NULL);
-    if (zf_ok(st)) zf_log_info(S_LOG, "restored %s (step %" PRId64 ")", path, *step);
-    return zf_status_prefix(st, "restoring checkpoint %s", path);
+    /* the highest step first; one whose variables do not read back gives
+     * way to the other, and with neither the job starts afresh */
+    int first = steps[1] > steps[0] ? 1 : 0;
+    for (int i = 0; i < 2; i++) {
+        int which = i ? 1 - first : first;
+        if (steps[which] <= 0) continue;
+        zf_status_t st = s_run(m, session, s_prefix(ck, which, path, sizeof path), -1, NULL,
+                               S_P "restored", NULL);
+        if (zf_ok(st)) {
+            *step = steps[which];
+            zf_log_info(S_LOG, "restored %s (step %" PRId64 ")", path, *step);
+            return ZF_STATUS_OK;
+        }
+        if (!s_unusable(st.code)) return zf_status_prefix(st, "restoring checkpoint %s", path);
+        zf_log_warn(S_LOG, "checkpoint %s (step %" PRId64 ") is not used: %s", path,
+                    steps[which], zf_status_msg(&st));
+        zf_status_clear(&st);
+    }
+    return ZF_STATUS_OK;
 }
 
 zf_status_t zf__master_ckpt_save(zf_master_t *m, const char *session, zf__master_ckpt_t *ck,

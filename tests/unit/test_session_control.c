@@ -488,18 +488,52 @@ static double s_ckpt_value(const char *prefix, const char *key)
     return v;
 }
 
+/* Runs the counter job to 10, checkpointed every 3 steps into dir, and
+ * checks its value and the step it resumed from. */
+static void s_count_to_ten(Tensorflow__GraphDef *gd, const char *dir, int64_t resumed)
+{
+    char *job = s_submit_counter(gd, 10, 3, dir);
+    zf_client_job_result_t *res = s_result_of(job);
+    assert_true(*(const float *)zf_tensor_data(res->tensors[0]) == 10.0f);
+    assert_int_equal(res->resumed_from_step, resumed);
+    zf_client_job_result_free(&res);
+    free(job);
+}
+
+/* Flips a byte of key's data in the checkpoint at prefix (one shard), so
+ * its checksum no longer matches. */
+static void s_spoil(const char *prefix, const char *key)
+{
+    zf_bundle_reader_t *r = NULL;
+    ASSERT_OK(zf_bundle_reader_open(prefix, &r));
+    zf_bundle_entry_t e;
+    ASSERT_OK(zf_bundle_reader_entry(r, key, strlen(key), &e));
+    zf_bundle_reader_destroy(&r);
+    char path[128];
+    snprintf(path, sizeof path, "%s.data-00000-of-00001", prefix);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, (long)e.offset, SEEK_SET), 0);
+    int c = fgetc(f);
+    assert_true(c != EOF);
+    assert_int_equal(fseek(f, (long)e.offset, SEEK_SET), 0);
+    assert_true(fputc(c ^ 0x5a, f) != EOF);
+    assert_int_equal(fclose(f), 0);
+    zf_tensor_t *t = NULL;
+    ASSERT_OK(zf_bundle_reader_open(prefix, &r));
+    zf_status_t st = zf_bundle_reader_lookup(r, key, strlen(key), &t);
+    zf_bundle_reader_destroy(&r);
+    assert_int_equal(st.code, ZF_DATA_LOSS);
+    zf_status_clear(&st);
+}
+
 static void test_a_job_saves_checkpoints_and_one_started_on_them_resumes(void **state)
 {
     (void)state;
     char dir[] = "/tmp/zflow-ckpt-XXXXXX";
     assert_non_null(mkdtemp(dir));
     Tensorflow__GraphDef *gd = s_read(COUNTER);
-    char *job = s_submit_counter(gd, 10, 3, dir);
-    zf_client_job_result_t *res = s_result_of(job);
-    assert_true(*(const float *)zf_tensor_data(res->tensors[0]) == 10.0f);
-    assert_int_equal(res->resumed_from_step, 0);
-    zf_client_job_result_free(&res);
-    free(job);
+    s_count_to_ten(gd, dir, 0);
     /* steps 3 and 9 went to ckpt-b, 6 to ckpt-a; none after the last */
     char a[64], b[64];
     snprintf(a, sizeof a, "%s/ckpt-a", dir);
@@ -508,14 +542,21 @@ static void test_a_job_saves_checkpoints_and_one_started_on_them_resumes(void **
     assert_true(s_ckpt_value(b, "_zflow_job_step") == 9.0 && s_ckpt_value(b, "counter") == 9.0);
 
     /* the same job again: init, then the counter of step 9, and one step */
-    job = s_submit_counter(gd, 10, 3, dir);
-    res = s_result_of(job);
-    assert_true(*(const float *)zf_tensor_data(res->tensors[0]) == 10.0f);
-    assert_int_equal(res->resumed_from_step, 9);
-    zf_client_job_result_free(&res);
-    free(job);
+    s_count_to_ten(gd, dir, 9);
+
+    /* the counter's bytes in ckpt-b spoilt: its step still reads, its
+     * variables do not, and the job resumes from ckpt-a's step 6 */
+    s_spoil(b, "counter");
+    s_count_to_ten(gd, dir, 6);
+    /* that job saved step 9 into ckpt-b again; with both spoilt, none is
+     * used and the job starts afresh */
+    assert_true(s_ckpt_value(b, "_zflow_job_step") == 9.0 && s_ckpt_value(b, "counter") == 9.0);
+    s_spoil(a, "counter");
+    s_spoil(b, "counter");
+    s_count_to_ten(gd, dir, 0);
 
     /* a graph without variables has nothing to checkpoint */
+    char *job = NULL;
     Tensorflow__GraphDef *loop = s_read(SUM_LOOP);
     s_loop_step_t ls;
     s_loop_step(&ls, 3);
