@@ -28,12 +28,16 @@ struct zf__master_prun {
     struct zf__master_prun *next;
     char handle[24];
     int64_t step_id;
-    zf__master_plan_t *p;   /* a reference */
-    zf__master_names_t nm;  /* the setup's names */
-    bool *fed, *fetched;    /* per nm.s_feeds, nm.s_fetches */
-    int pending;            /* feeds and fetches not given yet */
-    bool started;           /* a call has sent RunGraph */
-    bool busy;              /* a call runs now */
+    zf__master_plan_t *p;  /* a reference */
+    zf__master_names_t nm; /* the setup's names */
+    bool *fed, *fetched;   /* per nm.s_feeds, nm.s_fetches */
+    /* per fetch k of nm.s_fetches: the feeds it needs (indexes into
+     * nm.s_feeds) are needs[needs_at[k] .. needs_at[k + 1]), and self[k]
+     * is the feed it is itself, or -1 */
+    int *needs, *needs_at, *self;
+    int pending;  /* feeds and fetches not given yet */
+    bool started; /* a call has sent RunGraph */
+    bool busy;    /* a call runs now */
 };
 
 /* ---- handles ------------------------------------------------------------------------ */
@@ -45,6 +49,9 @@ static void s_prun_free(zf__master_prun_t *pr)
     zf__master_names_free(&pr->nm);
     free(pr->fed);
     free(pr->fetched);
+    free(pr->needs);
+    free(pr->needs_at);
+    free(pr->self);
     free(pr);
 }
 
@@ -118,6 +125,103 @@ void zf__master_pruns_free(zf__master_session_t *s)
     for (int i = 0; i < ZF__MASTER_PRUN_GONE; i++) free(s->prun_gone[i]);
 }
 
+/* ---- what each fetch needs ----------------------------------------------------------- */
+
+/* Index of name in the sorted v[0..n), or -1. */
+static int s_index(char **v, int n, const char *name)
+{
+    char **hit = bsearch(&name, v, (size_t)n, sizeof *v, zf__master_cmp_str);
+    return hit ? (int)(hit - v) : -1;
+}
+
+/* The declared feed that is node:port, or -1 (feeds resolved to (node,
+ * port) in fnode/fport, -1 for a name not in g). */
+static int s_feed_at(const int *fnode, const int *fport, int nf, int node, int port)
+{
+    for (int i = 0; i < nf; i++)
+        if (fnode[i] == node && fport[i] == port) return i;
+    return -1;
+}
+
+/* For each declared fetch, the declared feeds it needs (TensorFlow's
+ * CheckFetches, worked out once): the session's graph walked back from
+ * the fetch, each walk stopping at a declared feed, which the fetch needs
+ * (its producer does not run for the step); a fetch that is itself a feed
+ * needs only that feed. The graph's existing nodes never change (an
+ * extension only adds nodes), so this stays true for the partial run's
+ * life. Under m->mu. */
+static zf_status_t s_needs(const zf_graph_t *g, zf__master_prun_t *pr)
+{
+    int n = zf_graph_num_nodes(g), nf = pr->nm.ns_feeds, nx = pr->nm.ns_fetches;
+    int *fnode = malloc(((size_t)nf + 1) * sizeof *fnode);
+    int *fport = malloc(((size_t)nf + 1) * sizeof *fport);
+    int *seen = calloc((size_t)n + 1, sizeof *seen); /* the fetch + 1 that saw the node */
+    int *stack = malloc(((size_t)n + 1) * sizeof *stack);
+    bool *hit = calloc((size_t)nf + 1, sizeof *hit);
+    pr->needs_at = calloc((size_t)nx + 1, sizeof *pr->needs_at);
+    pr->self = malloc(((size_t)nx + 1) * sizeof *pr->self);
+    size_t cap = 16, used = 0;
+    pr->needs = malloc(cap * sizeof *pr->needs);
+    zf_status_t st = fnode && fport && seen && stack && hit && pr->needs_at && pr->self && pr->needs
+                         ? ZF_STATUS_OK
+                         : zf_out_of_memory("master");
+    for (int k = 0; zf_ok(st) && k < nf; k++) {
+        const char *node = NULL;
+        size_t len = 0;
+        zf_status_t e = zf_tensor_name_parse(pr->nm.s_feeds[k], &node, &len, &fport[k]);
+        fnode[k] = zf_ok(e) ? zf_graph_find_node_n(g, node, len) : -1;
+        zf_status_clear(&e);
+    }
+    for (int f = 0; zf_ok(st) && f < nx; f++) {
+        pr->needs_at[f] = (int)used;
+        const char *node = NULL;
+        size_t len = 0;
+        int port = 0;
+        zf_status_t e = zf_tensor_name_parse(pr->nm.s_fetches[f], &node, &len, &port);
+        int start = zf_ok(e) ? zf_graph_find_node_n(g, node, len) : -1;
+        zf_status_clear(&e);
+        pr->self[f] = start >= 0 ? s_feed_at(fnode, fport, nf, start, port) : -1;
+        if (pr->self[f] >= 0 || start < 0) continue; /* the plan refused unknown names */
+        memset(hit, 0, ((size_t)nf + 1) * sizeof *hit);
+        int top = 0;
+        stack[top++] = start;
+        seen[start] = f + 1;
+        while (top > 0 && zf_ok(st)) {
+            const zf_edge_t *in = NULL;
+            int v = stack[--top], ne = zf_graph_in_edges(g, v, &in);
+            for (int i = 0; i < ne && zf_ok(st); i++) {
+                int src = in[i].src;
+                int k = zf_edge_is_control(&in[i])
+                            ? -1
+                            : s_feed_at(fnode, fport, nf, src, in[i].src_port);
+                if (k < 0 && seen[src] != f + 1) {
+                    seen[src] = f + 1;
+                    stack[top++] = src;
+                } else if (k >= 0 && !hit[k]) {
+                    hit[k] = true;
+                    if (used == cap) {
+                        int *grown = realloc(pr->needs, 2 * cap * sizeof *grown);
+                        if (!grown) {
+                            st = zf_out_of_memory("master");
+                            break;
+                        }
+                        pr->needs = grown;
+                        cap *= 2;
+                    }
+                    pr->needs[used++] = k;
+                }
+            }
+        }
+    }
+    if (zf_ok(st)) pr->needs_at[nx] = (int)used;
+    free(fnode);
+    free(fport);
+    free(seen);
+    free(stack);
+    free(hit);
+    return st;
+}
+
 /* ---- the setup ------------------------------------------------------------------------ */
 
 static zf_status_t s_setup(zf_master_t *m, zf__master_session_t *s, const Zflow__RunStep *req,
@@ -147,6 +251,7 @@ static zf_status_t s_setup(zf_master_t *m, zf__master_session_t *s, const Zflow_
                                "session %s has %d partial runs open already (the most it "
                                "keeps): finish or abandon one first",
                                s->id, s->n_pruns);
+        if (zf_ok(st)) st = s_needs(s->graph, pr);
         if (zf_ok(st)) {
             /* random and positive, as every step id */
             pr->step_id = (int64_t)((zf_random_id() >> 1) | 1);
@@ -173,13 +278,6 @@ static zf_status_t s_setup(zf_master_t *m, zf__master_session_t *s, const Zflow_
 
 /* ---- calls ---------------------------------------------------------------------------- */
 
-/* Index of name in the sorted v[0..n), or -1. */
-static int s_index(char **v, int n, const char *name)
-{
-    char **hit = bsearch(&name, v, (size_t)n, sizeof *v, zf__master_cmp_str);
-    return hit ? (int)(hit - v) : -1;
-}
-
 /* TensorFlow's checks of a call's names against the setup: every feed and
  * fetch declared there and not given before. Under m->mu. */
 static zf_status_t s_check_names(const zf__master_prun_t *pr, const zf__master_names_t *nm)
@@ -203,98 +301,31 @@ static zf_status_t s_check_names(const zf__master_prun_t *pr, const zf__master_n
     return ZF_STATUS_OK;
 }
 
-/* A feed of the setup still to come after this call, resolved in the
- * session's graph. */
-typedef struct {
-    int node, port;
-    const char *name;
-} s_pending_t;
-
-/* The feeds of pr that are still to come after this call (nm) — given
- * false — or that an earlier call or this one gives (true), into out (room
- * for every feed of the setup); their count. */
-static int s_pending(const zf_graph_t *g, const zf__master_prun_t *pr,
-                     const zf__master_names_t *nm, bool given, s_pending_t *out)
+/* Whether feed k of the setup is given by an earlier call or by this one. */
+static bool s_given(const zf__master_prun_t *pr, const zf__master_names_t *nm, int k)
 {
-    int n = 0;
-    for (int k = 0; k < pr->nm.ns_feeds; k++) {
-        const char *name = pr->nm.s_feeds[k], *node = NULL;
-        if ((pr->fed[k] || s_index(nm->s_feeds, nm->ns_feeds, name) >= 0) != given) continue;
-        size_t len = 0;
-        int port = 0;
-        zf_status_t st = zf_tensor_name_parse(name, &node, &len, &port);
-        int v = zf_ok(st) ? zf_graph_find_node_n(g, node, len) : -1;
-        zf_status_clear(&st);
-        if (v >= 0) out[n++] = (s_pending_t){v, port, name};
-    }
-    return n;
+    return pr->fed[k] || s_index(nm->s_feeds, nm->ns_feeds, pr->nm.s_feeds[k]) >= 0;
 }
 
-/* The pending feed that is node:port, or NULL. */
-static const char *s_pending_at(const s_pending_t *p, int n, int node, int port)
+/* TensorFlow's CheckFetches: no fetch of the call may need a feed that
+ * has not been given yet (the call would wait for it forever). Under
+ * m->mu. */
+static zf_status_t s_check_computable(const zf__master_prun_t *pr, const zf__master_names_t *nm)
 {
-    for (int i = 0; i < n; i++)
-        if (p[i].node == node && p[i].port == port) return p[i].name;
-    return NULL;
-}
-
-/* TensorFlow's CheckFetches: no fetch of the call may depend on a feed
- * that has not been given yet (the call would wait for it forever). Walks
- * the session's graph back from each fetch, stopping at the tensors fed
- * already (what computes them is not run). Under m->mu. */
-static zf_status_t s_check_computable(const zf_graph_t *g, const zf__master_prun_t *pr,
-                                      const zf__master_names_t *nm)
-{
-    int n = zf_graph_num_nodes(g);
-    bool *seen = calloc((size_t)n + 1, sizeof *seen);
-    int *stack = malloc(((size_t)n + 1) * sizeof *stack);
-    s_pending_t *pend = malloc(((size_t)pr->nm.ns_feeds + 1) * sizeof *pend);
-    s_pending_t *given = malloc(((size_t)pr->nm.ns_feeds + 1) * sizeof *given);
-    zf_status_t st = seen && stack && pend && given ? ZF_STATUS_OK : zf_out_of_memory("master");
-    int np = zf_ok(st) ? s_pending(g, pr, nm, false, pend) : 0;
-    int ng = zf_ok(st) ? s_pending(g, pr, nm, true, given) : 0;
-    for (int f = 0; zf_ok(st) && np > 0 && f < nm->n_fetches; f++) {
-        const char *node = NULL;
-        size_t len = 0;
-        int port = 0;
-        st = zf_tensor_name_parse(nm->fetches[f], &node, &len, &port);
-        int start = zf_ok(st) ? zf_graph_find_node_n(g, node, len) : -1;
-        if (start < 0) continue; /* the plan has refused unknown names already */
-        if (s_pending_at(pend, np, start, port)) {
-            st = zf_invalid_argument("Fetch %s can't be computed from the feeds that have been "
-                                     "fed so far: it is itself a feed still to come",
-                                     nm->fetches[f]);
-            break;
-        }
-        int top = 0;
-        if (!seen[start]) stack[top++] = start;
-        seen[start] = true;
-        while (zf_ok(st) && top > 0) {
-            int v = stack[--top];
-            const zf_edge_t *in = NULL;
-            int k = zf_graph_in_edges(g, v, &in);
-            for (int e = 0; e < k && zf_ok(st); e++) {
-                int src = in[e].src;
-                bool data = !zf_edge_is_control(&in[e]);
-                const char *feed = data ? s_pending_at(pend, np, src, in[e].src_port) : NULL;
-                if (data && s_pending_at(given, ng, src, in[e].src_port))
-                    continue; /* fed: its producer does not run for it */
-                if (feed)
-                    st = zf_invalid_argument("Fetch %s can't be computed from the feeds that "
-                                             "have been fed so far: it needs feed %s",
-                                             nm->fetches[f], feed);
-                else if (!seen[src]) {
-                    seen[src] = true;
-                    stack[top++] = src;
-                }
-            }
-        }
+    for (int i = 0; i < nm->n_fetches; i++) {
+        int f = s_index(pr->nm.s_fetches, pr->nm.ns_fetches, nm->fetches[i]);
+        if (f < 0) continue; /* refused by s_check_names already */
+        if (pr->self[f] >= 0 && !s_given(pr, nm, pr->self[f]))
+            return zf_invalid_argument("Fetch %s can't be computed from the feeds that have been "
+                                       "fed so far: it is itself a feed still to come",
+                                       nm->fetches[i]);
+        for (int j = pr->needs_at[f]; j < pr->needs_at[f + 1]; j++)
+            if (!s_given(pr, nm, pr->needs[j]))
+                return zf_invalid_argument("Fetch %s can't be computed from the feeds that have "
+                                           "been fed so far: it needs feed %s",
+                                           nm->fetches[i], pr->nm.s_feeds[pr->needs[j]]);
     }
-    free(pend);
-    free(given);
-    free(seen);
-    free(stack);
-    return st;
+    return ZF_STATUS_OK;
 }
 
 /* Marks the call's feeds and fetches given; true when none is left (the
@@ -352,7 +383,7 @@ static zf_status_t s_call(zf_master_t *m, zf__master_session_t *s, const Zflow__
     if (zf_ok(st)) st = s_check_names(pr, &nm);
     for (int i = 0; zf_ok(st) && i < nm.n_feeds; i++)
         st = zf__master_check_feed(s->graph, nm.feeds[i], req->feeds[i]->tensor);
-    if (zf_ok(st)) st = s_check_computable(s->graph, pr, &nm);
+    if (zf_ok(st)) st = s_check_computable(pr, &nm);
     if (zf_ok(st)) {
         bool last = s_mark(pr, &nm);
         pr->busy = true;

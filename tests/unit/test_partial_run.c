@@ -185,7 +185,8 @@ static void test_call_checks(void **state)
     /* r1 needs b, still to come */
     v[0] = s_scalar(1.0f);
     zf_test_expect_error(s_call(h, fa, v, 1, &s_r12[0], 1, NULL), ZF_INVALID_ARGUMENT,
-                         "Fetch r1:0 can't be computed from the feeds that have been fed so far");
+                         "Fetch r1:0 can't be computed from the feeds that have been fed so far: "
+                         "it needs feed b:0");
     v[0] = s_scalar(4.0f);
     ASSERT_OK(s_call(h, fa, v, 1, NULL, 0, NULL));
     v[0] = s_scalar(5.0f);
