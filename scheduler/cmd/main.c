@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/cmdline.h"
+#include "common/host_memory.h"
 #include "common/keys.h"
 #include "common/log.h"
 #include "scheduler/server/server.h"
@@ -209,6 +210,9 @@ static void s_tune_heap(void)
 {
     mallopt(M_MMAP_THRESHOLD, 256 << 10);
     mallopt(M_TRIM_THRESHOLD, 1 << 20);
+    /* the tensors a scheduler holds (feeds, folded constants) are not a
+     * step's working set: no cache of freed blocks (common/host_memory.h) */
+    zf_host_memory_set_cache_limit(0);
 }
 
 int main(int argc, char **argv)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/host_memory.h"
 #include "common/log.h"
 #include "common/proto_util.h"
 #include "common/random.h"
@@ -295,6 +296,7 @@ zf_status_t zf__master_create_job_session(zf_master_t *m, const Zflow__CreateSes
 
 void zf_master_release_memory(void)
 {
+    zf_host_memory_trim();
     malloc_trim(0);
 }
 
