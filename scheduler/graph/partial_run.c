@@ -1,0 +1,235 @@
+/* A partial run's bookkeeping and TensorFlow's checks of its calls. See
+ * partial_run.h. */
+#include "scheduler/graph/partial_run.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct zf_partial_run {
+    char **feeds, **fetches; /* declared, sorted */
+    int n_feeds, n_fetches;
+    bool *fed, *fetched;
+    int pending; /* feeds and fetches not given yet */
+    /* per fetch k: the feeds it needs are needs[needs_at[k] ..
+     * needs_at[k + 1]), and self[k] is the feed it is itself, or -1 */
+    int *needs, *needs_at, *self;
+};
+
+static int s_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Index of name in the sorted v[0..n), or -1. */
+static int s_index(char *const *v, int n, const char *name)
+{
+    char *const *hit = bsearch(&name, v, (size_t)n, sizeof *v, s_cmp);
+    return hit ? (int)(hit - v) : -1;
+}
+
+static char **s_copy(const char *const *v, int n)
+{
+    char **c = calloc((size_t)n + 1, sizeof *c);
+    for (int i = 0; c && i < n; i++)
+        if (!(c[i] = strdup(v[i]))) {
+            for (int j = 0; j < i; j++) free(c[j]);
+            free(c);
+            return NULL;
+        }
+    return c;
+}
+
+static void s_free_names(char **v, int n)
+{
+    for (int i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
+void zf_partial_run_free(zf_partial_run_t **pr_p)
+{
+    if (!pr_p || !*pr_p) return;
+    zf_partial_run_t *pr = *pr_p;
+    *pr_p = NULL;
+    s_free_names(pr->feeds, pr->n_feeds);
+    s_free_names(pr->fetches, pr->n_fetches);
+    free(pr->fed);
+    free(pr->fetched);
+    free(pr->needs);
+    free(pr->needs_at);
+    free(pr->self);
+    free(pr);
+}
+
+/* The node and port of tensor name in g; node -1 when not there. */
+static void s_resolve(const zf_graph_t *g, const char *name, int *node, int *port)
+{
+    const char *n = NULL;
+    size_t len = 0;
+    *port = 0;
+    zf_status_t e = zf_tensor_name_parse(name, &n, &len, port);
+    *node = zf_ok(e) ? zf_graph_find_node_n(g, n, len) : -1;
+    zf_status_clear(&e);
+}
+
+/* The declared feed that is node:port, or -1. */
+static int s_feed_at(const int *fnode, const int *fport, int nf, int node, int port)
+{
+    for (int i = 0; i < nf; i++)
+        if (fnode[i] == node && fport[i] == port) return i;
+    return -1;
+}
+
+/* Adds feed k to the needs being built; false when out of memory. */
+static bool s_need(zf_partial_run_t *pr, size_t *used, size_t *cap, int k)
+{
+    if (*used == *cap) {
+        int *grown = realloc(pr->needs, 2 * *cap * sizeof *grown);
+        if (!grown) return false;
+        pr->needs = grown;
+        *cap *= 2;
+    }
+    pr->needs[(*used)++] = k;
+    return true;
+}
+
+/* What each declared fetch needs (see the design note in the header). */
+static zf_status_t s_needs(const zf_graph_t *g, zf_partial_run_t *pr)
+{
+    int n = zf_graph_num_nodes(g), nf = pr->n_feeds, nx = pr->n_fetches;
+    int *fnode = malloc(((size_t)nf + 1) * sizeof *fnode);
+    int *fport = malloc(((size_t)nf + 1) * sizeof *fport);
+    int *seen = calloc((size_t)n + 1, sizeof *seen); /* the fetch + 1 that saw the node */
+    int *stack = malloc(((size_t)n + 1) * sizeof *stack);
+    bool *hit = malloc(((size_t)nf + 1) * sizeof *hit);
+    size_t cap = 16, used = 0;
+    pr->needs = malloc(cap * sizeof *pr->needs);
+    pr->needs_at = calloc((size_t)nx + 1, sizeof *pr->needs_at);
+    pr->self = malloc(((size_t)nx + 1) * sizeof *pr->self);
+    bool ok = fnode && fport && seen && stack && hit && pr->needs && pr->needs_at && pr->self;
+    for (int k = 0; ok && k < nf; k++) s_resolve(g, pr->feeds[k], &fnode[k], &fport[k]);
+    for (int f = 0; ok && f < nx; f++) {
+        pr->needs_at[f] = (int)used;
+        int start = -1, port = 0;
+        s_resolve(g, pr->fetches[f], &start, &port);
+        pr->self[f] = start >= 0 ? s_feed_at(fnode, fport, nf, start, port) : -1;
+        if (pr->self[f] >= 0 || start < 0) continue;
+        memset(hit, 0, ((size_t)nf + 1) * sizeof *hit);
+        int top = 0;
+        stack[top++] = start;
+        seen[start] = f + 1;
+        while (top > 0 && ok) {
+            const zf_edge_t *in = NULL;
+            int v = stack[--top], ne = zf_graph_in_edges(g, v, &in);
+            for (int i = 0; i < ne && ok; i++) {
+                int src = in[i].src;
+                int k = zf_edge_is_control(&in[i])
+                            ? -1
+                            : s_feed_at(fnode, fport, nf, src, in[i].src_port);
+                if (k < 0 && seen[src] != f + 1) {
+                    seen[src] = f + 1;
+                    stack[top++] = src;
+                } else if (k >= 0 && !hit[k]) {
+                    hit[k] = true;
+                    ok = s_need(pr, &used, &cap, k);
+                }
+            }
+        }
+    }
+    if (ok) pr->needs_at[nx] = (int)used;
+    free(fnode);
+    free(fport);
+    free(seen);
+    free(stack);
+    free(hit);
+    return ok ? ZF_STATUS_OK : zf_out_of_memory("a partial run");
+}
+
+zf_status_t zf_partial_run_new(const zf_graph_t *g, const char *const *feeds, int n_feeds,
+                               const char *const *fetches, int n_fetches, zf_partial_run_t **out)
+{
+    *out = NULL;
+    zf_partial_run_t *pr = calloc(1, sizeof *pr);
+    if (!pr) return zf_out_of_memory("a partial run");
+    pr->n_feeds = n_feeds;
+    pr->n_fetches = n_fetches;
+    pr->feeds = s_copy(feeds, n_feeds);
+    pr->fetches = s_copy(fetches, n_fetches);
+    pr->fed = calloc((size_t)n_feeds + 1, sizeof *pr->fed);
+    pr->fetched = calloc((size_t)n_fetches + 1, sizeof *pr->fetched);
+    pr->pending = n_feeds + n_fetches;
+    zf_status_t st = pr->feeds && pr->fetches && pr->fed && pr->fetched
+                         ? s_needs(g, pr)
+                         : zf_out_of_memory("a partial run");
+    if (!zf_ok(st)) {
+        if (!pr->feeds) pr->n_feeds = 0;
+        if (!pr->fetches) pr->n_fetches = 0;
+        zf_partial_run_free(&pr);
+        return st;
+    }
+    *out = pr;
+    return ZF_STATUS_OK;
+}
+
+/* Whether feed k is given by an earlier call or by this one's feeds. */
+static bool s_given(const zf_partial_run_t *pr, const char *const *feeds, int n_feeds, int k)
+{
+    if (pr->fed[k]) return true;
+    for (int i = 0; i < n_feeds; i++)
+        if (strcmp(feeds[i], pr->feeds[k]) == 0) return true;
+    return false;
+}
+
+zf_status_t zf_partial_run_check(const zf_partial_run_t *pr, const char *const *feeds, int n_feeds,
+                                 const char *const *fetches, int n_fetches)
+{
+    for (int i = 0; i < n_feeds; i++) {
+        int k = s_index(pr->feeds, pr->n_feeds, feeds[i]);
+        if (k < 0)
+            return zf_invalid_argument("The feed %s was not specified in partial_run_setup.",
+                                       feeds[i]);
+        if (pr->fed[k]) return zf_invalid_argument("The feed %s has already been fed.", feeds[i]);
+    }
+    for (int i = 0; i < n_fetches; i++) {
+        int k = s_index(pr->fetches, pr->n_fetches, fetches[i]);
+        if (k < 0)
+            return zf_invalid_argument("The fetch %s was not specified in partial_run_setup.",
+                                       fetches[i]);
+        if (pr->fetched[k])
+            return zf_invalid_argument("The fetch %s has already been fetched.", fetches[i]);
+    }
+    /* TensorFlow's CheckFetches: a fetch that needs a feed still to come
+     * would wait for it forever */
+    for (int i = 0; i < n_fetches; i++) {
+        int f = s_index(pr->fetches, pr->n_fetches, fetches[i]);
+        if (pr->self[f] >= 0 && !s_given(pr, feeds, n_feeds, pr->self[f]))
+            return zf_invalid_argument("Fetch %s can't be computed from the feeds that have been "
+                                       "fed so far: it is itself a feed still to come",
+                                       fetches[i]);
+        for (int j = pr->needs_at[f]; j < pr->needs_at[f + 1]; j++)
+            if (!s_given(pr, feeds, n_feeds, pr->needs[j]))
+                return zf_invalid_argument("Fetch %s can't be computed from the feeds that have "
+                                           "been fed so far: it needs feed %s",
+                                           fetches[i], pr->feeds[pr->needs[j]]);
+    }
+    return ZF_STATUS_OK;
+}
+
+bool zf_partial_run_mark(zf_partial_run_t *pr, const char *const *feeds, int n_feeds,
+                         const char *const *fetches, int n_fetches)
+{
+    for (int i = 0; i < n_feeds; i++) {
+        int k = s_index(pr->feeds, pr->n_feeds, feeds[i]);
+        if (k >= 0 && !pr->fed[k]) {
+            pr->fed[k] = true;
+            pr->pending--;
+        }
+    }
+    for (int i = 0; i < n_fetches; i++) { /* a fetch named twice counts once */
+        int k = s_index(pr->fetches, pr->n_fetches, fetches[i]);
+        if (k >= 0 && !pr->fetched[k]) {
+            pr->fetched[k] = true;
+            pr->pending--;
+        }
+    }
+    return pr->pending == 0;
+}
