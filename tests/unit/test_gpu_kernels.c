@@ -681,6 +681,114 @@ static void test_gpu_slicing_padding_and_transposing_match_the_cpu(void **state)
     zf_device_destroy(&dev);
 }
 
+/* The node's nout GPU outputs equal its CPU outputs and the values of
+ * want (float, nout tensors); inputs and want taken. */
+static void s_outputs_like_cpu(zf_device_t *dev, Tensorflow__NodeDef *n, zf_tensor_t **in, int nin,
+                               zf_tensor_t **want, int nout)
+{
+    zf_tensor_t *cpu[4] = {NULL}, *gpu[4] = {NULL};
+    assert_true(nout <= 4);
+    ASSERT_OK(kt_run(n, in, nin, cpu, nout));
+    ASSERT_OK(gt_run(dev, n, in, nin, gpu, nout));
+    for (int i = 0; i < nout; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "%s output %d", n->op, i);
+        s_expect_close(gpu[i], cpu[i], 0, what);
+        s_expect_close(gpu[i], want[i], 0, what);
+    }
+    kt_unref_all(cpu, nout);
+    kt_unref_all(gpu, nout);
+    kt_unref_all(want, nout);
+    kt_unref_all(in, nin);
+    kt_node_free(&n);
+}
+
+/* x[i] = i, float. */
+static zf_tensor_t *s_iota(zf_shape_t shape)
+{
+    zf_tensor_t *t = kt_zeros(ZF_FLOAT, shape);
+    float *p = zf_tensor_data(t);
+    for (int64_t i = 0; i < zf_tensor_num_elements(t); i++) p[i] = (float)i;
+    return t;
+}
+
+static void test_gpu_split_unpack_and_gather_match_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    /* Split [2,6] along dim 1 into 3: piece k holds columns 2k and 2k+1 */
+    Tensorflow__NodeDef *n = s_node("Split", 2, ZF_FLOAT);
+    kt_attr_int(n, "num_split", 3);
+    s_outputs_like_cpu(dev, n,
+                       (zf_tensor_t *[]){KT_I32(zf_shape_scalar(), -1), s_iota(ZF_SHAPE(2, 6))}, 2,
+                       (zf_tensor_t *[]){KT_F32(ZF_SHAPE(2, 2), 0, 1, 6, 7),
+                                         KT_F32(ZF_SHAPE(2, 2), 2, 3, 8, 9),
+                                         KT_F32(ZF_SHAPE(2, 2), 4, 5, 10, 11)},
+                       3);
+    /* SplitV [3,2] along dim 0 as 1, the rest (-1) and 0 */
+    n = s_node("SplitV", 3, ZF_FLOAT);
+    kt_attr_int(n, "num_split", 3);
+    s_outputs_like_cpu(dev, n,
+                       (zf_tensor_t *[]){s_iota(ZF_SHAPE(3, 2)), KT_I32(ZF_SHAPE(3), 1, -1, 0),
+                                         KT_I32(zf_shape_scalar(), 0)},
+                       3,
+                       (zf_tensor_t *[]){KT_F32(ZF_SHAPE(1, 2), 0, 1),
+                                         KT_F32(ZF_SHAPE(2, 2), 2, 3, 4, 5),
+                                         kt_zeros(ZF_FLOAT, ZF_SHAPE(0, 2))},
+                       3);
+    /* Unpack [2,3] along dim 1: the columns */
+    n = s_node("Unpack", 1, ZF_FLOAT);
+    kt_attr_int(n, "num", 3);
+    kt_attr_int(n, "axis", 1);
+    s_outputs_like_cpu(dev, n, (zf_tensor_t *[]){s_iota(ZF_SHAPE(2, 3))}, 1,
+                       (zf_tensor_t *[]){KT_F32(ZF_SHAPE(2), 0, 3), KT_F32(ZF_SHAPE(2), 1, 4),
+                                         KT_F32(ZF_SHAPE(2), 2, 5)},
+                       3);
+    /* Gather rows 2, 0, 2 of [3,2] */
+    n = kt_node_new("k", "Gather", 2);
+    kt_attr_type(n, "Tparams", ZF_FLOAT);
+    s_outputs_like_cpu(dev, n,
+                       (zf_tensor_t *[]){s_iota(ZF_SHAPE(3, 2)), KT_I32(ZF_SHAPE(3), 2, 0, 2)}, 2,
+                       (zf_tensor_t *[]){KT_F32(ZF_SHAPE(3, 2), 4, 5, 0, 1, 4, 5)}, 1);
+    /* double and half move their bytes as the CPU kernels do */
+    for (size_t k = 0; k < 2; k++) {
+        n = s_node("Split", 2, s_types[k]);
+        kt_attr_int(n, "num_split", 2);
+        zf_tensor_t *in[2] = {KT_I32(zf_shape_scalar(), 1),
+                              s_random(s_types[k], ZF_SHAPE(3, 4, 5), 15, -1)};
+        zf_tensor_t *cpu[2] = {NULL}, *gpu[2] = {NULL};
+        ASSERT_OK(kt_run(n, in, 2, cpu, 2));
+        ASSERT_OK(gt_run(dev, n, in, 2, gpu, 2));
+        for (int i = 0; i < 2; i++) s_expect_close(gpu[i], cpu[i], 0, "Split");
+        kt_unref_all(cpu, 2);
+        kt_unref_all(gpu, 2);
+        kt_unref_all(in, 2);
+        kt_node_free(&n);
+    }
+    /* errors are the CPU kernels', found on the host */
+    zf_tensor_t *out[3] = {NULL};
+    n = s_node("Split", 2, ZF_FLOAT);
+    kt_attr_int(n, "num_split", 3);
+    zf_tensor_t *in[3] = {KT_I32(zf_shape_scalar(), 2), kt_zeros(ZF_FLOAT, ZF_SHAPE(3, 3)), NULL};
+    zf_test_expect_error(gt_run(dev, n, in, 2, out, 3), ZF_INVALID_ARGUMENT,
+                         "k (Split): -input rank(-2) <= split_dim < input rank (2), but got 2");
+    kt_node_free(&n);
+    n = s_node("Unpack", 1, ZF_FLOAT);
+    kt_attr_int(n, "num", 2);
+    zf_test_expect_error(gt_run(dev, n, &in[1], 1, out, 2), ZF_INVALID_ARGUMENT,
+                         "k (Unpack): Input shape axis 0 must equal 2, got shape [3,3]");
+    kt_node_free(&n);
+    n = kt_node_new("k", "Gather", 2);
+    kt_attr_type(n, "Tparams", ZF_FLOAT);
+    in[2] = KT_I32(ZF_SHAPE(1), 3);
+    zf_test_expect_error(gt_run(dev, n, &in[1], 2, out, 1), ZF_INVALID_ARGUMENT,
+                         "k (Gather): indices[0] = 3 is not in [0, 3)");
+    for (int i = 0; i < 3; i++) assert_null(out[i]);
+    kt_node_free(&n);
+    kt_unref_all(in, 3);
+    zf_device_destroy(&dev);
+}
+
 /* ---- Conv2D --------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -1157,6 +1265,7 @@ int main(void)
         cmocka_unit_test(test_gpu_argmax_and_argmin_match_the_cpu),
         cmocka_unit_test(test_gpu_softmax_matches_the_cpu),
         cmocka_unit_test(test_gpu_slicing_padding_and_transposing_match_the_cpu),
+        cmocka_unit_test(test_gpu_split_unpack_and_gather_match_the_cpu),
         cmocka_unit_test(test_gpu_conv2d_matches_the_cpu),
         cmocka_unit_test(test_gpu_matmul_matches_a_naive_loop_for_every_transpose),
         cmocka_unit_test(test_gpu_matmul_handles_empty_dims_and_bad_shapes),
