@@ -299,6 +299,7 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("SqrtGrad", "GPU", "T", ZF_TYPES_GPU_FLOAT),
     ZF_KDEF("RsqrtGrad", "GPU", "T", ZF_TYPES_GPU_FLOAT),
     ZF_KDEF("ReciprocalGrad", "GPU", "T", ZF_TYPES_GPU_FLOAT),
+    ZF_KDEF("AddN", "GPU", "T", ZF_TYPES_GPU_FLOAT),
     ZF_KDEF("BiasAdd", "GPU", "T", ZF_TYPES_GPU_FLOAT),
     ZF_KDEF("Cast", "GPU", "SrcT",
             ZF_TYPE_BIT(ZF_BOOL) | ZF_TYPE_BIT(ZF_DOUBLE) | ZF_TYPE_BIT(ZF_FLOAT) |
@@ -364,6 +365,7 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF_HOST("OnesLike", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST,
                  ZF_KERNEL_ALL_HOST),
     ZF_KDEF_HOST("Pack", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST, ZF_KERNEL_ALL_HOST),
+    ZF_KDEF_HOST("AddN", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST, ZF_KERNEL_ALL_HOST),
     ZF_KDEF_HOST("ConcatV2", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST,
                  ZF_KERNEL_ALL_HOST),
     /* comparisons, logic, selection, ranges */

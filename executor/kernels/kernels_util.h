@@ -66,6 +66,11 @@ zf_status_t zf__kernels_register_train_extra(void);
 zf_status_t zf__kernels_register_einsum(void);
 zf_status_t zf__kernels_register_resize(void);
 
+/* AddN's inputs (at least one, checked by the caller) all have input 0's
+ * dtype and shape; INVALID_ARGUMENT with TensorFlow's text otherwise
+ * (kernels_cwise.c, shared with the GPU kernel). */
+zf_status_t zf__kernels_addn_check(const zf_kernel_ctx_t *ctx);
+
 /* BiasAdd's and BiasAddGrad's state (kernels_nn.c): the data_format attr,
  * NHWC (the default) or NCHW, anything else INVALID_ARGUMENT. Destroy with
  * free(). */

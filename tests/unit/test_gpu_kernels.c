@@ -571,6 +571,65 @@ static void test_gpu_softmax_matches_the_cpu(void **state)
     zf_device_destroy(&dev);
 }
 
+/* ---- AddN ------------------------------------------------------------------------------ */
+
+static void test_gpu_add_n_matches_the_cpu_and_a_running_sum(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    const int counts[] = {1, 3, 8, 11}; /* 11: a second launch adds to the first's sums */
+    for (size_t k = 0; k < 2; k++)
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            zf_dtype_t t = s_types[k];
+            int n = counts[c];
+            zf_tensor_t *in[11], *want = kt_zeros(t, ZF_SHAPE(5, 7)), *got = NULL;
+            for (int i = 0; i < n; i++) in[i] = s_random(t, ZF_SHAPE(5, 7), 20 + (uint32_t)i, -1);
+            for (int64_t e = 0; e < 35; e++) { /* added one by one, in the dtype */
+                if (t == ZF_FLOAT) {
+                    float s = ((const float *)zf_tensor_data(in[0]))[e];
+                    for (int i = 1; i < n; i++) s += ((const float *)zf_tensor_data(in[i]))[e];
+                    ((float *)zf_tensor_data(want))[e] = s;
+                } else {
+                    double s = ((const double *)zf_tensor_data(in[0]))[e];
+                    for (int i = 1; i < n; i++) s += ((const double *)zf_tensor_data(in[i]))[e];
+                    ((double *)zf_tensor_data(want))[e] = s;
+                }
+            }
+            Tensorflow__NodeDef *node = s_node("AddN", n, t);
+            kt_attr_int(node, "N", n);
+            s_same_as_cpu(dev, node, in, n, 0);
+            ASSERT_OK(gt_run(dev, node, in, n, &got, 1));
+            s_expect_close(got, want, 0, "AddN");
+            kt_unref_all(in, n);
+            kt_unref_all((zf_tensor_t *[]){want, got}, 2);
+            kt_node_free(&node);
+        }
+    /* half (which the CPU kernel does not take) rounds after every
+     * addition: 2048 + 1 is 2048 again */
+    zf_tensor_t *h[3] = {s_half(ZF_SHAPE(2), (const float[]){2048, 0.5f}),
+                         s_half(ZF_SHAPE(2), (const float[]){1, 0.25f}),
+                         s_half(ZF_SHAPE(2), (const float[]){1, 0.25f})},
+                *out = NULL;
+    Tensorflow__NodeDef *node = s_node("AddN", 3, ZF_HALF);
+    kt_attr_int(node, "N", 3);
+    ASSERT_OK(gt_run(dev, node, h, 3, &out, 1));
+    assert_true(s_get(out, 0) == 2048.0 && s_get(out, 1) == 1.0);
+    zf_tensor_unref(&out);
+    kt_unref_all(h, 3);
+    /* inputs of different shapes: the CPU kernel's error */
+    zf_tensor_t *bad[3] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(2)), kt_zeros(ZF_FLOAT, ZF_SHAPE(2)),
+                           kt_zeros(ZF_FLOAT, ZF_SHAPE(3))};
+    kt_node_free(&node);
+    node = s_node("AddN", 3, ZF_FLOAT);
+    zf_test_expect_error(gt_run(dev, node, bad, 3, &out, 1), ZF_INVALID_ARGUMENT,
+                         "k (AddN): Inputs to operation k of type AddN must have the same size "
+                         "and shape.  Input 0: [2] != input 2: [3]");
+    assert_null(out);
+    kt_unref_all(bad, 3);
+    kt_node_free(&node);
+    zf_device_destroy(&dev);
+}
+
 /* ---- moving elements ------------------------------------------------------------------- */
 
 /* node on the GPU and on the CPU, inputs taken. */
@@ -1264,6 +1323,7 @@ int main(void)
         cmocka_unit_test(test_gpu_all_and_any_match_the_cpu),
         cmocka_unit_test(test_gpu_argmax_and_argmin_match_the_cpu),
         cmocka_unit_test(test_gpu_softmax_matches_the_cpu),
+        cmocka_unit_test(test_gpu_add_n_matches_the_cpu_and_a_running_sum),
         cmocka_unit_test(test_gpu_slicing_padding_and_transposing_match_the_cpu),
         cmocka_unit_test(test_gpu_split_unpack_and_gather_match_the_cpu),
         cmocka_unit_test(test_gpu_conv2d_matches_the_cpu),

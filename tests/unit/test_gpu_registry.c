@@ -105,7 +105,7 @@ static void test_gpu_math_kernels_take_half_float_and_double_in_gpu_memory(void 
         "SoftsignGrad", "SqrtGrad",
         "RsqrtGrad", "ReciprocalGrad",
         "IsNan",     "IsInf",
-        "IsFinite",
+        "IsFinite",  "AddN",
     };
     const zf_dtype_t types[] = {ZF_HALF, ZF_FLOAT, ZF_DOUBLE};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
@@ -155,8 +155,8 @@ static void test_gpu_int32_kernels_keep_everything_in_host_memory(void **state)
     s_expect("ExpandDims", "T", ZF_INT32, S_ALL, S_ALL);
     s_expect("Squeeze", "T", ZF_INT32, S_ALL, S_ALL);
     /* Integer arithmetic on shapes runs the CPU kernel in host memory. */
-    const char *ops[] = {"Add",  "Sub", "Mul", "Maximum", "Minimum", "Neg",
-                         "Sum",  "Max", "Min", "Prod",    "Pack"};
+    const char *ops[] = {"Add", "Sub",  "Mul",  "Maximum", "Minimum", "Neg",
+                         "Sum", "Max",  "Min",  "Prod",    "Pack",    "AddN"};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (zf_kernel_exists(ops[i], "CPU")) s_expect(ops[i], "T", ZF_INT32, S_ALL, S_ALL);
 }
@@ -283,6 +283,27 @@ static void test_gpu_gradients_check_their_inputs_before_needing_a_gpu(void **st
     zf_test_expect_error(s_compute_without_gpu("ReluGrad", ZF_INT32, ints, 2), ZF_NOT_FOUND,
                          "No OpKernel was registered to support Op 'ReluGrad'");
     kt_unref_all(ints, 2);
+}
+
+static void test_gpu_add_n_checks_its_inputs_before_needing_a_gpu(void **state)
+{
+    (void)state;
+    zf_tensor_t *in[3] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(2, 3)), kt_zeros(ZF_FLOAT, ZF_SHAPE(2, 3)),
+                          kt_zeros(ZF_FLOAT, ZF_SHAPE(3, 2))};
+    zf_test_expect_error(s_compute_without_gpu("AddN", ZF_FLOAT, in, 3), ZF_INVALID_ARGUMENT,
+                         "k (AddN): Inputs to operation k of type AddN must have the same size "
+                         "and shape.  Input 0: [2,3] != input 2: [3,2]");
+    zf_tensor_unref(&in[2]);
+    in[2] = kt_zeros(ZF_DOUBLE, ZF_SHAPE(2, 3));
+    zf_test_expect_error(s_compute_without_gpu("AddN", ZF_FLOAT, in, 3), ZF_INVALID_ARGUMENT,
+                         "k (AddN): input 2 must be float, got double");
+    zf_test_expect_error(s_compute_without_gpu("AddN", ZF_FLOAT, in, 2), ZF_INTERNAL,
+                         "k (AddN): a GPU kernel needs a GPU device, not none");
+    kt_unref_all(in, 3);
+    zf_tensor_t *b[1] = {kt_zeros(ZF_INT64, ZF_SHAPE(2))};
+    zf_test_expect_error(s_compute_without_gpu("AddN", ZF_FLOAT, b, 1), ZF_INVALID_ARGUMENT,
+                         "k (AddN): no GPU kernel for int64 inputs");
+    zf_tensor_unref(&b[0]);
 }
 
 static void test_gpu_reductions_check_their_inputs_before_needing_a_gpu(void **state)
@@ -842,6 +863,7 @@ int main(void)
         cmocka_unit_test(test_gpu_cast_refuses_a_conversion_it_cannot_do_when_created),
         cmocka_unit_test(test_gpu_kernel_without_a_gpu_device_fails_cleanly),
         cmocka_unit_test(test_gpu_gradients_check_their_inputs_before_needing_a_gpu),
+        cmocka_unit_test(test_gpu_add_n_checks_its_inputs_before_needing_a_gpu),
         cmocka_unit_test(test_gpu_reductions_check_their_inputs_before_needing_a_gpu),
         cmocka_unit_test(test_gpu_element_moving_kernels_read_their_plans_in_host_memory),
         cmocka_unit_test(test_gpu_element_moving_kernels_need_a_gpu_device),
