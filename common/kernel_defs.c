@@ -301,6 +301,7 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("ReciprocalGrad", "GPU", "T", ZF_TYPES_GPU_FLOAT),
     ZF_KDEF("AddN", "GPU", "T", ZF_TYPES_GPU_FLOAT),
     ZF_KDEF("BiasAdd", "GPU", "T", ZF_TYPES_GPU_FLOAT),
+    ZF_KDEF("BiasAddGrad", "GPU", "T", ZF_TYPES_GPU_FLOAT),
     ZF_KDEF("Cast", "GPU", "SrcT",
             ZF_TYPE_BIT(ZF_BOOL) | ZF_TYPE_BIT(ZF_DOUBLE) | ZF_TYPE_BIT(ZF_FLOAT) |
                 ZF_TYPE_BIT(ZF_HALF) | ZF_TYPE_BIT(ZF_INT64)),

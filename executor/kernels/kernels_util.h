@@ -79,6 +79,11 @@ typedef struct {
 } zf__kernels_bias_state_t;
 zf_status_t zf__kernels_bias_create(const Tensorflow__NodeDef *node, void **state);
 
+/* BiasAddGrad's channel dim of input 0 (rank 2 or more, else
+ * INVALID_ARGUMENT) under the layout of its state
+ * (kernels_train_extra.c, shared with the GPU kernel). */
+zf_status_t zf__kernels_bias_grad_channel_dim(const zf_kernel_ctx_t *ctx, int *channel_dim);
+
 /* ---- dtypes and attrs --------------------------------------------------- */
 
 /* TensorFlow's short dtype names as its error messages print them:

@@ -363,6 +363,59 @@ static void test_gpu_bias_add_matches_the_cpu_in_both_layouts(void **state)
 
 /* ---- reductions and softmax --------------------------------------------------------- */
 
+/* BiasAddGrad in both layouts against the CPU kernel and against sums
+ * taken here in double: [n, ..., c] sums over all but the last dim, NCHW
+ * over all but dim 1. */
+static void test_gpu_bias_add_grad_matches_the_cpu_in_both_layouts(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    const zf_shape_t shapes[] = {ZF_SHAPE(3, 7, 9, 16), ZF_SHAPE(300, 5), ZF_SHAPE(1, 6),
+                                 ZF_SHAPE(2, 0, 3)};
+    for (size_t k = 0; k < 2; k++)
+        for (int nchw = 0; nchw < 2; nchw++)
+            for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+                zf_dtype_t t = s_types[k];
+                zf_tensor_t *x = s_random(t, shapes[c], 30 + (uint32_t)c, -1), *got = NULL;
+                const zf_shape_t *xs = zf_tensor_shape(x);
+                int cdim = nchw ? 1 : xs->rank - 1;
+                int64_t channels = xs->dims[cdim], inner = 1;
+                for (int d = cdim + 1; d < xs->rank; d++) inner *= xs->dims[d];
+                zf_tensor_t *want = kt_zeros(t, ZF_SHAPE(channels));
+                for (int64_t ch = 0; ch < channels; ch++) {
+                    double sum = 0;
+                    for (int64_t i = 0; i < zf_tensor_num_elements(x); i++)
+                        if ((i / inner) % channels == ch) sum += s_get(x, i);
+                    s_set(want, ch, sum);
+                }
+                Tensorflow__NodeDef *n = s_node("BiasAddGrad", 1, t);
+                kt_attr_string(n, "data_format", nchw ? "NCHW" : "NHWC");
+                s_same_as_cpu(dev, n, &x, 1, t == ZF_FLOAT ? 1e-4 : 1e-12);
+                ASSERT_OK(gt_run(dev, n, &x, 1, &got, 1));
+                s_expect_close(got, want, t == ZF_FLOAT ? 1e-4 : 1e-12, "BiasAddGrad");
+                kt_unref_all((zf_tensor_t *[]){x, want, got}, 3);
+                kt_node_free(&n);
+            }
+    /* half sums in float */
+    zf_tensor_t *h = s_half(ZF_SHAPE(2, 3), (const float[]){1, 2, 3, 0.5f, 0.25f, -3}), *out = NULL;
+    Tensorflow__NodeDef *n = s_node("BiasAddGrad", 1, ZF_HALF);
+    ASSERT_OK(gt_run(dev, n, &h, 1, &out, 1));
+    kt_expect_shape(out, ZF_SHAPE(3));
+    assert_true(s_get(out, 0) == 1.5 && s_get(out, 1) == 2.25 && s_get(out, 2) == 0.0);
+    zf_tensor_unref(&out);
+    zf_tensor_unref(&h);
+    kt_node_free(&n);
+    /* a vector: the CPU kernel's error */
+    zf_tensor_t *v = kt_zeros(ZF_FLOAT, ZF_SHAPE(4));
+    n = s_node("BiasAddGrad", 1, ZF_FLOAT);
+    zf_test_expect_error(gt_run(dev, n, &v, 1, &out, 1), ZF_INVALID_ARGUMENT,
+                         "k (BiasAddGrad): Input tensor must be at least 2D: [4]");
+    assert_null(out);
+    zf_tensor_unref(&v);
+    kt_node_free(&n);
+    zf_device_destroy(&dev);
+}
+
 static Tensorflow__NodeDef *s_reduce_node(const char *op, zf_dtype_t t, bool keep_dims)
 {
     Tensorflow__NodeDef *n = s_node(op, 2, t);
@@ -1319,6 +1372,7 @@ int main(void)
         cmocka_unit_test(test_gpu_pow_broadcasts_like_the_cpu),
         cmocka_unit_test(test_gpu_bias_add_matches_the_cpu_in_both_layouts),
         cmocka_unit_test(test_gpu_reductions_match_the_cpu),
+        cmocka_unit_test(test_gpu_bias_add_grad_matches_the_cpu_in_both_layouts),
         cmocka_unit_test(test_gpu_reductions_of_nothing_give_the_identity),
         cmocka_unit_test(test_gpu_all_and_any_match_the_cpu),
         cmocka_unit_test(test_gpu_argmax_and_argmin_match_the_cpu),

@@ -106,6 +106,7 @@ static void test_gpu_math_kernels_take_half_float_and_double_in_gpu_memory(void 
         "RsqrtGrad", "ReciprocalGrad",
         "IsNan",     "IsInf",
         "IsFinite",  "AddN",
+        "BiasAddGrad",
     };
     const zf_dtype_t types[] = {ZF_HALF, ZF_FLOAT, ZF_DOUBLE};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
@@ -259,6 +260,18 @@ static zf_status_t s_compute_without_gpu(const char *op, zf_dtype_t t, zf_tensor
     return s;
 }
 
+/* Creating n's GPU kernel fails with INVALID_ARGUMENT and msg; n taken. */
+static void s_expect_create_error(Tensorflow__NodeDef *n, const char *msg)
+{
+    zf_kernels_register_builtin(true);
+    const zf_kernel_t *def = NULL;
+    ASSERT_OK(zf_kernel_find("GPU", n, &def));
+    void *st = NULL;
+    zf_test_expect_error(def->create(n, &st), ZF_INVALID_ARGUMENT, msg);
+    assert_null(st);
+    kt_node_free(&n);
+}
+
 static void test_gpu_gradients_check_their_inputs_before_needing_a_gpu(void **state)
 {
     (void)state;
@@ -283,6 +296,29 @@ static void test_gpu_gradients_check_their_inputs_before_needing_a_gpu(void **st
     zf_test_expect_error(s_compute_without_gpu("ReluGrad", ZF_INT32, ints, 2), ZF_NOT_FOUND,
                          "No OpKernel was registered to support Op 'ReluGrad'");
     kt_unref_all(ints, 2);
+}
+
+static void test_gpu_bias_add_grad_checks_its_input_before_needing_a_gpu(void **state)
+{
+    (void)state;
+    zf_tensor_t *in[1] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(4))};
+    zf_test_expect_error(s_compute_without_gpu("BiasAddGrad", ZF_FLOAT, in, 1),
+                         ZF_INVALID_ARGUMENT,
+                         "k (BiasAddGrad): Input tensor must be at least 2D: [4]");
+    zf_tensor_unref(&in[0]);
+    in[0] = kt_zeros(ZF_INT64, ZF_SHAPE(2, 4));
+    zf_test_expect_error(s_compute_without_gpu("BiasAddGrad", ZF_FLOAT, in, 1),
+                         ZF_INVALID_ARGUMENT, "k (BiasAddGrad): no GPU kernel for int64 inputs");
+    zf_tensor_unref(&in[0]);
+    in[0] = kt_zeros(ZF_HALF, ZF_SHAPE(2, 4));
+    zf_test_expect_error(s_compute_without_gpu("BiasAddGrad", ZF_HALF, in, 1), ZF_INTERNAL,
+                         "k (BiasAddGrad): a GPU kernel needs a GPU device, not none");
+    zf_tensor_unref(&in[0]);
+    /* data_format is read when the kernel is created */
+    Tensorflow__NodeDef *n = kt_node_new("k", "BiasAddGrad", 1);
+    kt_attr_type(n, "T", ZF_FLOAT);
+    kt_attr_string(n, "data_format", "NDHWC");
+    s_expect_create_error(n, "k (BiasAddGrad): data_format must be NHWC or NCHW, got 'NDHWC'");
 }
 
 static void test_gpu_add_n_checks_its_inputs_before_needing_a_gpu(void **state)
@@ -329,16 +365,10 @@ static void test_gpu_reductions_check_their_inputs_before_needing_a_gpu(void **s
                          "k (ArgMax): a GPU kernel needs a GPU device, not none");
     kt_unref_all(in, 2);
     /* output_type is checked when the kernel is created */
-    zf_kernels_register_builtin(true);
     Tensorflow__NodeDef *n = kt_node_new("k", "ArgMax", 2);
     kt_attr_type(n, "T", ZF_FLOAT);
     kt_attr_type(n, "output_type", ZF_FLOAT);
-    const zf_kernel_t *def = NULL;
-    ASSERT_OK(zf_kernel_find("GPU", n, &def));
-    void *st = NULL;
-    zf_test_expect_error(def->create(n, &st), ZF_INVALID_ARGUMENT,
-                         "k (ArgMax): output_type must be int32 or int64, got float");
-    kt_node_free(&n);
+    s_expect_create_error(n, "k (ArgMax): output_type must be int32 or int64, got float");
 }
 
 static void test_gpu_element_moving_kernels_read_their_plans_in_host_memory(void **state)
@@ -864,6 +894,7 @@ int main(void)
         cmocka_unit_test(test_gpu_kernel_without_a_gpu_device_fails_cleanly),
         cmocka_unit_test(test_gpu_gradients_check_their_inputs_before_needing_a_gpu),
         cmocka_unit_test(test_gpu_add_n_checks_its_inputs_before_needing_a_gpu),
+        cmocka_unit_test(test_gpu_bias_add_grad_checks_its_input_before_needing_a_gpu),
         cmocka_unit_test(test_gpu_reductions_check_their_inputs_before_needing_a_gpu),
         cmocka_unit_test(test_gpu_element_moving_kernels_read_their_plans_in_host_memory),
         cmocka_unit_test(test_gpu_element_moving_kernels_need_a_gpu_device),
