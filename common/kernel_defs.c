@@ -299,7 +299,9 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF("SqrtGrad", "GPU", "T", ZF_TYPES_GPU_FLOAT),
     ZF_KDEF("RsqrtGrad", "GPU", "T", ZF_TYPES_GPU_FLOAT),
     ZF_KDEF("ReciprocalGrad", "GPU", "T", ZF_TYPES_GPU_FLOAT),
+    ZF_KDEF("AddN", "GPU", "T", ZF_TYPES_GPU_FLOAT),
     ZF_KDEF("BiasAdd", "GPU", "T", ZF_TYPES_GPU_FLOAT),
+    ZF_KDEF("BiasAddGrad", "GPU", "T", ZF_TYPES_GPU_FLOAT),
     ZF_KDEF("Cast", "GPU", "SrcT",
             ZF_TYPE_BIT(ZF_BOOL) | ZF_TYPE_BIT(ZF_DOUBLE) | ZF_TYPE_BIT(ZF_FLOAT) |
                 ZF_TYPE_BIT(ZF_HALF) | ZF_TYPE_BIT(ZF_INT64)),
@@ -364,6 +366,7 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF_HOST("OnesLike", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST,
                  ZF_KERNEL_ALL_HOST),
     ZF_KDEF_HOST("Pack", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST, ZF_KERNEL_ALL_HOST),
+    ZF_KDEF_HOST("AddN", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST, ZF_KERNEL_ALL_HOST),
     ZF_KDEF_HOST("ConcatV2", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST,
                  ZF_KERNEL_ALL_HOST),
     /* comparisons, logic, selection, ranges */
@@ -410,8 +413,14 @@ static const zf_kernel_def_t s_defs[] = {
     ZF_KDEF_HOST("BroadcastTo", "GPU", "T", ZF_TYPES_GPU_DEVICE, 2u, 0),
     ZF_KDEF_HOST("Transpose", "GPU", "T", ZF_TYPES_GPU_DEVICE, 2u, 0),
     ZF_KDEF_HOST("GatherV2", "GPU", "Tparams", ZF_TYPES_GPU_DEVICE, 6u, 0),
+    ZF_KDEF_HOST("Gather", "GPU", "Tparams", ZF_TYPES_GPU_DEVICE, 2u, 0),
+    ZF_KDEF_HOST("Split", "GPU", "T", ZF_TYPES_GPU_DEVICE, 1u, 0),
+    ZF_KDEF_HOST("SplitV", "GPU", "T", ZF_TYPES_GPU_DEVICE, 6u, 0),
+    ZF_KDEF("Unpack", "GPU", "T", ZF_TYPES_GPU_DEVICE),
     ZF_KDEF_HOST("Slice", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST, ZF_KERNEL_ALL_HOST),
     ZF_KDEF_HOST("StridedSlice", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST,
+                 ZF_KERNEL_ALL_HOST),
+    ZF_KDEF_HOST("Unpack", "GPU", "T", ZF_TYPE_BIT(ZF_INT32), ZF_KERNEL_ALL_HOST,
                  ZF_KERNEL_ALL_HOST),
     /* end of moving elements */
     ZF_KDEF("_Send", "GPU", "T", ZF_TYPES_GPU_DEVICE),

@@ -466,6 +466,23 @@ static void s_addn_chunk(void *arg, int64_t begin, int64_t end)
         j->add(o, 1, (const char *)zf_tensor_data(j->in[k]) + off, 1, o, end - begin);
 }
 
+zf_status_t zf__kernels_addn_check(const zf_kernel_ctx_t *ctx)
+{
+    const zf_tensor_t *x = ctx->inputs[0];
+    for (int k = 1; k < ctx->num_inputs; k++) {
+        ZF_TRY(zf_kernels_check_dtype(ctx, k, zf_tensor_dtype(x)));
+        const zf_tensor_t *y = ctx->inputs[k];
+        char sa[ZF_SHAPE_STRING_MAX], sb[ZF_SHAPE_STRING_MAX];
+        if (!zf_shape_equal(zf_tensor_shape(x), zf_tensor_shape(y)))
+            return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
+                                   "Inputs to operation %s of type AddN must have the same size "
+                                   "and shape.  Input 0: %s != input %d: %s",
+                                   ctx->node->name, zf_kernels_shape_str(x, sa), k,
+                                   zf_kernels_shape_str(y, sb));
+    }
+    return ZF_STATUS_OK;
+}
+
 static zf_status_t s_addn_compute(zf_kernel_ctx_t *ctx)
 {
     static const s_binary_fns_t fns = S_ALL(add);
@@ -476,17 +493,7 @@ static zf_status_t s_addn_compute(zf_kernel_ctx_t *ctx)
     if (!add)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
                                zf_kernels_dtype_name((int)t));
-    for (int k = 1; k < ctx->num_inputs; k++) {
-        ZF_TRY(zf_kernels_check_dtype(ctx, k, t));
-        const zf_tensor_t *y = ctx->inputs[k];
-        char sa[ZF_SHAPE_STRING_MAX], sb[ZF_SHAPE_STRING_MAX];
-        if (!zf_shape_equal(zf_tensor_shape(x), zf_tensor_shape(y)))
-            return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT,
-                                   "Inputs to operation %s of type AddN must have the same size "
-                                   "and shape.  Input 0: %s != input %d: %s",
-                                   ctx->node->name, zf_kernels_shape_str(x, sa), k,
-                                   zf_kernels_shape_str(y, sb));
-    }
+    ZF_TRY(zf__kernels_addn_check(ctx));
     zf_tensor_t *out = NULL;
     ZF_TRY(zf_kernel_alloc_output_uninit(ctx, 0, t, zf_tensor_shape(x), &out));
     s_addn_job_t job = {add, ctx->inputs, ctx->num_inputs, zf_tensor_data(out), zf_dtype_size(t)};

@@ -104,7 +104,7 @@ static zf_status_t s_gather(zf_kernel_ctx_t *ctx, int axis, int batch_dims)
         .row = zf_remap_prod(ps->dims, axis + 1, ps->rank) *
                (int64_t)zf_dtype_size(zf_tensor_dtype(p)),
     };
-    if (ctx->device && ctx->device->ops->remap_gather)
+    if (zf_remap_on_device(ctx))
         return s_gather_on_device(ctx, &g, batch, zf_dtype_size(zf_tensor_dtype(p)));
     int64_t rows = batch * g.outer * g.m; /* the output holds rows * row bytes */
     zf_kernels_parallel_for(ctx, rows, ZF_KERNELS_PARALLEL_MIN * 4 / g.row + 1, s_gather_rows, &g);

@@ -7,6 +7,7 @@
 
 #include "common/graph.h"
 #include "executor/kernels/kernels_util.h"
+#include "executor/kernels/remap.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
 
@@ -341,11 +342,8 @@ static zf_status_t s_transpose_compute(zf_kernel_ctx_t *ctx)
                        .out = zf_tensor_data(out),
                        .elem = zf_dtype_size(zf_tensor_dtype(x))};
     s_transpose_plan(in, perm, &t);
-    if (ctx->device && ctx->device->ops->strided_gather) { /* the device moves the elements */
-        zf_status_t s = ctx->device->ops->strided_gather(ctx->device, t.rank, t.dims, t.stride,
-                                                         t.in, t.out, t.elem);
-        return zf_ok(s) ? s : zf_status_prefix(s, "%s (%s)", ctx->node->name, ctx->node->op);
-    }
+    if (zf_remap_on_device(ctx)) /* the device moves the elements */
+        return zf_remap_strided_gather(ctx, t.rank, t.dims, t.stride, t.in, t.out, t.elem);
     int64_t inner = t.dims[t.rank - 1];
     zf_kernels_parallel_for(ctx, n / inner, ZF_KERNELS_PARALLEL_MIN / inner + 1, s_transpose_rows,
                             &t);

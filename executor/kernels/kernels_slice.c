@@ -296,7 +296,8 @@ static zf_status_t s_slice_compute(zf_kernel_ctx_t *ctx)
 /* ---- Split, SplitV, Unpack --------------------------------------------------------------- */
 
 /* Output i (of n) takes sizes[i] positions of the axis, in order; shape
- * is the input's with that dim replaced (dropped when drop_axis). */
+ * is the input's with that dim replaced (dropped when drop_axis). On a
+ * device with its own gathers each output is one strided gather. */
 static zf_status_t s_split_outputs(zf_kernel_ctx_t *ctx, const zf_tensor_t *x, int axis,
                                    const int64_t *sizes, int n, bool drop_axis)
 {
@@ -320,9 +321,14 @@ static zf_status_t s_split_outputs(zf_kernel_ctx_t *ctx, const zf_tensor_t *x, i
         if (empty || sizes[i] == 0) continue;
         size_t run = (size_t)(sizes[i] * inner) * elem; /* the input holds it */
         char *dst = zf_tensor_data(out);
+        const char *first = src + (size_t)((off - sizes[i]) * inner) * elem;
+        if (zf_remap_on_device(ctx)) { /* [outer, sizes[i] * inner] rows of the input */
+            int64_t dims[2] = {outer, sizes[i] * inner}, strides[2] = {dim * inner, 1};
+            ZF_TRY(zf_remap_strided_gather(ctx, 2, dims, strides, first, dst, elem));
+            continue;
+        }
         for (int64_t o = 0; o < outer; o++)
-            memcpy(dst + (size_t)o * run, src + (size_t)((o * dim + off - sizes[i]) * inner) * elem,
-                   run);
+            memcpy(dst + (size_t)o * run, first + (size_t)(o * dim * inner) * elem, run);
     }
     return ZF_STATUS_OK;
 }

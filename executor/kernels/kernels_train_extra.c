@@ -27,21 +27,30 @@
         for (int64_t c = 0; c < channels; c++) o[c] = (T)sum[c];                                   \
     } while (0)
 
+zf_status_t zf__kernels_bias_grad_channel_dim(const zf_kernel_ctx_t *ctx, int *channel_dim)
+{
+    const zf__kernels_bias_state_t *st = ctx->state;
+    const zf_tensor_t *in = ctx->inputs[0];
+    int rank = zf_tensor_shape(in)->rank;
+    char sbuf[ZF_SHAPE_STRING_MAX];
+    if (rank < 2)
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "Input tensor must be at least 2D: %s",
+                               zf_kernels_shape_str(in, sbuf));
+    *channel_dim = st->nchw ? 1 : rank - 1;
+    return ZF_STATUS_OK;
+}
+
 static zf_status_t s_bias_grad_compute(zf_kernel_ctx_t *ctx)
 {
     ZF_TRY(zf_kernels_check_inputs(ctx, 1));
-    const zf__kernels_bias_state_t *st = ctx->state;
     const zf_tensor_t *in = ctx->inputs[0];
     const zf_shape_t *s = zf_tensor_shape(in);
     zf_dtype_t t = zf_tensor_dtype(in);
-    char sbuf[ZF_SHAPE_STRING_MAX];
     if (t != ZF_FLOAT && t != ZF_DOUBLE)
         return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no CPU kernel for %s inputs",
                                zf_kernels_dtype_name((int)t));
-    if (s->rank < 2)
-        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "Input tensor must be at least 2D: %s",
-                               zf_kernels_shape_str(in, sbuf));
-    int cdim = st->nchw ? 1 : s->rank - 1;
+    int cdim = 0;
+    ZF_TRY(zf__kernels_bias_grad_channel_dim(ctx, &cdim));
     int64_t channels = s->dims[cdim], inner = 1;
     for (int k = cdim + 1; k < s->rank; k++) inner *= s->dims[k];
     zf_shape_t os = ZF_SHAPE(channels);

@@ -66,6 +66,11 @@ zf_status_t zf__kernels_register_train_extra(void);
 zf_status_t zf__kernels_register_einsum(void);
 zf_status_t zf__kernels_register_resize(void);
 
+/* AddN's inputs (at least one, checked by the caller) all have input 0's
+ * dtype and shape; INVALID_ARGUMENT with TensorFlow's text otherwise
+ * (kernels_cwise.c, shared with the GPU kernel). */
+zf_status_t zf__kernels_addn_check(const zf_kernel_ctx_t *ctx);
+
 /* BiasAdd's and BiasAddGrad's state (kernels_nn.c): the data_format attr,
  * NHWC (the default) or NCHW, anything else INVALID_ARGUMENT. Destroy with
  * free(). */
@@ -73,6 +78,11 @@ typedef struct {
     bool nchw;
 } zf__kernels_bias_state_t;
 zf_status_t zf__kernels_bias_create(const Tensorflow__NodeDef *node, void **state);
+
+/* BiasAddGrad's channel dim of input 0 (rank 2 or more, else
+ * INVALID_ARGUMENT) under the layout of its state
+ * (kernels_train_extra.c, shared with the GPU kernel). */
+zf_status_t zf__kernels_bias_grad_channel_dim(const zf_kernel_ctx_t *ctx, int *channel_dim);
 
 /* ---- dtypes and attrs --------------------------------------------------- */
 

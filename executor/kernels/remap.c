@@ -142,6 +142,19 @@ zf_status_t zf_remap_gather(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int
     return ZF_STATUS_OK;
 }
 
+bool zf_remap_on_device(const zf_kernel_ctx_t *ctx)
+{
+    return ctx->device && ctx->device->ops->remap_gather && ctx->device->ops->strided_gather;
+}
+
+zf_status_t zf_remap_strided_gather(const zf_kernel_ctx_t *ctx, int rank, const int64_t *dims,
+                                    const int64_t *strides, const void *src, void *dst, size_t elem)
+{
+    zf_status_t s =
+        ctx->device->ops->strided_gather(ctx->device, rank, dims, strides, src, dst, elem);
+    return zf_ok(s) ? s : zf_status_prefix(s, "%s (%s)", ctx->node->name, ctx->node->op);
+}
+
 void zf_remap_scatter(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int64_t *dst_dims,
                       const void *src, void *dst, size_t elem)
 {

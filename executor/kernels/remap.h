@@ -10,7 +10,8 @@
  * context's pool. A device with its own gather (zf_device_ops_t's
  * remap_gather, a GPU's) gathers in its memory instead, so the same
  * kernels serve it: they plan on the host and the device moves the
- * elements.
+ * elements. Split, SplitV, Unpack and Transpose hand such a device strided
+ * gathers instead (zf_remap_strided_gather()).
  *
  * Also the helpers these kernels and the index kernels (Gather, ScatterNd,
  * ...) share: reading index-valued tensors of any shape (int32 or int64),
@@ -19,6 +20,7 @@
 #ifndef ZF_KERNELS_REMAP_H
 #define ZF_KERNELS_REMAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +51,18 @@ void zf_remap_free(zf_remap_t *r);
  * host it cannot fail. elem is at most 16. r's maps may be changed. */
 zf_status_t zf_remap_gather(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int64_t *src_dims,
                             const void *src, void *dst, size_t elem, const void *fill);
+
+/* True when ctx's device has its own gathers (zf_device_ops_t's
+ * remap_gather and strided_gather, a GPU's): the kernels then plan on the
+ * host and the device moves the elements in its memory. */
+bool zf_remap_on_device(const zf_kernel_ctx_t *ctx);
+
+/* dst (dense over dims[0..rank)) = the elements of src at the sum over k
+ * of i_k * strides[k], through the strided gather of ctx's device (only
+ * when zf_remap_on_device()); its errors name the node. */
+zf_status_t zf_remap_strided_gather(const zf_kernel_ctx_t *ctx, int rank, const int64_t *dims,
+                                    const int64_t *strides, const void *src, void *dst,
+                                    size_t elem);
 
 /* dst (of dims dst_dims) at the mapped positions = src (dense, r->dims). */
 void zf_remap_scatter(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int64_t *dst_dims,

@@ -363,6 +363,59 @@ static void test_gpu_bias_add_matches_the_cpu_in_both_layouts(void **state)
 
 /* ---- reductions and softmax --------------------------------------------------------- */
 
+/* BiasAddGrad in both layouts against the CPU kernel and against sums
+ * taken here in double: [n, ..., c] sums over all but the last dim, NCHW
+ * over all but dim 1. */
+static void test_gpu_bias_add_grad_matches_the_cpu_in_both_layouts(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    const zf_shape_t shapes[] = {ZF_SHAPE(3, 7, 9, 16), ZF_SHAPE(300, 5), ZF_SHAPE(1, 6),
+                                 ZF_SHAPE(2, 0, 3)};
+    for (size_t k = 0; k < 2; k++)
+        for (int nchw = 0; nchw < 2; nchw++)
+            for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+                zf_dtype_t t = s_types[k];
+                zf_tensor_t *x = s_random(t, shapes[c], 30 + (uint32_t)c, -1), *got = NULL;
+                const zf_shape_t *xs = zf_tensor_shape(x);
+                int cdim = nchw ? 1 : xs->rank - 1;
+                int64_t channels = xs->dims[cdim], inner = 1;
+                for (int d = cdim + 1; d < xs->rank; d++) inner *= xs->dims[d];
+                zf_tensor_t *want = kt_zeros(t, ZF_SHAPE(channels));
+                for (int64_t ch = 0; ch < channels; ch++) {
+                    double sum = 0;
+                    for (int64_t i = 0; i < zf_tensor_num_elements(x); i++)
+                        if ((i / inner) % channels == ch) sum += s_get(x, i);
+                    s_set(want, ch, sum);
+                }
+                Tensorflow__NodeDef *n = s_node("BiasAddGrad", 1, t);
+                kt_attr_string(n, "data_format", nchw ? "NCHW" : "NHWC");
+                s_same_as_cpu(dev, n, &x, 1, t == ZF_FLOAT ? 1e-4 : 1e-12);
+                ASSERT_OK(gt_run(dev, n, &x, 1, &got, 1));
+                s_expect_close(got, want, t == ZF_FLOAT ? 1e-4 : 1e-12, "BiasAddGrad");
+                kt_unref_all((zf_tensor_t *[]){x, want, got}, 3);
+                kt_node_free(&n);
+            }
+    /* half sums in float */
+    zf_tensor_t *h = s_half(ZF_SHAPE(2, 3), (const float[]){1, 2, 3, 0.5f, 0.25f, -3}), *out = NULL;
+    Tensorflow__NodeDef *n = s_node("BiasAddGrad", 1, ZF_HALF);
+    ASSERT_OK(gt_run(dev, n, &h, 1, &out, 1));
+    kt_expect_shape(out, ZF_SHAPE(3));
+    assert_true(s_get(out, 0) == 1.5 && s_get(out, 1) == 2.25 && s_get(out, 2) == 0.0);
+    zf_tensor_unref(&out);
+    zf_tensor_unref(&h);
+    kt_node_free(&n);
+    /* a vector: the CPU kernel's error */
+    zf_tensor_t *v = kt_zeros(ZF_FLOAT, ZF_SHAPE(4));
+    n = s_node("BiasAddGrad", 1, ZF_FLOAT);
+    zf_test_expect_error(gt_run(dev, n, &v, 1, &out, 1), ZF_INVALID_ARGUMENT,
+                         "k (BiasAddGrad): Input tensor must be at least 2D: [4]");
+    assert_null(out);
+    zf_tensor_unref(&v);
+    kt_node_free(&n);
+    zf_device_destroy(&dev);
+}
+
 static Tensorflow__NodeDef *s_reduce_node(const char *op, zf_dtype_t t, bool keep_dims)
 {
     Tensorflow__NodeDef *n = s_node(op, 2, t);
@@ -571,6 +624,65 @@ static void test_gpu_softmax_matches_the_cpu(void **state)
     zf_device_destroy(&dev);
 }
 
+/* ---- AddN ------------------------------------------------------------------------------ */
+
+static void test_gpu_add_n_matches_the_cpu_and_a_running_sum(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    const int counts[] = {1, 3, 8, 11}; /* 11: a second launch adds to the first's sums */
+    for (size_t k = 0; k < 2; k++)
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            zf_dtype_t t = s_types[k];
+            int n = counts[c];
+            zf_tensor_t *in[11], *want = kt_zeros(t, ZF_SHAPE(5, 7)), *got = NULL;
+            for (int i = 0; i < n; i++) in[i] = s_random(t, ZF_SHAPE(5, 7), 20 + (uint32_t)i, -1);
+            for (int64_t e = 0; e < 35; e++) { /* added one by one, in the dtype */
+                if (t == ZF_FLOAT) {
+                    float s = ((const float *)zf_tensor_data(in[0]))[e];
+                    for (int i = 1; i < n; i++) s += ((const float *)zf_tensor_data(in[i]))[e];
+                    ((float *)zf_tensor_data(want))[e] = s;
+                } else {
+                    double s = ((const double *)zf_tensor_data(in[0]))[e];
+                    for (int i = 1; i < n; i++) s += ((const double *)zf_tensor_data(in[i]))[e];
+                    ((double *)zf_tensor_data(want))[e] = s;
+                }
+            }
+            Tensorflow__NodeDef *node = s_node("AddN", n, t);
+            kt_attr_int(node, "N", n);
+            s_same_as_cpu(dev, node, in, n, 0);
+            ASSERT_OK(gt_run(dev, node, in, n, &got, 1));
+            s_expect_close(got, want, 0, "AddN");
+            kt_unref_all(in, n);
+            kt_unref_all((zf_tensor_t *[]){want, got}, 2);
+            kt_node_free(&node);
+        }
+    /* half (which the CPU kernel does not take) rounds after every
+     * addition: 2048 + 1 is 2048 again */
+    zf_tensor_t *h[3] = {s_half(ZF_SHAPE(2), (const float[]){2048, 0.5f}),
+                         s_half(ZF_SHAPE(2), (const float[]){1, 0.25f}),
+                         s_half(ZF_SHAPE(2), (const float[]){1, 0.25f})},
+                *out = NULL;
+    Tensorflow__NodeDef *node = s_node("AddN", 3, ZF_HALF);
+    kt_attr_int(node, "N", 3);
+    ASSERT_OK(gt_run(dev, node, h, 3, &out, 1));
+    assert_true(s_get(out, 0) == 2048.0 && s_get(out, 1) == 1.0);
+    zf_tensor_unref(&out);
+    kt_unref_all(h, 3);
+    /* inputs of different shapes: the CPU kernel's error */
+    zf_tensor_t *bad[3] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(2)), kt_zeros(ZF_FLOAT, ZF_SHAPE(2)),
+                           kt_zeros(ZF_FLOAT, ZF_SHAPE(3))};
+    kt_node_free(&node);
+    node = s_node("AddN", 3, ZF_FLOAT);
+    zf_test_expect_error(gt_run(dev, node, bad, 3, &out, 1), ZF_INVALID_ARGUMENT,
+                         "k (AddN): Inputs to operation k of type AddN must have the same size "
+                         "and shape.  Input 0: [2] != input 2: [3]");
+    assert_null(out);
+    kt_unref_all(bad, 3);
+    kt_node_free(&node);
+    zf_device_destroy(&dev);
+}
+
 /* ---- moving elements ------------------------------------------------------------------- */
 
 /* node on the GPU and on the CPU, inputs taken. */
@@ -678,6 +790,114 @@ static void test_gpu_slicing_padding_and_transposing_match_the_cpu(void **state)
                          "k (GatherV2): indices[1] = 4 is not in [0, 4)");
     kt_node_free(&n);
     kt_unref_all(g, 3);
+    zf_device_destroy(&dev);
+}
+
+/* The node's nout GPU outputs equal its CPU outputs and the values of
+ * want (float, nout tensors); inputs and want taken. */
+static void s_outputs_like_cpu(zf_device_t *dev, Tensorflow__NodeDef *n, zf_tensor_t **in, int nin,
+                               zf_tensor_t **want, int nout)
+{
+    zf_tensor_t *cpu[4] = {NULL}, *gpu[4] = {NULL};
+    assert_true(nout <= 4);
+    ASSERT_OK(kt_run(n, in, nin, cpu, nout));
+    ASSERT_OK(gt_run(dev, n, in, nin, gpu, nout));
+    for (int i = 0; i < nout; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "%s output %d", n->op, i);
+        s_expect_close(gpu[i], cpu[i], 0, what);
+        s_expect_close(gpu[i], want[i], 0, what);
+    }
+    kt_unref_all(cpu, nout);
+    kt_unref_all(gpu, nout);
+    kt_unref_all(want, nout);
+    kt_unref_all(in, nin);
+    kt_node_free(&n);
+}
+
+/* x[i] = i, float. */
+static zf_tensor_t *s_iota(zf_shape_t shape)
+{
+    zf_tensor_t *t = kt_zeros(ZF_FLOAT, shape);
+    float *p = zf_tensor_data(t);
+    for (int64_t i = 0; i < zf_tensor_num_elements(t); i++) p[i] = (float)i;
+    return t;
+}
+
+static void test_gpu_split_unpack_and_gather_match_the_cpu(void **state)
+{
+    (void)state;
+    zf_device_t *dev = gt_gpu_or_skip();
+    /* Split [2,6] along dim 1 into 3: piece k holds columns 2k and 2k+1 */
+    Tensorflow__NodeDef *n = s_node("Split", 2, ZF_FLOAT);
+    kt_attr_int(n, "num_split", 3);
+    s_outputs_like_cpu(dev, n,
+                       (zf_tensor_t *[]){KT_I32(zf_shape_scalar(), -1), s_iota(ZF_SHAPE(2, 6))}, 2,
+                       (zf_tensor_t *[]){KT_F32(ZF_SHAPE(2, 2), 0, 1, 6, 7),
+                                         KT_F32(ZF_SHAPE(2, 2), 2, 3, 8, 9),
+                                         KT_F32(ZF_SHAPE(2, 2), 4, 5, 10, 11)},
+                       3);
+    /* SplitV [3,2] along dim 0 as 1, the rest (-1) and 0 */
+    n = s_node("SplitV", 3, ZF_FLOAT);
+    kt_attr_int(n, "num_split", 3);
+    s_outputs_like_cpu(dev, n,
+                       (zf_tensor_t *[]){s_iota(ZF_SHAPE(3, 2)), KT_I32(ZF_SHAPE(3), 1, -1, 0),
+                                         KT_I32(zf_shape_scalar(), 0)},
+                       3,
+                       (zf_tensor_t *[]){KT_F32(ZF_SHAPE(1, 2), 0, 1),
+                                         KT_F32(ZF_SHAPE(2, 2), 2, 3, 4, 5),
+                                         kt_zeros(ZF_FLOAT, ZF_SHAPE(0, 2))},
+                       3);
+    /* Unpack [2,3] along dim 1: the columns */
+    n = s_node("Unpack", 1, ZF_FLOAT);
+    kt_attr_int(n, "num", 3);
+    kt_attr_int(n, "axis", 1);
+    s_outputs_like_cpu(dev, n, (zf_tensor_t *[]){s_iota(ZF_SHAPE(2, 3))}, 1,
+                       (zf_tensor_t *[]){KT_F32(ZF_SHAPE(2), 0, 3), KT_F32(ZF_SHAPE(2), 1, 4),
+                                         KT_F32(ZF_SHAPE(2), 2, 5)},
+                       3);
+    /* Gather rows 2, 0, 2 of [3,2] */
+    n = kt_node_new("k", "Gather", 2);
+    kt_attr_type(n, "Tparams", ZF_FLOAT);
+    s_outputs_like_cpu(dev, n,
+                       (zf_tensor_t *[]){s_iota(ZF_SHAPE(3, 2)), KT_I32(ZF_SHAPE(3), 2, 0, 2)}, 2,
+                       (zf_tensor_t *[]){KT_F32(ZF_SHAPE(3, 2), 4, 5, 0, 1, 4, 5)}, 1);
+    /* double and half move their bytes as the CPU kernels do */
+    for (size_t k = 0; k < 2; k++) {
+        n = s_node("Split", 2, s_types[k]);
+        kt_attr_int(n, "num_split", 2);
+        zf_tensor_t *in[2] = {KT_I32(zf_shape_scalar(), 1),
+                              s_random(s_types[k], ZF_SHAPE(3, 4, 5), 15, -1)};
+        zf_tensor_t *cpu[2] = {NULL}, *gpu[2] = {NULL};
+        ASSERT_OK(kt_run(n, in, 2, cpu, 2));
+        ASSERT_OK(gt_run(dev, n, in, 2, gpu, 2));
+        for (int i = 0; i < 2; i++) s_expect_close(gpu[i], cpu[i], 0, "Split");
+        kt_unref_all(cpu, 2);
+        kt_unref_all(gpu, 2);
+        kt_unref_all(in, 2);
+        kt_node_free(&n);
+    }
+    /* errors are the CPU kernels', found on the host */
+    zf_tensor_t *out[3] = {NULL};
+    n = s_node("Split", 2, ZF_FLOAT);
+    kt_attr_int(n, "num_split", 3);
+    zf_tensor_t *in[3] = {KT_I32(zf_shape_scalar(), 2), kt_zeros(ZF_FLOAT, ZF_SHAPE(3, 3)), NULL};
+    zf_test_expect_error(gt_run(dev, n, in, 2, out, 3), ZF_INVALID_ARGUMENT,
+                         "k (Split): -input rank(-2) <= split_dim < input rank (2), but got 2");
+    kt_node_free(&n);
+    n = s_node("Unpack", 1, ZF_FLOAT);
+    kt_attr_int(n, "num", 2);
+    zf_test_expect_error(gt_run(dev, n, &in[1], 1, out, 2), ZF_INVALID_ARGUMENT,
+                         "k (Unpack): Input shape axis 0 must equal 2, got shape [3,3]");
+    kt_node_free(&n);
+    n = kt_node_new("k", "Gather", 2);
+    kt_attr_type(n, "Tparams", ZF_FLOAT);
+    in[2] = KT_I32(ZF_SHAPE(1), 3);
+    zf_test_expect_error(gt_run(dev, n, &in[1], 2, out, 1), ZF_INVALID_ARGUMENT,
+                         "k (Gather): indices[0] = 3 is not in [0, 3)");
+    for (int i = 0; i < 3; i++) assert_null(out[i]);
+    kt_node_free(&n);
+    kt_unref_all(in, 3);
     zf_device_destroy(&dev);
 }
 
@@ -1152,11 +1372,14 @@ int main(void)
         cmocka_unit_test(test_gpu_pow_broadcasts_like_the_cpu),
         cmocka_unit_test(test_gpu_bias_add_matches_the_cpu_in_both_layouts),
         cmocka_unit_test(test_gpu_reductions_match_the_cpu),
+        cmocka_unit_test(test_gpu_bias_add_grad_matches_the_cpu_in_both_layouts),
         cmocka_unit_test(test_gpu_reductions_of_nothing_give_the_identity),
         cmocka_unit_test(test_gpu_all_and_any_match_the_cpu),
         cmocka_unit_test(test_gpu_argmax_and_argmin_match_the_cpu),
         cmocka_unit_test(test_gpu_softmax_matches_the_cpu),
+        cmocka_unit_test(test_gpu_add_n_matches_the_cpu_and_a_running_sum),
         cmocka_unit_test(test_gpu_slicing_padding_and_transposing_match_the_cpu),
+        cmocka_unit_test(test_gpu_split_unpack_and_gather_match_the_cpu),
         cmocka_unit_test(test_gpu_conv2d_matches_the_cpu),
         cmocka_unit_test(test_gpu_matmul_matches_a_naive_loop_for_every_transpose),
         cmocka_unit_test(test_gpu_matmul_handles_empty_dims_and_bad_shapes),

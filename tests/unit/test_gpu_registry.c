@@ -105,7 +105,8 @@ static void test_gpu_math_kernels_take_half_float_and_double_in_gpu_memory(void 
         "SoftsignGrad", "SqrtGrad",
         "RsqrtGrad", "ReciprocalGrad",
         "IsNan",     "IsInf",
-        "IsFinite",
+        "IsFinite",  "AddN",
+        "BiasAddGrad",
     };
     const zf_dtype_t types[] = {ZF_HALF, ZF_FLOAT, ZF_DOUBLE};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
@@ -155,8 +156,8 @@ static void test_gpu_int32_kernels_keep_everything_in_host_memory(void **state)
     s_expect("ExpandDims", "T", ZF_INT32, S_ALL, S_ALL);
     s_expect("Squeeze", "T", ZF_INT32, S_ALL, S_ALL);
     /* Integer arithmetic on shapes runs the CPU kernel in host memory. */
-    const char *ops[] = {"Add",  "Sub", "Mul", "Maximum", "Minimum", "Neg",
-                         "Sum",  "Max", "Min", "Prod",    "Pack"};
+    const char *ops[] = {"Add", "Sub",  "Mul",  "Maximum", "Minimum", "Neg",
+                         "Sum", "Max",  "Min",  "Prod",    "Pack",    "AddN"};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (zf_kernel_exists(ops[i], "CPU")) s_expect(ops[i], "T", ZF_INT32, S_ALL, S_ALL);
 }
@@ -178,7 +179,7 @@ static void test_ops_without_gpu_kernels_stay_on_cpu(void **state)
     (void)state;
     zf_kernels_register_builtin(true);
     const char *cpu_only[] = {"Conv2DBackpropInput", "MaxPool", "AvgPool", "StridedSliceGrad",
-                              "VariableV2"};
+                              "VariableV2", "OneHot"};
     for (size_t i = 0; i < sizeof cpu_only / sizeof cpu_only[0]; i++) {
         assert_false(zf_kernel_exists(cpu_only[i], "GPU"));
         assert_false(zf_op_has_kernel(zf_op_lookup(cpu_only[i]), "GPU"));
@@ -259,6 +260,18 @@ static zf_status_t s_compute_without_gpu(const char *op, zf_dtype_t t, zf_tensor
     return s;
 }
 
+/* Creating n's GPU kernel fails with INVALID_ARGUMENT and msg; n taken. */
+static void s_expect_create_error(Tensorflow__NodeDef *n, const char *msg)
+{
+    zf_kernels_register_builtin(true);
+    const zf_kernel_t *def = NULL;
+    ASSERT_OK(zf_kernel_find("GPU", n, &def));
+    void *st = NULL;
+    zf_test_expect_error(def->create(n, &st), ZF_INVALID_ARGUMENT, msg);
+    assert_null(st);
+    kt_node_free(&n);
+}
+
 static void test_gpu_gradients_check_their_inputs_before_needing_a_gpu(void **state)
 {
     (void)state;
@@ -285,6 +298,50 @@ static void test_gpu_gradients_check_their_inputs_before_needing_a_gpu(void **st
     kt_unref_all(ints, 2);
 }
 
+static void test_gpu_bias_add_grad_checks_its_input_before_needing_a_gpu(void **state)
+{
+    (void)state;
+    zf_tensor_t *in[1] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(4))};
+    zf_test_expect_error(s_compute_without_gpu("BiasAddGrad", ZF_FLOAT, in, 1),
+                         ZF_INVALID_ARGUMENT,
+                         "k (BiasAddGrad): Input tensor must be at least 2D: [4]");
+    zf_tensor_unref(&in[0]);
+    in[0] = kt_zeros(ZF_INT64, ZF_SHAPE(2, 4));
+    zf_test_expect_error(s_compute_without_gpu("BiasAddGrad", ZF_FLOAT, in, 1),
+                         ZF_INVALID_ARGUMENT, "k (BiasAddGrad): no GPU kernel for int64 inputs");
+    zf_tensor_unref(&in[0]);
+    in[0] = kt_zeros(ZF_HALF, ZF_SHAPE(2, 4));
+    zf_test_expect_error(s_compute_without_gpu("BiasAddGrad", ZF_HALF, in, 1), ZF_INTERNAL,
+                         "k (BiasAddGrad): a GPU kernel needs a GPU device, not none");
+    zf_tensor_unref(&in[0]);
+    /* data_format is read when the kernel is created */
+    Tensorflow__NodeDef *n = kt_node_new("k", "BiasAddGrad", 1);
+    kt_attr_type(n, "T", ZF_FLOAT);
+    kt_attr_string(n, "data_format", "NDHWC");
+    s_expect_create_error(n, "k (BiasAddGrad): data_format must be NHWC or NCHW, got 'NDHWC'");
+}
+
+static void test_gpu_add_n_checks_its_inputs_before_needing_a_gpu(void **state)
+{
+    (void)state;
+    zf_tensor_t *in[3] = {kt_zeros(ZF_FLOAT, ZF_SHAPE(2, 3)), kt_zeros(ZF_FLOAT, ZF_SHAPE(2, 3)),
+                          kt_zeros(ZF_FLOAT, ZF_SHAPE(3, 2))};
+    zf_test_expect_error(s_compute_without_gpu("AddN", ZF_FLOAT, in, 3), ZF_INVALID_ARGUMENT,
+                         "k (AddN): Inputs to operation k of type AddN must have the same size "
+                         "and shape.  Input 0: [2,3] != input 2: [3,2]");
+    zf_tensor_unref(&in[2]);
+    in[2] = kt_zeros(ZF_DOUBLE, ZF_SHAPE(2, 3));
+    zf_test_expect_error(s_compute_without_gpu("AddN", ZF_FLOAT, in, 3), ZF_INVALID_ARGUMENT,
+                         "k (AddN): input 2 must be float, got double");
+    zf_test_expect_error(s_compute_without_gpu("AddN", ZF_FLOAT, in, 2), ZF_INTERNAL,
+                         "k (AddN): a GPU kernel needs a GPU device, not none");
+    kt_unref_all(in, 3);
+    zf_tensor_t *b[1] = {kt_zeros(ZF_INT64, ZF_SHAPE(2))};
+    zf_test_expect_error(s_compute_without_gpu("AddN", ZF_FLOAT, b, 1), ZF_INVALID_ARGUMENT,
+                         "k (AddN): no GPU kernel for int64 inputs");
+    zf_tensor_unref(&b[0]);
+}
+
 static void test_gpu_reductions_check_their_inputs_before_needing_a_gpu(void **state)
 {
     (void)state;
@@ -308,16 +365,10 @@ static void test_gpu_reductions_check_their_inputs_before_needing_a_gpu(void **s
                          "k (ArgMax): a GPU kernel needs a GPU device, not none");
     kt_unref_all(in, 2);
     /* output_type is checked when the kernel is created */
-    zf_kernels_register_builtin(true);
     Tensorflow__NodeDef *n = kt_node_new("k", "ArgMax", 2);
     kt_attr_type(n, "T", ZF_FLOAT);
     kt_attr_type(n, "output_type", ZF_FLOAT);
-    const zf_kernel_t *def = NULL;
-    ASSERT_OK(zf_kernel_find("GPU", n, &def));
-    void *st = NULL;
-    zf_test_expect_error(def->create(n, &st), ZF_INVALID_ARGUMENT,
-                         "k (ArgMax): output_type must be int32 or int64, got float");
-    kt_node_free(&n);
+    s_expect_create_error(n, "k (ArgMax): output_type must be int32 or int64, got float");
 }
 
 static void test_gpu_element_moving_kernels_read_their_plans_in_host_memory(void **state)
@@ -335,6 +386,12 @@ static void test_gpu_element_moving_kernels_read_their_plans_in_host_memory(void
     s_expect("BroadcastTo", "T", ZF_BFLOAT16, 2u, 0);
     s_expect("Transpose", "T", ZF_COMPLEX128, 2u, 0);
     s_expect("GatherV2", "Tparams", ZF_FLOAT, 6u, 0); /* indices and axis on the host */
+    s_expect("Gather", "Tparams", ZF_HALF, 2u, 0);    /* indices on the host */
+    s_expect("Split", "T", ZF_FLOAT, 1u, 0);          /* split_dim */
+    s_expect("SplitV", "T", ZF_DOUBLE, 6u, 0);        /* size_splits and split_dim */
+    s_expect("Unpack", "T", ZF_INT64, 0, 0);
+    s_expect("Unpack", "T", ZF_INT32, S_ALL, S_ALL);
+    s_expect_none("Split", "T", ZF_INT32);
     s_expect("Slice", "T", ZF_INT32, S_ALL, S_ALL);
     s_expect("StridedSlice", "T", ZF_INT32, S_ALL, S_ALL);
     s_expect_none("Tile", "T", ZF_STRING);
@@ -491,21 +548,34 @@ static zf_tensor_t *s_pattern(zf_dtype_t t, zf_shape_t shape)
     return x;
 }
 
-/* node's CPU kernel on the emulating device gives its plain CPU result,
- * having gathered through the device. */
+/* node's CPU kernel on the emulating device gives its plain CPU results
+ * (nout outputs), having gathered through the device. */
+static void s_same_outputs_through_the_device(zf_device_t *dev, Tensorflow__NodeDef *n,
+                                              zf_tensor_t **in, int nin, int nout)
+{
+    zf_tensor_t *want[8] = {NULL}, *got[8] = {NULL};
+    assert_true(nout >= 1 && nout <= 8);
+    ASSERT_OK(kt_run(n, in, nin, want, nout));
+    int before = s_fake_gathers;
+    ASSERT_OK(kt_run_on(n, in, nin, got, nout, NULL, dev));
+    int64_t moved = 0;
+    for (int i = 0; i < nout; i++) {
+        moved += zf_tensor_num_elements(want[i]);
+        if (!zf_tensor_equal(got[i], want[i]))
+            fail_msg("%s: the device's gather differs in output %d", n->op, i);
+    }
+    if (moved > 0 && s_fake_gathers == before)
+        fail_msg("%s did not gather through the device", n->op);
+    kt_unref_all(want, nout);
+    kt_unref_all(got, nout);
+    kt_unref_all(in, nin);
+    kt_node_free(&n);
+}
+
 static void s_same_through_the_device(zf_device_t *dev, Tensorflow__NodeDef *n, zf_tensor_t **in,
                                       int nin)
 {
-    zf_tensor_t *want = NULL, *got = NULL;
-    ASSERT_OK(kt_run(n, in, nin, &want, 1));
-    int before = s_fake_gathers;
-    ASSERT_OK(kt_run_on(n, in, nin, &got, 1, NULL, dev));
-    if (zf_tensor_num_elements(want) > 0 && s_fake_gathers == before)
-        fail_msg("%s did not gather through the device", n->op);
-    if (!zf_tensor_equal(got, want)) fail_msg("%s: the device's gather differs", n->op);
-    kt_unref_all((zf_tensor_t *[]){want, got}, 2);
-    kt_unref_all(in, nin);
-    kt_node_free(&n);
+    s_same_outputs_through_the_device(dev, n, in, nin, 1);
 }
 
 static Tensorflow__NodeDef *s_typed(const char *op, int nin, zf_dtype_t t)
@@ -608,6 +678,68 @@ static void test_gpu_gather_plans_give_the_cpu_kernels_results(void **state)
                                                 KT_I32(zf_shape_scalar(), 2),
                                                 KT_I32(zf_shape_scalar(), 0)},
                               3);
+    /* Gather (axis 0) of a matrix by a matrix of indices */
+    n = kt_node_new("k", "Gather", 2);
+    kt_attr_type(n, "Tparams", ZF_COMPLEX64);
+    s_same_through_the_device(dev, n,
+                              (zf_tensor_t *[]){s_pattern(ZF_COMPLEX64, ZF_SHAPE(5, 3)),
+                                                KT_I64(ZF_SHAPE(2, 2), 4, 0, 0, 3)},
+                              2);
+    /* Split along a middle axis, the last and the first (one strided
+     * gather per output) */
+    for (int axis = -1; axis < 2; axis++) {
+        n = s_typed("Split", 2, ZF_FLOAT);
+        kt_attr_int(n, "num_split", 3);
+        s_same_outputs_through_the_device(dev, n,
+                                          (zf_tensor_t *[]){KT_I32(zf_shape_scalar(), axis),
+                                                            s_pattern(ZF_FLOAT, ZF_SHAPE(3, 6, 3))},
+                                          2, 3);
+    }
+    /* SplitV with a size to infer and an empty piece; int64 sizes */
+    n = s_typed("SplitV", 3, ZF_HALF);
+    kt_attr_int(n, "num_split", 3);
+    kt_attr_type(n, "Tlen", ZF_INT64);
+    s_same_outputs_through_the_device(dev, n,
+                                      (zf_tensor_t *[]){s_pattern(ZF_HALF, ZF_SHAPE(2, 7)),
+                                                        KT_I64(ZF_SHAPE(3), 2, 0, -1),
+                                                        KT_I32(zf_shape_scalar(), 1)},
+                                      3, 3);
+    /* errors come from the host-side plans, before anything is gathered */
+    int before = s_fake_gathers;
+    zf_tensor_t *outs[3] = {NULL};
+    n = s_typed("Split", 2, ZF_FLOAT);
+    kt_attr_int(n, "num_split", 3);
+    zf_tensor_t *bad[3] = {KT_I32(zf_shape_scalar(), 1), kt_zeros(ZF_FLOAT, ZF_SHAPE(2, 4)), NULL};
+    zf_test_expect_error(kt_run_on(n, bad, 2, outs, 3, NULL, dev), ZF_INVALID_ARGUMENT,
+                         "k (Split): Number of ways to split should evenly divide the split "
+                         "dimension, but got split_dim 1 (size = 4) and num_split 3");
+    kt_node_free(&n);
+    n = s_typed("SplitV", 3, ZF_FLOAT);
+    kt_attr_int(n, "num_split", 3);
+    bad[2] = bad[0];
+    bad[0] = bad[1];
+    bad[1] = KT_I32(ZF_SHAPE(3), -1, 2, -1);
+    zf_test_expect_error(kt_run_on(n, bad, 3, outs, 3, NULL, dev), ZF_INVALID_ARGUMENT,
+                         "k (SplitV): There can only be one -1 in the input.");
+    kt_node_free(&n);
+    n = kt_node_new("k", "Gather", 2);
+    kt_attr_type(n, "Tparams", ZF_FLOAT);
+    zf_tensor_unref(&bad[1]);
+    bad[1] = KT_I32(ZF_SHAPE(2), 0, -1);
+    zf_test_expect_error(kt_run_on(n, bad, 2, outs, 1, NULL, dev), ZF_INVALID_ARGUMENT,
+                         "k (Gather): indices[1] = -1 is not in [0, 2)");
+    kt_node_free(&n);
+    for (int i = 0; i < 3; i++) assert_null(outs[i]);
+    assert_int_equal(s_fake_gathers, before);
+    kt_unref_all(bad, 3);
+    /* Unpack along the last axis and the first */
+    for (int axis = -1; axis < 1; axis++) {
+        n = s_typed("Unpack", 1, ZF_DOUBLE);
+        kt_attr_int(n, "num", axis ? 4 : 2);
+        kt_attr_int(n, "axis", axis);
+        s_same_outputs_through_the_device(
+            dev, n, (zf_tensor_t *[]){s_pattern(ZF_DOUBLE, ZF_SHAPE(2, 3, 4))}, 1, axis ? 4 : 2);
+    }
     zf_device_destroy(&dev);
 }
 
@@ -761,6 +893,8 @@ int main(void)
         cmocka_unit_test(test_gpu_cast_refuses_a_conversion_it_cannot_do_when_created),
         cmocka_unit_test(test_gpu_kernel_without_a_gpu_device_fails_cleanly),
         cmocka_unit_test(test_gpu_gradients_check_their_inputs_before_needing_a_gpu),
+        cmocka_unit_test(test_gpu_add_n_checks_its_inputs_before_needing_a_gpu),
+        cmocka_unit_test(test_gpu_bias_add_grad_checks_its_input_before_needing_a_gpu),
         cmocka_unit_test(test_gpu_reductions_check_their_inputs_before_needing_a_gpu),
         cmocka_unit_test(test_gpu_element_moving_kernels_read_their_plans_in_host_memory),
         cmocka_unit_test(test_gpu_element_moving_kernels_need_a_gpu_device),

@@ -1,7 +1,7 @@
 /* CUDA element-wise kernels: unary math and activations, the predicates
  * IsNan, IsInf and IsFinite, binary math
  * with NumPy broadcasting, the activation gradients (two inputs of one
- * shape, as binary ops), BiasAdd, Cast and Fill, for half, float and
+ * shape, as binary ops), AddN, BiasAdd, Cast and Fill, for half, float and
  * double (half computes in float). The formulas are the CPU kernels'
  * (kernels_cwise.c, kernels_nn.c, kernels_activation.c). C entry points
  * declared in gpu_launch.h. */
@@ -370,6 +370,32 @@ cudaError_t bias_add(cudaStream_t s, const void *x, const void *bias, void *out,
     return cudaGetLastError();
 }
 
+/* ---- AddN ------------------------------------------------------------------- */
+
+struct AddNInputs {
+    const void *p[ZF__GPU_ADD_N_MAX];
+};
+
+/* Each partial sum is stored as T (put rounds a half): float and double
+ * sums are the CPU kernel's, which adds the inputs one by one. */
+template <typename T>
+__global__ void k_add_n(AddNInputs in, int k, bool acc, T *__restrict__ out, int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        T s = acc ? out[i] : ((const T *)in.p[0])[i];
+        for (int j = acc ? 0 : 1; j < k; j++) put(&s, load(s) + load(((const T *)in.p[j])[i]));
+        out[i] = s;
+    }
+}
+
+template <typename T>
+cudaError_t add_n(cudaStream_t s, const AddNInputs &in, int k, bool acc, void *out, int64_t n)
+{
+    k_add_n<T><<<blocks_for(n), kThreads, 0, s>>>(in, k, acc, (T *)out, n);
+    return cudaGetLastError();
+}
+
 /* ---- Cast and Fill ---------------------------------------------------------- */
 
 template <typename S, typename D>
@@ -519,6 +545,22 @@ extern "C" cudaError_t zf__gpu_launch_bias_add(cudaStream_t stream, zf_dtype_t d
     case ZF_HALF: return bias_add<__half>(stream, x, bias, out, n, channels, inner);
     case ZF_FLOAT: return bias_add<float>(stream, x, bias, out, n, channels, inner);
     case ZF_DOUBLE: return bias_add<double>(stream, x, bias, out, n, channels, inner);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+extern "C" cudaError_t zf__gpu_launch_add_n(cudaStream_t stream, zf_dtype_t dtype,
+                                            const void *const *in, int k, bool accumulate,
+                                            void *out, int64_t n)
+{
+    if (n <= 0) return cudaSuccess;
+    if (k < 1 || k > ZF__GPU_ADD_N_MAX) return cudaErrorInvalidValue;
+    AddNInputs p = {};
+    for (int j = 0; j < k; j++) p.p[j] = in[j];
+    switch (dtype) {
+    case ZF_HALF: return add_n<__half>(stream, p, k, accumulate, out, n);
+    case ZF_FLOAT: return add_n<float>(stream, p, k, accumulate, out, n);
+    case ZF_DOUBLE: return add_n<double>(stream, p, k, accumulate, out, n);
     default: return cudaErrorInvalidValue;
     }
 }

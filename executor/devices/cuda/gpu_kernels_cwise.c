@@ -1,6 +1,6 @@
 /* GPU element-wise kernels: unary math and activations, the predicates
  * IsNan, IsInf and IsFinite, binary math with
- * NumPy broadcasting, the activation gradients, BiasAdd, Cast, Fill,
+ * NumPy broadcasting, the activation gradients, AddN, BiasAdd, Cast, Fill,
  * ZerosLike and OnesLike. Shapes are checked here, on the host, with the
  * CPU kernels' rules and messages; the CUDA code (cwise.cu) only
  * computes. */
@@ -230,6 +230,35 @@ S_GRAD(s_reciprocal_grad, ZF__GPU_RECIPROCAL_GRAD, "y", "dy")
 static zf_status_t s_leaky_relu_grad(zf_kernel_ctx_t *ctx)
 {
     return s_grad(ctx, ZF__GPU_LEAKY_RELU_GRAD, "gradients", "features", s_alpha(ctx));
+}
+
+/* ---- AddN ---------------------------------------------------------------------- */
+
+/* The inputs in launches of up to ZF__GPU_ADD_N_MAX, the first writing
+ * the output and the others adding to it, in input order. */
+static zf_status_t s_add_n(zf_kernel_ctx_t *ctx)
+{
+    ZF_TRY(zf_kernels_check_inputs(ctx, 1));
+    ZF_TRY(s_check_float(ctx, 0));
+    ZF_TRY(zf__kernels_addn_check(ctx));
+    zf__gpu_t *g = NULL; /* after the checks, which need no GPU */
+    ZF_TRY(zf__gpu_kernel_gpu(ctx, &g));
+    const zf_tensor_t *x = ctx->inputs[0];
+    zf_dtype_t t = zf_tensor_dtype(x);
+    zf_tensor_t *out = NULL;
+    ZF_TRY(zf_kernel_alloc_output_uninit(ctx, 0, t, zf_tensor_shape(x), &out));
+    int64_t n = zf_tensor_num_elements(out);
+    if (n == 0) return ZF_STATUS_OK;
+    for (int i = 0; i < ctx->num_inputs; i++) ZF_TRY(zf__gpu_check_device_input(ctx, i));
+    for (int first = 0; first < ctx->num_inputs; first += ZF__GPU_ADD_N_MAX) {
+        const void *in[ZF__GPU_ADD_N_MAX];
+        int k = 0;
+        for (; k < ZF__GPU_ADD_N_MAX && first + k < ctx->num_inputs; k++)
+            in[k] = zf_tensor_data(ctx->inputs[first + k]);
+        ZF_TRY(zf__gpu_kernel_launched(ctx, zf__gpu_launch_add_n(g->stream, t, in, k, first > 0,
+                                                                 zf_tensor_data(out), n)));
+    }
+    return ZF_STATUS_OK;
 }
 
 /* ---- BiasAdd ------------------------------------------------------------------ */
@@ -466,6 +495,7 @@ static const zf_kernel_t s_defs[] = {
     ZF__GPU_KERNEL("SqrtGrad", S_FLOAT, s_sqrt_grad),
     ZF__GPU_KERNEL("RsqrtGrad", S_FLOAT, s_rsqrt_grad),
     ZF__GPU_KERNEL("ReciprocalGrad", S_FLOAT, s_reciprocal_grad),
+    ZF__GPU_KERNEL("AddN", S_FLOAT, s_add_n),
     ZF__GPU_KERNEL("BiasAdd", S_FLOAT, s_bias_add),
     {.op = "Cast",
      .device_type = "GPU",

@@ -86,6 +86,7 @@ static const zf_kernel_t s_defs[] = {
     S_HOST("ZerosLike"), S_HOST("OnesLike"),
     S_HOST("Pack"),      S_HOST("ConcatV2"),
     S_HOST("Slice"),     S_HOST("StridedSlice"),
+    S_HOST("Unpack"),    S_HOST("AddN"),
 };
 
 /* Comparisons, integer division, selection and Range (every type:

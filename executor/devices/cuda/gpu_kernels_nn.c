@@ -1,10 +1,12 @@
 /* GPU kernels for MatMul and Conv2D (im2col, then cuBLAS on the device's
  * stream), the reductions Sum, Mean, Max, Min, Prod, All and Any over any
- * axes, ArgMax and ArgMin over one, and Softmax / LogSoftmax over the last
- * axis. Shapes and axes are worked out here, before the GPU is needed;
- * reduce.cu and remap.cu compute. */
+ * axes, BiasAddGrad (a Sum over all but the channel dim), ArgMax and
+ * ArgMin over one, and Softmax / LogSoftmax over the last axis. Shapes
+ * and axes are worked out here, before the GPU is needed; reduce.cu and
+ * remap.cu compute. */
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/graph.h"
@@ -340,6 +342,18 @@ static zf_status_t s_reduce_launch(zf_kernel_ctx_t *ctx, zf__gpu_t *g, zf__gpu_r
     return zf__gpu_kernel_launched(ctx, err);
 }
 
+/* Output 0, of shape, reduces input 0 over the dims with reduced[k] set. */
+static zf_status_t s_reduce_into(zf_kernel_ctx_t *ctx, zf__gpu_reduce_op_t op, const bool *reduced,
+                                 const zf_shape_t *shape)
+{
+    zf__gpu_t *g = NULL;
+    ZF_TRY(zf__gpu_kernel_gpu(ctx, &g));
+    zf_tensor_t *out = NULL;
+    ZF_TRY(zf_kernel_alloc_output(ctx, 0, zf_tensor_dtype(ctx->inputs[0]), shape, &out));
+    if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
+    return s_reduce_launch(ctx, g, op, reduced, out);
+}
+
 static zf_status_t s_reduce(zf_kernel_ctx_t *ctx, zf__gpu_reduce_op_t op)
 {
     ZF_TRY(zf_kernels_check_inputs(ctx, 2));
@@ -353,12 +367,7 @@ static zf_status_t s_reduce(zf_kernel_ctx_t *ctx, zf__gpu_reduce_op_t op)
     ZF_TRY(s_reduce_axes(ctx, reduced));
     ZF_TRY(zf_node_attr_bool_or(ctx->node, "keep_dims", false, &keep_dims));
     zf_shape_t shape = s_reduced_shape(zf_tensor_shape(in), reduced, keep_dims);
-    zf__gpu_t *g = NULL;
-    ZF_TRY(zf__gpu_kernel_gpu(ctx, &g));
-    zf_tensor_t *out = NULL;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, dtype, &shape, &out));
-    if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
-    return s_reduce_launch(ctx, g, op, reduced, out);
+    return s_reduce_into(ctx, op, reduced, &shape);
 }
 
 static zf_status_t s_sum(zf_kernel_ctx_t *ctx)
@@ -394,6 +403,25 @@ static zf_status_t s_all(zf_kernel_ctx_t *ctx)
 static zf_status_t s_any(zf_kernel_ctx_t *ctx)
 {
     return s_reduce(ctx, ZF__GPU_REDUCE_ANY);
+}
+
+/* BiasAddGrad: a Sum over every dim but the channel one (the CPU kernel's
+ * layout and checks). */
+static zf_status_t s_bias_add_grad(zf_kernel_ctx_t *ctx)
+{
+    ZF_TRY(zf_kernels_check_inputs(ctx, 1));
+    const zf_tensor_t *in = ctx->inputs[0];
+    zf_dtype_t dtype = zf_tensor_dtype(in);
+    if (!(ZF_TYPES_GPU_FLOAT & ZF_TYPE_BIT(dtype)))
+        return zf_kernel_error(ctx, ZF_INVALID_ARGUMENT, "no GPU kernel for %s inputs",
+                               zf_kernels_dtype_name((int)dtype));
+    int cdim = 0;
+    ZF_TRY(zf__kernels_bias_grad_channel_dim(ctx, &cdim));
+    const zf_shape_t *s = zf_tensor_shape(in);
+    bool reduced[ZF_MAX_RANK];
+    for (int k = 0; k < s->rank; k++) reduced[k] = k != cdim;
+    zf_shape_t shape = ZF_SHAPE(s->dims[cdim]);
+    return s_reduce_into(ctx, ZF__GPU_REDUCE_SUM, reduced, &shape);
 }
 
 /* ---- ArgMax, ArgMin --------------------------------------------------------------- */
@@ -501,6 +529,12 @@ static const zf_kernel_t s_defs[] = {
      .destroy = zf__kernels_window_destroy,
      .compute = s_conv2d},
     S_REDUCE("Sum", s_sum),
+    {.op = "BiasAddGrad",
+     .device_type = "GPU",
+     .allowed_types = ZF_TYPES_GPU_FLOAT,
+     .create = zf__kernels_bias_create,
+     .destroy = free,
+     .compute = s_bias_add_grad},
     S_REDUCE("Mean", s_mean),
     S_REDUCE("Max", s_max),
     S_REDUCE("Min", s_min),

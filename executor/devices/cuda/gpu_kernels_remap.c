@@ -1,9 +1,9 @@
 /* GPU kernels that move elements without computing on them: Slice,
  * StridedSlice, Tile, Pad, PadV2, MirrorPad, ReverseV2, BroadcastTo,
- * Transpose and GatherV2. Each runs the op's CPU kernel on the GPU device:
- * the CPU kernel checks the inputs and plans on the host (its begin, size,
- * multiples, paddings, shape, perm, indices and axis inputs are in host
- * memory),
+ * Transpose, GatherV2, Gather, Split, SplitV and Unpack. Each runs the
+ * op's CPU kernel on the GPU device: the CPU kernel checks the inputs and
+ * plans on the host (its begin, size, multiples, paddings, shape, perm,
+ * indices, axis, split_dim and size_splits inputs are in host memory),
  * allocates its output on the GPU and hands the moving of the elements to
  * the device's gathers below, which launch remap.cu's kernel. So the GPU
  * kernels have the CPU kernels' semantics and error texts. */
@@ -145,7 +145,8 @@ static zf_status_t s_remap_compute(zf_kernel_ctx_t *ctx)
 static const zf_kernel_t s_defs[] = {
     S_REMAP("Slice"), S_REMAP("StridedSlice"), S_REMAP("Tile"),        S_REMAP("Pad"),
     S_REMAP("PadV2"), S_REMAP("MirrorPad"),    S_REMAP("ReverseV2"),   S_REMAP("BroadcastTo"),
-    S_REMAP("Transpose"), S_REMAP("GatherV2"),
+    S_REMAP("Transpose"), S_REMAP("GatherV2"),   S_REMAP("Gather"),      S_REMAP("Split"),
+    S_REMAP("SplitV"),    S_REMAP("Unpack"),
 };
 
 zf_status_t zf__gpu_register_remap(void)

@@ -106,6 +106,14 @@ cudaError_t zf__gpu_launch_bias_add(cudaStream_t stream, zf_dtype_t dtype, const
                                     const void *bias, void *out, int64_t n, int64_t channels,
                                     int64_t inner);
 
+/* AddN: out[i] = in[0][i] + in[1][i] + ... + in[k-1][i], added left to
+ * right in dtype (half rounds after every addition, as a chain of Adds
+ * would), or out[i] + in[0][i] + ... when accumulate. k is 1 to
+ * ZF__GPU_ADD_N_MAX; in is a host array of k device pointers. */
+#define ZF__GPU_ADD_N_MAX 8
+cudaError_t zf__gpu_launch_add_n(cudaStream_t stream, zf_dtype_t dtype, const void *const *in,
+                                 int k, bool accumulate, void *out, int64_t n);
+
 /* out[i] = (dst_type)in[i]. Besides the floating types, casts accept
  * ZF_INT64 and ZF_BOOL on either side (C conversions, bool is x != 0). */
 cudaError_t zf__gpu_launch_cast(cudaStream_t stream, zf_dtype_t src_type, const void *in,
