@@ -22,6 +22,7 @@
 #include "executor/kernels/resource.h"
 #include "common/thread_pool.h"
 #include "scheduler/graph/functions.h"
+#include "scheduler/graph/partial_run.h"
 #include "scheduler/graph/partition.h"
 #include "scheduler/graph/placer.h"
 
@@ -55,6 +56,15 @@ struct zf_local_session {
     zf_strmap_t *callables; /* signature -> s_callable_t *, keys copied */
     int last_parts;
     const zf_partition_set_t *last_set; /* the last successful run's (a cached callable's) */
+    struct s_prun *pruns;               /* open partial runs, under mu */
+    int n_pruns;
+    /* the handles of the last partial runs that ended, and why (a ring,
+     * under mu) */
+    struct {
+        char handle[32];
+        char why[256];
+    } gone[ZF_LOCAL_SESSION_PRUN_GONE];
+    int n_gone;
 };
 
 /* ---- names ------------------------------------------------------------------ */
@@ -349,23 +359,25 @@ static void s_wait_partitions(s_wait_t *w, zf_rendezvous_t *r, int64_t timeout_m
     pthread_mutex_unlock(&w->mu);
 }
 
-/* Starts every partition (each on its device's pool, the last one here) and
- * waits for all of them. */
-static void s_run_partitions(zf_local_session_t *s, const s_callable_t *p, zf_rendezvous_t *r,
-                             zf_step_trace_t *trace)
+/* Starts every partition of p on rendezvous r, each on its device's pool
+ * (the last one here), counting them in w (initialised); returns the start
+ * records, which must outlive the partitions (NULL when out of memory:
+ * they were run one after another). */
+static s_start_t *s_start_partitions(zf_local_session_t *s, const s_callable_t *p,
+                                     zf_rendezvous_t *r, zf_step_trace_t *trace, s_wait_t *w)
 {
     int n = p->set->n_parts;
-    s_wait_t w = {.remaining = n, .r = r};
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cv, NULL);
+    *w = (s_wait_t){.remaining = n, .r = r};
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
     s_start_t *starts = calloc((size_t)n + 1, sizeof *starts);
     for (int i = 0; i < n; i++) {
         zf_engine_args_t args = {zf_rendezvous_step_id(r), r, trace};
         if (!starts) { /* no memory to hand off: run them one after another */
-            zf_engine_run_async(p->executors[i], &args, s_partition_done, &w);
+            zf_engine_run_async(p->executors[i], &args, s_partition_done, w);
             continue;
         }
-        starts[i] = (s_start_t){p->executors[i], args, &w};
+        starts[i] = (s_start_t){p->executors[i], args, w};
         zf_thread_pool_t *pool = s->devices[p->set->parts[i].device_index]->pool;
         bool handed_off = false;
         if (i + 1 < n && pool) {
@@ -375,10 +387,24 @@ static void s_run_partitions(zf_local_session_t *s, const s_callable_t *p, zf_re
         }
         if (!handed_off) s_start_partition(&starts[i]);
     }
+    return starts;
+}
+
+static void s_wait_destroy(s_wait_t *w)
+{
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+}
+
+/* Starts every partition and waits for all of them. */
+static void s_run_partitions(zf_local_session_t *s, const s_callable_t *p, zf_rendezvous_t *r,
+                             zf_step_trace_t *trace)
+{
+    s_wait_t w;
+    s_start_t *starts = s_start_partitions(s, p, r, trace, &w);
     s_wait_partitions(&w, r, s->timeout_ms);
     free(starts);
-    pthread_cond_destroy(&w.cv);
-    pthread_mutex_destroy(&w.mu);
+    s_wait_destroy(&w);
 }
 
 /* TensorFlow's feed checks: the graph's dtype, and a Placeholder's shape. */
@@ -522,6 +548,234 @@ zf_status_t zf_local_session_run_traced(zf_local_session_t *s, const char *const
     return st;
 }
 
+/* ---- partial runs ------------------------------------------------------------- */
+
+/* One open partial run: its step's rendezvous and partitions, started at
+ * setup and running between calls, their _Recv nodes waiting for feeds. */
+typedef struct s_prun {
+    struct s_prun *next;
+    char handle[32];
+    const s_callable_t *p; /* the session's, cached */
+    zf_rendezvous_t *r;
+    s_wait_t wait;
+    s_start_t *starts;
+    zf_partial_run_t *given;
+    bool busy; /* a call runs now (under s->mu) */
+} s_prun_t;
+
+/* Ends pr's step: aborted with *why unless it ended (NULL), its partitions
+ * waited for, everything freed. Not under s->mu. */
+static void s_prun_end(s_prun_t *pr, const zf_status_t *why)
+{
+    if (why) zf_rendezvous_start_abort(pr->r, why);
+    pthread_mutex_lock(&pr->wait.mu);
+    while (pr->wait.remaining > 0) pthread_cond_wait(&pr->wait.cv, &pr->wait.mu);
+    pthread_mutex_unlock(&pr->wait.mu);
+    s_wait_destroy(&pr->wait);
+    free(pr->starts);
+    zf_rendezvous_unref(&pr->r);
+    zf_partial_run_free(&pr->given);
+    free(pr);
+}
+
+/* Takes pr off s's list and remembers why its handle ended. Under s->mu. */
+static void s_prun_unlink(zf_local_session_t *s, s_prun_t *pr, const char *why)
+{
+    for (s_prun_t **pp = &s->pruns; *pp; pp = &(*pp)->next) {
+        if (*pp != pr) continue;
+        *pp = pr->next;
+        s->n_pruns--;
+        break;
+    }
+    int i = s->n_gone++ % ZF_LOCAL_SESSION_PRUN_GONE;
+    snprintf(s->gone[i].handle, sizeof s->gone[i].handle, "%s", pr->handle);
+    snprintf(s->gone[i].why, sizeof s->gone[i].why, "%s", why);
+}
+
+zf_status_t zf_local_session_partial_run_setup(zf_local_session_t *s, const char *const *feeds,
+                                               int n_feeds, const char *const *fetches,
+                                               int n_fetches, const char *const *targets,
+                                               int n_targets, char **handle)
+{
+    *handle = NULL;
+    if (n_feeds < 0 || n_fetches < 0 || n_targets < 0)
+        return zf_invalid_argument("negative feed, fetch or target count");
+    s_names_t nm = {0};
+    zf_status_t st = s_names(&nm, feeds, n_feeds, fetches, n_fetches, targets, n_targets);
+    s_callable_t *p = NULL;
+    if (zf_ok(st))
+        st = s_callable_get(s, &nm.sorted_feeds, nm.ns_feeds, &nm.sorted_fetches, nm.ns_fetches,
+                            nm.sorted_targets, nm.ns_targets, &p);
+    s_names_free(&nm);
+    s_prun_t *pr = zf_ok(st) ? calloc(1, sizeof *pr) : NULL;
+    if (zf_ok(st) && !pr) st = zf_out_of_memory("session");
+    if (zf_ok(st)) {
+        pr->p = p;
+        st = zf_partial_run_new(s->graph, (const char *const *)p->feeds, p->n_feeds,
+                                (const char *const *)p->fetches, p->n_fetches, &pr->given);
+    }
+    int64_t step = atomic_fetch_add(&s->next_step, 1);
+    if (zf_ok(st)) st = zf_rendezvous_new(step, &pr->r);
+    if (zf_ok(st)) {
+        snprintf(pr->handle, sizeof pr->handle, "prun-%lld", (long long)step);
+        if (!(*handle = strdup(pr->handle))) st = zf_out_of_memory("session");
+    }
+    if (zf_ok(st)) {
+        pthread_mutex_lock(&s->mu);
+        if (s->n_pruns >= ZF_LOCAL_SESSION_PRUNS_MAX)
+            st = zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                               "the session has %d partial runs open already (the most it keeps): "
+                               "finish or abandon one first",
+                               s->n_pruns);
+        else {
+            pr->next = s->pruns;
+            s->pruns = pr;
+            s->n_pruns++;
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (!zf_ok(st)) {
+        free(*handle);
+        *handle = NULL;
+        if (pr) {
+            zf_rendezvous_unref(&pr->r);
+            zf_partial_run_free(&pr->given);
+            free(pr);
+        }
+        return st;
+    }
+    pr->starts = s_start_partitions(s, p, pr->r, NULL, &pr->wait);
+    return ZF_STATUS_OK;
+}
+
+/* The open partial run of handle, marked busy; or an error saying why
+ * there is none. Under s->mu. */
+static zf_status_t s_prun_take(zf_local_session_t *s, const char *handle, s_prun_t **out)
+{
+    *out = NULL;
+    for (s_prun_t *pr = s->pruns; pr; pr = pr->next) {
+        if (strcmp(pr->handle, handle) != 0) continue;
+        if (pr->busy)
+            return zf_status_new(ZF_FAILED_PRECONDITION,
+                                 "partial run '%s' has a call running: its calls run one at a time",
+                                 handle);
+        pr->busy = true;
+        *out = pr;
+        return ZF_STATUS_OK;
+    }
+    int n = s->n_gone < ZF_LOCAL_SESSION_PRUN_GONE ? s->n_gone : ZF_LOCAL_SESSION_PRUN_GONE;
+    for (int i = 0; i < n; i++)
+        if (strcmp(s->gone[i].handle, handle) == 0)
+            return zf_status_new(ZF_FAILED_PRECONDITION, "partial run '%s' %s", handle,
+                                 s->gone[i].why);
+    return zf_invalid_argument("Must run PartialRunSetup before performing partial runs "
+                               "(handle '%s' is not known in this session)",
+                               handle);
+}
+
+/* Sends the call's feeds to the partitions that receive them. */
+static zf_status_t s_prun_send(const s_prun_t *pr, char **feeds, zf_tensor_t *const *values,
+                               int n_feeds)
+{
+    const s_callable_t *p = pr->p;
+    for (int i = 0; i < n_feeds; i++) {
+        /* the caller may have written its bytes since a run that fed it */
+        if (zf_tensor_buffer(values[i])) zf_buffer_bump_version(zf_tensor_buffer(values[i]));
+        int f = s_find_name(p->feeds, p->n_feeds, feeds[i]);
+        for (int k = 0; k < p->n_sends; k++)
+            if (p->send_feed[k] == f)
+                ZF_TRY(zf_rendezvous_send(pr->r, p->send_key[k], values[i], false));
+    }
+    return ZF_STATUS_OK;
+}
+
+/* Receives the call's fetches as their partitions produce them. */
+static zf_status_t s_prun_fetch(const zf_local_session_t *s, const s_prun_t *pr, char **fetches,
+                                int n_fetches, zf_tensor_t **out)
+{
+    const s_callable_t *p = pr->p;
+    for (int j = 0; j < n_fetches; j++) {
+        int k = 0; /* a name fetched twice in one call is received once */
+        while (k < j && strcmp(fetches[k], fetches[j]) != 0) k++;
+        if (k < j) {
+            out[j] = out[k] ? zf_tensor_ref(out[k]) : NULL;
+            continue;
+        }
+        int f = s_find_name(p->fetches, p->n_fetches, fetches[j]);
+        bool dead = false;
+        ZF_TRY(zf_rendezvous_recv(pr->r, p->fetch_keys[f], s->timeout_ms > 0 ? s->timeout_ms : -1,
+                                  &out[j], &dead));
+        if (dead)
+            return zf_invalid_argument("fetched tensor '%s' is dead (not computed on the path "
+                                       "control flow took)",
+                                       fetches[j]);
+    }
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_local_session_partial_run(zf_local_session_t *s, const char *handle,
+                                         const char *const *feed_names,
+                                         zf_tensor_t *const *feed_values, int n_feeds,
+                                         const char *const *fetches, int n_fetches,
+                                         zf_tensor_t **fetch_out)
+{
+    for (int j = 0; j < n_fetches; j++) fetch_out[j] = NULL;
+    if (n_feeds < 0 || n_fetches < 0) return zf_invalid_argument("negative feed or fetch count");
+    s_names_t nm = {0};
+    zf_status_t st = s_names(&nm, feed_names, n_feeds, fetches, n_fetches, NULL, 0);
+    for (int i = 0; i < n_feeds && zf_ok(st); i++)
+        st = feed_values[i] ? s_check_feed(s, nm.feeds[i], feed_values[i])
+                            : zf_invalid_argument("feed '%s' has no value", nm.feeds[i]);
+    s_prun_t *pr = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (zf_ok(st)) st = s_prun_take(s, handle, &pr);
+    const char *const *cf = (const char *const *)nm.feeds, *const *cx =
+                                                               (const char *const *)nm.fetches;
+    if (pr) st = zf_partial_run_check(pr->given, cf, n_feeds, cx, n_fetches);
+    bool last = pr && zf_ok(st) && zf_partial_run_mark(pr->given, cf, n_feeds, cx, n_fetches);
+    pthread_mutex_unlock(&s->mu);
+    if (!pr || !zf_ok(st)) { /* a refused call leaves the partial run as it was */
+        if (pr) {
+            pthread_mutex_lock(&s->mu);
+            pr->busy = false;
+            pthread_mutex_unlock(&s->mu);
+        }
+        s_names_free(&nm);
+        return st;
+    }
+    st = s_prun_send(pr, nm.feeds, feed_values, n_feeds);
+    if (zf_ok(st)) st = s_prun_fetch(s, pr, nm.fetches, n_fetches, fetch_out);
+    if (zf_ok(st) && last) {
+        s_wait_partitions(&pr->wait, pr->r, s->timeout_ms);
+        st = zf_rendezvous_status(pr->r);
+    }
+    if (!zf_ok(st)) { /* the root cause, where a partition failed first */
+        zf_status_t root = zf_rendezvous_status(pr->r);
+        if (!zf_ok(root)) {
+            zf_status_clear(&st);
+            st = root;
+        } else {
+            zf_status_clear(&root);
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+    pr->busy = false;
+    if (!zf_ok(st) || last) {
+        char why[256];
+        if (zf_ok(st))
+            snprintf(why, sizeof why, "has completed: every feed and fetch of it was given");
+        else
+            snprintf(why, sizeof why, "failed: %s", zf_status_msg(&st));
+        s_prun_unlink(s, pr, why);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!zf_ok(st) || last) s_prun_end(pr, zf_ok(st) ? NULL : &st);
+    if (!zf_ok(st))
+        for (int j = 0; j < n_fetches; j++) zf_tensor_unref(&fetch_out[j]);
+    s_names_free(&nm);
+    return st;
+}
+
 /* ---- the session ---------------------------------------------------------------- */
 
 static zf_status_t s_make_devices(zf_local_session_t *s, const char *list, int threads)
@@ -620,6 +874,13 @@ void zf_local_session_destroy(zf_local_session_t **s_p)
     if (!s_p || !*s_p) return;
     zf_local_session_t *s = *s_p;
     *s_p = NULL;
+    zf_status_t closed = zf_status_new(ZF_CANCELLED, "the session was closed");
+    while (s->pruns) {
+        s_prun_t *pr = s->pruns;
+        s->pruns = pr->next;
+        s_prun_end(pr, &closed);
+    }
+    zf_status_clear(&closed);
     size_t iter = 0;
     uintptr_t v = 0;
     while (s->callables && zf_strmap_next(s->callables, &iter, NULL, NULL, &v)) {

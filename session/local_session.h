@@ -61,7 +61,8 @@ typedef struct zf_local_session_options {
 zf_status_t zf_local_session_new(Tensorflow__GraphDef *gd, const zf_local_session_options_t *opts,
                                  zf_local_session_t **out);
 
-/* Waits for nothing: no run may be in progress. NULL-safe, sets *s_p NULL. */
+/* Waits for nothing: no run may be in progress (open partial runs are
+ * aborted and ended). NULL-safe, sets *s_p NULL. */
 void zf_local_session_destroy(zf_local_session_t **s_p);
 
 /* Runs one step. feed_names[i] ("x" or "x:0") is given the value
@@ -87,6 +88,43 @@ zf_status_t zf_local_session_run_traced(zf_local_session_t *s, const char *const
                                         const char *const *fetches, int n_fetches,
                                         const char *const *targets, int n_targets,
                                         zf_tensor_t **fetch_out, zf_step_trace_t *trace);
+
+/* Partial runs a session keeps open at most, and ended handles it
+ * remembers (to say why a call naming one is refused). */
+#define ZF_LOCAL_SESSION_PRUNS_MAX 64
+#define ZF_LOCAL_SESSION_PRUN_GONE 16
+
+/* TensorFlow's PartialRunSetup: declares one step's feeds (names only),
+ * fetches and targets, and starts its partitions, their _Recv nodes
+ * waiting for the feeds to come; *handle (the caller frees it) names the
+ * step in zf_local_session_partial_run(). Errors as
+ * zf_local_session_run's for the names, RESOURCE_EXHAUSTED past
+ * ZF_LOCAL_SESSION_PRUNS_MAX open partial runs. */
+zf_status_t zf_local_session_partial_run_setup(zf_local_session_t *s, const char *const *feeds,
+                                               int n_feeds, const char *const *fetches,
+                                               int n_fetches, const char *const *targets,
+                                               int n_targets, char **handle);
+
+/* TensorFlow's PartialRun: gives some of the step's declared feeds and
+ * fetches some of its declared fetches (fetch_out as in
+ * zf_local_session_run), waiting until they are computed; the call that
+ * gives the last declared feed and fetch waits for the step to end
+ * everywhere. A call refused by TensorFlow's checks (INVALID_ARGUMENT "The
+ * feed x:0 was not specified in partial_run_setup.", "... has already been
+ * fed.", the same for fetches, "Fetch y:0 can't be computed from the feeds
+ * that have been fed so far: it needs feed x:0"; a feed's dtype or shape)
+ * leaves the partial run as it was. A call that fails once sent (a
+ * kernel's error, DEADLINE_EXCEEDED past the session's timeout) aborts the
+ * step and ends it. A handle that ended is FAILED_PRECONDITION "partial
+ * run 'H' has completed: ..." or "partial run 'H' failed: <why>"; an
+ * unknown one INVALID_ARGUMENT "Must run PartialRunSetup before performing
+ * partial runs". Calls of one handle run one at a time (FAILED_PRECONDITION
+ * for a second at once). Destroying the session aborts the open ones. */
+zf_status_t zf_local_session_partial_run(zf_local_session_t *s, const char *handle,
+                                         const char *const *feed_names,
+                                         zf_tensor_t *const *feed_values, int n_feeds,
+                                         const char *const *fetches, int n_fetches,
+                                         zf_tensor_t **fetch_out);
 
 /* The session's devices, in the order of the device list. */
 int zf_local_session_num_devices(const zf_local_session_t *s);

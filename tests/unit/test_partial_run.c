@@ -18,6 +18,7 @@
 
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
+#include "partial_run_test_util.h"
 #include "process_test_util.h"
 #include "test_util.h"
 
@@ -65,15 +66,6 @@ static int s_teardown(void **state)
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-static zf_tensor_t *s_scalar(float v)
-{
-    zf_shape_t scalar = zf_shape_scalar();
-    zf_tensor_t *t = NULL;
-    ASSERT_OK(zf_tensor_new(ZF_FLOAT, &scalar, &t));
-    *(float *)zf_tensor_data(t) = v;
-    return t;
-}
-
 static zf_tensor_t *s_vector(zf_dtype_t dtype, int n, const void *values)
 {
     int64_t dims[1] = {n};
@@ -105,17 +97,21 @@ static zf_status_t s_call(const char *h, const char **feeds, zf_tensor_t **value
     return s;
 }
 
-static float s_float(zf_tensor_t **t)
-{
-    assert_non_null(*t);
-    assert_int_equal(zf_tensor_dtype(*t), ZF_FLOAT);
-    float v = *(const float *)zf_tensor_data(*t);
-    zf_tensor_unref(t);
-    return v;
-}
-
 static const char *s_r12[2] = {"r1", "r2"};
 static const char *s_abc[3] = {"a", "b", "c"};
+
+static char *s_api_setup(const char *const *feeds, int nf, const char *const *fetches, int nt)
+{
+    return s_setup_run((const char **)fetches, nt, (const char **)feeds, nf);
+}
+
+static zf_status_t s_api_call(const char *h, const char *const *feeds, zf_tensor_t **values, int nf,
+                              const char *const *fetches, int nt, zf_tensor_t **out)
+{
+    return s_call(h, (const char **)feeds, values, nf, (const char **)fetches, nt, out);
+}
+
+static const zf_test_prun_api_t s_api = {s_api_setup, s_api_call};
 
 /* ---- tests ------------------------------------------------------------------- */
 
@@ -129,17 +125,17 @@ static void test_two_calls_across_executors(void **state)
     for (int round = 0; round < 2; round++) {
         char *h = s_setup_run(s_r12, 2, s_abc, 3);
         const char *f1[2] = {"a", "b"};
-        zf_tensor_t *v1[2] = {s_scalar(1.0f + (float)round), s_scalar(2.0f)};
+        zf_tensor_t *v1[2] = {zf_test_prun_scalar(1.0f + (float)round), zf_test_prun_scalar(2.0f)};
         zf_tensor_t *out = NULL;
         ASSERT_OK(s_call(h, f1, v1, 2, &s_r12[0], 1, &out));
-        float r1 = s_float(&out);
+        float r1 = zf_test_prun_take(&out);
         assert_true(r1 == 3.0f + (float)round);
         const char *f2[1] = {"c"};
-        zf_tensor_t *v2[1] = {s_scalar(r1 * 17.0f)};
+        zf_tensor_t *v2[1] = {zf_test_prun_scalar(r1 * 17.0f)};
         ASSERT_OK(s_call(h, f2, v2, 1, &s_r12[1], 1, &out));
-        assert_true(s_float(&out) == r1 * r1 * 17.0f);
+        assert_true(zf_test_prun_take(&out) == r1 * r1 * 17.0f);
         /* the step has completed: its handle is gone */
-        zf_tensor_t *v3[1] = {s_scalar(1.0f)};
+        zf_tensor_t *v3[1] = {zf_test_prun_scalar(1.0f)};
         zf_test_expect_error(s_call(h, f2, v3, 1, NULL, 0, NULL), ZF_FAILED_PRECONDITION,
                              "has completed");
         free(h);
@@ -150,63 +146,20 @@ static void test_two_calls_across_executors(void **state)
 static void test_interleaved_handles(void **state)
 {
     (void)state;
-    enum { N = 4 };
-    char *h[N];
-    for (int i = 0; i < N; i++) h[i] = s_setup_run(s_r12, 2, s_abc, 3);
-    const char *f1[2] = {"a", "b"}, *f2[1] = {"c"};
-    for (int i = 0; i < N; i++) { /* a = i, b = 10 */
-        zf_tensor_t *v[2] = {s_scalar((float)i), s_scalar(10.0f)};
-        ASSERT_OK(s_call(h[i], f1, v, 2, NULL, 0, NULL));
-    }
-    for (int i = N - 1; i >= 0; i--) { /* c = i + 1; r1 fetched with r2 */
-        zf_tensor_t *v[1] = {s_scalar((float)i + 1.0f)};
-        zf_tensor_t *out[2] = {NULL, NULL};
-        ASSERT_OK(s_call(h[i], f2, v, 1, s_r12, 2, out));
-        assert_true(s_float(&out[0]) == (float)i + 10.0f);
-        assert_true(s_float(&out[1]) == ((float)i + 10.0f) * ((float)i + 1.0f));
-        free(h[i]);
-    }
+    zf_test_prun_interleaved(&s_api);
 }
 
-/* The checks of a call against its setup, in TensorFlow's words; none of
- * them ends the partial run, which completes afterwards. */
+/* The checks of a call against its setup, in TensorFlow's words. */
 static void test_call_checks(void **state)
 {
     (void)state;
+    zf_test_prun_checks(&s_api);
+    /* targets belong to the setup */
     const char *ab[2] = {"a", "b"};
     char *h = s_setup_run(&s_r12[0], 1, ab, 2);
-    const char *fc[1] = {"c"}, *fa[1] = {"a"}, *fb[1] = {"b"};
-    zf_tensor_t *v[1] = {s_scalar(1.0f)};
-    zf_test_expect_error(s_call(h, fc, v, 1, NULL, 0, NULL), ZF_INVALID_ARGUMENT,
-                         "The feed c:0 was not specified in partial_run_setup.");
-    v[0] = s_scalar(1.0f);
-    zf_test_expect_error(s_call(h, fa, v, 1, &s_r12[1], 1, NULL), ZF_INVALID_ARGUMENT,
-                         "The fetch r2:0 was not specified in partial_run_setup.");
-    /* r1 needs b, still to come */
-    v[0] = s_scalar(1.0f);
-    zf_test_expect_error(s_call(h, fa, v, 1, &s_r12[0], 1, NULL), ZF_INVALID_ARGUMENT,
-                         "Fetch r1:0 can't be computed from the feeds that have been fed so far: "
-                         "it needs feed b:0");
-    v[0] = s_scalar(4.0f);
-    ASSERT_OK(s_call(h, fa, v, 1, NULL, 0, NULL));
-    v[0] = s_scalar(5.0f);
-    zf_test_expect_error(s_call(h, fa, v, 1, NULL, 0, NULL), ZF_INVALID_ARGUMENT,
-                         "The feed a:0 has already been fed.");
-    /* a feed of the wrong dtype is refused as a step's is */
-    int32_t one = 1;
-    v[0] = s_vector(ZF_INT32, 1, &one);
-    zf_test_expect_error(s_call(h, fb, v, 1, NULL, 0, NULL), ZF_INVALID_ARGUMENT, "b:0");
-    /* targets belong to the setup */
     zf_client_step_t tstep = {NULL, NULL, 0, NULL, 0, &s_r12[0], 1};
     zf_test_expect_error(zf_client_partial_run(s_client, s_sess, h, &tstep, WAIT_MS, NULL),
                          ZF_INVALID_ARGUMENT, "names no targets");
-    v[0] = s_scalar(6.0f);
-    zf_tensor_t *out = NULL;
-    ASSERT_OK(s_call(h, fb, v, 1, &s_r12[0], 1, &out));
-    assert_true(s_float(&out) == 10.0f);
-    v[0] = s_scalar(6.0f);
-    zf_test_expect_error(s_call(h, fb, v, 1, NULL, 0, NULL), ZF_FAILED_PRECONDITION,
-                         "has completed");
     free(h);
 }
 
@@ -218,12 +171,12 @@ static void test_fed_tensors_cut_the_check(void **state)
     (void)state;
     const char *feeds[4] = {"a", "b", "r1", "c"}, *f2[2] = {"r1", "c"}, *fab[2] = {"a", "b"};
     char *h = s_setup_run(&s_r12[1], 1, feeds, 4);
-    zf_tensor_t *v[2] = {s_scalar(5.0f), s_scalar(7.0f)}, *out = NULL;
+    zf_tensor_t *v[2] = {zf_test_prun_scalar(5.0f), zf_test_prun_scalar(7.0f)}, *out = NULL;
     ASSERT_OK(s_call(h, f2, v, 2, &s_r12[1], 1, &out));
-    assert_true(s_float(&out) == 35.0f);
-    zf_tensor_t *w[2] = {s_scalar(1.0f), s_scalar(2.0f)};
+    assert_true(zf_test_prun_take(&out) == 35.0f);
+    zf_tensor_t *w[2] = {zf_test_prun_scalar(1.0f), zf_test_prun_scalar(2.0f)};
     ASSERT_OK(s_call(h, fab, w, 2, NULL, 0, NULL));
-    zf_tensor_t *u[1] = {s_scalar(1.0f)};
+    zf_tensor_t *u[1] = {zf_test_prun_scalar(1.0f)};
     zf_test_expect_error(s_call(h, fab, u, 1, NULL, 0, NULL), ZF_FAILED_PRECONDITION,
                          "has completed");
     free(h);
@@ -233,9 +186,10 @@ static void test_unknown_handle_and_bad_setup(void **state)
 {
     (void)state;
     const char *fa[1] = {"a"};
-    zf_tensor_t *v[1] = {s_scalar(1.0f)};
+    zf_tensor_t *v[1] = {zf_test_prun_scalar(1.0f)};
     zf_test_expect_error(s_call("prun-0000000000000001", fa, v, 1, NULL, 0, NULL),
-                         ZF_INVALID_ARGUMENT, "Must run PartialRunSetup before performing partial runs");
+                         ZF_INVALID_ARGUMENT,
+                         "Must run PartialRunSetup before performing partial runs");
     /* an unknown node, in the planner's words */
     const char *nope[1] = {"nope"};
     zf_client_step_t step = {fa, NULL, 1, nope, 1, NULL, 0};
@@ -291,13 +245,13 @@ static void test_close_abandons_open_runs(void **state)
     s_sess = other;
     char *h = s_setup_run(s_r12, 2, s_abc, 3);
     const char *f1[2] = {"a", "b"};
-    zf_tensor_t *v1[2] = {s_scalar(1.0f), s_scalar(2.0f)};
+    zf_tensor_t *v1[2] = {zf_test_prun_scalar(1.0f), zf_test_prun_scalar(2.0f)};
     zf_tensor_t *out = NULL;
     ASSERT_OK(s_call(h, f1, v1, 2, &s_r12[0], 1, &out));
-    assert_true(s_float(&out) == 3.0f);
+    assert_true(zf_test_prun_take(&out) == 3.0f);
     ASSERT_OK(zf_client_session_close(s_client, other));
-    zf_test_expect_error(s_call(h, (const char *[]){"c"}, (zf_tensor_t *[]){s_scalar(1.0f)}, 1,
-                                NULL, 0, NULL),
+    zf_test_expect_error(s_call(h, (const char *[]){"c"},
+                                (zf_tensor_t *[]){zf_test_prun_scalar(1.0f)}, 1, NULL, 0, NULL),
                          ZF_NOT_FOUND, NULL);
     free(h);
     free(other);
@@ -312,34 +266,35 @@ static void test_close_abandons_open_runs(void **state)
 static void test_place_pruned_graph(void **state)
 {
     (void)state;
-    Tensorflow__GraphDef *gd = zf_test_graphdef(
-        "node { name: 'x' op: 'Placeholder' device: '/device:CPU:1' "
-        "  attr { key: 'dtype' value { type: DT_FLOAT } } }\n"
-        "node { name: 'y' op: 'Mul' input: 'x' input: 'x' "
-        "  attr { key: 'T' value { type: DT_FLOAT } } }\n"
-        "node { name: 'bad' op: 'Identity' input: 'x' device: '/device:GPU:7' "
-        "  attr { key: 'T' value { type: DT_FLOAT } } }\n");
+    Tensorflow__GraphDef *gd =
+        zf_test_graphdef("node { name: 'x' op: 'Placeholder' device: '/device:CPU:1' "
+                         "  attr { key: 'dtype' value { type: DT_FLOAT } } }\n"
+                         "node { name: 'y' op: 'Mul' input: 'x' input: 'x' "
+                         "  attr { key: 'T' value { type: DT_FLOAT } } }\n"
+                         "node { name: 'bad' op: 'Identity' input: 'x' device: '/device:GPU:7' "
+                         "  attr { key: 'T' value { type: DT_FLOAT } } }\n");
     const char *fx[1] = {"x"}, *fy[1] = {"y"}, *fbad[1] = {"bad"};
     for (int pruned = 0; pruned < 2; pruned++) {
         zf_client_session_options_t o = ZF_CLIENT_SESSION_OPTIONS_DEFAULT;
         o.place_pruned_graph = pruned;
         char *sess = NULL;
         ASSERT_OK(zf_client_session_create(s_client, gd, &o, &sess));
-        zf_tensor_t *v = s_scalar(3.0f), *out = NULL;
+        zf_tensor_t *v = zf_test_prun_scalar(3.0f), *out = NULL;
         zf_client_step_t step = {fx, &v, 1, fy, 1, NULL, 0};
         zf_status_t s = zf_client_session_run(s_client, sess, &step, WAIT_MS, &out);
         if (!pruned) {
-            zf_test_expect_error(s, ZF_INVALID_ARGUMENT, "Cannot assign a device for operation bad");
+            zf_test_expect_error(s, ZF_INVALID_ARGUMENT,
+                                 "Cannot assign a device for operation bad");
         } else {
             ASSERT_OK(s);
-            assert_true(s_float(&out) == 9.0f);
+            assert_true(zf_test_prun_take(&out) == 9.0f);
             step.fetches = fbad;
             zf_test_expect_error(zf_client_session_run(s_client, sess, &step, WAIT_MS, &out),
                                  ZF_INVALID_ARGUMENT, "Cannot assign a device for operation bad");
             /* the session's placement stands: y runs again */
             step.fetches = fy;
             ASSERT_OK(zf_client_session_run(s_client, sess, &step, WAIT_MS, &out));
-            assert_true(s_float(&out) == 9.0f);
+            assert_true(zf_test_prun_take(&out) == 9.0f);
         }
         zf_tensor_unref(&v);
         ASSERT_OK(zf_client_session_close(s_client, sess));

@@ -1,0 +1,33 @@
+/* What the partial-run tests of the service and of the in-process session
+ * share: the same scenarios on tests/data/partial_run.pbtxt (r1 = a + b,
+ * r2 = r1 * c), run through either API. */
+#ifndef ZF_TESTS_PARTIAL_RUN_TEST_UTIL_H
+#define ZF_TESTS_PARTIAL_RUN_TEST_UTIL_H
+
+#include "common/status.h"
+#include "common/tensor.h"
+
+typedef struct {
+    /* A handle for feeds and fetches (names), no targets; fails the test
+     * on error. */
+    char *(*setup)(const char *const *feeds, int n_feeds, const char *const *fetches,
+                   int n_fetches);
+    /* One call: feeds (names and values, unreferenced by the call), fetches
+     * into out (NULL: dropped). */
+    zf_status_t (*call)(const char *handle, const char *const *feeds, zf_tensor_t **values,
+                        int n_feeds, const char *const *fetches, int n_fetches, zf_tensor_t **out);
+} zf_test_prun_api_t;
+
+zf_tensor_t *zf_test_prun_scalar(float v);
+
+/* The float in *t, which is dropped. */
+float zf_test_prun_take(zf_tensor_t **t);
+
+/* Four handles of one signature open at once, called in turns. */
+void zf_test_prun_interleaved(const zf_test_prun_api_t *api);
+
+/* TensorFlow's checks of a call against its setup, in its words; none of
+ * them ends the partial run, which completes afterwards. */
+void zf_test_prun_checks(const zf_test_prun_api_t *api);
+
+#endif
