@@ -1470,26 +1470,27 @@ static void s_process(s_step_t *st, s_worklist_t *wl)
      * one of its _Sends brought us here) ends first: nothing of this step
      * may wait on that caller. */
     zf_rendezvous_batch_end();
-    bool batch = false;
-    /* wl only holds counted nodes, so the step outlives every pop. */
+    /* wl only holds counted nodes, so the step outlives every pop. The
+     * thread's batch is asked for, not remembered: a node's inline
+     * callbacks may run this loop again for another step, which ends the
+     * batch it finds open. */
     while (wl->n > 0) {
         wl->n--;
         s_tagged_t t = {wl->its[wl->n], wl->ids[wl->n]};
         bool here = !s_leaves_the_loop(st, t);
         bool more = here && (st->ex->nodes[t.id].flags & S_SEND) && wl->n > 0 &&
                     (st->ex->nodes[wl->ids[wl->n - 1]].flags & S_SEND);
-        if (batch && !more) {
+        bool open = zf_rendezvous_batch_is_open();
+        if (open && !more)
             zf_rendezvous_batch_end();
-            batch = false;
-        } else if (more && !batch) {
-            batch = zf_rendezvous_batch_begin();
-        }
+        else if (more && !open)
+            zf_rendezvous_batch_begin();
         if (here)
             s_run_node(st, t, wl);
         else
             s_schedule(st, t); /* takes the node's count along */
     }
-    if (batch) zf_rendezvous_batch_end();
+    zf_rendezvous_batch_end();
     s_wl_free(wl);
 }
 
