@@ -31,10 +31,10 @@
 #include "common/tensor_proto.h"
 #include "scheduler/master/master_internal.h"
 
-#define S_LOG       "master"
-#define S_P         "_zflow_ckpt/"
-#define S_STEP_KEY  "_zflow_job_step"
-#define S_MAX_VARS  4096
+#define S_LOG      "master"
+#define S_P        "_zflow_ckpt/"
+#define S_STEP_KEY "_zflow_job_step"
+#define S_MAX_VARS 4096
 
 /* One variable of the job's graph. */
 typedef struct {
@@ -135,7 +135,8 @@ static void s_write_extension(FILE *f, const s_var_t *vars, int n)
     for (int i = 0; i < n; i++)
         if (vars[i].resource)
             fprintf(f,
-                    "node { name: '" S_P "assign/%d' op: 'AssignVariableOp' input: '%s' input: '" S_P
+                    "node { name: '" S_P
+                    "assign/%d' op: 'AssignVariableOp' input: '%s' input: '" S_P
                     "restore:%d' attr { key: 'dtype' value { type: %s } } }\n",
                     i, vars[i].name, i, vars[i].dtype);
         else
@@ -180,7 +181,7 @@ zf_status_t zf__master_ckpt_prepare(zf_master_t *m, const char *session, zf__mas
     es.session = (char *)session;
     es.graph = ext;
     es.current_graph_version = version;
-    if (zf_ok(st)) st = zf_master_extend_session(m, &es, &version);
+    if (zf_ok(st)) st = zf__master_extend_own(m, &es, &version);
     zf_graphdef_free(&ext);
     return zf_status_prefix(st, "checkpoint");
 }
@@ -204,8 +205,10 @@ static zf_status_t s_run(zf_master_t *m, const char *session, const char *prefix
     Zflow__NamedTensor *fp[2] = {&feeds[0], &feeds[1]};
     zf_tensor_t *t = NULL;
     zf_status_t st = zf_tensor_new_scalar_string(prefix, strlen(prefix), &t);
-    if (zf_ok(st)) st = s_feed(S_P "prefix", t, &feeds[0]);
-    else zflow__named_tensor__init(&feeds[0]);
+    if (zf_ok(st))
+        st = s_feed(S_P "prefix", t, &feeds[0]);
+    else
+        zflow__named_tensor__init(&feeds[0]);
     zflow__named_tensor__init(&feeds[1]);
     zf_shape_t scalar = zf_shape_scalar();
     if (zf_ok(st) && step >= 0) st = zf_tensor_new(ZF_INT64, &scalar, &t);
@@ -231,8 +234,8 @@ static zf_status_t s_run(zf_master_t *m, const char *session, const char *prefix
         if (zf_ok(st) && zf_tensor_dtype(v) == ZF_INT64 && zf_tensor_num_elements(v) == 1)
             *out = *(const int64_t *)zf_tensor_data(v);
         else if (zf_ok(st))
-            st = zf_invalid_argument("checkpoint '%s': its %s is not one int64", prefix,
-                                     S_STEP_KEY);
+            st =
+                zf_invalid_argument("checkpoint '%s': its %s is not one int64", prefix, S_STEP_KEY);
         zf_tensor_unref(&v);
     }
     if (r) zflow__run_step_reply__free_unpacked(r, NULL);
@@ -248,11 +251,11 @@ static const char *s_prefix(const zf__master_ckpt_t *ck, int which, char *buf, s
     return buf;
 }
 
-/* Whether a restore's error says the checkpoint's files are missing or
+/* Whether the probe's error says the checkpoint's files are missing or
  * unreadable (so another, or none, is used), rather than that the step
  * could not run (an executor lost, the job cancelled): then the job fails
  * and keeps its checkpoints, instead of starting over and saving over
- * them. */
+ * them. The probe only reads, so nothing was assigned either way. */
 static bool s_unusable(zf_code_t code)
 {
     return code == ZF_NOT_FOUND || code == ZF_DATA_LOSS || code == ZF_INVALID_ARGUMENT ||
@@ -288,9 +291,13 @@ zf_status_t zf__master_ckpt_restore(zf_master_t *m, const char *session, zf__mas
             zf_log_info(S_LOG, "restored %s (step %" PRId64 ")", path, *step);
             return ZF_STATUS_OK;
         }
-        if (!s_unusable(st.code)) return zf_status_prefix(st, "restoring checkpoint %s", path);
-        zf_log_warn(S_LOG, "checkpoint %s (step %" PRId64 ") is not used: %s", path,
-                    steps[which], zf_status_msg(&st));
+        /* Only bad checksums give way: RestoreV2 fails whole before any
+         * variable is assigned. Anything else (a variable the checkpoint
+         * no longer matches, an executor lost) may have assigned some
+         * variables already, and fails the attempt, checkpoints kept. */
+        if (st.code != ZF_DATA_LOSS) return zf_status_prefix(st, "restoring checkpoint %s", path);
+        zf_log_warn(S_LOG, "checkpoint %s (step %" PRId64 ") is not used: %s", path, steps[which],
+                    zf_status_msg(&st));
         zf_status_clear(&st);
     }
     return ZF_STATUS_OK;

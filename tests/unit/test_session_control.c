@@ -500,6 +500,32 @@ static void s_count_to_ten(Tensorflow__GraphDef *gd, const char *dir, int64_t re
     free(job);
 }
 
+/* The counter graph with a double variable instead of a float one. */
+static Tensorflow__GraphDef *s_double_counter(void)
+{
+    FILE *f = fopen(COUNTER, "rb");
+    assert_non_null(f);
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char out[9000];
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 16 < sizeof out;) {
+        if (strncmp(text + i, "DT_FLOAT", 8) == 0) {
+            o += (size_t)snprintf(out + o, sizeof out - o, "DT_DOUBLE");
+            i += 8;
+        } else if (strncmp(text + i, "float_val", 9) == 0) {
+            o += (size_t)snprintf(out + o, sizeof out - o, "double_val");
+            i += 9;
+        } else {
+            out[o++] = text[i++];
+        }
+    }
+    out[o] = '\0';
+    return zf_test_graphdef(out);
+}
+
 /* Flips a byte of key's data in the checkpoint at prefix (one shard), so
  * its checksum no longer matches. */
 static void s_spoil(const char *prefix, const char *key)
@@ -554,6 +580,18 @@ static void test_a_job_saves_checkpoints_and_one_started_on_them_resumes(void **
     s_spoil(a, "counter");
     s_spoil(b, "counter");
     s_count_to_ten(gd, dir, 0);
+    /* the job saved 3, 6 and 9 again. A model whose counter is a double
+     * now does not match them: the job fails and the checkpoints stay, for
+     * the model they were saved from */
+    Tensorflow__GraphDef *dbl = s_double_counter();
+    char *djob = s_submit_counter(dbl, 10, 3, dir);
+    zf_tensor_t *dout = NULL;
+    zf_test_expect_error(zf_client_wait(s_client, djob, 1, WAIT_MS, &dout), ZF_INVALID_ARGUMENT,
+                         "restoring checkpoint");
+    free(djob);
+    zf_graphdef_free(&dbl);
+    assert_true(s_ckpt_value(a, "_zflow_job_step") == 6.0 && s_ckpt_value(a, "counter") == 6.0);
+    assert_true(s_ckpt_value(b, "_zflow_job_step") == 9.0 && s_ckpt_value(b, "counter") == 9.0);
 
     /* a graph without variables has nothing to checkpoint */
     char *job = NULL;
