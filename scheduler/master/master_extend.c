@@ -29,9 +29,11 @@
 #define S_LOG "master"
 
 /* The checks before anything is built; *bytes is the extension's
- * serialized size. Under build. */
+ * serialized size. own: the scheduler's own extension (a job's checkpoint
+ * graph), which the bounds on a client's graphs do not count. Under
+ * build. */
 static zf_status_t s_check(zf_master_t *m, const zf__master_session_t *s,
-                           const Zflow__ExtendSession *req, int64_t *bytes)
+                           const Zflow__ExtendSession *req, bool own, int64_t *bytes)
 {
     if (s->graph_version != req->current_graph_version)
         return zf_status_new(ZF_ABORTED,
@@ -43,13 +45,13 @@ static zf_status_t s_check(zf_master_t *m, const zf__master_session_t *s,
     int64_t max_nodes = m->limits.max_graph_nodes, max_bytes = m->limits.max_graph_bytes;
     pthread_mutex_unlock(&m->mu);
     int64_t total = (int64_t)cur->n_node + (int64_t)ext->n_node;
-    if (total > max_nodes)
+    if (!own && total > max_nodes)
         return zf_status_new(ZF_RESOURCE_EXHAUSTED,
                              "ExtendSession: the graph would have %" PRId64
                              " nodes; this scheduler takes at most %" PRId64
                              " (zflow-scheduler --max-graph-nodes)",
                              total, max_nodes);
-    if (s->graph_bytes + *bytes > max_bytes)
+    if (!own && s->graph_bytes + *bytes > max_bytes)
         return zf_status_new(ZF_RESOURCE_EXHAUSTED,
                              "ExtendSession: the session's graph is %" PRId64
                              " bytes serialized and the extension %" PRId64
@@ -243,10 +245,10 @@ static int *s_placement_carry(const zf__master_session_t *s, const zf_graph_t *g
 
 /* Extends s (held, under build). */
 static zf_status_t s_extend(zf_master_t *m, zf__master_session_t *s,
-                            const Zflow__ExtendSession *req, int64_t *new_version)
+                            const Zflow__ExtendSession *req, bool own, int64_t *new_version)
 {
     int64_t bytes = 0;
-    ZF_TRY(s_check(m, s, req, &bytes));
+    ZF_TRY(s_check(m, s, req, own, &bytes));
     const Tensorflow__GraphDef *cur = zf_graph_graphdef(s->graph), *ext = req->graph;
     bool fast = !zf_functions_needed(ext) && !s_calls_library(s->library, ext);
     Tensorflow__GraphDef *gd = NULL;
@@ -278,7 +280,7 @@ static zf_status_t s_extend(zf_master_t *m, zf__master_session_t *s,
         if (!placed_on) zf__master_placement_free(s);
     }
     s->nodes = zf_graph_num_nodes(g);
-    s->graph_bytes += bytes;
+    if (!own) s->graph_bytes += bytes;
     *new_version = ++s->graph_version;
     pthread_mutex_unlock(&m->mu);
     if (fast) { /* its NodeDefs, library and versions are the new graph's now */
@@ -290,8 +292,8 @@ static zf_status_t s_extend(zf_master_t *m, zf__master_session_t *s,
     return ZF_STATUS_OK;
 }
 
-zf_status_t zf_master_extend_session(zf_master_t *m, const Zflow__ExtendSession *req,
-                                     int64_t *new_version)
+static zf_status_t s_extend_session(zf_master_t *m, const Zflow__ExtendSession *req, bool own,
+                                    int64_t *new_version)
 {
     *new_version = 0;
     if (!req || !req->graph) return zf_invalid_argument("ExtendSession without a graph");
@@ -305,7 +307,7 @@ zf_status_t zf_master_extend_session(zf_master_t *m, const Zflow__ExtendSession 
     bool closed = s->closed;
     pthread_mutex_unlock(&m->mu);
     st = closed ? zf_not_found("session '%s' not found", req->session)
-                : s_extend(m, s, req, new_version);
+                : s_extend(m, s, req, own, new_version);
     pthread_mutex_unlock(&s->build);
     if (zf_ok(st))
         zf_log_info(S_LOG, "extended %s by %zu nodes (version %" PRId64 ")", req->session,
@@ -314,4 +316,16 @@ zf_status_t zf_master_extend_session(zf_master_t *m, const Zflow__ExtendSession 
     zf__master_session_unref(m, &s);
     pthread_mutex_unlock(&m->mu);
     return st;
+}
+
+zf_status_t zf_master_extend_session(zf_master_t *m, const Zflow__ExtendSession *req,
+                                     int64_t *new_version)
+{
+    return s_extend_session(m, req, false, new_version);
+}
+
+zf_status_t zf__master_extend_own(zf_master_t *m, const Zflow__ExtendSession *req,
+                                  int64_t *new_version)
+{
+    return s_extend_session(m, req, true, new_version);
 }

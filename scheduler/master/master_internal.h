@@ -201,6 +201,12 @@ zf_status_t zf__master_create_job_session(zf_master_t *m, const Zflow__CreateSes
                                           char **session);
 
 /* zf_master_check_graph(), also giving gd's serialized size in *bytes. */
+/* zf_master_extend_session for the scheduler's own extension of a session
+ * (a job's checkpoint graph): not counted against the bounds on a client's
+ * graphs (--max-graph-nodes, --max-graph-bytes). */
+zf_status_t zf__master_extend_own(zf_master_t *m, const Zflow__ExtendSession *req,
+                                  int64_t *new_version);
+
 zf_status_t zf__master_check_graph(zf_master_t *m, const Tensorflow__GraphDef *gd, const char *what,
                                    int64_t *bytes);
 
@@ -330,7 +336,7 @@ zf_status_t zf__master_ckpt_save(zf_master_t *m, const char *session, zf__master
 /* A step in progress: its plan (a reference), id, one call per partition. */
 typedef struct zf__master_step {
     zf_master_t *m;
-    zf__master_session_t *s;            /* on its running list while it runs */
+    zf__master_session_t *s; /* on its running list while it runs */
     struct zf__master_step *next_running;
     zf__master_plan_t *p;
     int64_t step_id;
