@@ -64,7 +64,7 @@ struct zf_local_session {
         char handle[32];
         char why[256];
     } gone[ZF_LOCAL_SESSION_PRUN_GONE];
-    int n_gone;
+    int n_gone, next_gone; /* filled entries; the one to write next */
 };
 
 /* ---- names ------------------------------------------------------------------ */
@@ -587,7 +587,9 @@ static void s_prun_unlink(zf_local_session_t *s, s_prun_t *pr, const char *why)
         s->n_pruns--;
         break;
     }
-    int i = s->n_gone++ % ZF_LOCAL_SESSION_PRUN_GONE;
+    int i = s->next_gone;
+    s->next_gone = (i + 1) % ZF_LOCAL_SESSION_PRUN_GONE;
+    if (s->n_gone < ZF_LOCAL_SESSION_PRUN_GONE) s->n_gone++;
     snprintf(s->gone[i].handle, sizeof s->gone[i].handle, "%s", pr->handle);
     snprintf(s->gone[i].why, sizeof s->gone[i].why, "%s", why);
 }
@@ -627,7 +629,8 @@ zf_status_t zf_local_session_partial_run_setup(zf_local_session_t *s, const char
                                "the session has %d partial runs open already (the most it keeps): "
                                "finish or abandon one first",
                                s->n_pruns);
-        else {
+        else { /* busy until its partitions have started: no call takes it before */
+            pr->busy = true;
             pr->next = s->pruns;
             s->pruns = pr;
             s->n_pruns++;
@@ -645,6 +648,9 @@ zf_status_t zf_local_session_partial_run_setup(zf_local_session_t *s, const char
         return st;
     }
     pr->starts = s_start_partitions(s, p, pr->r, NULL, &pr->wait);
+    pthread_mutex_lock(&s->mu);
+    pr->busy = false;
+    pthread_mutex_unlock(&s->mu);
     return ZF_STATUS_OK;
 }
 
@@ -663,8 +669,7 @@ static zf_status_t s_prun_take(zf_local_session_t *s, const char *handle, s_prun
         *out = pr;
         return ZF_STATUS_OK;
     }
-    int n = s->n_gone < ZF_LOCAL_SESSION_PRUN_GONE ? s->n_gone : ZF_LOCAL_SESSION_PRUN_GONE;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < s->n_gone; i++)
         if (strcmp(s->gone[i].handle, handle) == 0)
             return zf_status_new(ZF_FAILED_PRECONDITION, "partial run '%s' %s", handle,
                                  s->gone[i].why);
@@ -721,6 +726,7 @@ zf_status_t zf_local_session_partial_run(zf_local_session_t *s, const char *hand
 {
     for (int j = 0; j < n_fetches; j++) fetch_out[j] = NULL;
     if (n_feeds < 0 || n_fetches < 0) return zf_invalid_argument("negative feed or fetch count");
+    if (!handle) return zf_invalid_argument("a partial run's call names no handle");
     s_names_t nm = {0};
     zf_status_t st = s_names(&nm, feed_names, n_feeds, fetches, n_fetches, NULL, 0);
     for (int i = 0; i < n_feeds && zf_ok(st); i++)

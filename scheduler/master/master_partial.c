@@ -131,6 +131,14 @@ static zf_status_t s_setup(zf_master_t *m, zf__master_session_t *s, const Zflow_
     if (!pr) return zf_out_of_memory("master");
     zf_status_t st = zf__master_names(req, &pr->nm);
     if (zf_ok(st)) st = zf__master_plan_get(m, s, &pr->nm, &pr->p);
+    if (zf_ok(st)) { /* a walk of the graph: under the session's build lock, which an
+                        extension holds to change it, not the master's */
+        pthread_mutex_lock(&s->build);
+        st = zf_partial_run_new(s->graph, (const char *const *)pr->nm.s_feeds, pr->nm.ns_feeds,
+                                (const char *const *)pr->nm.s_fetches, pr->nm.ns_fetches,
+                                &pr->given);
+        pthread_mutex_unlock(&s->build);
+    }
     if (zf_ok(st)) {
         pthread_mutex_lock(&m->mu);
         if (s->closed)
@@ -140,10 +148,6 @@ static zf_status_t s_setup(zf_master_t *m, zf__master_session_t *s, const Zflow_
                                "session %s has %d partial runs open already (the most it "
                                "keeps): finish or abandon one first",
                                s->id, s->n_pruns);
-        if (zf_ok(st))
-            st = zf_partial_run_new(s->graph, (const char *const *)pr->nm.s_feeds, pr->nm.ns_feeds,
-                                    (const char *const *)pr->nm.s_fetches, pr->nm.ns_fetches,
-                                    &pr->given);
         if (zf_ok(st)) {
             /* random and positive, as every step id */
             pr->step_id = (int64_t)((zf_random_id() >> 1) | 1);
