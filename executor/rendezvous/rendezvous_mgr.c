@@ -465,23 +465,29 @@ zf_status_t zf_rendezvous_mgr_deliver(zf_rendezvous_mgr_t *mgr, int64_t step_id,
     s_step_t *dropped = NULL, *st = NULL;
     zf_rendezvous_t *r = NULL;
     zf_tensor_t *own = NULL; /* tensor's bytes in a buffer of their own */
-    bool counted = false, refused = false;
+    bool counted = false, refused = false, copied = false;
     zf_status_t s;
     for (;;) {
         pthread_mutex_lock(&mgr->mu);
         s = s_get_locked(mgr, step_id, false, &dropped, &st);
-        if (!zf_ok(s) || st->claimed || st->refused || bytes > mgr->max_bytes || own ||
+        if (!zf_ok(s) || st->claimed || st->refused || bytes > mgr->max_bytes || copied ||
             !s_pins_more(tensor))
             break;
         /* An unclaimed step keeps only the bytes counted for it: copy
-         * outside the lock, then look at the step again. */
+         * outside the lock, then look at the step again. Without memory
+         * for the copy the view is kept (its bytes are still counted), so
+         * the value is not lost. */
         pthread_mutex_unlock(&mgr->mu);
         s_drop_all(dropped);
         dropped = NULL;
-        s = zf_tensor_copy(tensor, &own);
-        if (!zf_ok(s))
-            return zf_status_prefix(s, "step %lld: keeping '%s'", (long long)step_id, key);
-        tensor = own;
+        copied = true;
+        zf_status_t c = zf_tensor_copy(tensor, &own);
+        if (zf_ok(c))
+            tensor = own;
+        else
+            zf_log_debug("rendezvous", "step %lld: '%s' kept as a view of its frame: %s",
+                         (long long)step_id, key, zf_status_msg(&c));
+        zf_status_clear(&c);
     }
     if (zf_ok(s) && !st->claimed && !st->refused) {
         limit = mgr->max_bytes;
