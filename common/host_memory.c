@@ -146,7 +146,7 @@ static void *s_small(size_t size, size_t align, bool zeroed, void **hint)
 void *zf_host_memory_alloc(size_t size, size_t align, bool zeroed, void **hint)
 {
     *hint = NULL;
-    if (align == 0 || (align & (align - 1))) return NULL;
+    if (align == 0 || (align & (align - 1)) || align > (size_t)sysconf(_SC_PAGESIZE)) return NULL;
     pthread_once(&s_once, s_init);
     void *p = NULL;
     if (size < ZF_HOST_MEMORY_CACHED_MIN) {
@@ -191,6 +191,9 @@ void *zf_host_memory_alloc(size_t size, size_t align, bool zeroed, void **hint)
         pthread_mutex_unlock(&s_mu);
     }
     b->next = NULL;
+    /* the class's slack past the request is out of bounds, as a
+     * malloc'd block's redzone is */
+    S_POISON((char *)b->base + size, b->size - size);
     if (!zeroed) {
         b->dirty = true;
 #ifdef S_ASAN

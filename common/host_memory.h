@@ -14,8 +14,9 @@
  * it held: only code that writes every byte may ask for it. In builds with
  * AddressSanitizer, uninitialised blocks are filled with 0xff bytes (NaN for
  * floating point, -1 for integers) so that code reading bytes it did not
- * write shows up in tests, and cached blocks are poisoned, so a use after
- * free is still reported.
+ * write shows up in tests; cached blocks are poisoned, so a use after free
+ * is still reported, and so is the slack of a block past the bytes asked
+ * for, so an overflow is too.
  *
  * The cache limit defaults to an eighth of physical memory, at most 4 GiB;
  * ZFLOW_HOST_CACHE_MB in the environment (read at the first allocation)

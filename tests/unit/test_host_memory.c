@@ -75,6 +75,8 @@ static void test_a_bad_alignment_is_refused(void **state)
     assert_null(zf_host_memory_alloc(100, 48, true, &hint));
     assert_null(hint);
     assert_null(zf_host_memory_alloc(100, 0, true, &hint));
+    /* mapped blocks are aligned to pages, no more */
+    assert_null(zf_host_memory_alloc(ZF_HOST_MEMORY_CACHED_MIN, (size_t)1 << 20, true, &hint));
 }
 
 /* Four classes per power of two: the class size is the request rounded
