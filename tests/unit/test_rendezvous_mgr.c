@@ -466,6 +466,20 @@ static void test_rendezvous_mgr_counts_the_bytes_of_unclaimed_steps_exactly(void
     zf_rendezvous_mgr_destroy(&mgr);
 }
 
+/* The batch in out as a receiver gets it: its payload in a frame of its
+ * own (returned, one reference for the caller), decoded into *b; out is
+ * cleared. */
+static zf_buffer_t *s_received_batch(zf_tensor_frame_batch_out_t *out, zf_tensor_frame_batch_t *b)
+{
+    zf_tensor_frame_batch_prefix(out->n, out->head);
+    zf_buffer_t *frame = NULL;
+    ASSERT_OK(zf_buffer_new(out->payload_len, &frame));
+    memcpy(zf_buffer_data(frame), out->payload, out->payload_len);
+    ASSERT_OK(zf_tensor_frame_decode_batch(out->head, out->head_len, frame, b));
+    zf_tensor_frame_batch_out_clear(out);
+    return frame;
+}
+
 /* A batch entry views the batch's payload frame. Delivered to a step that
  * has not started, it is kept in a buffer of its own, so that the step
  * pins only the bytes counted for it, not the frame; delivered to a
@@ -490,13 +504,8 @@ static void test_rendezvous_mgr_unclaimed_batch_entry_does_not_pin_its_frame(voi
     assert_true(added);
     ASSERT_OK(zf_tensor_frame_batch_out_add(&out, "three", 7, three, false, 1 << 20, &added));
     assert_true(added);
-    zf_tensor_frame_batch_prefix(out.n, out.head);
-    zf_buffer_t *frame = NULL;
-    ASSERT_OK(zf_buffer_new(out.payload_len, &frame));
-    memcpy(zf_buffer_data(frame), out.payload, out.payload_len);
     zf_tensor_frame_batch_t b;
-    ASSERT_OK(zf_tensor_frame_decode_batch(out.head, out.head_len, frame, &b));
-    zf_tensor_frame_batch_out_clear(&out);
+    zf_buffer_t *frame = s_received_batch(&out, &b);
     assert_int_equal(b.n, 3);
     for (size_t i = 0; i < b.n; i++) {
         ASSERT_OK(b.entries[i].error);
@@ -540,6 +549,48 @@ static void test_rendezvous_mgr_unclaimed_batch_entry_does_not_pin_its_frame(voi
     zf_tensor_unref(&big);
     zf_tensor_unref(&one);
     zf_tensor_unref(&three);
+    zf_rendezvous_mgr_destroy(&mgr);
+}
+
+/* Without memory to copy an entry out of its frame (here: past the
+ * allocation limit), the entry is kept as a view, its bytes counted, and
+ * its value reaches the step when it starts. */
+static void test_rendezvous_mgr_keeps_a_view_when_the_copy_fails(void **state)
+{
+    (void)state;
+    zf_rendezvous_mgr_t *mgr = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_new(&mgr));
+    zf_tensor_t *pad = s_floats(64, 1.0f), *v = s_floats(4, 2.5f);
+    zf_tensor_frame_batch_out_t out = {0};
+    bool added = false;
+    ASSERT_OK(zf_tensor_frame_batch_out_add(&out, "pad", 9, pad, false, 1 << 20, &added));
+    ASSERT_OK(zf_tensor_frame_batch_out_add(&out, KEY, 9, v, false, 1 << 20, &added));
+    assert_true(added);
+    zf_tensor_frame_batch_t b;
+    zf_buffer_t *frame = s_received_batch(&out, &b);
+    assert_int_equal(b.n, 2);
+    zf_buffer_set_alloc_limit(8); /* no copy of 16 bytes or more */
+    zf_status_t st = zf_rendezvous_mgr_deliver(mgr, 9, KEY, b.entries[1].tensor, false);
+    zf_buffer_set_alloc_limit(0);
+    ASSERT_OK(st);
+    zf_tensor_frame_batch_clear(&b);
+    s_expect_bytes(mgr, 16);
+    assert_int_equal(zf_buffer_refcount(frame), 2); /* the kept view */
+    zf_rendezvous_t *r = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_claim(mgr, 9, &r));
+    zf_tensor_t *got = NULL;
+    bool dead = true;
+    ASSERT_OK(zf_rendezvous_recv(r, KEY, 0, &got, &dead));
+    assert_false(dead);
+    assert_true(zf_tensor_equal(got, v));
+    assert_ptr_equal(zf_tensor_buffer(got), frame);
+    zf_tensor_unref(&got);
+    zf_rendezvous_unref(&r);
+    zf_rendezvous_mgr_cleanup(mgr, 9, NULL);
+    assert_int_equal(zf_buffer_refcount(frame), 1);
+    zf_buffer_unref(&frame);
+    zf_tensor_unref(&pad);
+    zf_tensor_unref(&v);
     zf_rendezvous_mgr_destroy(&mgr);
 }
 
@@ -769,6 +820,7 @@ int main(void)
         cmocka_unit_test(test_rendezvous_mgr_finds_every_step_after_many_cleanups),
         cmocka_unit_test(test_rendezvous_mgr_counts_the_bytes_of_unclaimed_steps_exactly),
         cmocka_unit_test(test_rendezvous_mgr_unclaimed_batch_entry_does_not_pin_its_frame),
+        cmocka_unit_test(test_rendezvous_mgr_keeps_a_view_when_the_copy_fails),
         cmocka_unit_test(test_rendezvous_mgr_byte_cap_evicts_the_oldest_unclaimed_steps_first),
         cmocka_unit_test(test_rendezvous_mgr_refuses_a_tensor_over_the_byte_cap_on_its_own),
         cmocka_unit_test(test_rendezvous_mgr_survives_threads_finding_claiming_and_cleaning_up),
