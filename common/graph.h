@@ -227,6 +227,10 @@ zf_status_t zf_tensor_name_parse(const char *s, const char **name, size_t *len, 
 zf_status_t zf_tensor_name_parse_n(const char *s, size_t slen, const char **name, size_t *len,
                                    int *port);
 
+/* The node of tensor name ("x" or "x:1") in g, with its port in *port; -1
+ * when the name is malformed or names no node of g. */
+int zf_graph_find_tensor(const zf_graph_t *g, const char *name, int *port);
+
 /* --- attrs ------------------------------------------------------------- */
 
 /* The value of node's attr key, or NULL when absent. When a key repeats (as

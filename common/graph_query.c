@@ -216,6 +216,17 @@ static zf_status_t s_check_feed_shape(const Tensorflow__NodeDef *nd, const char 
                                zf_shape_to_string(&want, b, sizeof b));
 }
 
+int zf_graph_find_tensor(const zf_graph_t *g, const char *name, int *port)
+{
+    const char *node = NULL;
+    size_t len = 0;
+    *port = 0;
+    zf_status_t s = zf_tensor_name_parse(name, &node, &len, port);
+    int id = zf_ok(s) ? zf_graph_find_node_n(g, node, len) : -1;
+    zf_status_clear(&s);
+    return id;
+}
+
 zf_status_t zf_graph_check_feed(const zf_graph_t *g, const char *name, zf_dtype_t dtype,
                                 const zf_shape_t *shape)
 {

@@ -60,17 +60,6 @@ void zf_partial_run_free(zf_partial_run_t **pr_p)
     free(pr);
 }
 
-/* The node and port of tensor name in g; node -1 when not there. */
-static void s_resolve(const zf_graph_t *g, const char *name, int *node, int *port)
-{
-    const char *n = NULL;
-    size_t len = 0;
-    *port = 0;
-    zf_status_t e = zf_tensor_name_parse(name, &n, &len, port);
-    *node = zf_ok(e) ? zf_graph_find_node_n(g, n, len) : -1;
-    zf_status_clear(&e);
-}
-
 /* The declared feed that is node:port, or -1. */
 static int s_feed_at(const int *fnode, const int *fport, int nf, int node, int port)
 {
@@ -106,11 +95,10 @@ static zf_status_t s_needs(const zf_graph_t *g, zf_partial_run_t *pr)
     pr->needs_at = calloc((size_t)nx + 1, sizeof *pr->needs_at);
     pr->self = malloc(((size_t)nx + 1) * sizeof *pr->self);
     bool ok = fnode && fport && seen && stack && hit && pr->needs && pr->needs_at && pr->self;
-    for (int k = 0; ok && k < nf; k++) s_resolve(g, pr->feeds[k], &fnode[k], &fport[k]);
+    for (int k = 0; ok && k < nf; k++) fnode[k] = zf_graph_find_tensor(g, pr->feeds[k], &fport[k]);
     for (int f = 0; ok && f < nx; f++) {
         pr->needs_at[f] = (int)used;
-        int start = -1, port = 0;
-        s_resolve(g, pr->fetches[f], &start, &port);
+        int port = 0, start = zf_graph_find_tensor(g, pr->fetches[f], &port);
         pr->self[f] = start >= 0 ? s_feed_at(fnode, fport, nf, start, port) : -1;
         if (pr->self[f] >= 0 || start < 0) continue;
         memset(hit, 0, ((size_t)nf + 1) * sizeof *hit);

@@ -44,12 +44,7 @@ static zf_status_t s_feeds_resolve(const zf_graph_t *g, const zf_placer_prune_t 
     f->port = calloc((size_t)pr->n_feeds + 1, sizeof *f->port);
     if (!f->node_fed || !f->node || !f->port) return zf_out_of_memory("placer");
     for (int i = 0; i < pr->n_feeds; i++) {
-        const char *name = NULL;
-        size_t len = 0;
-        int port = 0;
-        zf_status_t s = zf_tensor_name_parse(pr->feeds[i], &name, &len, &port);
-        int v = zf_ok(s) ? zf_graph_find_node_n(g, name, len) : -1;
-        zf_status_clear(&s);
+        int port = 0, v = zf_graph_find_tensor(g, pr->feeds[i], &port);
         if (v < 0) continue;
         f->node_fed[v] = true;
         f->node[f->n] = v;
@@ -83,12 +78,7 @@ static void s_mark_needed(const zf_graph_t *g, const zf_placer_prune_t *pr, cons
 {
     int top = 0;
     for (int i = 0; i < pr->n_fetches; i++) {
-        const char *node = NULL;
-        size_t len = 0;
-        int port = 0;
-        zf_status_t s = zf_tensor_name_parse(pr->fetches[i], &node, &len, &port);
-        int v = zf_ok(s) ? zf_graph_find_node_n(g, node, len) : -1;
-        zf_status_clear(&s);
+        int port = 0, v = zf_graph_find_tensor(g, pr->fetches[i], &port);
         if (v >= 0 && s_fed(fed, v, port))
             anchor[v] = true;
         else

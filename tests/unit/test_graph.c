@@ -237,6 +237,15 @@ static void test_graph_finds_nodes_by_name_and_by_prefix(void **state)
     assert_int_equal(zf_graph_find_node_n(g, "layer/w:3", 7), 0);
     assert_int_equal(zf_graph_find_node_n(g, "layer/w2:1", 8), 1);
     assert_int_equal(zf_graph_find_node_n(g, "outx", 3), 2);
+    /* tensor names: the node and its port; -1 for a bad or unknown name */
+    int port = -7;
+    assert_int_equal(zf_graph_find_tensor(g, "layer/w2", &port), 1);
+    assert_int_equal(port, 0);
+    assert_int_equal(zf_graph_find_tensor(g, "out:3", &port), 2);
+    assert_int_equal(port, 3);
+    assert_int_equal(zf_graph_find_tensor(g, "layer:0", &port), -1);
+    assert_int_equal(zf_graph_find_tensor(g, "out:x", &port), -1);
+    assert_int_equal(zf_graph_find_tensor(g, "", &port), -1);
     zf_graph_destroy(&g);
     s_gd_free(&gd);
 }
