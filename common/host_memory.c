@@ -47,11 +47,13 @@ static pthread_mutex_t s_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
 static s_block_t *s_free[S_CLASSES]; /* most recently freed first */
 static size_t s_limit, s_cached, s_cached_blocks, s_mapped;
+static size_t s_page = 4096; /* the page size, read once */
 static unsigned long long s_hits, s_misses;
 
 static void s_init(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (page > 0) s_page = (size_t)page;
     size_t limit = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 8 : S_MAX_CACHE;
     if (limit > S_MAX_CACHE) limit = S_MAX_CACHE;
     const char *env = getenv("ZFLOW_HOST_CACHE_MB");
@@ -77,7 +79,7 @@ static int s_class(size_t size, size_t *class_size)
     int k = s_log2(size);
     size_t step = ((size_t)1 << k) / S_PER_POW;
     if (k > S_MAX_LOG || size > SIZE_MAX - step) {
-        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        size_t page = s_page;
         *class_size = size > SIZE_MAX - page ? 0 : (size + page - 1) / page * page;
         return S_UNCACHED;
     }
@@ -146,8 +148,8 @@ static void *s_small(size_t size, size_t align, bool zeroed, void **hint)
 void *zf_host_memory_alloc(size_t size, size_t align, bool zeroed, void **hint)
 {
     *hint = NULL;
-    if (align == 0 || (align & (align - 1)) || align > (size_t)sysconf(_SC_PAGESIZE)) return NULL;
     pthread_once(&s_once, s_init);
+    if (align == 0 || (align & (align - 1)) || align > s_page) return NULL;
     void *p = NULL;
     if (size < ZF_HOST_MEMORY_CACHED_MIN) {
         p = s_small(size, align, zeroed, hint);
