@@ -2,6 +2,7 @@
  * partial_run.h. */
 #include "scheduler/graph/partial_run.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,9 +61,12 @@ void zf_partial_run_free(zf_partial_run_t **pr_p)
     free(pr);
 }
 
-/* The declared feed that is node:port, or -1. */
-static int s_feed_at(const int *fnode, const int *fport, int nf, int node, int port)
+/* The declared feed that is node:port, or -1; fed[node] says whether any
+ * declared feed is on node, so most edges are answered at once. */
+static int s_feed_at(const bool *fed, const int *fnode, const int *fport, int nf, int node,
+                     int port)
 {
+    if (!fed[node]) return -1;
     for (int i = 0; i < nf; i++)
         if (fnode[i] == node && fport[i] == port) return i;
     return -1;
@@ -81,55 +85,81 @@ static bool s_need(zf_partial_run_t *pr, size_t *used, size_t *cap, int k)
     return true;
 }
 
-/* What each declared fetch needs (see the design note in the header). */
+/* What each declared fetch needs (see the design note in the header):
+ * one walk per fetch, at most ZF_PARTIAL_RUN_MAX_VISITS edges for them all
+ * and ZF_PARTIAL_RUN_MAX_NEEDS (fetch, feed) pairs, so a setup of many
+ * fetches over a large graph costs the master a bounded amount. */
 static zf_status_t s_needs(const zf_graph_t *g, zf_partial_run_t *pr)
 {
     int n = zf_graph_num_nodes(g), nf = pr->n_feeds, nx = pr->n_fetches;
     int *fnode = malloc(((size_t)nf + 1) * sizeof *fnode);
     int *fport = malloc(((size_t)nf + 1) * sizeof *fport);
+    bool *fed = calloc((size_t)n + 1, sizeof *fed);
     int *seen = calloc((size_t)n + 1, sizeof *seen); /* the fetch + 1 that saw the node */
     int *stack = malloc(((size_t)n + 1) * sizeof *stack);
     bool *hit = malloc(((size_t)nf + 1) * sizeof *hit);
     size_t cap = 16, used = 0;
+    uint64_t visits = 0;
     pr->needs = malloc(cap * sizeof *pr->needs);
     pr->needs_at = calloc((size_t)nx + 1, sizeof *pr->needs_at);
     pr->self = malloc(((size_t)nx + 1) * sizeof *pr->self);
-    bool ok = fnode && fport && seen && stack && hit && pr->needs && pr->needs_at && pr->self;
-    for (int k = 0; ok && k < nf; k++) fnode[k] = zf_graph_find_tensor(g, pr->feeds[k], &fport[k]);
-    for (int f = 0; ok && f < nx; f++) {
+    zf_status_t st =
+        fnode && fport && fed && seen && stack && hit && pr->needs && pr->needs_at && pr->self
+            ? ZF_STATUS_OK
+            : zf_out_of_memory("a partial run");
+    for (int k = 0; zf_ok(st) && k < nf; k++) {
+        fnode[k] = zf_graph_find_tensor(g, pr->feeds[k], &fport[k]);
+        if (fnode[k] >= 0) fed[fnode[k]] = true;
+    }
+    for (int f = 0; zf_ok(st) && f < nx; f++) {
         pr->needs_at[f] = (int)used;
         int port = 0, start = zf_graph_find_tensor(g, pr->fetches[f], &port);
-        pr->self[f] = start >= 0 ? s_feed_at(fnode, fport, nf, start, port) : -1;
+        pr->self[f] = start >= 0 ? s_feed_at(fed, fnode, fport, nf, start, port) : -1;
         if (pr->self[f] >= 0 || start < 0) continue;
         memset(hit, 0, ((size_t)nf + 1) * sizeof *hit);
         int top = 0;
         stack[top++] = start;
         seen[start] = f + 1;
-        while (top > 0 && ok) {
+        while (top > 0 && zf_ok(st)) {
             const zf_edge_t *in = NULL;
             int v = stack[--top], ne = zf_graph_in_edges(g, v, &in);
-            for (int i = 0; i < ne && ok; i++) {
+            visits += (uint64_t)ne;
+            if (visits > ZF_PARTIAL_RUN_MAX_VISITS) {
+                st = zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                                   "PartialRunSetup: finding the feeds its %d fetches need walks "
+                                   "more than %llu edges of the graph; declare fewer fetches",
+                                   nx, (unsigned long long)ZF_PARTIAL_RUN_MAX_VISITS);
+                break;
+            }
+            for (int i = 0; i < ne && zf_ok(st); i++) {
                 int src = in[i].src;
                 int k = zf_edge_is_control(&in[i])
                             ? -1
-                            : s_feed_at(fnode, fport, nf, src, in[i].src_port);
+                            : s_feed_at(fed, fnode, fport, nf, src, in[i].src_port);
                 if (k < 0 && seen[src] != f + 1) {
                     seen[src] = f + 1;
                     stack[top++] = src;
                 } else if (k >= 0 && !hit[k]) {
                     hit[k] = true;
-                    ok = s_need(pr, &used, &cap, k);
+                    if (used >= ZF_PARTIAL_RUN_MAX_NEEDS)
+                        st = zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                                           "PartialRunSetup: its %d fetches need more than %d "
+                                           "feeds between them; declare fewer fetches",
+                                           nx, ZF_PARTIAL_RUN_MAX_NEEDS);
+                    else if (!s_need(pr, &used, &cap, k))
+                        st = zf_out_of_memory("a partial run");
                 }
             }
         }
     }
-    if (ok) pr->needs_at[nx] = (int)used;
+    if (zf_ok(st)) pr->needs_at[nx] = (int)used;
     free(fnode);
     free(fport);
+    free(fed);
     free(seen);
     free(stack);
     free(hit);
-    return ok ? ZF_STATUS_OK : zf_out_of_memory("a partial run");
+    return st;
 }
 
 zf_status_t zf_partial_run_new(const zf_graph_t *g, const char *const *feeds, int n_feeds,

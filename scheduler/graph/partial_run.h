@@ -16,15 +16,23 @@
 #define ZF_SCHEDULER_GRAPH_PARTIAL_RUN_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "common/graph.h"
 #include "common/status.h"
 
 typedef struct zf_partial_run zf_partial_run_t;
 
+/* The work a setup may cost: edges walked for all its fetches together,
+ * and (fetch, needed feed) pairs kept. */
+#define ZF_PARTIAL_RUN_MAX_VISITS ((uint64_t)1 << 28)
+#define ZF_PARTIAL_RUN_MAX_NEEDS  (1 << 24)
+
 /* The partial run of the declared feeds and fetches (canonical "node:port"
  * names, each list sorted and without repeats; copied) over g. Names not in
- * g need nothing (the caller's plan refuses them). Caller owns *out. */
+ * g need nothing (the caller's plan refuses them). Caller owns *out.
+ * RESOURCE_EXHAUSTED past ZF_PARTIAL_RUN_MAX_VISITS or
+ * ZF_PARTIAL_RUN_MAX_NEEDS. */
 zf_status_t zf_partial_run_new(const zf_graph_t *g, const char *const *feeds, int n_feeds,
                                const char *const *fetches, int n_fetches, zf_partial_run_t **out);
 
