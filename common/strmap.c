@@ -381,9 +381,15 @@ static inline bool s_can_fill_hole(size_t hole, size_t j, size_t home)
 
 bool zf_strmap_remove_n(zf_strmap_t *map, const char *key, size_t len, uintptr_t *value)
 {
+    return zf_strmap_remove_hashed(map, key, len, zf_strmap_hash(key, len), value);
+}
+
+bool zf_strmap_remove_hashed(zf_strmap_t *map, const char *key, size_t len, uint64_t hash,
+                             uintptr_t *value)
+{
     assert(map && key);
     if (len > ZF_STRMAP_MAX_KEY_LEN) return false;
-    size_t hole = s_probe(map, key, len, (uint32_t)zf_strmap_hash(key, len));
+    size_t hole = s_probe(map, key, len, (uint32_t)hash);
     if (!map->slots[hole].key) return false;
     if (value) *value = map->slots[hole].value;
     if (map->flags & ZF_STRMAP_OWN_KEYS) free((void *)map->slots[hole].key);

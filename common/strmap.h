@@ -107,15 +107,18 @@ bool zf_strmap_next(const zf_strmap_t *map, size_t *iter, const char **key, size
  * keys cannot be prepared). In-memory use only. */
 uint64_t zf_strmap_hash(const char *key, size_t len);
 
-/* Batched use. A loader that looks up millions of keys spends its time
+/* Hashed use. A loader that looks up millions of keys spends its time
  * waiting for memory; hashing keys ahead and prefetching their slots lets
- * the waits overlap. hash must be zf_strmap_hash(key, len) (only its low 32
+ * the waits overlap. A caller that looks a key up and then removes it
+ * hashes it once. hash must be zf_strmap_hash(key, len) (only its low 32
  * bits are used, so a stored uint32_t copy works). Results and errors are
  * as for the _n forms. */
 int zf_strmap_insert_hashed(zf_strmap_t *map, const char *key, size_t len, uint64_t hash,
                             uintptr_t value, uintptr_t *existing);
 bool zf_strmap_get_hashed(const zf_strmap_t *map, const char *key, size_t len, uint64_t hash,
                           uintptr_t *value);
+bool zf_strmap_remove_hashed(zf_strmap_t *map, const char *key, size_t len, uint64_t hash,
+                             uintptr_t *value);
 
 /* Prefetch hints (no effect on contents): the slot where a key with this
  * hash starts probing, and — once that slot is likely cached — the key bytes

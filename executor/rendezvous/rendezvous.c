@@ -23,8 +23,12 @@ typedef struct s_item {
     uint64_t token;
 } s_item_t;
 
+/* A key's queue; the table's key is the queue's own copy. */
 typedef struct {
     s_item_t *head, *tail;
+    size_t len;
+    uint64_t hash; /* zf_strmap_hash(key, len) */
+    char key[];
 } s_queue_t;
 
 struct zf_rendezvous {
@@ -44,7 +48,7 @@ zf_status_t zf_rendezvous_new(int64_t step_id, zf_rendezvous_t **out)
 {
     *out = NULL;
     zf_rendezvous_t *r = calloc(1, sizeof *r);
-    if (!r || !(r->queues = zf_strmap_new(16, ZF_STRMAP_OWN_KEYS))) {
+    if (!r || !(r->queues = zf_strmap_new(16, 0))) {
         free(r);
         return zf_out_of_memory("rendezvous");
     }
@@ -132,15 +136,17 @@ void zf_rendezvous_unref(zf_rendezvous_t **r_p)
     free(r);
 }
 
-/* The key's queue, created on first use. Caller holds the lock. */
-static s_queue_t *s_queue_locked(zf_rendezvous_t *r, const char *key)
+/* The key's queue (len bytes, hashed as hash), created on first use.
+ * Caller holds the lock. */
+static s_queue_t *s_queue_locked(zf_rendezvous_t *r, const char *key, size_t len, uint64_t hash)
 {
     uintptr_t v;
-    size_t len = strlen(key);
-    if (zf_strmap_get_n(r->queues, key, len, &v)) return (s_queue_t *)v;
-    s_queue_t *q = calloc(1, sizeof *q);
+    if (zf_strmap_get_hashed(r->queues, key, len, hash, &v)) return (s_queue_t *)v;
+    s_queue_t *q = malloc(sizeof *q + len + 1);
     if (!q) return NULL;
-    if (zf_strmap_insert_n(r->queues, key, len, (uintptr_t)q, NULL) != 0) {
+    *q = (s_queue_t){.len = len, .hash = hash};
+    memcpy(q->key, key, len + 1);
+    if (zf_strmap_insert_hashed(r->queues, q->key, len, hash, (uintptr_t)q, NULL) != 0) {
         free(q);
         return NULL;
     }
@@ -157,13 +163,13 @@ static void s_push(s_queue_t *q, s_item_t *it)
     q->tail = it;
 }
 
-/* Forgets key's queue once it holds nothing: a loop makes a key per
+/* Forgets a key's queue once it holds nothing: a loop makes a key per
  * iteration, and a step's table must not keep them all. Caller holds the
  * lock. */
-static void s_drop_if_empty(zf_rendezvous_t *r, const char *key, s_queue_t *q)
+static void s_drop_if_empty(zf_rendezvous_t *r, s_queue_t *q)
 {
     if (q->head) return;
-    zf_strmap_remove(r->queues, key, NULL);
+    zf_strmap_remove_hashed(r->queues, q->key, q->len, q->hash, NULL);
     free(q);
 }
 
@@ -274,18 +280,28 @@ zf_status_t zf_rendezvous_send(zf_rendezvous_t *r, const char *key, zf_tensor_t 
     bool remote = false;
     zf_status_t rs = s_send_remote(r, key, tensor, is_dead, &remote);
     if (remote || !zf_ok(rs)) return rs;
+    return zf_rendezvous_put(r, key, tensor, is_dead);
+}
+
+zf_status_t zf_rendezvous_put(zf_rendezvous_t *r, const char *key, zf_tensor_t *tensor,
+                              bool is_dead)
+{
+    if (!tensor && !is_dead)
+        return zf_invalid_argument("rendezvous send of '%s' without a tensor", key);
+    size_t len = strlen(key);
+    uint64_t hash = zf_strmap_hash(key, len);
     pthread_mutex_lock(&r->mu);
     if (!zf_ok(r->abort)) {
         zf_status_t s = zf_status_copy(&r->abort);
         pthread_mutex_unlock(&r->mu);
         return s;
     }
-    s_queue_t *q = s_queue_locked(r, key);
+    s_queue_t *q = s_queue_locked(r, key, len, hash);
     s_item_t *it = NULL;
     if (q && q->head && q->head->done) { /* a recv is waiting: hand it over */
         it = s_pop(q);
         r->recvs--;
-        s_drop_if_empty(r, key, q);
+        s_drop_if_empty(r, q);
         pthread_mutex_unlock(&r->mu);
         it->done(ZF_STATUS_OK, tensor ? zf_tensor_ref(tensor) : NULL, is_dead, it->arg);
         free(it);
@@ -308,20 +324,22 @@ zf_status_t zf_rendezvous_recv_async(zf_rendezvous_t *r, const char *key,
                                      zf_rendezvous_recv_fn done, void *arg, uint64_t *token)
 {
     if (token) *token = 0;
+    size_t len = strlen(key);
+    uint64_t hash = zf_strmap_hash(key, len);
     pthread_mutex_lock(&r->mu);
     if (!zf_ok(r->abort)) {
         zf_status_t s = zf_status_copy(&r->abort);
         pthread_mutex_unlock(&r->mu);
         return s;
     }
-    s_queue_t *q = s_queue_locked(r, key);
+    s_queue_t *q = s_queue_locked(r, key, len, hash);
     s_item_t *it = NULL;
     uint64_t tok = r->next_token++;
     if (token) *token = tok;
     if (q && q->head && !q->head->done) { /* a value is waiting: take it */
         it = s_pop(q);
         r->values--;
-        s_drop_if_empty(r, key, q);
+        s_drop_if_empty(r, q);
         pthread_mutex_unlock(&r->mu);
         done(ZF_STATUS_OK, it->tensor, it->is_dead, arg);
         free(it);
@@ -357,7 +375,7 @@ bool zf_rendezvous_cancel_recv(zf_rendezvous_t *r, const char *key, uint64_t tok
             if (q->tail == it) q->tail = prev;
             found = it;
             r->recvs--;
-            s_drop_if_empty(r, key, q);
+            s_drop_if_empty(r, q);
             break;
         }
     }

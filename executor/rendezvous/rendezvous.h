@@ -64,6 +64,13 @@ int64_t zf_rendezvous_step_id(const zf_rendezvous_t *r);
 zf_status_t zf_rendezvous_send(zf_rendezvous_t *r, const char *key, zf_tensor_t *tensor,
                                bool is_dead);
 
+/* As zf_rendezvous_send(), but always into this rendezvous' own table,
+ * never through the remote-send hook below: for a value that arrived from
+ * a peer, whose key names this process' device (a key naming another
+ * device waits here unreceived; it is never sent on). */
+zf_status_t zf_rendezvous_put(zf_rendezvous_t *r, const char *key, zf_tensor_t *tensor,
+                              bool is_dead);
+
 /* ---- remote sends -------------------------------------------------------
  * A rendezvous may carry a "remote send" hook: a send whose key names a
  * destination device (the key's third ';'-separated field) other than the
@@ -233,6 +240,14 @@ zf_status_t zf_rendezvous_mgr_find(zf_rendezvous_mgr_t *mgr, int64_t step_id,
  * it lives until zf_rendezvous_mgr_cleanup(). Errors: as
  * zf_rendezvous_mgr_find(). */
 zf_status_t zf_rendezvous_mgr_claim(zf_rendezvous_mgr_t *mgr, int64_t step_id,
+                                    zf_rendezvous_t **out);
+
+/* A reference to step_id's rendezvous in *out when the step is in the
+ * table and claimed (else false, *out NULL), without making it or
+ * enforcing the limits: values for a claimed step are not counted, so a
+ * receiver with many for one step may look it up once and put them all
+ * (zf_rendezvous_put()). */
+bool zf_rendezvous_mgr_find_claimed(zf_rendezvous_mgr_t *mgr, int64_t step_id,
                                     zf_rendezvous_t **out);
 
 /* Delivers a value that arrived for step_id (the network transport's

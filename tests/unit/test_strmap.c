@@ -133,6 +133,32 @@ static void test_strmap_removes_keys_and_keeps_the_rest_reachable(void **state)
     zf_strmap_destroy(&m);
 }
 
+/* The hashed forms find, add and remove what the plain ones do. */
+static void test_strmap_hashed_forms_agree_with_the_plain_ones(void **state)
+{
+    (void)state;
+    zf_strmap_t *m = zf_strmap_new(16, 0);
+    static const char *const keys[3] = {"alpha", "beta;gamma", "d"};
+    for (int i = 0; i < 3; i++) {
+        size_t len = strlen(keys[i]);
+        uint64_t h = zf_strmap_hash(keys[i], len);
+        assert_int_equal(zf_strmap_insert_hashed(m, keys[i], len, h, (uintptr_t)i + 1, NULL), 0);
+    }
+    uintptr_t v = 0;
+    assert_true(zf_strmap_get(m, "beta;gamma", &v));
+    assert_int_equal(v, 2);
+    assert_true(zf_strmap_remove_hashed(m, "beta;gamma", 10, zf_strmap_hash("beta;gamma", 10), &v));
+    assert_int_equal(v, 2);
+    assert_false(zf_strmap_get(m, "beta;gamma", NULL));
+    /* a key compared by its bytes, not its hash alone: a prefix is not it */
+    assert_false(zf_strmap_remove_hashed(m, "alph", 4, zf_strmap_hash("alph", 4), NULL));
+    assert_true(zf_strmap_get(m, "alpha", &v));
+    assert_int_equal(v, 1);
+    assert_true(zf_strmap_remove_hashed(m, "d", 1, zf_strmap_hash("d", 1), NULL));
+    assert_int_equal(zf_strmap_size(m), 1);
+    zf_strmap_destroy(&m);
+}
+
 static void test_strmap_iterates_over_every_entry_once(void **state)
 {
     (void)state;
@@ -257,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_strmap_finds_a_prefix_by_length),
         cmocka_unit_test(test_strmap_grows_and_keeps_every_key),
         cmocka_unit_test(test_strmap_removes_keys_and_keeps_the_rest_reachable),
+        cmocka_unit_test(test_strmap_hashed_forms_agree_with_the_plain_ones),
         cmocka_unit_test(test_strmap_iterates_over_every_entry_once),
         cmocka_unit_test(test_strmap_copies_keys_when_asked),
         cmocka_unit_test(test_strmap_reserve_keeps_contents),
