@@ -31,8 +31,9 @@
  * a second time).
  *
  * A fourth case sends many small tensors per step: 1000 float[16]
- * (64-byte) tensors under 1000 keys, every _Recv waiting already (as the
- * receiving partition's _Recv nodes are, from the step's start), against
+ * (64-byte) tensors under 1000 keys, every _Recv waiting already in a
+ * claimed step (as the receiving partition's _Recv nodes are, from the
+ * step's start on an executor that runs it), against
  * 1000 raw 64-byte ZeroMQ messages on a PUSH/PULL pair of the same
  * context, in the same run: raw/remote time per step (higher is better),
  * with the sends in a send batch as the engine makes them (all but the
@@ -306,7 +307,7 @@ static double s_small_run(s_bench_t *b, zf_tensor_t **t, char **keys, bool remot
     pthread_cond_init(&w.cv, NULL);
     zf_rendezvous_t *r = NULL;
     if (remote) { /* the receiving partition's _Recvs wait from the step's start */
-        s_check(zf_rendezvous_mgr_find(b->mgr_b, s.step, &r));
+        s_check(zf_remote_claim_step(b->b, s.step, &r)); /* as an executor's running step */
         for (int i = 0; i < SMALL_N; i++)
             s_check(zf_rendezvous_recv_async(r, keys[i], s_small_done, &w, NULL));
     }

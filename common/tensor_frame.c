@@ -10,11 +10,6 @@
 #include <string.h>
 #include <zmq.h>
 
-static bool s_holds_strings(zf_dtype_t dtype)
-{
-    return dtype == ZF_STRING || dtype == ZF_RESOURCE;
-}
-
 /* ---- payloads ------------------------------------------------------------------------ */
 
 static uint64_t s_le64(const uint8_t *p)
@@ -78,12 +73,11 @@ zf_status_t zf_tensor_frame_decode_payload(const zf_tensor_frame_header_t *h, co
     if (h->has_shm)
         return zf_invalid_argument("a shared-memory offer has no payload: its bytes stay in the "
                                    "sender's segment");
-    if (s_holds_strings(h->dtype)) return s_decode_strings(h, bytes, len, out);
+    if (zf__tensor_frame_holds_strings(h->dtype)) return s_decode_strings(h, bytes, len, out);
     return zf_tensor_new_from_bytes(h->dtype, &h->shape, bytes, len, out);
 }
 
-/* The string payload encoding of t (total bytes), in a malloc'd block. */
-static zf_status_t s_encode_strings(const zf_tensor_t *t, uint64_t total, uint8_t **out)
+zf_status_t zf__tensor_frame_encode_strings(const zf_tensor_t *t, uint64_t total, uint8_t **out)
 {
     if (total > SIZE_MAX) return zf_out_of_memory("a string payload");
     uint8_t *buf = malloc(total ? (size_t)total : 1);
@@ -126,9 +120,9 @@ static zf_status_t s_payload_msg(const zf_tensor_frame_header_t *h, zf_tensor_t 
         zmq_msg_init(msg);
         return ZF_STATUS_OK;
     }
-    if (s_holds_strings(h->dtype)) {
+    if (zf__tensor_frame_holds_strings(h->dtype)) {
         uint8_t *buf = NULL;
-        ZF_TRY(s_encode_strings(t, h->len, &buf));
+        ZF_TRY(zf__tensor_frame_encode_strings(t, h->len, &buf));
         if (zmq_msg_init_data(msg, buf, (size_t)h->len, s_free_bytes, NULL) == 0)
             return ZF_STATUS_OK;
         free(buf);
@@ -222,8 +216,8 @@ zf_status_t zf_tensor_frame_send(zf_socket_t *s, const char *key, int64_t step_i
     uint8_t head[ZF_TENSOR_FRAME_HEADER_MAX_ENCODED];
     size_t head_len = 0;
     ZF_TRY(zf_tensor_frame_header_from_tensor(key, step_id, t, is_dead, &h));
-    if (!is_dead && h.len > ZF_TENSOR_FRAME_CURVE_CHUNK && !s_holds_strings(h.dtype) &&
-        zf_socket_encrypts(s))
+    if (!is_dead && h.len > ZF_TENSOR_FRAME_CURVE_CHUNK &&
+        !zf__tensor_frame_holds_strings(h.dtype) && zf_socket_encrypts(s))
         h.chunk = ZF_TENSOR_FRAME_CURVE_CHUNK;
     ZF_TRY(zf_tensor_frame_encode_header(&h, head, sizeof head, &head_len));
     if (h.chunk) return s_send_chunked(zf_socket_handle(s), &h, head, head_len, t);
@@ -287,65 +281,6 @@ zf_status_t zf_tensor_frame_send_reply(zf_socket_t *s, const zf_tensor_frame_rep
 }
 
 /* ---- batches ---------------------------------------------------------------------------- */
-
-/* Makes room for more bytes after *len in *buf (capacity *cap). */
-static bool s_reserve(uint8_t **buf, size_t *cap, size_t len, size_t more)
-{
-    if (*cap >= len && more <= *cap - len) return true;
-    size_t want = *cap ? *cap : 16384;
-    while (want < len || want - len < more) {
-        if (want > SIZE_MAX / 2) return false;
-        want *= 2;
-    }
-    uint8_t *grown = realloc(*buf, want);
-    if (!grown) return false;
-    *buf = grown;
-    *cap = want;
-    return true;
-}
-
-zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const char *key,
-                                          int64_t step_id, const zf_tensor_t *t, bool is_dead,
-                                          uint64_t max_payload, bool *added)
-{
-    *added = false;
-    zf_tensor_frame_header_t h; /* filled in part: clearing it all would cost more than the rest */
-    ZF_TRY(zf__tensor_frame_header_fill(key, step_id, t, is_dead, &h));
-    if (h.len > max_payload) return ZF_STATUS_OK;
-    if (b->n >= ZF_TENSOR_FRAME_MAX_BATCH)
-        return zf_status_new(ZF_RESOURCE_EXHAUSTED, "a batch holds at most %d tensors",
-                             ZF_TENSOR_FRAME_MAX_BATCH);
-    if (!b->head_len) b->head_len = ZF_TENSOR_FRAME_BATCH_PREFIX; /* written when sent */
-    size_t at = b->n ? zf_tensor_frame_batch_offset(b->payload_len) : 0;
-    if (at + h.len > ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD) return ZF_STATUS_OK; /* a receiver's cap */
-    if (!s_reserve(&b->head, &b->head_cap, b->head_len, ZF_TENSOR_FRAME_HEADER_MAX_ENCODED) ||
-        !s_reserve(&b->payload, &b->payload_cap, b->payload_len, at - b->payload_len + h.len))
-        return zf_out_of_memory("a batch of tensors");
-    size_t head_len = 0;
-    ZF_TRY(zf_tensor_frame_encode_header(&h, b->head + b->head_len,
-                                         ZF_TENSOR_FRAME_HEADER_MAX_ENCODED, &head_len));
-    if (h.len && !is_dead && s_holds_strings(h.dtype)) {
-        uint8_t *enc = NULL;
-        ZF_TRY(s_encode_strings(t, h.len, &enc));
-        memcpy(b->payload + at, enc, (size_t)h.len);
-        free(enc);
-    } else if (h.len && !is_dead) {
-        memcpy(b->payload + at, zf_tensor_data(t), (size_t)h.len);
-    }
-    if (at > b->payload_len) memset(b->payload + b->payload_len, 0, at - b->payload_len);
-    b->head_len += head_len;
-    b->payload_len = at + (size_t)h.len;
-    b->n++;
-    *added = true;
-    return ZF_STATUS_OK;
-}
-
-void zf_tensor_frame_batch_out_clear(zf_tensor_frame_batch_out_t *b)
-{
-    free(b->head);
-    free(b->payload);
-    memset(b, 0, sizeof *b);
-}
 
 zf_status_t zf_tensor_frame_batch_out_send(zf_socket_t *s, zf_tensor_frame_batch_out_t *b)
 {
@@ -425,7 +360,7 @@ static zf_status_t s_payload_tensor(const zf_tensor_frame_header_t *h, zmq_msg_t
     void *data = zmq_msg_data(msg);
     size_t size = zmq_msg_size(msg);
     zf_status_t s = ZF_STATUS_OK;
-    if (h->is_dead || size == 0 || s_holds_strings(h->dtype) ||
+    if (h->is_dead || size == 0 || zf__tensor_frame_holds_strings(h->dtype) ||
         (uintptr_t)data % s_alignment(h->dtype) != 0 || size != h->len) {
         s = zf_tensor_frame_decode_payload(h, data, size, &frame->tensor);
         s_close_msg(data, msg);

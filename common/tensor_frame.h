@@ -82,31 +82,49 @@
  * frame count. "chunk" is never in a batch entry nor with "ipc" or "shm".
  *
  * Batches (small tensors sent together, executor/rendezvous/remote.h). One
- * two-frame message carries several tensors:
+ * two-frame message carries several tensors, in a compact binary layout
+ * (every integer little-endian) rather than msgpack: what each entry costs
+ * to write and read is what bounds the rate of small tensors.
  *
- *   frame 1  {"v": 1, "batch": [header, ...]}: every header a map as in
- *            frame 1 above (neither "ipc" nor "shm"), 1 to
- *            ZF_TENSOR_FRAME_MAX_BATCH of them, written as the
- *            ZF_TENSOR_FRAME_BATCH_PREFIX bytes 82 a1 'v' 01 a5 'batch' dd
- *            <count, 32 bits big-endian> and then the headers (a frame that
- *            does not start so is read as a single tensor's header);
- *   frame 2  the payloads in the headers' order, each exactly its
- *            header's "len" bytes, the first at offset 0 and each other at
- *            the first multiple of ZF_TENSOR_FRAME_BATCH_ALIGN at or after
- *            the end of the one before (zero bytes between), the frame
- *            ending with the last.
+ *   frame 1  the ZF_TENSOR_FRAME_BATCH_PREFIX bytes c1 'Z' 'B' 02 (0xc1 is
+ *            a byte msgpack never uses, so no single tensor's header starts
+ *            so; 02 is the batch layout's version) and the entry count n
+ *            (u32, 1 to ZF_TENSOR_FRAME_MAX_BATCH), then n entries, each
+ *              flags  u8   bit 0: dead; bit 1: the key's first "plen" bytes
+ *                          become the batch's next key prefix; no other bit
+ *              dtype  u8   as "dtype" above
+ *              rank   u8   0 to ZF_MAX_RANK
+ *              prefix u8   0: none; i: the key starts with prefix i (the
+ *                          i-th defined, in order; never with bit 1)
+ *              klen   u16  the key bytes this entry holds
+ *              plen   u16  with bit 1: 1 to klen; else 0
+ *              step   i64
+ *              len    u64  its payload's bytes, as "len" above
+ *              dims   rank i64
+ *              key    klen bytes: the key is prefix i's bytes then these
+ *            and nothing after the last. A batch defines at most
+ *            ZF_TENSOR_FRAME_BATCH_PREFIXES prefixes. A sender shares the
+ *            "src;incarnation;dst;" start of rendezvous keys this way, so
+ *            a key costs its edge name and frame only.
+ *   frame 2  the payloads in the entries' order, each exactly its "len"
+ *            bytes, the first at offset 0 and each other at the first
+ *            multiple of ZF_TENSOR_FRAME_BATCH_ALIGN at or after the end of
+ *            the one before (zero bytes between), the frame ending with the
+ *            last.
  *
  * The receiver's tensors of fixed-size dtypes are views of frame 2 (all
  * of it stays while any of them does; strings are copied). The message as
- * a whole must be sound: msgpack within ZF_TENSOR_FRAME_MAX_BATCH_HEADER
- * bytes, the version, a count in range, every entry a map of at most
- * ZF_TENSOR_FRAME_MAX_HEADER bytes (measured before it is unpacked) with
- * one "len", an integer >= 0, frame 2 at most
- * ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD bytes, and the payloads so laid out
- * ending exactly where frame 2 does (else no payload could be located with
- * certainty), or the whole message is refused. An entry that fails its own checks (any field of frame 1 above,
- * the string encoding of its payload) is refused alone, with the reason,
- * its key and step when they could be read; the others are delivered. */
+ * a whole must be sound: frame 1 at most ZF_TENSOR_FRAME_MAX_BATCH_HEADER
+ * bytes, the count in range, every entry within frame 1 and frame 1 ending
+ * with the last, frame 2 at most ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD bytes,
+ * the payloads so laid out ending exactly where frame 2 does (else no
+ * payload could be located with certainty), and the keys, prefixes
+ * included, taking at most ZF_TENSOR_FRAME_MAX_BATCH_HEADER bytes in all;
+ * or the whole message is refused. An entry that fails its own checks
+ * (flags, a prefix used before it is defined, and every check of a single
+ * header's key, dtype, shape and "len", the string encoding of its
+ * payload) is refused alone, with the reason, its step and its key when
+ * that could be read; the others are delivered. */
 #ifndef ZF_TENSOR_FRAME_H
 #define ZF_TENSOR_FRAME_H
 
@@ -133,9 +151,11 @@
 #define ZF_TENSOR_FRAME_MAX_BATCH         4096
 #define ZF_TENSOR_FRAME_MAX_BATCH_HEADER  (4 << 20)
 #define ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD (4 << 20)
-/* The bytes a batch's first frame starts with: {"v": 1, "batch": [...]},
- * the array's count in 32 bits. */
-#define ZF_TENSOR_FRAME_BATCH_PREFIX 15
+/* A batch's first frame: its magic and layout version (see below), the
+ * bytes before its entries, and the key prefixes it may define. */
+#define ZF_TENSOR_FRAME_BATCH_VERSION  2
+#define ZF_TENSOR_FRAME_BATCH_PREFIX   8
+#define ZF_TENSOR_FRAME_BATCH_PREFIXES 255
 /* Chunked payloads (see "Chunks" above): the smallest chunk a receiver
  * takes, and the chunk a sender uses on an encrypting (CurveZMQ) socket
  * for any fixed-size payload larger than it. */
@@ -244,11 +264,13 @@ void zf_tensor_frame_clear(zf_tensor_frame_t *f);
  * (= {0}) to start; zf_tensor_frame_batch_out_send() or _clear() empties
  * it again. */
 typedef struct zf_tensor_frame_batch_out {
-    uint8_t *head; /* ZF_TENSOR_FRAME_BATCH_PREFIX bytes left free, then the headers */
+    uint8_t *head; /* ZF_TENSOR_FRAME_BATCH_PREFIX bytes left free, then the entries */
     size_t head_len, head_cap;
     uint8_t *payload;
     size_t payload_len, payload_cap;
     uint32_t n;
+    unsigned prefixes;            /* key prefixes defined */
+    size_t prefix_at, prefix_len; /* the last one, in head */
 } zf_tensor_frame_batch_out_t;
 
 /* Appends t (borrowed: its bytes are copied now; may be NULL when is_dead)
@@ -331,6 +353,16 @@ zf_status_t zf_tensor_frame_header_from_tensor(const char *key, int64_t step_id,
  * encoding and the checks read (for tensor_frame.c, which reuses *out). */
 zf_status_t zf__tensor_frame_header_fill(const char *key, int64_t step_id, const zf_tensor_t *t,
                                          bool is_dead, zf_tensor_frame_header_t *out);
+
+/* For the codec's own files: whether dtype's payload is the string
+ * encoding; the key check (INVALID_ARGUMENT when len is 0, or more than
+ * ZF_TENSOR_FRAME_MAX_KEY, key then not read, or key holds a zero byte);
+ * the checks of zf_tensor_frame_check_header() but the key's; the string
+ * encoding of t (total bytes) in a malloc'd block. */
+bool zf__tensor_frame_holds_strings(zf_dtype_t dtype);
+zf_status_t zf__tensor_frame_check_key(const char *key, size_t len);
+zf_status_t zf__tensor_frame_check_fields(const zf_tensor_frame_header_t *h);
+zf_status_t zf__tensor_frame_encode_strings(const zf_tensor_t *t, uint64_t total, uint8_t **out);
 
 /* Fills *out for an IPC offer of a dtype/shape tensor described by ipc
  * (copied) and checks it. Errors: INVALID_ARGUMENT naming the field. */

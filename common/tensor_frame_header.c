@@ -130,12 +130,12 @@ static zf_status_t s_mp_scan(const uint8_t *p, size_t len)
 
 /* ---- header checks ----------------------------------------------------------- */
 
-static bool s_holds_strings(zf_dtype_t dtype)
+bool zf__tensor_frame_holds_strings(zf_dtype_t dtype)
 {
     return dtype == ZF_STRING || dtype == ZF_RESOURCE;
 }
 
-static zf_status_t s_check_key(const char *key, size_t len)
+zf_status_t zf__tensor_frame_check_key(const char *key, size_t len)
 {
     if (len == 0) return zf_invalid_argument("field 'key' is empty");
     if (len > ZF_TENSOR_FRAME_MAX_KEY)
@@ -152,7 +152,7 @@ static zf_status_t s_check_dtype(const zf_tensor_frame_header_t *h)
     if (zf_dtype_is_ref(d) && zf_dtype_valid(zf_dtype_base(d)))
         return zf_invalid_argument("field 'dtype': %s is a reference type", zf_dtype_enum_name(d));
     if (!zf_dtype_valid(d)) return zf_invalid_argument("field 'dtype': %d is not a data type", d);
-    if (zf_dtype_size(h->dtype) == 0 && !s_holds_strings(h->dtype))
+    if (zf_dtype_size(h->dtype) == 0 && !zf__tensor_frame_holds_strings(h->dtype))
         return zf_invalid_argument("field 'dtype': %s tensors have no wire encoding",
                                    zf_dtype_enum_name(d));
     return ZF_STATUS_OK;
@@ -172,7 +172,7 @@ static zf_status_t s_check_ipc(const zf_tensor_frame_header_t *h, uint64_t need)
 {
     const zf_tensor_frame_ipc_t *ipc = &h->ipc;
     if (h->is_dead) return zf_invalid_argument("field 'ipc': a dead tensor cannot be offered");
-    if (s_holds_strings(h->dtype))
+    if (zf__tensor_frame_holds_strings(h->dtype))
         return zf_invalid_argument("field 'ipc': %s tensors cannot be offered",
                                    zf_dtype_name(h->dtype));
     if (h->len != 0)
@@ -197,7 +197,7 @@ static zf_status_t s_check_shm(const zf_tensor_frame_header_t *h, uint64_t need)
     const zf_tensor_frame_shm_t *shm = &h->shm;
     if (h->has_ipc) return zf_invalid_argument("fields 'ipc' and 'shm' exclude each other");
     if (h->is_dead) return zf_invalid_argument("field 'shm': a dead tensor cannot be offered");
-    if (s_holds_strings(h->dtype))
+    if (zf__tensor_frame_holds_strings(h->dtype))
         return zf_invalid_argument("field 'shm': %s tensors cannot be offered",
                                    zf_dtype_name(h->dtype));
     if (h->len != 0)
@@ -234,7 +234,7 @@ static zf_status_t s_check_len(const zf_tensor_frame_header_t *h)
                 "field 'len': a dead tensor carries no bytes (len %" PRIu64 ")", h->len);
         return ZF_STATUS_OK;
     }
-    uint64_t elem = s_holds_strings(h->dtype) ? 8 : zf_dtype_size(h->dtype);
+    uint64_t elem = zf__tensor_frame_holds_strings(h->dtype) ? 8 : zf_dtype_size(h->dtype);
     if ((uint64_t)n > INT64_MAX / elem)
         return zf_invalid_argument("field 'shape': %s %s is too large to address",
                                    zf_dtype_name(h->dtype),
@@ -242,11 +242,11 @@ static zf_status_t s_check_len(const zf_tensor_frame_header_t *h)
     uint64_t need = (uint64_t)n * elem;
     if (h->has_shm) return s_check_shm(h, need);
     if (h->has_ipc) return s_check_ipc(h, need);
-    if (s_holds_strings(h->dtype) && h->len < need)
+    if (zf__tensor_frame_holds_strings(h->dtype) && h->len < need)
         return zf_invalid_argument("field 'len': %" PRIu64 " bytes cannot hold %" PRId64
                                    " strings (each needs an 8-byte length)",
                                    h->len, n);
-    if (!s_holds_strings(h->dtype) && h->len != need)
+    if (!zf__tensor_frame_holds_strings(h->dtype) && h->len != need)
         return zf_invalid_argument(
             "field 'len': %" PRIu64 " bytes declared but %s %s needs %" PRIu64, h->len,
             zf_dtype_name(h->dtype), zf_shape_to_string(&h->shape, sbuf, sizeof sbuf), need);
@@ -257,7 +257,7 @@ static zf_status_t s_check_len(const zf_tensor_frame_header_t *h)
  * ZF_TENSOR_FRAME_MIN_CHUNK and fewer than "len" (two chunks or more). */
 static zf_status_t s_check_chunk(const zf_tensor_frame_header_t *h)
 {
-    if (h->is_dead || h->has_ipc || h->has_shm || s_holds_strings(h->dtype))
+    if (h->is_dead || h->has_ipc || h->has_shm || zf__tensor_frame_holds_strings(h->dtype))
         return zf_invalid_argument("field 'chunk': only the bytes of a live tensor of a fixed-size "
                                    "dtype are sent in chunks");
     if (h->chunk < ZF_TENSOR_FRAME_MIN_CHUNK)
@@ -275,7 +275,12 @@ zf_status_t zf_tensor_frame_check_header(const zf_tensor_frame_header_t *h)
     size_t key_len = strnlen(h->key, sizeof h->key);
     if (key_len == sizeof h->key)
         return zf_invalid_argument("field 'key' is longer than %d bytes", ZF_TENSOR_FRAME_MAX_KEY);
-    ZF_TRY(s_check_key(h->key, key_len));
+    ZF_TRY(zf__tensor_frame_check_key(h->key, key_len));
+    return zf__tensor_frame_check_fields(h);
+}
+
+zf_status_t zf__tensor_frame_check_fields(const zf_tensor_frame_header_t *h)
+{
     ZF_TRY(s_check_dtype(h));
     if (h->shape.rank < 0 || h->shape.rank > ZF_MAX_RANK)
         return zf_invalid_argument("field 'shape' has rank %d; at most %d is allowed",
@@ -432,7 +437,7 @@ static zf_status_t s_header_start(const char *key, int64_t step_id, zf_tensor_fr
     memset(out, 0, sizeof *out);
     if (!key) return zf_invalid_argument("field 'key' is missing");
     size_t key_len = strnlen(key, ZF_TENSOR_FRAME_MAX_KEY + 1);
-    ZF_TRY(s_check_key(key, key_len));
+    ZF_TRY(zf__tensor_frame_check_key(key, key_len));
     memcpy(out->key, key, key_len + 1);
     out->step_id = step_id;
     return ZF_STATUS_OK;
@@ -497,7 +502,7 @@ zf_status_t zf__tensor_frame_header_fill(const char *key, int64_t step_id, const
      * "ipc" and "shm" stay as they were. */
     if (!key) return zf_invalid_argument("field 'key' is missing");
     size_t key_len = strnlen(key, ZF_TENSOR_FRAME_MAX_KEY + 1);
-    ZF_TRY(s_check_key(key, key_len));
+    ZF_TRY(zf__tensor_frame_check_key(key, key_len));
     memcpy(out->key, key, key_len + 1);
     out->step_id = step_id;
     out->dtype = ZF_INVALID;
@@ -519,7 +524,7 @@ zf_status_t zf__tensor_frame_header_fill(const char *key, int64_t step_id, const
         return zf_status_new(ZF_FAILED_PRECONDITION,
                              "tensor '%s' is in device memory; copy it to the host to send it",
                              key);
-    if (s_holds_strings(out->dtype)) {
+    if (zf__tensor_frame_holds_strings(out->dtype)) {
         if (!s_strings_size(t, &out->len))
             return zf_invalid_argument("tensor '%s': strings too large to send", key);
     } else {
@@ -548,9 +553,9 @@ enum {
     F_WHY,
     F_COUNT
 };
-static const char *const s_field_names[F_COUNT] = {
-    "v",   "key", "step",  "dtype",    "shape", "dead", "len",
-    "chunk", "ipc", "shm", "reply", "accepted", "why"};
+static const char *const s_field_names[F_COUNT] = {"v",     "key",      "step",  "dtype", "shape",
+                                                   "dead",  "len",      "chunk", "ipc",   "shm",
+                                                   "reply", "accepted", "why"};
 
 enum { I_HANDLE, I_OFFSET, I_NBYTES, I_DEVICE, I_ID, I_HOST, I_COUNT };
 static const char *const s_ipc_names[I_COUNT] = {"handle", "offset", "nbytes",
@@ -655,7 +660,7 @@ static zf_status_t s_get_key(const msgpack_object *o, char *out)
 {
     if (o->type != MSGPACK_OBJECT_STR)
         return zf_invalid_argument("field 'key' must be a string, not %s", s_mp_type_name(o->type));
-    ZF_TRY(s_check_key(o->via.str.ptr, o->via.str.size));
+    ZF_TRY(zf__tensor_frame_check_key(o->via.str.ptr, o->via.str.size));
     memcpy(out, o->via.str.ptr, o->via.str.size);
     out[o->via.str.size] = '\0';
     return ZF_STATUS_OK;
@@ -868,306 +873,4 @@ zf_status_t zf_tensor_frame_decode_reply(const void *bytes, size_t len,
         return zf_invalid_argument("tensor frame reply: a tensor, not a reply");
     }
     return ZF_STATUS_OK;
-}
-
-/* ---- batches ------------------------------------------------------------------------- */
-
-/* {"v": 1, "batch": array32} without the count. */
-static const uint8_t s_batch_prefix[ZF_TENSOR_FRAME_BATCH_PREFIX - 4] = {
-    0x82, 0xa1, 'v', ZF_TENSOR_FRAME_VERSION, 0xa5, 'b', 'a', 't', 'c', 'h', 0xdd};
-
-bool zf_tensor_frame_is_batch(const void *bytes, size_t len)
-{
-    return len >= ZF_TENSOR_FRAME_BATCH_PREFIX &&
-           memcmp(bytes, s_batch_prefix, sizeof s_batch_prefix) == 0;
-}
-
-void zf_tensor_frame_batch_prefix(uint32_t n, uint8_t *out)
-{
-    memcpy(out, s_batch_prefix, sizeof s_batch_prefix);
-    for (int i = 0; i < 4; i++) out[sizeof s_batch_prefix + i] = (uint8_t)(n >> (24 - 8 * i));
-}
-
-void zf_tensor_frame_batch_clear(zf_tensor_frame_batch_t *b)
-{
-    if (!b) return;
-    for (size_t i = 0; i < b->n && b->entries; i++) {
-        zf_tensor_frame_entry_t *e = &b->entries[i];
-        zf_tensor_unref(&e->tensor);
-        zf_status_clear(&e->error);
-    }
-    free(b->entries);
-    free(b->keys);
-    memset(b, 0, sizeof *b);
-}
-
-size_t zf_tensor_frame_batch_offset(size_t end)
-{
-    return (end + ZF_TENSOR_FRAME_BATCH_ALIGN - 1) / ZF_TENSOR_FRAME_BATCH_ALIGN *
-           ZF_TENSOR_FRAME_BATCH_ALIGN;
-}
-
-/* The declared "len" of entry i of n (for locating the payloads): the
- * map's only "len" field (f: its fields), an integer >= 0. */
-static zf_status_t s_entry_len(const msgpack_object *o, const msgpack_object *f[], size_t i,
-                               size_t n, uint64_t *len)
-{
-    if (o->type != MSGPACK_OBJECT_MAP)
-        return zf_invalid_argument("entry %zu of %zu is %s, not a map", i, n,
-                                   s_mp_type_name(o->type));
-    zf_status_t s = s_find_fields(&o->via.map, s_field_names, F_COUNT, "", f);
-    if (zf_ok(s)) s = s_require(f, s_field_names, F_LEN, F_LEN, "");
-    if (zf_ok(s)) s = s_get_uint(f[F_LEN], "len", len);
-    return zf_ok(s) ? s : zf_status_prefix(s, "entry %zu of %zu", i, n);
-}
-
-/* Copies a checked key (size bytes at p) into the batch's key block. */
-static char *s_keep_key(zf_tensor_frame_batch_t *b, size_t *used, const char *p, size_t size)
-{
-    char *k = b->keys + *used;
-    memcpy(k, p, size);
-    k[size] = '\0';
-    *used += size + 1;
-    return k;
-}
-
-/* Entry e's key and step as far as they can be read (f: its fields), for
- * the reason it is refused. */
-static void s_entry_names(const msgpack_object *f[], zf_tensor_frame_batch_t *b, size_t *used,
-                          zf_tensor_frame_entry_t *e)
-{
-    zf_status_t s = ZF_STATUS_OK;
-    if (f[F_STEP] && zf_ok(s = s_get_int(f[F_STEP], "step", &e->step_id))) e->has_step = true;
-    zf_status_clear(&s);
-    if (f[F_KEY] && f[F_KEY]->type == MSGPACK_OBJECT_STR) {
-        const msgpack_object_str *k = &f[F_KEY]->via.str;
-        if (zf_ok(s = s_check_key(k->ptr, k->size))) e->key = s_keep_key(b, used, k->ptr, k->size);
-        zf_status_clear(&s);
-    }
-}
-
-/* Entry i of n (f: its fields): payload len bytes at offset off of payload
- * (which fixed-size tensors view; NULL when the frame is empty), within
- * the frame already; decoded into e, or e refused with the reason. h is
- * scratch. */
-static void s_entry(const msgpack_object *f[], size_t i, size_t n, zf_buffer_t *payload, size_t off,
-                    uint64_t len, zf_tensor_frame_header_t *h, zf_tensor_frame_batch_t *b,
-                    size_t *used, zf_tensor_frame_entry_t *e)
-{
-    zf_status_t s = ZF_STATUS_OK;
-    if (f[F_REPLY] || f[F_IPC] || f[F_SHM] || f[F_CHUNK])
-        s = zf_invalid_argument("field '%s': %s cannot be in a batch",
-                                f[F_REPLY]   ? "reply"
-                                : f[F_IPC]   ? "ipc"
-                                : f[F_SHM]   ? "shm"
-                                             : "chunk",
-                                f[F_REPLY]   ? "a reply"
-                                : f[F_CHUNK] ? "a chunked tensor"
-                                             : "an offer");
-    if (zf_ok(s)) s = s_require(f, s_field_names, F_V, F_V, "");
-    /* every field of h that the checks read is set here: no need to clear it */
-    if (zf_ok(s)) s = s_read_fields(f, h);
-    if (zf_ok(s) && h->is_dead) {
-        /* no bytes */
-    } else if (zf_ok(s) && (s_holds_strings(h->dtype) || !payload || len == 0)) {
-        static const uint8_t none[1];
-        const uint8_t *bytes = payload ? (const uint8_t *)zf_buffer_data(payload) + off : none;
-        s = zf_tensor_frame_decode_payload(h, bytes, (size_t)len, &e->tensor);
-    } else if (zf_ok(s)) { /* a view of the payload frame: no copy */
-        s = zf_tensor_from_buffer(h->dtype, &h->shape, payload, off, &e->tensor);
-    }
-    if (zf_ok(s)) {
-        e->key = s_keep_key(b, used, h->key, strlen(h->key));
-        e->step_id = h->step_id;
-        e->has_step = true;
-        e->is_dead = h->is_dead;
-        return;
-    }
-    zf_tensor_unref(&e->tensor);
-    s_entry_names(f, b, used, e);
-    e->error = zf_status_prefix(s, "entry %zu of %zu", i, n);
-}
-
-/* Skips the item at p[*at] with everything it contains (p was scanned). */
-static void s_mp_skip(const uint8_t *p, size_t len, size_t *at)
-{
-    uint64_t items = 0;
-    zf_status_t s = s_mp_item(p, len, at, &items);
-    zf_status_clear(&s); /* cannot fail: the frame was scanned */
-    for (uint64_t k = 0; k < items; k++) s_mp_skip(p, len, at);
-}
-
-/* "an array" or "a map" when the item at p[at] (scanned) is one, else
- * NULL: msgpack-c allocates for containers, so nothing that should be a
- * scalar is unpacked before this says it is not one. */
-static const char *s_mp_container(const uint8_t *p, size_t at)
-{
-    uint64_t n = 0;
-    int kind = s_mp_spec(p[at], &n).kind;
-    return kind == S_MP_ARRAY ? "an array" : kind == S_MP_MAP ? "a map" : NULL;
-}
-
-/* Where the "batch" array's first entry starts in the scanned frame p, and
- * its count; checks "v". */
-static zf_status_t s_find_batch(const uint8_t *p, size_t len, size_t *first, size_t *n)
-{
-    size_t at = 0;
-    uint64_t pairs = 0;
-    ZF_TRY(s_mp_item(p, len, &at, &pairs));
-    if ((p[0] & 0xf0) != 0x80 && p[0] != 0xde && p[0] != 0xdf)
-        return zf_invalid_argument("the frame is not a map");
-    bool has_v = false, has_batch = false;
-    for (uint64_t k = 0; k < pairs / 2; k++) {
-        if (s_mp_container(p, at))
-            return zf_invalid_argument("map key %" PRIu64 " is %s, not a string", k,
-                                       s_mp_container(p, at));
-        msgpack_unpacked u; /* small items only: the key, and "v" */
-        msgpack_unpacked_init(&u);
-        size_t off = at;
-        msgpack_unpack_return rc = msgpack_unpack_next(&u, (const char *)p, len, &off);
-        zf_status_t s = ZF_STATUS_OK;
-        if (rc != MSGPACK_UNPACK_SUCCESS || u.data.type != MSGPACK_OBJECT_STR)
-            s = zf_invalid_argument("map key %" PRIu64 " is not a string", k);
-        const msgpack_object_str name = zf_ok(s) ? u.data.via.str : (msgpack_object_str){0};
-        bool is_v = name.size == 1 && name.ptr[0] == 'v';
-        bool is_batch = name.size == 5 && memcmp(name.ptr, "batch", 5) == 0;
-        msgpack_unpacked_destroy(&u);
-        ZF_TRY(s);
-        if ((is_v && has_v) || (is_batch && has_batch))
-            return zf_invalid_argument("field '%s' appears twice", is_v ? "v" : "batch");
-        at = off;
-        if (is_v) {
-            has_v = true;
-            if (s_mp_container(p, at))
-                return zf_invalid_argument("field 'v' must be an integer, not %s",
-                                           s_mp_container(p, at));
-            msgpack_unpacked_init(&u);
-            off = at;
-            rc = msgpack_unpack_next(&u, (const char *)p, len, &off);
-            s = rc == MSGPACK_UNPACK_SUCCESS ? s_read_version(&u.data)
-                                             : zf_invalid_argument("field 'v' cannot be read");
-            msgpack_unpacked_destroy(&u);
-            ZF_TRY(s);
-        } else if (is_batch) {
-            has_batch = true;
-            uint8_t b = p[at];
-            if ((b & 0xf0) != 0x90 && b != 0xdc && b != 0xdd)
-                return zf_invalid_argument("field 'batch' must be an array");
-            size_t start = at;
-            uint64_t items = 0;
-            ZF_TRY(s_mp_item(p, len, &start, &items));
-            *first = start;
-            *n = (size_t)items;
-        }
-        if (has_v && has_batch) break; /* the rest may hold names for later versions */
-        s_mp_skip(p, len, &at);
-    }
-    if (!has_v) return zf_invalid_argument("field 'v' is missing");
-    if (!has_batch) return zf_invalid_argument("field 'batch' is missing");
-    return ZF_STATUS_OK;
-}
-
-/* The entries of the "batch" array (n of them from byte first of the
- * scanned frame head) against the payload frame (payload_len bytes). One
- * entry is unpacked at a time: a whole batch would cost msgpack-c a large
- * zone each time. */
-static zf_status_t s_read_batch(const uint8_t *head, size_t head_len, size_t first, size_t n,
-                                zf_buffer_t *payload, size_t payload_len,
-                                zf_tensor_frame_batch_t *out)
-{
-    if (n == 0 || n > ZF_TENSOR_FRAME_MAX_BATCH)
-        return zf_invalid_argument("field 'batch' has %zu entries; 1 to %d are allowed", n,
-                                   ZF_TENSOR_FRAME_MAX_BATCH);
-    /* Every key is shorter than the bytes that hold it in frame 1. */
-    zf_tensor_frame_header_t *h = malloc(sizeof *h);
-    if (!h || !(out->entries = calloc(n, sizeof *out->entries)) ||
-        !(out->keys = malloc(head_len + 1))) {
-        free(h);
-        return zf_out_of_memory("a tensor frame batch");
-    }
-    out->n = n;
-    zf_status_t s = ZF_STATUS_OK;
-    size_t used = 0, end = 0, off = first;
-    /* One zone for every entry, cleared between them (msgpack_unpack_next
-     * would make and free one an entry). */
-    msgpack_zone zone;
-    if (!msgpack_zone_init(&zone, MSGPACK_ZONE_CHUNK_SIZE)) {
-        free(h);
-        return zf_out_of_memory("a tensor frame batch");
-    }
-    for (size_t i = 0; i < n && zf_ok(s); i++) {
-        /* Measured before it is unpacked: msgpack-c allocates some 24 bytes
-         * an item, so a 4 MiB entry of one-byte items would cost 100 MB. An
-         * entry is held to a single header's limit. */
-        size_t next = off;
-        s_mp_skip(head, head_len, &next);
-        if (next - off > ZF_TENSOR_FRAME_MAX_HEADER) {
-            s = zf_invalid_argument("entry %zu of %zu takes %zu bytes; a header may take at most "
-                                    "%d",
-                                    i, n, next - off, ZF_TENSOR_FRAME_MAX_HEADER);
-            break;
-        }
-        msgpack_zone_clear(&zone);
-        msgpack_object obj;
-        size_t used_bytes = 0;
-        msgpack_unpack_return rc =
-            msgpack_unpack((const char *)head + off, next - off, &used_bytes, &zone, &obj);
-        off = next;
-        if (rc != MSGPACK_UNPACK_SUCCESS) {
-            s = rc == MSGPACK_UNPACK_NOMEM_ERROR ? zf_out_of_memory("a tensor frame batch")
-                                                 : zf_invalid_argument("entry %zu of %zu is not "
-                                                                       "msgpack (code %d)",
-                                                                       i, n, rc);
-            break;
-        }
-        const msgpack_object *f[F_COUNT] = {NULL};
-        uint64_t len = 0;
-        s = s_entry_len(&obj, f, i, n, &len);
-        size_t at = i ? zf_tensor_frame_batch_offset(end) : 0;
-        if (zf_ok(s) && (at > payload_len || len > payload_len - at))
-            s = zf_invalid_argument("entry %zu of %zu: its %" PRIu64 " bytes at offset %zu are "
-                                    "past the end of the %zu-byte payload frame",
-                                    i, n, len, at, payload_len);
-        if (!zf_ok(s)) break;
-        end = at + (size_t)len;
-        s_entry(f, i, n, payload, at, len, h, out, &used, &out->entries[i]);
-    }
-    msgpack_zone_destroy(&zone);
-    free(h);
-    if (zf_ok(s) && end != payload_len)
-        s = zf_invalid_argument("the entries end at byte %zu but the payload frame has %zu", end,
-                                payload_len);
-    return s;
-}
-
-zf_status_t zf_tensor_frame_decode_batch(const void *head, size_t head_len, zf_buffer_t *payload,
-                                         zf_tensor_frame_batch_t *out)
-{
-    memset(out, 0, sizeof *out);
-    size_t payload_len = payload ? zf_buffer_size(payload) : 0;
-    zf_buffer_t *copy = NULL;
-    zf_status_t s = ZF_STATUS_OK;
-    if (head_len > ZF_TENSOR_FRAME_MAX_BATCH_HEADER)
-        s = zf_invalid_argument("%zu bytes exceed the limit of %d", head_len,
-                                ZF_TENSOR_FRAME_MAX_BATCH_HEADER);
-    else if (payload_len > ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD)
-        s = zf_invalid_argument("the payload frame has %zu bytes; a batch carries at most %d",
-                                payload_len, ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD);
-    else if (head_len == 0)
-        s = zf_invalid_argument("the frame is empty");
-    if (zf_ok(s)) s = s_mp_scan(head, head_len);
-    size_t first = 0, n = 0;
-    if (zf_ok(s)) s = s_find_batch(head, head_len, &first, &n);
-    if (zf_ok(s) && payload &&
-        (uintptr_t)zf_buffer_data(payload) % ZF_TENSOR_FRAME_BATCH_ALIGN != 0) {
-        /* the entries view it: it must be aligned as they are */
-        s = zf_buffer_new_uninit(payload_len, &copy);
-        if (zf_ok(s)) memcpy(zf_buffer_data(copy), zf_buffer_data(payload), payload_len);
-        payload = copy;
-    }
-    if (zf_ok(s)) s = s_read_batch(head, head_len, first, n, payload, payload_len, out);
-    zf_buffer_unref(&copy); /* the entries hold their own references */
-    if (zf_ok(s)) return s;
-    zf_tensor_frame_batch_clear(out);
-    return zf_status_prefix(s, "tensor frame batch");
 }

@@ -82,13 +82,16 @@ static bool s_closed(zf_remote_t *r, int64_t step_id)
 }
 
 /* Hands f to its step, which the caller found open (closed false) or
- * ended (true) just before; recheck: look again afterwards (a step closed
- * meanwhile loses what was (re)made here, the value with it). Returns
- * whether the step was found ended. */
-static bool s_deliver(zf_remote_t *r, zf_tensor_frame_t *f, bool closed, bool recheck)
+ * ended (true) just before: into rv when the caller holds the step's
+ * claimed rendezvous, else through the table; recheck: look again
+ * afterwards (a step closed meanwhile loses what was (re)made here, the
+ * value with it). Returns whether the step was found ended. */
+static bool s_deliver(zf_remote_t *r, zf_rendezvous_t *rv, zf_tensor_frame_t *f, bool closed,
+                      bool recheck)
 {
     zf_status_t s =
         closed ? ZF_STATUS_OK
+        : rv   ? zf_rendezvous_put(rv, f->key, f->tensor, f->is_dead)
                : zf_rendezvous_mgr_deliver(r->mgr, f->step_id, f->key, f->tensor, f->is_dead);
     if (!closed && zf_ok(s) && recheck) {
         closed = s_closed(r, f->step_id);
@@ -107,7 +110,7 @@ static bool s_deliver(zf_remote_t *r, zf_tensor_frame_t *f, bool closed, bool re
 
 void zf__remote_deliver(zf_remote_t *r, zf_tensor_frame_t *f)
 {
-    s_deliver(r, f, s_closed(r, f->step_id), true);
+    s_deliver(r, NULL, f, s_closed(r, f->step_id), true);
 }
 
 /* A batch entry that failed its checks: counted and logged; its step, when
@@ -135,27 +138,36 @@ static void s_refuse_entry(zf_remote_t *r, const zf_tensor_frame_entry_t *e)
 /* A batch: every entry goes to its step as if it had come alone. Whether
  * a step has ended is looked up once for a run of entries of the same
  * step, before its first and after its last: a step closed during the run
- * drops everything (re)made here for it then, as after a single tensor. */
+ * drops everything (re)made here for it then, as after a single tensor. A
+ * run for a claimed step goes straight into its rendezvous, looked up
+ * once. */
 static void s_on_batch(zf_remote_t *r, const zf_tensor_frame_batch_t *b)
 {
     atomic_fetch_add(&r->batches_received, 1);
     atomic_fetch_add(&r->batch_tensors_received, (uint_fast64_t)b->n);
     bool run = false, closed = false; /* a run of the step of the entry before */
+    zf_rendezvous_t *rv = NULL;       /* the run's step, when claimed */
     for (size_t i = 0; i < b->n; i++) {
         const zf_tensor_frame_entry_t *e = &b->entries[i];
         if (!zf_ok(e->error)) {
             s_refuse_entry(r, e);
             run = false;
+            zf_rendezvous_unref(&rv);
             continue;
         }
-        if (!run || e->step_id != b->entries[i - 1].step_id) closed = s_closed(r, e->step_id);
+        if (!run || e->step_id != b->entries[i - 1].step_id) {
+            zf_rendezvous_unref(&rv);
+            closed = s_closed(r, e->step_id);
+            if (!closed) (void)zf_rendezvous_mgr_find_claimed(r->mgr, e->step_id, &rv);
+        }
         const zf_tensor_frame_entry_t *next = i + 1 < b->n ? &b->entries[i + 1] : NULL;
         run = next && zf_ok(next->error) && next->step_id == e->step_id;
         /* borrowed from the entry: the rendezvous takes its own reference */
         zf_tensor_frame_t f = {
             .key = e->key, .step_id = e->step_id, .is_dead = e->is_dead, .tensor = e->tensor};
-        closed = s_deliver(r, &f, closed, !run);
+        closed = s_deliver(r, rv, &f, closed, !run);
     }
+    zf_rendezvous_unref(&rv);
 }
 
 /* Receives and handles one message, waiting up to timeout_ms; false when
@@ -351,11 +363,20 @@ const char *zf_remote_endpoint(const zf_remote_t *r)
 
 /* ---- sending -------------------------------------------------------------- */
 
-/* The rendezvous hook: devices without a known peer stay local. */
+static zf__remote_peer_t *s_outbox_peer(zf_remote_t *r, const char *device);
+
+/* The rendezvous hook: devices without a known peer stay local. During a
+ * send batch, a device this thread already holds tensors for is sent to
+ * through the same peer, without looking it up again. */
 static zf_status_t s_hook(void *arg, int64_t step_id, const char *key, const char *dst_device,
                           zf_tensor_t *tensor, bool is_dead, bool *sent)
 {
     zf_remote_t *r = arg;
+    zf__remote_peer_t *held = s_outbox_peer(r, dst_device);
+    if (held) {
+        *sent = true;
+        return zf__remote_peer_send(r, held, dst_device, key, step_id, tensor, is_dead);
+    }
     zf__remote_peer_t *p = zf__remote_peer_find(r, dst_device);
     *sent = p != NULL;
     if (!p) return ZF_STATUS_OK;
@@ -544,6 +565,15 @@ static void s_outboxes_flush(void *arg)
     }
 }
 
+/* The peer of this thread's outbox for r and device (it holds a
+ * reference), NULL when there is none. */
+static zf__remote_peer_t *s_outbox_peer(zf_remote_t *r, const char *device)
+{
+    for (s_outbox_t *o = s_outboxes; o; o = o->next)
+        if (o->r == r && strcmp(o->device, device) == 0) return o->p;
+    return NULL;
+}
+
 /* This thread's outbox for (r, p), made when missing; NULL when out of
  * memory. */
 static s_outbox_t *s_outbox_for(zf_remote_t *r, zf__remote_peer_t *p, const char *device)
@@ -585,8 +615,10 @@ static bool s_outbox_step(s_outbox_t *o, int64_t step_id)
  * payloads or of headers: well within what a receiver takes
  * (ZF_TENSOR_FRAME_MAX_BATCH, ZF_TENSOR_FRAME_MAX_BATCH_HEADER), and the
  * received tensors view the payload frame, so one kept for long keeps at
- * most this much (plus one tensor) alive. */
-#define S_BATCH_MAX_TENSORS 1024
+ * most this much (plus one tensor) alive. A long run of sends leaves in
+ * pieces of 256, so the receiver unpacks and delivers one while the
+ * sender writes the next. */
+#define S_BATCH_MAX_TENSORS 256
 #define S_BATCH_MAX_BYTES   ((size_t)256 << 10)
 
 /* Holds a small host tensor (or a dead one) back for this thread's open

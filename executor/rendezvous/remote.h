@@ -113,17 +113,15 @@
  * dead values included, that does not go through the arena, is encoded
  * into the thread's outbox for that peer instead of being pushed, and the
  * outbox leaves as one batch message (common/tensor_frame.h, "Batches")
- * when the batch ends, or as soon as it holds 1024 tensors or 256 KiB of
+ * when the batch ends, or as soon as it holds 256 tensors or 256 KiB of
  * payloads (a tensor that would take it past
- * ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD leaves alone). Larger tensors, device tensors and arena offers leave at
- * once, batch or not (a tensor's order is kept per key only). Without an
- * open batch nothing is held back, so a lone tensor never waits. A batch
- * that cannot be pushed aborts the steps of its tensors here with the
- * reason. The receiver hands each entry to its step as if it had come
- * alone; its fixed-size tensors view the received payload frame (no copy;
- * a tensor kept for long keeps the frame's at most 256 KiB alive). An
- * entry that fails its checks is counted (malformed, batch_refused),
- * logged, and its step, when its step id could be read, is aborted here
+ * ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD leaves alone). Larger tensors, device tensors and arena offers
+ * leave at once, batch or not (a tensor's order is kept per key only). Without an open batch
+ * nothing is held back, so a lone tensor never waits. A batch that cannot be pushed aborts the
+ * steps of its tensors here with the reason. The receiver hands each entry to its step as if it had
+ * come alone; its fixed-size tensors view the received payload frame (no copy; a tensor kept for
+ * long keeps the frame's at most 256 KiB alive). An entry that fails its checks is counted
+ * (malformed, batch_refused), logged, and its step, when its step id could be read, is aborted here
  * with INVALID_ARGUMENT "step N: tensor '<key>' arrived malformed in a
  * batch on <endpoint>: entry I of M: <reason>", so the _Recv waiting for
  * it fails at once rather than at the step's timeout; the other entries

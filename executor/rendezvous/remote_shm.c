@@ -315,7 +315,7 @@ static zf_status_t s_arena_copy(zf__remote_arena_t *a, const zf_tensor_t *t, zf_
  * 0 when the name is not one of ours. */
 static long s_name_pid(const char *name)
 {
-    const char *prefix = ZF_REMOTE_SHM_PREFIX + 1;
+    const char *prefix = &ZF_REMOTE_SHM_PREFIX[1];
     size_t plen = strlen(prefix);
     if (strncmp(name, prefix, plen) != 0) return 0;
     const char *p = name + plen;

@@ -377,6 +377,17 @@ zf_status_t zf_rendezvous_mgr_claim(zf_rendezvous_mgr_t *mgr, int64_t step_id,
     return s_mgr_get(mgr, step_id, true, out);
 }
 
+bool zf_rendezvous_mgr_find_claimed(zf_rendezvous_mgr_t *mgr, int64_t step_id,
+                                    zf_rendezvous_t **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&mgr->mu);
+    s_step_t *st = mgr->slots[s_slot_locked(mgr, step_id)];
+    if (st && st->claimed) *out = zf_rendezvous_ref(st->r);
+    pthread_mutex_unlock(&mgr->mu);
+    return *out != NULL;
+}
+
 /* The memory a value holds: its buffer's bytes, and for a STRING tensor in
  * host memory the bytes of its elements too. */
 static size_t s_value_bytes(const zf_tensor_t *t)
@@ -499,7 +510,7 @@ zf_status_t zf_rendezvous_mgr_deliver(zf_rendezvous_mgr_t *mgr, int64_t step_id,
     s_drop_all(dropped);
     if (zf_ok(s))
         s = refused ? s_refuse(r, step_id, key, bytes, limit)
-                    : zf_rendezvous_send(r, key, tensor, is_dead);
+                    : zf_rendezvous_put(r, key, tensor, is_dead);
     if (!zf_ok(s) && counted) s_uncount(mgr, step_id, r, bytes);
     zf_rendezvous_unref(&r);
     zf_tensor_unref(&own);

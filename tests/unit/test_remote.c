@@ -17,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include <msgpack.h>
 #include <zmq.h>
 
 #include "common/rendezvous_key.h"
@@ -27,6 +26,7 @@
 #include "executor/rendezvous/remote.h"
 #include "executor/rendezvous/remote_internal.h"
 #include "kernel_test_util.h"
+#include "batch_test_util.h"
 #include "test_util.h"
 
 #define WAIT_MS 5000
@@ -812,23 +812,16 @@ static char *s_hostile_end(s_pair_t *p, void *raw, s_capture_t *cap, uint64_t ma
     return log;
 }
 
-/* Pushes a batch message on raw: frame 1 is the prefix for n entries and
- * the packed entries in sb (destroyed here), frame 2 payload_len zero
- * bytes. */
-static void s_push_raw_batch(void *raw, uint32_t n, msgpack_sbuffer *sb, size_t payload_len)
+/* Pushes the batch hb (freed here) on raw, its payload frame payload_len
+ * zero bytes. */
+static void s_push_raw_batch(void *raw, zf_test_batch_t *hb, size_t payload_len)
 {
-    size_t head_len = ZF_TENSOR_FRAME_BATCH_PREFIX + sb->size;
-    uint8_t *head = malloc(head_len);
     uint8_t *payload = calloc(1, payload_len + 1);
-    assert_non_null(head);
     assert_non_null(payload);
-    zf_tensor_frame_batch_prefix(n, head);
-    memcpy(head + ZF_TENSOR_FRAME_BATCH_PREFIX, sb->data, sb->size);
-    msgpack_sbuffer_destroy(sb);
-    assert_int_equal(zmq_send(raw, head, head_len, ZMQ_SNDMORE), (int)head_len);
+    assert_int_equal(zmq_send(raw, hb->bytes, hb->len, ZMQ_SNDMORE), (int)hb->len);
     assert_int_equal(zmq_send(raw, payload, payload_len, 0), (int)payload_len);
-    free(head);
     free(payload);
+    zf_test_batch_free(hb);
 }
 
 static void test_remote_refuses_hostile_batches_naming_why_and_keeps_receiving(void **state)
@@ -837,45 +830,37 @@ static void test_remote_refuses_hostile_batches_naming_why_and_keeps_receiving(v
     s_capture_t cap;
     void *raw = s_hostile_begin(p, &cap);
 
-    /* One entry as large as a whole batch header may be: a map whose "pad"
-     * holds a nil in nearly every byte (unpacked, some 100 MB). */
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    size_t pad = ZF_TENSOR_FRAME_MAX_BATCH_HEADER - ZF_TENSOR_FRAME_BATCH_PREFIX - 15;
-    msgpack_pack_map(&pk, 2);
-    msgpack_pack_str_with_body(&pk, "len", 3);
-    msgpack_pack_int(&pk, 0);
-    msgpack_pack_str_with_body(&pk, "pad", 3);
-    msgpack_pack_array(&pk, pad);
-    for (size_t i = 0; i < pad; i++) msgpack_pack_nil(&pk);
-    assert_int_equal(sb.size + ZF_TENSOR_FRAME_BATCH_PREFIX, ZF_TENSOR_FRAME_MAX_BATCH_HEADER);
-    s_push_raw_batch(raw, 1, &sb, 0);
+    /* A 200 KB batch whose keys, made of one 4000-byte prefix named by
+     * every entry, would take 16 MB. */
+    char big[4000];
+    memset(big, 'p', sizeof big);
+    zf_test_batch_t hb;
+    zf_test_batch_begin(&hb, ZF_TENSOR_FRAME_MAX_BATCH);
+    zf_test_batch_add(
+        &hb, &(zf_test_batch_entry_t){.flags = ZF_TEST_BATCH_NEW_PREFIX | ZF_TEST_BATCH_DEAD,
+                                      .key = big,
+                                      .key_len = sizeof big,
+                                      .plen = sizeof big,
+                                      .step = 50});
+    for (int i = 1; i < ZF_TENSOR_FRAME_MAX_BATCH; i++)
+        zf_test_batch_add(&hb,
+                          &(zf_test_batch_entry_t){
+                              .flags = ZF_TEST_BATCH_DEAD, .prefix = 1, .key = "k", .step = 50});
+    s_push_raw_batch(raw, &hb, 0);
 
     /* A sound batch of one float tensor whose payload is past the cap. */
-    msgpack_sbuffer_init(&sb);
     int64_t n = ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD / 4 + 2;
-    zf_tensor_frame_header_t h;
-    zf_shape_t shape = ZF_SHAPE(n);
-    zf_tensor_t *big = NULL;
-    ASSERT_OK(zf_tensor_new(ZF_FLOAT, &shape, &big));
-    ASSERT_OK(zf_tensor_frame_header_from_tensor(KEY_AB, 50, big, false, &h));
-    uint8_t enc[ZF_TENSOR_FRAME_HEADER_MAX_ENCODED];
-    size_t enc_len = 0;
-    ASSERT_OK(zf_tensor_frame_encode_header(&h, enc, sizeof enc, &enc_len));
-    msgpack_sbuffer_write(&sb, (const char *)enc, enc_len);
-    s_push_raw_batch(raw, 1, &sb, (size_t)n * 4);
-    zf_tensor_unref(&big);
+    zf_test_batch_begin(&hb, 1);
+    zf_test_batch_vec(&hb, KEY_AB, 50, ZF_FLOAT, n, (uint64_t)n * 4);
+    s_push_raw_batch(raw, &hb, (size_t)n * 4);
 
     char *log = s_hostile_end(p, raw, &cap, 2);
     char want[512];
     snprintf(want, sizeof want,
-             "dropped a message on %s: tensor frame batch: entry 0 of 1 takes %d bytes; a "
-             "header may take at most %d",
-             zf_remote_endpoint(p->b),
-             ZF_TENSOR_FRAME_MAX_BATCH_HEADER - ZF_TENSOR_FRAME_BATCH_PREFIX,
-             ZF_TENSOR_FRAME_MAX_HEADER);
+             "dropped a message on %s: tensor frame batch: the keys take %d bytes; a batch's may "
+             "take at most %d",
+             zf_remote_endpoint(p->b), 4001 + (ZF_TENSOR_FRAME_MAX_BATCH - 1) * 4002,
+             ZF_TENSOR_FRAME_MAX_BATCH_HEADER);
     if (!strstr(log, want)) fail_msg("expected '%s' in the log:\n%s", want, log);
     snprintf(want, sizeof want,
              "dropped a message on %s: tensor frame batch: the payload frame has %lld bytes; a "

@@ -24,13 +24,13 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include <msgpack.h>
 #include <zmq.h>
 
 #include "common/log.h"
 #include "common/tensor_frame.h"
 #include "common/transport.h"
 #include "executor/rendezvous/remote.h"
+#include "batch_test_util.h"
 #include "test_util.h"
 
 #define WAIT_MS 5000
@@ -585,6 +585,54 @@ static void test_batch_carries_small_tensors_beside_big_shm_ones_and_counts_them
     WAIT_SHM(p->a, shm_bytes_in_use, 0);
 }
 
+/* A batch holds at most 256 tensors (executor/rendezvous/remote.c). */
+#define S_BATCH_TENSORS 256
+
+/* Tensors of two steps in one send batch, longer than a batch message
+ * holds: the claimed step's arrive straight into its rendezvous, counted
+ * nowhere; the unclaimed one's are counted against the byte cap. */
+static void test_batch_delivers_runs_to_claimed_and_unclaimed_steps(void **state)
+{
+    s_pair_t *p = *state;
+    enum { N = 2 * S_BATCH_TENSORS + 88 };
+    static char keys[N][160];
+    zf_tensor_t *vals[N] = {NULL};
+    zf_rendezvous_t *claimed = NULL, *ra = NULL, *ra2 = NULL;
+    ASSERT_OK(zf_remote_claim_step(p->b, 70, &claimed));
+    ASSERT_OK(zf_rendezvous_mgr_find(p->mgr_a, 70, &ra));
+    ASSERT_OK(zf_rendezvous_mgr_find(p->mgr_a, 71, &ra2));
+    size_t unclaimed_bytes = 0;
+    assert_true(zf_rendezvous_batch_begin());
+    for (int i = 0; i < N; i++) { /* every seventh for step 71, unclaimed on B */
+        s_key(keys[i], sizeof keys[i], "run", i);
+        vals[i] = s_ramp(1 + i % 5, (float)i);
+        if (i % 7 == 3) unclaimed_bytes += zf_tensor_nbytes(vals[i]);
+        ASSERT_OK(zf_rendezvous_send(i % 7 == 3 ? ra2 : ra, keys[i], vals[i], false));
+    }
+    zf_rendezvous_batch_end();
+    zf_remote_stats_t sa = zf_remote_stats(p->a);
+    assert_int_equal(sa.batches_sent, 3);
+    assert_int_equal(sa.batch_tensors_sent, N);
+    WAIT_STAT(p->b, delivered, N);
+    /* only step 71's tensors count: copied out of their frames */
+    assert_int_equal(zf_rendezvous_mgr_stats(p->mgr_b).unclaimed_bytes, unclaimed_bytes);
+    zf_rendezvous_t *rb2 = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_claim(p->mgr_b, 71, &rb2));
+    assert_int_equal(zf_rendezvous_mgr_stats(p->mgr_b).unclaimed_bytes, 0);
+    for (int i = 0; i < N; i++) {
+        zf_tensor_t *got = NULL;
+        ASSERT_OK(zf_rendezvous_recv(i % 7 == 3 ? rb2 : claimed, keys[i], WAIT_MS, &got, NULL));
+        if (!zf_tensor_equal(got, vals[i])) fail_msg("'%s' arrived changed", keys[i]);
+        zf_tensor_unref(&got);
+        zf_tensor_unref(&vals[i]);
+    }
+    assert_int_equal(zf_remote_stats(p->b).batch_refused, 0);
+    zf_rendezvous_unref(&rb2);
+    zf_rendezvous_unref(&claimed);
+    zf_rendezvous_unref(&ra);
+    zf_rendezvous_unref(&ra2);
+}
+
 static void test_batch_that_cannot_be_pushed_aborts_its_step_with_the_reason(void **state)
 {
     s_pair_t *p = *state;
@@ -613,51 +661,22 @@ static void test_batch_that_cannot_be_pushed_aborts_its_step_with_the_reason(voi
     zf_tensor_unref(&t);
 }
 
-/* Packs one batch entry map (a tensor header) into pk: a float [n]. */
-static void s_pack_float_entry(msgpack_packer *pk, const char *key, int64_t step, int64_t n,
-                               int64_t len)
-{
-    msgpack_pack_map(pk, 7);
-    msgpack_pack_str_with_body(pk, "v", 1);
-    msgpack_pack_int(pk, ZF_TENSOR_FRAME_VERSION);
-    msgpack_pack_str_with_body(pk, "key", 3);
-    msgpack_pack_str_with_body(pk, key, strlen(key));
-    msgpack_pack_str_with_body(pk, "step", 4);
-    msgpack_pack_int64(pk, step);
-    msgpack_pack_str_with_body(pk, "dtype", 5);
-    msgpack_pack_int(pk, ZF_FLOAT);
-    msgpack_pack_str_with_body(pk, "shape", 5);
-    msgpack_pack_array(pk, 1);
-    msgpack_pack_int64(pk, n);
-    msgpack_pack_str_with_body(pk, "dead", 4);
-    msgpack_pack_false(pk);
-    msgpack_pack_str_with_body(pk, "len", 3);
-    msgpack_pack_int64(pk, len);
-}
-
 /* Pushes the batch [k1: float [3] of step 60, bad: float [3] declaring 16
  * bytes, of step 61, k2: float [2] of step 60] to B, its payload frame
  * extra bytes longer than it should be. */
 static void s_push_batch(s_rig_t *g, const char *k1, const char *bad, const char *k2, size_t extra)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    s_pack_float_entry(&pk, k1, 60, 3, 12);
-    s_pack_float_entry(&pk, bad, 61, 3, 16);
-    s_pack_float_entry(&pk, k2, 60, 2, 8);
-    uint8_t head[4096];
-    zf_tensor_frame_batch_prefix(3, head);
-    assert_true(sb.size < sizeof head - ZF_TENSOR_FRAME_BATCH_PREFIX);
-    memcpy(head + ZF_TENSOR_FRAME_BATCH_PREFIX, sb.data, sb.size);
-    size_t head_len = ZF_TENSOR_FRAME_BATCH_PREFIX + sb.size;
-    msgpack_sbuffer_destroy(&sb);
+    zf_test_batch_t hb;
+    zf_test_batch_begin(&hb, 3);
+    zf_test_batch_vec(&hb, k1, 60, ZF_FLOAT, 3, 12);
+    zf_test_batch_vec(&hb, bad, 61, ZF_FLOAT, 3, 16);
+    zf_test_batch_vec(&hb, k2, 60, ZF_FLOAT, 2, 8);
     /* k1 at 0, bad at 16, k2 at 32 */
     float payload[11] = {1, 2, 3, 0, 9, 9, 9, 9, 4, 5, 0};
     void *sock = zf_socket_handle(g->push);
-    assert_int_equal(zmq_send(sock, head, head_len, ZMQ_SNDMORE), (int)head_len);
+    assert_int_equal(zmq_send(sock, hb.bytes, hb.len, ZMQ_SNDMORE), (int)hb.len);
     assert_int_equal(zmq_send(sock, payload, 40 + extra, 0), (int)(40 + extra));
+    zf_test_batch_free(&hb);
 }
 
 static void test_batch_entry_that_is_malformed_aborts_its_step_naming_the_key(void **state)
@@ -914,6 +933,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_batch_carries_small_tensors_beside_big_shm_ones_and_counts_them, s_setup,
             s_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_delivers_runs_to_claimed_and_unclaimed_steps,
+                                        s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(
             test_batch_that_cannot_be_pushed_aborts_its_step_with_the_reason, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(

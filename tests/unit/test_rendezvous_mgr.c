@@ -256,6 +256,61 @@ static void test_rendezvous_mgr_claim_of_a_waiting_step_keeps_its_tensor_and_its
     zf_rendezvous_mgr_destroy(&mgr);
 }
 
+/* Counts how often the remote-send hook ran. */
+static zf_status_t s_counting_hook(void *arg, int64_t step_id, const char *key,
+                                   const char *dst_device, zf_tensor_t *tensor, bool is_dead,
+                                   bool *sent)
+{
+    (void)step_id, (void)key, (void)dst_device, (void)tensor, (void)is_dead;
+    (*(int *)arg)++;
+    *sent = true;
+    return ZF_STATUS_OK;
+}
+
+/* Only a claimed step is found by find_claimed, which makes nothing; a
+ * value put into it stays there even when its key names a device the
+ * remote-send hook would take. */
+static void test_rendezvous_mgr_find_claimed_sees_claimed_steps_only(void **state)
+{
+    (void)state;
+    zf_rendezvous_mgr_t *mgr = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_new(&mgr));
+    int hooked = 0;
+    ASSERT_OK(zf_rendezvous_mgr_set_remote(mgr, "/job:a/device:CPU:9", s_counting_hook, &hooked));
+    zf_rendezvous_t *r = NULL;
+    assert_false(zf_rendezvous_mgr_find_claimed(mgr, 3, &r)); /* missing: not made */
+    assert_null(r);
+    s_expect_stats(mgr, 0, 0, 0, 0);
+    zf_rendezvous_t *found = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_find(mgr, 3, &found));
+    assert_false(zf_rendezvous_mgr_find_claimed(mgr, 3, &r)); /* unclaimed */
+    assert_null(r);
+    zf_rendezvous_t *claimed = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_claim(mgr, 3, &claimed));
+    assert_true(zf_rendezvous_mgr_find_claimed(mgr, 3, &r));
+    assert_ptr_equal(r, claimed);
+    /* KEY names CPU:1 as its destination; the hook's device is CPU:9 */
+    zf_tensor_t *t = zf_test_scalar(4.0f);
+    ASSERT_OK(zf_rendezvous_put(r, KEY, t, false));
+    assert_int_equal(hooked, 0);
+    zf_tensor_t *got = NULL;
+    ASSERT_OK(zf_rendezvous_recv(claimed, KEY, 0, &got, NULL));
+    assert_ptr_equal(got, t);
+    zf_tensor_unref(&got);
+    /* a send of the same key goes through the hook */
+    ASSERT_OK(zf_rendezvous_send(r, KEY, t, false));
+    assert_int_equal(hooked, 1);
+    zf_test_expect_error(zf_rendezvous_put(r, KEY, NULL, false), ZF_INVALID_ARGUMENT,
+                         "without a tensor");
+    zf_rendezvous_unref(&r);
+    zf_rendezvous_unref(&claimed);
+    zf_rendezvous_unref(&found);
+    zf_rendezvous_mgr_cleanup(mgr, 3, NULL);
+    assert_false(zf_rendezvous_mgr_find_claimed(mgr, 3, &r)); /* ended */
+    zf_tensor_unref(&t);
+    zf_rendezvous_mgr_destroy(&mgr);
+}
+
 static void test_rendezvous_mgr_stats_count_steps_and_removals_exactly(void **state)
 {
     (void)state;
@@ -812,6 +867,7 @@ int main(void)
         cmocka_unit_test(test_rendezvous_mgr_removes_an_expired_unclaimed_step_on_the_next_call),
         cmocka_unit_test(test_rendezvous_mgr_cap_evicts_the_oldest_unclaimed_step_first),
         cmocka_unit_test(test_rendezvous_mgr_claim_of_a_waiting_step_keeps_its_tensor_and_its_life),
+        cmocka_unit_test(test_rendezvous_mgr_find_claimed_sees_claimed_steps_only),
         cmocka_unit_test(test_rendezvous_mgr_stats_count_steps_and_removals_exactly),
         cmocka_unit_test(test_rendezvous_mgr_cleanup_of_a_claimed_step_removes_it),
         cmocka_unit_test(

@@ -19,6 +19,7 @@
 
 #include "common/keys.h"
 #include "common/tensor_frame.h"
+#include "batch_test_util.h"
 #include "test_util.h"
 
 #define WAIT_MS 5000
@@ -1128,43 +1129,6 @@ static void test_offers_and_replies_with_a_payload_are_refused_and_drained(void 
 
 /* ---- batches --------------------------------------------------------------------- */
 
-/* Packs one batch entry map (a tensor header) into pk; dims: rank of them. */
-static void s_pack_entry(msgpack_packer *pk, const char *key, int64_t step, int dtype, int rank,
-                         const int64_t *dims, bool dead, int64_t len)
-{
-    msgpack_pack_map(pk, 7);
-    msgpack_pack_str_with_body(pk, "v", 1);
-    msgpack_pack_int(pk, ZF_TENSOR_FRAME_VERSION);
-    msgpack_pack_str_with_body(pk, "key", 3);
-    msgpack_pack_str_with_body(pk, key, strlen(key));
-    msgpack_pack_str_with_body(pk, "step", 4);
-    msgpack_pack_int64(pk, step);
-    msgpack_pack_str_with_body(pk, "dtype", 5);
-    msgpack_pack_int(pk, dtype);
-    msgpack_pack_str_with_body(pk, "shape", 5);
-    msgpack_pack_array(pk, (size_t)rank);
-    for (int i = 0; i < rank; i++) msgpack_pack_int64(pk, dims[i]);
-    msgpack_pack_str_with_body(pk, "dead", 4);
-    if (dead)
-        msgpack_pack_true(pk);
-    else
-        msgpack_pack_false(pk);
-    msgpack_pack_str_with_body(pk, "len", 3);
-    msgpack_pack_int64(pk, len);
-}
-
-/* A batch's frame 1: the prefix for n entries, then the entries packed in
- * *entries (taken: destroyed here). Caller frees the result. */
-static uint8_t *s_batch_head(uint32_t n, msgpack_sbuffer *entries, size_t *len)
-{
-    *len = ZF_TENSOR_FRAME_BATCH_PREFIX + entries->size;
-    uint8_t *head = malloc(*len);
-    zf_tensor_frame_batch_prefix(n, head);
-    if (entries->size) memcpy(head + ZF_TENSOR_FRAME_BATCH_PREFIX, entries->data, entries->size);
-    msgpack_sbuffer_destroy(entries);
-    return head;
-}
-
 /* A buffer holding a copy of len bytes (NULL for none). */
 static zf_buffer_t *s_payload(const void *bytes, size_t len)
 {
@@ -1267,19 +1231,113 @@ static void test_batches_carry_every_kind_of_tensor_over_a_socket(void **state)
     zf_tensor_unref(&large);
 }
 
+/* Keys that start alike ("src;incarnation;dst;") share one copy of it:
+ * the entries after the first carry the edge name and frame only. */
+static void test_batch_keys_share_their_start(void **state)
+{
+    (void)state;
+    static const char *const keys[4] = {"/job:a/device:CPU:0;01;/job:b/device:CPU:0;x:0;0:0",
+                                        "/job:a/device:CPU:0;01;/job:b/device:CPU:0;y:0;0:0",
+                                        "/job:a/device:CPU:0;01;/job:c/device:CPU:0;z:0;0:0",
+                                        "no-separators"};
+    zf_shape_t s1 = ZF_SHAPE(1);
+    zf_tensor_t *t = s_patterned(ZF_FLOAT, &s1, 1);
+    zf_tensor_frame_batch_out_t b = {0};
+    size_t whole = 0;
+    for (int i = 0; i < 4; i++) {
+        bool added = false;
+        ASSERT_OK(zf_tensor_frame_batch_out_add(&b, keys[i], 3, t, false, 1024, &added));
+        assert_true(added);
+        whole += strlen(keys[i]);
+    }
+    /* 8 bytes before the entries, 24 + 8 (one dim) each, and the keys: the
+     * second key without the 43 bytes it shares with the first */
+    assert_int_equal(b.head_len, 8 + 4 * 32 + whole - 43);
+    assert_int_equal(b.prefixes, 2);
+    zf_tensor_frame_batch_prefix(b.n, b.head);
+    zf_buffer_t *payload = s_payload(b.payload, b.payload_len);
+    zf_tensor_frame_batch_t bt;
+    ASSERT_OK(zf_tensor_frame_decode_batch(b.head, b.head_len, payload, &bt));
+    assert_int_equal(bt.n, 4);
+    for (int i = 0; i < 4; i++) {
+        ASSERT_OK(bt.entries[i].error);
+        assert_string_equal(bt.entries[i].key, keys[i]);
+        assert_memory_equal(zf_tensor_data(bt.entries[i].tensor), zf_tensor_data(t), 4);
+    }
+    zf_tensor_frame_batch_clear(&bt);
+    zf_buffer_unref(&payload);
+    zf_tensor_frame_batch_out_clear(&b);
+    zf_tensor_unref(&t);
+}
+
+/* The layout written by hand: two prefixes, keys made of them and their
+ * own bytes, a dead entry, a scalar. */
+static void test_batches_written_by_the_layout_decode_to_their_keys(void **state)
+{
+    (void)state;
+    zf_test_batch_t hb;
+    zf_test_batch_begin(&hb, 4);
+    int64_t two = 2;
+    /* "p1;" + "a": defines prefix 1 as "p1;" */
+    zf_test_batch_add(&hb, &(zf_test_batch_entry_t){.flags = ZF_TEST_BATCH_NEW_PREFIX,
+                                                    .dtype = ZF_INT32,
+                                                    .rank = 1,
+                                                    .dims = &two,
+                                                    .key = "p1;a",
+                                                    .plen = 3,
+                                                    .step = 5,
+                                                    .len = 8});
+    zf_test_batch_add(
+        &hb, &(zf_test_batch_entry_t){.flags = ZF_TEST_BATCH_NEW_PREFIX | ZF_TEST_BATCH_DEAD,
+                                      .dtype = ZF_FLOAT,
+                                      .key = "q2;;b",
+                                      .plen = 4,
+                                      .step = 6});
+    zf_test_batch_add(&hb, &(zf_test_batch_entry_t){
+                               .dtype = ZF_DOUBLE, .prefix = 1, .key = "c", .step = -7, .len = 8});
+    zf_test_batch_add(&hb, &(zf_test_batch_entry_t){.dtype = ZF_INT8,
+                                                    .prefix = 2,
+                                                    .key = "dd",
+                                                    .step = 8,
+                                                    .len = 0,
+                                                    .rank = 1,
+                                                    .dims = (const int64_t[]){0}});
+    uint8_t bytes[16] = {0};
+    int32_t ints[2] = {-3, 40};
+    double d = 2.5;
+    memcpy(bytes, ints, 8);
+    memcpy(bytes + 8, &d, 8);
+    zf_buffer_t *payload = s_payload(bytes, sizeof bytes);
+    zf_tensor_frame_batch_t bt;
+    ASSERT_OK(zf_tensor_frame_decode_batch(hb.bytes, hb.len, payload, &bt));
+    assert_int_equal(bt.n, 4);
+    static const char *const keys[4] = {"p1;a", "q2;;b", "p1;c", "q2;;dd"};
+    static const int64_t steps[4] = {5, 6, -7, 8};
+    for (int i = 0; i < 4; i++) {
+        ASSERT_OK(bt.entries[i].error);
+        assert_string_equal(bt.entries[i].key, keys[i]);
+        assert_int_equal(bt.entries[i].step_id, steps[i]);
+        assert_int_equal(bt.entries[i].is_dead, i == 1);
+    }
+    assert_memory_equal(zf_tensor_data(bt.entries[0].tensor), ints, 8);
+    assert_null(bt.entries[1].tensor);
+    assert_int_equal(zf_tensor_shape(bt.entries[2].tensor)->rank, 0);
+    assert_true(*(const double *)zf_tensor_data(bt.entries[2].tensor) == 2.5);
+    assert_int_equal(zf_tensor_num_elements(bt.entries[3].tensor), 0);
+    zf_tensor_frame_batch_clear(&bt);
+    zf_buffer_unref(&payload);
+    zf_test_batch_free(&hb);
+}
+
 static void test_batch_payloads_are_laid_out_aligned_and_copied_when_they_are_not(void **state)
 {
     (void)state;
-    /* two int8 [3] payloads: the second at offset 8, zeros between */
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    int64_t three = 3;
-    s_pack_entry(&pk, "a", 1, ZF_INT8, 1, &three, false, 3);
-    s_pack_entry(&pk, "b", 1, ZF_FLOAT, 0, NULL, false, 4);
-    size_t head_len = 0;
-    uint8_t *head = s_batch_head(2, &sb, &head_len);
+    /* an int8 [3] and a float scalar: the second at offset 8, zeros between */
+    zf_test_batch_t hb;
+    zf_test_batch_begin(&hb, 2);
+    zf_test_batch_vec(&hb, "a", 1, ZF_INT8, 3, 3);
+    zf_test_batch_add(&hb,
+                      &(zf_test_batch_entry_t){.dtype = ZF_FLOAT, .key = "b", .step = 1, .len = 4});
     static const uint8_t bytes[13] = {1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x3f, 0x77};
     /* at an odd address, so the decoder copies it to align the views */
     zf_buffer_t *odd = NULL;
@@ -1288,7 +1346,7 @@ static void test_batch_payloads_are_laid_out_aligned_and_copied_when_they_are_no
     zf_buffer_t *view = NULL;
     ASSERT_OK(zf_buffer_wrap((uint8_t *)zf_buffer_data(odd) + 1, 12, NULL, NULL, &view));
     zf_tensor_frame_batch_t bt;
-    ASSERT_OK(zf_tensor_frame_decode_batch(head, head_len, view, &bt));
+    ASSERT_OK(zf_tensor_frame_decode_batch(hb.bytes, hb.len, view, &bt));
     assert_int_equal(bt.n, 2);
     ASSERT_OK(bt.entries[0].error);
     ASSERT_OK(bt.entries[1].error);
@@ -1302,43 +1360,38 @@ static void test_batch_payloads_are_laid_out_aligned_and_copied_when_they_are_no
     zf_buffer_unref(&view);
     /* one byte too many or too few: the whole batch is refused */
     zf_buffer_t *p13 = s_payload(bytes, 13), *p11 = s_payload(bytes, 11);
-    zf_test_expect_error(zf_tensor_frame_decode_batch(head, head_len, p13, &bt),
+    zf_test_expect_error(zf_tensor_frame_decode_batch(hb.bytes, hb.len, p13, &bt),
                          ZF_INVALID_ARGUMENT,
                          "tensor frame batch: the entries end at byte 12 but the payload frame "
                          "has 13");
     assert_null(bt.entries);
-    zf_test_expect_error(zf_tensor_frame_decode_batch(head, head_len, p11, &bt),
+    zf_test_expect_error(zf_tensor_frame_decode_batch(hb.bytes, hb.len, p11, &bt),
                          ZF_INVALID_ARGUMENT,
                          "entry 1 of 2: its 4 bytes at offset 8 are past the end of the 11-byte "
                          "payload frame");
     zf_buffer_unref(&p13);
     zf_buffer_unref(&p11);
     zf_buffer_unref(&odd);
-    free(head);
+    zf_test_batch_free(&hb);
 }
 
 static void test_a_bad_batch_entry_is_refused_alone_with_its_key_and_step(void **state)
 {
     (void)state;
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    int64_t three = 3;
-    s_pack_entry(&pk, "good0", 7, ZF_FLOAT, 1, &three, false, 12);
-    s_pack_entry(&pk, "bad-len", 8, ZF_FLOAT, 1, &three, false, 16); /* float [3] is 12 */
-    s_pack_entry(&pk, "bad-dtype", 9, 9999, 0, NULL, false, 0);
-    /* an offer cannot be batched */
-    msgpack_pack_map(&pk, 2);
-    msgpack_pack_str_with_body(&pk, "len", 3);
-    msgpack_pack_int(&pk, 0);
-    msgpack_pack_str_with_body(&pk, "shm", 3);
-    msgpack_pack_map(&pk, 0);
-    s_pack_entry(&pk, "good1", 7, ZF_FLOAT, 1, &three, false, 12);
-    size_t head_len = 0;
-    uint8_t *head = s_batch_head(5, &sb, &head_len);
+    zf_test_batch_t hb;
+    zf_test_batch_begin(&hb, 7);
+    zf_test_batch_vec(&hb, "good0", 7, ZF_FLOAT, 3, 12);
+    zf_test_batch_vec(&hb, "bad-len", 8, ZF_FLOAT, 3, 16); /* float [3] is 12 */
+    zf_test_batch_add(&hb, &(zf_test_batch_entry_t){.dtype = 250, .key = "bad-dtype", .step = 9});
+    zf_test_batch_add(&hb, &(zf_test_batch_entry_t){
+                               .flags = 0x80, .dtype = ZF_FLOAT, .key = "bad-flags", .step = 10});
+    zf_test_batch_add(
+        &hb, &(zf_test_batch_entry_t){.dtype = ZF_FLOAT, .prefix = 3, .key = "x", .step = 11});
+    zf_test_batch_add(&hb, &(zf_test_batch_entry_t){
+                               .dtype = ZF_FLOAT, .key = "nul\0x", .key_len = 5, .step = 12});
+    zf_test_batch_vec(&hb, "good1", 7, ZF_FLOAT, 3, 12);
     float v[4 + 4 + 4 + 3] = {1, 2, 3, 0, 9, 9, 9, 9, 4, 5, 6, 0, 0, 0, 0};
-    /* good0 at 0 (12), bad-len at 16 (16), bad-dtype at 32 (0), offer at 32 (0), good1 at 32 */
+    /* good0 at 0 (12), bad-len at 16 (16), the others at 32 (0), good1 at 32 */
     uint8_t bytes[44];
     memset(bytes, 0, sizeof bytes);
     memcpy(bytes, v, 12);
@@ -1346,131 +1399,148 @@ static void test_a_bad_batch_entry_is_refused_alone_with_its_key_and_step(void *
     memcpy(bytes + 32, v + 8, 12);
     zf_buffer_t *payload = s_payload(bytes, sizeof bytes);
     zf_tensor_frame_batch_t bt;
-    ASSERT_OK(zf_tensor_frame_decode_batch(head, head_len, payload, &bt));
+    ASSERT_OK(zf_tensor_frame_decode_batch(hb.bytes, hb.len, payload, &bt));
     zf_buffer_unref(&payload);
-    assert_int_equal(bt.n, 5);
+    assert_int_equal(bt.n, 7);
     ASSERT_OK(bt.entries[0].error);
-    ASSERT_OK(bt.entries[4].error);
+    ASSERT_OK(bt.entries[6].error);
     assert_string_equal(bt.entries[0].key, "good0");
-    assert_string_equal(bt.entries[4].key, "good1");
-    assert_memory_equal(zf_tensor_data(bt.entries[4].tensor), v + 8, 12);
-    zf_test_expect_error(bt.entries[1].error, ZF_INVALID_ARGUMENT,
-                         "entry 1 of 5: field 'len': 16 bytes declared but float32 [3] needs 12");
-    bt.entries[1].error = ZF_STATUS_OK;
-    assert_string_equal(bt.entries[1].key, "bad-len");
-    assert_true(bt.entries[1].has_step);
-    assert_int_equal(bt.entries[1].step_id, 8);
-    assert_null(bt.entries[1].tensor);
-    zf_test_expect_error(bt.entries[2].error, ZF_INVALID_ARGUMENT,
-                         "entry 2 of 5: field 'dtype': 9999 is not a data type");
-    bt.entries[2].error = ZF_STATUS_OK;
-    assert_string_equal(bt.entries[2].key, "bad-dtype");
-    zf_test_expect_error(bt.entries[3].error, ZF_INVALID_ARGUMENT,
-                         "entry 3 of 5: field 'shm': an offer cannot be in a batch");
-    bt.entries[3].error = ZF_STATUS_OK;
-    assert_null(bt.entries[3].key);
-    assert_false(bt.entries[3].has_step);
+    assert_string_equal(bt.entries[6].key, "good1");
+    assert_memory_equal(zf_tensor_data(bt.entries[6].tensor), v + 8, 12);
+    static const char *const why[5] = {
+        "entry 1 of 7: field 'len': 16 bytes declared but float32 [3] needs 12",
+        "entry 2 of 7: field 'dtype': 250 is not a data type",
+        "entry 3 of 7: flags 0x80 are unknown",
+        "entry 4 of 7: key prefix 3 is used before it is defined (0 so far)",
+        "entry 5 of 7: field 'key' contains a zero byte",
+    };
+    static const char *const keys[5] = {"bad-len", "bad-dtype", "bad-flags", NULL, NULL};
+    for (int i = 1; i <= 5; i++) {
+        zf_tensor_frame_entry_t *e = &bt.entries[i];
+        zf_test_expect_error(e->error, ZF_INVALID_ARGUMENT, why[i - 1]);
+        e->error = ZF_STATUS_OK;
+        if (keys[i - 1])
+            assert_string_equal(e->key, keys[i - 1]);
+        else
+            assert_null(e->key);
+        assert_true(e->has_step);
+        assert_int_equal(e->step_id, 7 + i);
+        assert_null(e->tensor);
+    }
     zf_tensor_frame_batch_clear(&bt);
-    free(head);
+    zf_test_batch_free(&hb);
 }
 
-/* Packs an entry {"len": 0, "pad": [nil x pad]} into pk. */
-static void s_pack_padded_entry(msgpack_packer *pk, size_t pad)
+/* Prefixes that would make keys larger than a batch may hold, or a key
+ * longer than any may be. */
+static void test_batch_keys_are_bounded_however_they_are_made(void **state)
 {
-    msgpack_pack_map(pk, 2);
-    msgpack_pack_str_with_body(pk, "len", 3);
-    msgpack_pack_int(pk, 0);
-    msgpack_pack_str_with_body(pk, "pad", 3);
-    msgpack_pack_array(pk, pad);
-    for (size_t i = 0; i < pad; i++) msgpack_pack_nil(pk);
+    (void)state;
+    char *big = malloc(ZF_TENSOR_FRAME_MAX_KEY);
+    assert_non_null(big);
+    memset(big, 'p', ZF_TENSOR_FRAME_MAX_KEY);
+    /* one 4000-byte prefix, then 4095 entries naming it: 4001 + 4095 * 4002
+     * bytes of keys */
+    zf_test_batch_t hb;
+    zf_test_batch_begin(&hb, ZF_TENSOR_FRAME_MAX_BATCH);
+    zf_test_batch_add(
+        &hb, &(zf_test_batch_entry_t){.flags = ZF_TEST_BATCH_NEW_PREFIX | ZF_TEST_BATCH_DEAD,
+                                      .key = big,
+                                      .key_len = 4000,
+                                      .plen = 4000});
+    for (int i = 1; i < ZF_TENSOR_FRAME_MAX_BATCH; i++)
+        zf_test_batch_add(
+            &hb, &(zf_test_batch_entry_t){.flags = ZF_TEST_BATCH_DEAD, .prefix = 1, .key = "k"});
+    zf_tensor_frame_batch_t bt;
+    zf_test_expect_error(zf_tensor_frame_decode_batch(hb.bytes, hb.len, NULL, &bt),
+                         ZF_INVALID_ARGUMENT,
+                         "tensor frame batch: the keys take 16392191 bytes; a batch's may take "
+                         "at most 4194304");
+    assert_int_equal(bt.n, 0);
+    zf_test_batch_free(&hb);
+    /* a prefix and a key that add up past the longest key */
+    zf_test_batch_begin(&hb, 2);
+    zf_test_batch_add(
+        &hb, &(zf_test_batch_entry_t){.flags = ZF_TEST_BATCH_NEW_PREFIX | ZF_TEST_BATCH_DEAD,
+                                      .key = big,
+                                      .key_len = 4000,
+                                      .plen = 4000});
+    zf_test_batch_add(
+        &hb, &(zf_test_batch_entry_t){
+                 .flags = ZF_TEST_BATCH_DEAD, .prefix = 1, .key = big, .key_len = 97, .step = 4});
+    ASSERT_OK(zf_tensor_frame_decode_batch(hb.bytes, hb.len, NULL, &bt));
+    ASSERT_OK(bt.entries[0].error);
+    assert_int_equal(strlen(bt.entries[0].key), 4000);
+    zf_test_expect_error(bt.entries[1].error, ZF_INVALID_ARGUMENT,
+                         "entry 1 of 2: field 'key' is 4097 bytes; at most 4096 are allowed");
+    bt.entries[1].error = ZF_STATUS_OK;
+    assert_null(bt.entries[1].key);
+    assert_int_equal(bt.entries[1].step_id, 4);
+    zf_tensor_frame_batch_clear(&bt);
+    zf_test_batch_free(&hb);
+    free(big);
 }
 
 static void test_every_whole_batch_violation_is_named(void **state)
 {
     (void)state;
-    int64_t one = 1;
     zf_tensor_frame_batch_t bt;
-#define BAD(count, pack, payload_len, msg)                                                         \
+    zf_test_batch_t hb;
+#define BAD(count, add, payload_len, msg)                                                          \
     do {                                                                                           \
-        msgpack_sbuffer sb;                                                                        \
-        msgpack_sbuffer_init(&sb);                                                                 \
-        msgpack_packer pk;                                                                         \
-        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);                                      \
-        pack;                                                                                      \
-        size_t hl = 0;                                                                             \
-        uint8_t *hd = s_batch_head(count, &sb, &hl);                                               \
+        zf_test_batch_begin(&hb, count);                                                           \
+        add;                                                                                       \
         static const uint8_t zeros[64];                                                            \
         zf_buffer_t *pl = s_payload(zeros, payload_len);                                           \
-        zf_test_expect_error(zf_tensor_frame_decode_batch(hd, hl, pl, &bt), ZF_INVALID_ARGUMENT,   \
-                             msg);                                                                 \
+        zf_test_expect_error(zf_tensor_frame_decode_batch(hb.bytes, hb.len, pl, &bt),              \
+                             ZF_INVALID_ARGUMENT, msg);                                            \
         assert_int_equal(bt.n, 0);                                                                 \
+        assert_null(bt.entries);                                                                   \
         zf_buffer_unref(&pl);                                                                      \
-        free(hd);                                                                                  \
+        zf_test_batch_free(&hb);                                                                   \
     } while (0)
-    BAD(0, (void)pk, 0, "field 'batch' has 0 entries; 1 to 4096 are allowed");
-    BAD(1, msgpack_pack_int(&pk, 5), 0, "entry 0 of 1 is an integer, not a map");
-    BAD(1,
-        (msgpack_pack_map(&pk, 1), msgpack_pack_str_with_body(&pk, "key", 3),
-         msgpack_pack_str_with_body(&pk, "k", 1)),
-        0, "entry 0 of 1: field 'len' is missing");
-    BAD(1, s_pack_entry(&pk, "k", 1, ZF_FLOAT, 1, &one, false, -4), 0,
-        "entry 0 of 1: field 'len' is negative (-4)");
-    BAD(2, s_pack_entry(&pk, "k", 1, ZF_FLOAT, 1, &one, false, 4), 4,
-        "not msgpack: truncated"); /* the count says 2, one follows */
-    BAD(4097, (void)pk, 0, "the container at offset 10 declares 4097 items");
-    BAD(4097, for (int i = 0; i < 4097; i++) msgpack_pack_nil(&pk), 0,
-        "field 'batch' has 4097 entries; 1 to 4096 are allowed");
-    /* an entry is measured before it is unpacked: 70000 nils in one map
-     * would cost msgpack-c 1.7 MB (a 4 MiB one 100 MB) */
-    BAD(1, s_pack_padded_entry(&pk, 70000), 0,
-        "entry 0 of 1 takes 70015 bytes; a header may take at most 65536");
+    BAD(0, (void)0, 0, "tensor frame batch: 0 entries; 1 to 4096 are allowed");
+    BAD(4097, (void)0, 0, "tensor frame batch: 4097 entries; 1 to 4096 are allowed");
+    BAD(0xffffffffu, (void)0, 0, "4294967295 entries; 1 to 4096 are allowed");
+    BAD(2, zf_test_batch_vec(&hb, "k", 1, ZF_FLOAT, 1, 4), 4,
+        "entry 1 of 2 runs past the end of the 41-byte frame"); /* the count says 2 */
+    BAD(1, zf_test_batch_raw(&hb, "\0\1\1\0\5\0", 6), 0,
+        "entry 0 of 1 runs past the end of the 14-byte frame"); /* its fixed part cut short */
+    BAD(1, (zf_test_batch_vec(&hb, "k", 1, ZF_FLOAT, 1, 4), zf_test_batch_raw(&hb, "xyz", 3)), 4,
+        "3 bytes follow the last of 1 entries");
+    BAD(1, zf_test_batch_vec(&hb, "k", 1, ZF_FLOAT, 2, 8), 4,
+        "entry 0 of 1: its 8 bytes at offset 0 are past the end of the 4-byte payload frame");
+    /* a declared size near 2^64 cannot wrap the layout around */
+    BAD(2,
+        (zf_test_batch_vec(&hb, "a", 1, ZF_FLOAT, 1, 4),
+         zf_test_batch_vec(&hb, "b", 1, ZF_FLOAT, 1, UINT64_MAX - 3)),
+        16, "entry 1 of 2: its 18446744073709551612 bytes at offset 8 are past the end");
 #undef BAD
     /* a payload frame past the cap, however well laid out */
     {
-        msgpack_sbuffer sb;
-        msgpack_sbuffer_init(&sb);
-        msgpack_packer pk;
-        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
         int64_t n = ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD / 4 + 2;
-        s_pack_entry(&pk, "k", 1, ZF_FLOAT, 1, &n, false, n * 4);
-        size_t hl = 0;
-        uint8_t *hd = s_batch_head(1, &sb, &hl);
+        zf_test_batch_begin(&hb, 1);
+        zf_test_batch_vec(&hb, "k", 1, ZF_FLOAT, n, (uint64_t)n * 4);
         zf_buffer_t *pl = NULL;
         ASSERT_OK(zf_buffer_new((size_t)n * 4, &pl));
-        zf_test_expect_error(zf_tensor_frame_decode_batch(hd, hl, pl, &bt), ZF_INVALID_ARGUMENT,
+        zf_test_expect_error(zf_tensor_frame_decode_batch(hb.bytes, hb.len, pl, &bt),
+                             ZF_INVALID_ARGUMENT,
                              "tensor frame batch: the payload frame has 4194312 bytes; a batch "
                              "carries at most 4194304");
         assert_int_equal(bt.n, 0);
         zf_buffer_unref(&pl);
-        free(hd);
+        zf_test_batch_free(&hb);
     }
-    /* the frame around the entries: containers where scalars belong are
-     * refused before msgpack-c sees them */
-    static const uint8_t key_array[] = {0x82, 0x91, 0x01, 0x01, 0xa5, 'b',
-                                        'a',  't',  'c',  'h',  0x90};
-    zf_test_expect_error(zf_tensor_frame_decode_batch(key_array, sizeof key_array, NULL, &bt),
-                         ZF_INVALID_ARGUMENT, "tensor frame batch: map key 0 is an array, not a "
-                                              "string");
-    static const uint8_t v_map[] = {0x82, 0xa1, 'v', 0x81, 0x01, 0x01, 0xa5,
-                                    'b',  'a',  't', 'c',  'h',  0x90};
-    zf_test_expect_error(zf_tensor_frame_decode_batch(v_map, sizeof v_map, NULL, &bt),
-                         ZF_INVALID_ARGUMENT, "tensor frame batch: field 'v' must be an integer, "
-                                              "not a map");
-    static const uint8_t not_array[] = {0x82, 0xa1, 'v', 0x01, 0xa5, 'b', 'a', 't', 'c', 'h', 0x05};
-    zf_test_expect_error(zf_tensor_frame_decode_batch(not_array, sizeof not_array, NULL, &bt),
-                         ZF_INVALID_ARGUMENT, "tensor frame batch: field 'batch' must be an array");
-    static const uint8_t v2[] = {0x82, 0xa1, 'v', 0x02, 0xa5, 'b', 'a', 't', 'c', 'h', 0x90};
-    zf_test_expect_error(zf_tensor_frame_decode_batch(v2, sizeof v2, NULL, &bt),
-                         ZF_INVALID_ARGUMENT, "version 2 is not supported");
-    static const uint8_t no_v[] = {0x81, 0xa5, 'b', 'a', 't', 'c', 'h', 0x90};
-    zf_test_expect_error(zf_tensor_frame_decode_batch(no_v, sizeof no_v, NULL, &bt),
-                         ZF_INVALID_ARGUMENT, "field 'v' is missing");
-    static const uint8_t huge[] = {0x82, 0xa1, 'v',  0x01, 0xa5, 'b',  'a', 't',
-                                   'c',  'h',  0xdd, 0xff, 0xff, 0xff, 0xff};
-    assert_true(zf_tensor_frame_is_batch(huge, sizeof huge));
-    zf_test_expect_error(zf_tensor_frame_decode_batch(huge, sizeof huge, NULL, &bt),
-                         ZF_INVALID_ARGUMENT, "declares 4294967295 items");
-    assert_false(zf_tensor_frame_is_batch(not_array, sizeof not_array));
+    /* not a batch at all: msgpack, or another layout version */
+    static const uint8_t old[] = {0x82, 0xa1, 'v', 0x01, 0xa5, 'b', 'a', 't', 'c', 'h', 0x90};
+    assert_false(zf_tensor_frame_is_batch(old, sizeof old));
+    zf_test_expect_error(zf_tensor_frame_decode_batch(old, sizeof old, NULL, &bt),
+                         ZF_INVALID_ARGUMENT,
+                         "tensor frame batch: the frame does not start as a batch");
+    static const uint8_t v3[] = {0xc1, 'Z', 'B', 0x03, 1, 0, 0, 0};
+    assert_false(zf_tensor_frame_is_batch(v3, sizeof v3));
+    static const uint8_t short_[] = {0xc1, 'Z', 'B', 0x02, 1, 0, 0};
+    assert_false(zf_tensor_frame_is_batch(short_, sizeof short_));
 }
 
 static void test_a_bad_batch_is_drained_and_the_socket_keeps_working(void **state)
@@ -1478,20 +1548,15 @@ static void test_a_bad_batch_is_drained_and_the_socket_keeps_working(void **stat
     (void)state;
     s_link_t l;
     s_link_open(&l, "tcp://127.0.0.1:*");
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    int64_t one = 1;
-    s_pack_entry(&pk, "k", 1, ZF_FLOAT, 1, &one, false, 4);
-    size_t head_len = 0;
-    uint8_t *head = s_batch_head(1, &sb, &head_len);
+    zf_test_batch_t hb;
+    zf_test_batch_begin(&hb, 1);
+    zf_test_batch_vec(&hb, "k", 1, ZF_FLOAT, 1, 4);
     void *sock = zf_socket_handle(l.push);
-    assert_int_equal(zmq_send(sock, head, head_len, ZMQ_SNDMORE), (int)head_len);
+    assert_int_equal(zmq_send(sock, hb.bytes, hb.len, ZMQ_SNDMORE), (int)hb.len);
     assert_int_equal(zmq_send(sock, "12345", 5, 0), 5); /* 5 bytes, 4 declared */
     s_expect_rejected(&l, "tensor frame batch: the entries end at byte 4 but the payload frame "
                           "has 5");
-    free(head);
+    zf_test_batch_free(&hb);
     s_link_close(&l);
 }
 
@@ -1629,6 +1694,31 @@ static void test_a_chunked_send_that_fails_midway_leaves_nothing_on_the_socket(v
     zf_tensor_unref(&small);
 }
 
+/* Packs a tensor header map into pk; dims: rank of them. */
+static void s_pack_entry(msgpack_packer *pk, const char *key, int64_t step, int dtype, int rank,
+                         const int64_t *dims, bool dead, int64_t len)
+{
+    msgpack_pack_map(pk, 7);
+    msgpack_pack_str_with_body(pk, "v", 1);
+    msgpack_pack_int(pk, ZF_TENSOR_FRAME_VERSION);
+    msgpack_pack_str_with_body(pk, "key", 3);
+    msgpack_pack_str_with_body(pk, key, strlen(key));
+    msgpack_pack_str_with_body(pk, "step", 4);
+    msgpack_pack_int64(pk, step);
+    msgpack_pack_str_with_body(pk, "dtype", 5);
+    msgpack_pack_int(pk, dtype);
+    msgpack_pack_str_with_body(pk, "shape", 5);
+    msgpack_pack_array(pk, (size_t)rank);
+    for (int i = 0; i < rank; i++) msgpack_pack_int64(pk, dims[i]);
+    msgpack_pack_str_with_body(pk, "dead", 4);
+    if (dead)
+        msgpack_pack_true(pk);
+    else
+        msgpack_pack_false(pk);
+    msgpack_pack_str_with_body(pk, "len", 3);
+    msgpack_pack_int64(pk, len);
+}
+
 /* Packs a float [n] header declaring len bytes in chunks of chunk. */
 static void s_pack_chunked(msgpack_sbuffer *sb, int64_t n, int64_t len, int64_t chunk)
 {
@@ -1664,7 +1754,8 @@ static void test_chunk_streams_that_do_not_match_their_header_are_refused_whole(
     (void)state;
     s_link_t l;
     s_link_open(&l, "tcp://127.0.0.1:*");
-    const int64_t c = ZF_TENSOR_FRAME_MIN_CHUNK, n = 37500, len = 4 * n; /* 3 chunks, the last 18928 */
+    const int64_t c = ZF_TENSOR_FRAME_MIN_CHUNK, n = 37500,
+                  len = 4 * n; /* 3 chunks, the last 18928 */
     zf_shape_t shape = ZF_SHAPE(n);
     zf_tensor_t *t = s_patterned(ZF_FLOAT, &shape, 13);
     const uint8_t *bytes = zf_tensor_data(t);
@@ -1734,27 +1825,6 @@ static void test_chunk_streams_that_do_not_match_their_header_are_refused_whole(
     s_link_close(&l);
 }
 
-static void test_a_batch_entry_cannot_be_chunked(void **state)
-{
-    (void)state;
-    msgpack_sbuffer sb;
-    s_pack_chunked(&sb, 1, 4, ZF_TENSOR_FRAME_MIN_CHUNK);
-    size_t head_len = 0;
-    uint8_t *head = s_batch_head(1, &sb, &head_len);
-    static const float one = 1.0f;
-    zf_buffer_t *payload = s_payload(&one, 4);
-    zf_tensor_frame_batch_t bt;
-    ASSERT_OK(zf_tensor_frame_decode_batch(head, head_len, payload, &bt));
-    assert_int_equal(bt.n, 1);
-    zf_test_expect_error(bt.entries[0].error, ZF_INVALID_ARGUMENT,
-                         "entry 0 of 1: field 'chunk': a chunked tensor cannot be in a batch");
-    bt.entries[0].error = ZF_STATUS_OK;
-    assert_null(bt.entries[0].tensor);
-    zf_tensor_frame_batch_clear(&bt);
-    zf_buffer_unref(&payload);
-    free(head);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1783,14 +1853,16 @@ int main(void)
         cmocka_unit_test(test_every_reply_violation_is_named),
         cmocka_unit_test(test_offers_and_replies_with_a_payload_are_refused_and_drained),
         cmocka_unit_test(test_batches_carry_every_kind_of_tensor_over_a_socket),
+        cmocka_unit_test(test_batch_keys_share_their_start),
+        cmocka_unit_test(test_batches_written_by_the_layout_decode_to_their_keys),
         cmocka_unit_test(test_batch_payloads_are_laid_out_aligned_and_copied_when_they_are_not),
+        cmocka_unit_test(test_batch_keys_are_bounded_however_they_are_made),
         cmocka_unit_test(test_a_bad_batch_entry_is_refused_alone_with_its_key_and_step),
         cmocka_unit_test(test_every_whole_batch_violation_is_named),
         cmocka_unit_test(test_a_bad_batch_is_drained_and_the_socket_keeps_working),
         cmocka_unit_test(test_large_tensors_travel_in_chunks_over_curve_and_arrive_whole),
         cmocka_unit_test(test_a_chunked_send_that_fails_midway_leaves_nothing_on_the_socket),
         cmocka_unit_test(test_chunk_streams_that_do_not_match_their_header_are_refused_whole),
-        cmocka_unit_test(test_a_batch_entry_cannot_be_chunked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,418 @@
+/* Tensor frames, batch half: the compact binary codec of batch messages
+ * (common/tensor_frame.h, "Batches"). Written and read field by field,
+ * without msgpack: a batch carries many small tensors, and what each one
+ * costs to encode and decode is what bounds their rate. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/tensor_frame.h"
+
+/* The magic a batch's first frame starts with: 0xc1 is a byte msgpack
+ * never uses, so no single tensor's header can start so. */
+static const uint8_t s_magic[4] = {0xc1, 'Z', 'B', ZF_TENSOR_FRAME_BATCH_VERSION};
+
+enum {
+    S_DEAD = 1u << 0,       /* a dead tensor */
+    S_NEW_PREFIX = 1u << 1, /* the key's first "plen" bytes become the next prefix */
+    S_FLAGS = S_DEAD | S_NEW_PREFIX,
+};
+
+/* An entry's fixed part: flags, dtype, rank, prefix (u8 each), klen,
+ * plen (u16), step, len (u64); then rank dims (i64) and klen key bytes. */
+#define S_ENTRY_FIXED 24
+
+static void s_put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void s_put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void s_put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint16_t s_get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t s_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t s_get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+bool zf_tensor_frame_is_batch(const void *bytes, size_t len)
+{
+    return len >= ZF_TENSOR_FRAME_BATCH_PREFIX && memcmp(bytes, s_magic, sizeof s_magic) == 0;
+}
+
+void zf_tensor_frame_batch_prefix(uint32_t n, uint8_t *out)
+{
+    memcpy(out, s_magic, sizeof s_magic);
+    s_put32(out + sizeof s_magic, n);
+}
+
+size_t zf_tensor_frame_batch_offset(size_t end)
+{
+    return (end + ZF_TENSOR_FRAME_BATCH_ALIGN - 1) / ZF_TENSOR_FRAME_BATCH_ALIGN *
+           ZF_TENSOR_FRAME_BATCH_ALIGN;
+}
+
+/* ---- encoding ----------------------------------------------------------------------- */
+
+/* Makes room for more bytes after *len in *buf (capacity *cap). */
+static bool s_reserve(uint8_t **buf, size_t *cap, size_t len, size_t more)
+{
+    if (*cap >= len && more <= *cap - len) return true;
+    size_t want = *cap ? *cap : 16384;
+    while (want < len || want - len < more) {
+        if (want > SIZE_MAX / 2) return false;
+        want *= 2;
+    }
+    uint8_t *grown = realloc(*buf, want);
+    if (!grown) return false;
+    *buf = grown;
+    *cap = want;
+    return true;
+}
+
+/* Where key's prefix ends for sharing: after its third ';' (rendezvous
+ * keys start "src;incarnation;dst;"), 0 when it has none or nothing
+ * follows it. */
+static size_t s_prefix_cut(const char *key, size_t len)
+{
+    int seen = 0;
+    for (size_t i = 0; i < len; i++)
+        if (key[i] == ';' && ++seen == 3) return i + 1 < len ? i + 1 : 0;
+    return 0;
+}
+
+/* Writes entry h's fixed part and key at p (room checked): the key shares
+ * b's last prefix when it starts with it, else defines a new one when it
+ * has one and the batch has room for it. Returns the bytes written. */
+static size_t s_put_entry(zf_tensor_frame_batch_out_t *b, const zf_tensor_frame_header_t *h,
+                          size_t key_len, uint8_t *p)
+{
+    uint8_t flags = h->is_dead ? S_DEAD : 0, prefix = 0;
+    size_t skip = 0, plen = 0;
+    if (b->prefixes && key_len > b->prefix_len &&
+        memcmp(h->key, b->head + b->prefix_at, b->prefix_len) == 0) {
+        prefix = (uint8_t)b->prefixes;
+        skip = b->prefix_len;
+    } else if (b->prefixes < ZF_TENSOR_FRAME_BATCH_PREFIXES &&
+               (plen = s_prefix_cut(h->key, key_len)) != 0) {
+        flags |= S_NEW_PREFIX;
+    }
+    p[0] = flags;
+    p[1] = (uint8_t)h->dtype;
+    p[2] = (uint8_t)h->shape.rank;
+    p[3] = prefix;
+    s_put16(p + 4, (uint16_t)(key_len - skip));
+    s_put16(p + 6, (uint16_t)plen);
+    s_put64(p + 8, (uint64_t)h->step_id);
+    s_put64(p + 16, h->len);
+    size_t at = S_ENTRY_FIXED;
+    for (int d = 0; d < h->shape.rank; d++, at += 8) s_put64(p + at, (uint64_t)h->shape.dims[d]);
+    memcpy(p + at, h->key + skip, key_len - skip);
+    if (flags & S_NEW_PREFIX) {
+        b->prefixes++;
+        b->prefix_at = (size_t)(p + at - b->head);
+        b->prefix_len = plen;
+    }
+    return at + key_len - skip;
+}
+
+zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const char *key,
+                                          int64_t step_id, const zf_tensor_t *t, bool is_dead,
+                                          uint64_t max_payload, bool *added)
+{
+    *added = false;
+    zf_tensor_frame_header_t h; /* filled in part: clearing it all would cost more than the rest */
+    ZF_TRY(zf__tensor_frame_header_fill(key, step_id, t, is_dead, &h));
+    if (h.len > max_payload) return ZF_STATUS_OK;
+    if (b->n >= ZF_TENSOR_FRAME_MAX_BATCH)
+        return zf_status_new(ZF_RESOURCE_EXHAUSTED, "a batch holds at most %d tensors",
+                             ZF_TENSOR_FRAME_MAX_BATCH);
+    if (!b->head_len) b->head_len = ZF_TENSOR_FRAME_BATCH_PREFIX; /* written when sent */
+    size_t at = b->n ? zf_tensor_frame_batch_offset(b->payload_len) : 0;
+    if (at + h.len > ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD) return ZF_STATUS_OK; /* a receiver's cap */
+    size_t key_len = strlen(h.key);
+    size_t entry_max = S_ENTRY_FIXED + 8 * (size_t)h.shape.rank + key_len;
+    if (!s_reserve(&b->head, &b->head_cap, b->head_len, entry_max) ||
+        !s_reserve(&b->payload, &b->payload_cap, b->payload_len, at - b->payload_len + h.len))
+        return zf_out_of_memory("a batch of tensors");
+    if (h.len && !is_dead && zf__tensor_frame_holds_strings(h.dtype)) {
+        uint8_t *enc = NULL;
+        ZF_TRY(zf__tensor_frame_encode_strings(t, h.len, &enc));
+        memcpy(b->payload + at, enc, (size_t)h.len);
+        free(enc);
+    } else if (h.len && !is_dead) {
+        memcpy(b->payload + at, zf_tensor_data(t), (size_t)h.len);
+    }
+    if (at > b->payload_len) memset(b->payload + b->payload_len, 0, at - b->payload_len);
+    b->head_len += s_put_entry(b, &h, key_len, b->head + b->head_len);
+    b->payload_len = at + (size_t)h.len;
+    b->n++;
+    *added = true;
+    return ZF_STATUS_OK;
+}
+
+void zf_tensor_frame_batch_out_clear(zf_tensor_frame_batch_out_t *b)
+{
+    free(b->head);
+    free(b->payload);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- decoding ----------------------------------------------------------------------- */
+
+void zf_tensor_frame_batch_clear(zf_tensor_frame_batch_t *b)
+{
+    if (!b) return;
+    for (size_t i = 0; i < b->n && b->entries; i++) {
+        zf_tensor_frame_entry_t *e = &b->entries[i];
+        zf_tensor_unref(&e->tensor);
+        zf_status_clear(&e->error);
+    }
+    free(b->entries);
+    free(b->keys);
+    memset(b, 0, sizeof *b);
+}
+
+/* One entry as laid out in frame 1 (located, not yet checked). */
+typedef struct {
+    const uint8_t *fixed; /* S_ENTRY_FIXED bytes */
+    const uint8_t *dims;  /* rank of them */
+    const char *own;      /* klen key bytes */
+    size_t klen, plen;
+    unsigned rank;
+} s_raw_t;
+
+/* The key prefixes defined so far: where each lies in frame 1. */
+typedef struct {
+    const char *at[ZF_TENSOR_FRAME_BATCH_PREFIXES];
+    size_t len[ZF_TENSOR_FRAME_BATCH_PREFIXES];
+    unsigned n;
+} s_prefixes_t;
+
+/* Locates the entry at head[*at] into *e and moves *at past it; false
+ * when it runs past the end of the frame. */
+static bool s_locate(const uint8_t *head, size_t head_len, size_t *at, s_raw_t *e)
+{
+    if (head_len - *at < S_ENTRY_FIXED) return false;
+    const uint8_t *p = head + *at;
+    e->fixed = p;
+    e->rank = p[2];
+    e->klen = s_get16(p + 4);
+    e->plen = s_get16(p + 6);
+    size_t size = S_ENTRY_FIXED + 8 * (size_t)e->rank + e->klen;
+    if (head_len - *at < size) return false;
+    e->dims = p + S_ENTRY_FIXED;
+    e->own = (const char *)e->dims + 8 * (size_t)e->rank;
+    *at += size;
+    return true;
+}
+
+/* Entry e's key prefix (*pre, *pre_len; none: 0 bytes), and a new prefix
+ * it defines recorded in *px. Errors name what is wrong. */
+static zf_status_t s_prefix(const s_raw_t *e, s_prefixes_t *px, const char **pre, size_t *pre_len)
+{
+    unsigned ref = e->fixed[3];
+    *pre = NULL;
+    *pre_len = 0;
+    if (e->fixed[0] & S_NEW_PREFIX) {
+        if (ref != 0) return zf_invalid_argument("a key prefix is both used and defined");
+        if (e->plen == 0 || e->plen > e->klen)
+            return zf_invalid_argument("a key prefix of %zu bytes in a %zu-byte key", e->plen,
+                                       e->klen);
+        if (px->n == ZF_TENSOR_FRAME_BATCH_PREFIXES)
+            return zf_invalid_argument("more than %d key prefixes", ZF_TENSOR_FRAME_BATCH_PREFIXES);
+        px->at[px->n] = e->own;
+        px->len[px->n++] = e->plen;
+        return ZF_STATUS_OK;
+    }
+    if (e->plen != 0)
+        return zf_invalid_argument("a prefix length of %zu without a new prefix", e->plen);
+    if (ref > px->n)
+        return zf_invalid_argument("key prefix %u is used before it is defined (%u so far)", ref,
+                                   px->n);
+    if (ref) {
+        *pre = px->at[ref - 1];
+        *pre_len = px->len[ref - 1];
+    }
+    return ZF_STATUS_OK;
+}
+
+/* Entry e's fields into h (all that the checks read but the key), checked
+ * as a single header's. */
+static zf_status_t s_fields(const s_raw_t *e, zf_tensor_frame_header_t *h)
+{
+    uint8_t flags = e->fixed[0];
+    if (flags & ~(unsigned)S_FLAGS) return zf_invalid_argument("flags 0x%02x are unknown", flags);
+    if (e->rank > ZF_MAX_RANK)
+        return zf_invalid_argument("field 'shape' has rank %u; at most %d is allowed", e->rank,
+                                   ZF_MAX_RANK);
+    h->is_dead = flags & S_DEAD;
+    h->dtype = (zf_dtype_t)e->fixed[1];
+    h->shape.rank = (int)e->rank;
+    for (unsigned d = 0; d < e->rank; d++) h->shape.dims[d] = (int64_t)s_get64(e->dims + 8 * d);
+    h->step_id = (int64_t)s_get64(e->fixed + 8);
+    h->len = s_get64(e->fixed + 16);
+    h->chunk = 0;
+    h->has_ipc = h->has_shm = false;
+    return zf__tensor_frame_check_fields(h);
+}
+
+/* Entry i of n (e; its key's prefix pre, or pre_s saying why it has
+ * none): payload len bytes at offset off of payload (which fixed-size
+ * tensors view; NULL when the frame is empty), within the frame already;
+ * decoded into *out, or refused with the reason. A readable key goes to
+ * b->keys + *used. h is scratch. */
+static void s_entry(const s_raw_t *e, const char *pre, size_t pre_len, zf_status_t pre_s, size_t i,
+                    size_t n, zf_buffer_t *payload, size_t off, zf_tensor_frame_header_t *h,
+                    zf_tensor_frame_batch_t *b, size_t *used, zf_tensor_frame_entry_t *out)
+{
+    zf_status_t s = pre_s;
+    size_t key_len = pre_len + e->klen;
+    char *k = b->keys + *used;
+    if (zf_ok(s) && key_len <= ZF_TENSOR_FRAME_MAX_KEY) {
+        if (pre_len) memcpy(k, pre, pre_len);
+        memcpy(k + pre_len, e->own, e->klen);
+        k[key_len] = '\0';
+    }
+    /* not read when too long */
+    if (zf_ok(s)) s = zf__tensor_frame_check_key(k, key_len);
+    if (zf_ok(s)) {
+        out->key = k;
+        *used += key_len + 1;
+        s = s_fields(e, h);
+    }
+    if (zf_ok(s) && h->is_dead) {
+        /* no bytes */
+    } else if (zf_ok(s) && (zf__tensor_frame_holds_strings(h->dtype) || !payload || h->len == 0)) {
+        static const uint8_t none[1];
+        const uint8_t *bytes = payload ? (const uint8_t *)zf_buffer_data(payload) + off : none;
+        s = zf_tensor_frame_decode_payload(h, bytes, (size_t)h->len, &out->tensor);
+    } else if (zf_ok(s)) { /* a view of the payload frame: no copy */
+        s = zf_tensor_from_buffer(h->dtype, &h->shape, payload, off, &out->tensor);
+    }
+    out->step_id = (int64_t)s_get64(e->fixed + 8);
+    out->has_step = true;
+    out->is_dead = e->fixed[0] & S_DEAD;
+    if (zf_ok(s)) return;
+    zf_tensor_unref(&out->tensor);
+    out->error = zf_status_prefix(s, "entry %zu of %zu", i, n);
+}
+
+/* Walks the n entries from byte first of head: every one located, the
+ * payloads so laid out ending exactly where the payload_len-byte frame
+ * does, and the keys' total bytes (each key NUL-terminated) into *keys. */
+static zf_status_t s_measure(const uint8_t *head, size_t head_len, size_t n, size_t payload_len,
+                             size_t *keys)
+{
+    s_prefixes_t px = {.n = 0};
+    size_t at = ZF_TENSOR_FRAME_BATCH_PREFIX, end = 0;
+    *keys = 0;
+    for (size_t i = 0; i < n; i++) {
+        s_raw_t e = {0};
+        if (!s_locate(head, head_len, &at, &e))
+            return zf_invalid_argument("entry %zu of %zu runs past the end of the %zu-byte frame",
+                                       i, n, head_len);
+        const char *pre = NULL;
+        size_t pre_len = 0;
+        zf_status_t s = s_prefix(&e, &px, &pre, &pre_len); /* a bad one is refused alone */
+        zf_status_clear(&s);
+        if (pre_len + e.klen <= ZF_TENSOR_FRAME_MAX_KEY) *keys += pre_len + e.klen + 1;
+        uint64_t len = s_get64(e.fixed + 16);
+        size_t off = i ? zf_tensor_frame_batch_offset(end) : 0;
+        if (off > payload_len || len > payload_len - off)
+            return zf_invalid_argument("entry %zu of %zu: its %" PRIu64 " bytes at offset %zu are "
+                                       "past the end of the %zu-byte payload frame",
+                                       i, n, len, off, payload_len);
+        end = off + (size_t)len;
+    }
+    if (at != head_len)
+        return zf_invalid_argument("%zu bytes follow the last of %zu entries", head_len - at, n);
+    if (end != payload_len)
+        return zf_invalid_argument("the entries end at byte %zu but the payload frame has %zu", end,
+                                   payload_len);
+    if (*keys > ZF_TENSOR_FRAME_MAX_BATCH_HEADER)
+        return zf_invalid_argument("the keys take %zu bytes; a batch's may take at most %d", *keys,
+                                   ZF_TENSOR_FRAME_MAX_BATCH_HEADER);
+    return ZF_STATUS_OK;
+}
+
+/* Decodes the n entries (measured) into out. */
+static zf_status_t s_read(const uint8_t *head, size_t head_len, size_t n, zf_buffer_t *payload,
+                          size_t keys, zf_tensor_frame_batch_t *out)
+{
+    zf_tensor_frame_header_t *h = malloc(sizeof *h);
+    if (!h || !(out->entries = calloc(n, sizeof *out->entries)) ||
+        !(out->keys = malloc(keys ? keys : 1))) {
+        free(h);
+        return zf_out_of_memory("a tensor frame batch");
+    }
+    out->n = n;
+    s_prefixes_t px = {.n = 0};
+    size_t at = ZF_TENSOR_FRAME_BATCH_PREFIX, end = 0, used = 0;
+    for (size_t i = 0; i < n; i++) {
+        s_raw_t e = {0};
+        (void)s_locate(head, head_len, &at, &e); /* measured: cannot fail */
+        const char *pre = NULL;
+        size_t pre_len = 0;
+        zf_status_t ps = s_prefix(&e, &px, &pre, &pre_len);
+        size_t off = i ? zf_tensor_frame_batch_offset(end) : 0;
+        s_entry(&e, pre, pre_len, ps, i, n, payload, off, h, out, &used, &out->entries[i]);
+        end = off + (size_t)s_get64(e.fixed + 16);
+    }
+    free(h);
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_tensor_frame_decode_batch(const void *head, size_t head_len, zf_buffer_t *payload,
+                                         zf_tensor_frame_batch_t *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t payload_len = payload ? zf_buffer_size(payload) : 0;
+    zf_buffer_t *copy = NULL;
+    zf_status_t s = ZF_STATUS_OK;
+    size_t n = 0, keys = 0;
+    if (head_len > ZF_TENSOR_FRAME_MAX_BATCH_HEADER)
+        s = zf_invalid_argument("%zu bytes exceed the limit of %d", head_len,
+                                ZF_TENSOR_FRAME_MAX_BATCH_HEADER);
+    else if (payload_len > ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD)
+        s = zf_invalid_argument("the payload frame has %zu bytes; a batch carries at most %d",
+                                payload_len, ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD);
+    else if (!zf_tensor_frame_is_batch(head, head_len))
+        s = zf_invalid_argument("the frame does not start as a batch");
+    else if ((n = s_get32((const uint8_t *)head + sizeof s_magic)) == 0 ||
+             n > ZF_TENSOR_FRAME_MAX_BATCH)
+        s = zf_invalid_argument("%zu entries; 1 to %d are allowed", n, ZF_TENSOR_FRAME_MAX_BATCH);
+    if (zf_ok(s)) s = s_measure(head, head_len, n, payload_len, &keys);
+    if (zf_ok(s) && payload &&
+        (uintptr_t)zf_buffer_data(payload) % ZF_TENSOR_FRAME_BATCH_ALIGN != 0) {
+        /* the entries view it: it must be aligned as they are */
+        s = zf_buffer_new_uninit(payload_len, &copy);
+        if (zf_ok(s)) memcpy(zf_buffer_data(copy), zf_buffer_data(payload), payload_len);
+        payload = copy;
+    }
+    if (zf_ok(s)) s = s_read(head, head_len, n, payload, keys, out);
+    zf_buffer_unref(&copy); /* the entries hold their own references */
+    if (zf_ok(s)) return s;
+    zf_tensor_frame_batch_clear(out);
+    return zf_status_prefix(s, "tensor frame batch");
+}
