@@ -121,7 +121,10 @@ typedef struct zf_partition_set {
  * inside a loop's frame gets a control loop that runs the frame's
  * iterations in step with the partition of the loop's LoopCond, whose
  * value it receives every iteration (partition_frames.c); the recvs of the
- * frame hang off it, and their keys carry the frame and iteration.
+ * frame hang off it, and their keys carry the frame and iteration. By
+ * task, a received predicate goes through a LoopCond of the partition's
+ * own, so that the partition can be split again by device (see
+ * zf_partition_graph_two_pass()).
  *
  * With recv_scheduling (docs/design.md, "Recv scheduling"; TensorFlow's
  * GraphOptions.enable_recv_scheduling), every kept node gets an ASAP start

@@ -1,4 +1,4 @@
-/* Two-pass partitioning (docs/design.md, "Partitioning by task"): by task, as a TensorFlow
+/* Two-pass partitioning (docs/service.md, "Partitioning by task"): by task, as a TensorFlow
  * master does, then each task's partition by device, as its worker's graph manager does. Both
  * passes are zf_partition_graph(); this file only carries each task's partition, its devices
  * and its client endpoints from the first pass into the second, and gathers the results. */
