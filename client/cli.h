@@ -106,10 +106,11 @@ typedef struct zf_cli_step_args {
     const char **feed_specs, **fetches, **targets, **inits;
     int n_feeds, n_fetches, n_targets, n_inits;
     bool soft_placement;
-    int opt_level;        /* --opt-level L0|L1: -1 or 0 */
-    bool bf16;            /* --bf16 */
-    bool recv_scheduling; /* --recv-scheduling */
-    bool place_pruned;    /* --place-pruned-graph */
+    int opt_level;            /* --opt-level L0|L1: -1 or 0 */
+    bool bf16;                /* --bf16 */
+    bool recv_scheduling;     /* --recv-scheduling */
+    bool place_pruned;        /* --place-pruned-graph */
+    const char *partition_by; /* --partition-by device|task (NULL: device) */
 } zf_cli_step_args_t;
 
 /* Sizes the arrays of *a for argc arguments. false when out of memory

@@ -476,6 +476,14 @@ static int s_take_option(const char *command, const char *usage, int argc, char 
         a->opt_level = strcmp(v, "L0") == 0 ? -1 : 0;
         return 1;
     }
+    if (strcmp(arg, "--partition-by") == 0 && *i + 1 < argc) {
+        const char *v = argv[++*i];
+        if (strcmp(v, "device") != 0 && strcmp(v, "task") != 0)
+            return zf_cli_usage_error(command, usage,
+                                      "--partition-by takes device or task, not '%s'", v);
+        a->partition_by = v;
+        return 1;
+    }
     if (own && s_listed(own->flags, arg))
         s = own->set(own->arg, arg, NULL);
     else if (*i + 1 >= argc)
@@ -591,6 +599,7 @@ zf_client_session_options_t zf_cli_session_options(const zf_cli_step_args_t *a)
     opts.bfloat16_sendrecv = a->bf16;
     opts.recv_scheduling = a->recv_scheduling;
     opts.place_pruned_graph = a->place_pruned;
+    opts.partition_by = a->partition_by;
     opts.place_first = a->place && strcmp(a->place, "first") == 0;
     return opts;
 }

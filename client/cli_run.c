@@ -65,6 +65,12 @@ static const char s_usage[] =
     "  --place-pruned-graph  place only the nodes the step needs (TensorFlow's\n"
     "                    place_pruned_graph; a node it does not need may be\n"
     "                    unplaceable; not for --inprocess)\n"
+    "  --partition-by device|task  (service) device (the default) cuts every\n"
+    "                    edge between devices; task cuts the graph between\n"
+    "                    tasks first, then each task's part between its\n"
+    "                    devices (TensorFlow's master and workers), so a\n"
+    "                    tensor one task sends to several devices of another\n"
+    "                    crosses between the tasks once\n"
     "  --allow-soft-placement  put a node whose device has no kernel for it\n"
     "                    on a valid device of the same task instead\n"
     "  --steps N         run the step N times (default 1) on one session, so\n"
@@ -304,6 +310,10 @@ static int s_parse_args(int argc, char **argv, s_args_t *a)
         return zf_cli_usage_error("run", s_usage,
                                   "--place-pruned-graph is a session option of the service "
                                   "(drop --inprocess)");
+    if (a->inprocess && a->step.partition_by)
+        return zf_cli_usage_error("run", s_usage,
+                                  "--partition-by is a session option of the service (drop "
+                                  "--inprocess)");
     if (a->inprocess && a->cost_graph)
         return zf_cli_usage_error("run", s_usage,
                                   "--cost-graph needs the service: the scheduler keeps the cost "

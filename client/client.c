@@ -487,6 +487,7 @@ static Zflow__SessionOptions s_options(const zf_client_session_options_t *opts)
         o.build_cost_model = opts->build_cost_model;
         o.enable_recv_scheduling = opts->recv_scheduling;
         o.place_pruned_graph = opts->place_pruned_graph;
+        if (opts->partition_by) o.partition_by = (char *)opts->partition_by;
     }
     return o;
 }

@@ -35,10 +35,15 @@ typedef struct zf_client_session_options {
     /* GraphOptions.place_pruned_graph: each run places only the nodes it
      * needs, around what earlier runs placed */
     bool place_pruned_graph;
+    /* SessionOptions.partition_by: "device" (NULL: the default) cuts every
+     * edge between devices; "task" cuts between tasks first, then within
+     * each task, so that a tensor crosses between two tasks once; anything
+     * else is refused by the service (INVALID_ARGUMENT) */
+    const char *partition_by;
 } zf_client_session_options_t;
 
 #define ZF_CLIENT_SESSION_OPTIONS_DEFAULT                                                          \
-    ((zf_client_session_options_t){false, false, 0, 0, false, false, 0, false})
+    ((zf_client_session_options_t){false, false, 0, 0, false, false, 0, false, NULL})
 
 /* One step: feeds (names "x" or "x:0" with borrowed tensors), fetches and
  * targets. outputs of the run functions get n_fetches new tensors, in the

@@ -274,3 +274,9 @@ def test_graph_options_in_the_config_keep_the_values(cluster):
         zflow.session.session_options({"build_cost_model": -1})
     with pytest.raises(ValueError):
         zflow.session.session_options({"enable_xla": True})
+    assert zflow.session.session_options({"partition_by": "task"}).partition_by == "task"
+    assert zflow.session.session_options({}).partition_by == "device"
+    with pytest.raises(ValueError, match="'tasks'"):
+        zflow.session.session_options({"partition_by": "tasks"})
+    with zflow.Session(cluster.target, graph=MLP, config={"partition_by": "task"}) as sess:
+        np.testing.assert_allclose(sess.run("probs:0", {"x:0": x}), want, rtol=1e-5, atol=1e-6)

@@ -14,7 +14,9 @@ def session_options(config):
     a dict or an object with allow_soft_placement, place_first,
     step_timeout_ms (TensorFlow's operation_timeout_in_ms is read as
     step_timeout_ms), and GraphOptions' enable_bfloat16_sendrecv,
-    enable_recv_scheduling, build_cost_model and place_pruned_graph."""
+    enable_recv_scheduling, build_cost_model and place_pruned_graph, and
+    zflow's partition_by ("device", the default, or "task": the graph is
+    cut between tasks first, then each task's part between its devices)."""
     if config is None:
         return service_pb2.SessionOptions()
     if isinstance(config, service_pb2.SessionOptions):
@@ -22,7 +24,7 @@ def session_options(config):
     get = config.get if isinstance(config, dict) else (lambda k, d=None: getattr(config, k, d))
     known = {"allow_soft_placement", "place_first", "step_timeout_ms", "operation_timeout_in_ms",
              "enable_bfloat16_sendrecv", "enable_recv_scheduling", "build_cost_model",
-             "place_pruned_graph"}
+             "place_pruned_graph", "partition_by"}
     if isinstance(config, dict):
         unknown = set(config) - known
         if unknown:
@@ -38,6 +40,10 @@ def session_options(config):
     opts.bfloat16_sendrecv = bool(get("enable_bfloat16_sendrecv", False))
     opts.enable_recv_scheduling = bool(get("enable_recv_scheduling", False))
     opts.place_pruned_graph = bool(get("place_pruned_graph", False))
+    by = get("partition_by", None) or "device"
+    if by not in ("device", "task"):
+        raise ValueError("partition_by must be 'device' or 'task', not %r" % (by,))
+    opts.partition_by = by
     cost = int(get("build_cost_model", 0) or 0)
     if cost < 0:
         raise ValueError("build_cost_model must be >= 0, not %r" % (cost,))

@@ -36,10 +36,24 @@ static bool s_ends_like_new_name(const char *name)
            name[len - digits - 1] == 'S';
 }
 
+static bool s_any_like_new_name(const zf_graph_t *g)
+{
+    int n = g ? zf_graph_num_nodes(g) : 0;
+    for (int i = 0; i < n; i++)
+        if (s_ends_like_new_name(zf_graph_node_name(g, i))) return true;
+    return false;
+}
+
 static void s_scan_names(zf__pctx_t *c)
 {
-    for (int i = 0; i < c->pruned.n_orig && !c->names_may_clash; i++)
-        c->names_may_clash = s_ends_like_new_name(zf_graph_node_name(c->g, i));
+    c->names_may_clash = s_any_like_new_name(c->g) || s_any_like_new_name(c->opts->avoid_names);
+}
+
+/* Whether a node of the graph, or of the graph whose names to avoid, has name. */
+static bool s_name_taken(const zf__pctx_t *c, const char *name)
+{
+    const zf_graph_t *avoid = c->opts->avoid_names;
+    return zf_graph_find_node(c->g, name) >= 0 || (avoid && zf_graph_find_node(avoid, name) >= 0);
 }
 
 char *zf__pctx_new_name(zf__pctx_t *c, const char *prefix, const char *suffix)
@@ -49,7 +63,7 @@ char *zf__pctx_new_name(zf__pctx_t *c, const char *prefix, const char *suffix)
         char *name = malloc(size);
         if (!name) return NULL;
         snprintf(name, size, "%s%s_S%" PRIu64, prefix, suffix, c->next_id++);
-        if (!c->names_may_clash || zf_graph_find_node(c->g, name) < 0) return name;
+        if (!c->names_may_clash || !s_name_taken(c, name)) return name;
         free(name);
     }
 }
@@ -57,7 +71,7 @@ char *zf__pctx_new_name(zf__pctx_t *c, const char *prefix, const char *suffix)
 /* `base` when no original node has it, else a fresh `base_S<n>`. */
 static char *s_reserve_name(zf__pctx_t *c, const char *base)
 {
-    if (zf_graph_find_node(c->g, base) < 0) return strdup(base);
+    if (!s_name_taken(c, base)) return strdup(base);
     return zf__pctx_new_name(c, base, "");
 }
 
@@ -433,6 +447,7 @@ static zf_status_t s_collect(zf__pctx_t *c, zf_partition_set_t **out)
         part->feeds = part->fetches = NULL;
         part->n_feeds = part->n_fetches = 0;
     }
+    set->next_name_id = c->next_id;
     *out = set;
     return ZF_STATUS_OK;
 }
@@ -477,6 +492,7 @@ zf_status_t zf__pctx_setup(zf__pctx_t *c, const zf_graph_t *g, const zf_partitio
     c->g = g;
     c->opts = opts ? opts : &defaults;
     c->by_task = c->opts->by == ZF_PARTITION_BY_TASK;
+    c->next_id = c->opts->first_name_id;
     c->n_devs = n_devices;
     ZF_TRY(s_load_devices(c, devices));
     ZF_TRY(zf__pruned_build(c->g, c->opts, &c->pruned));

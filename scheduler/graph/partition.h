@@ -41,11 +41,13 @@ typedef struct zf_partition_options {
     const char *const *targets; /* node names run for their effects */
     int n_targets;
     zf_partition_by_t by;
-    bool bfloat16_sendrecv;    /* cast FLOAT cross-device edges to BFLOAT16 */
-    bool recv_scheduling;      /* ASAP `_start_time` on recvs, control edges that hold
-                                  them back (TensorFlow's enable_recv_scheduling) */
-    const char *client_device; /* device named as the client side of feeds and
-                                  fetches; NULL: the partition's own device */
+    bool bfloat16_sendrecv;        /* cast FLOAT cross-device edges to BFLOAT16 */
+    bool recv_scheduling;          /* ASAP `_start_time` on recvs, control edges that hold
+                                      them back (TensorFlow's enable_recv_scheduling) */
+    const char *client_device;     /* device named as the client side of feeds and
+                                      fetches; NULL: the partition's own device */
+    uint64_t first_name_id;        /* the n of the first new `_S<n>` name */
+    const zf_graph_t *avoid_names; /* new names also avoid its node names (NULL: none) */
 } zf_partition_options_t;
 
 /* A client feed or fetch handled by one partition: the tensor name the
@@ -69,6 +71,7 @@ typedef struct zf_partition {
 typedef struct zf_partition_set {
     zf_partition_t *parts; /* sorted by device name */
     int n_parts;
+    uint64_t next_name_id; /* the n past the last `_S<n>` name made */
 } zf_partition_set_t;
 
 /* Prunes g to what the fetches and targets need, then partitions it.
@@ -118,7 +121,10 @@ typedef struct zf_partition_set {
  * inside a loop's frame gets a control loop that runs the frame's
  * iterations in step with the partition of the loop's LoopCond, whose
  * value it receives every iteration (partition_frames.c); the recvs of the
- * frame hang off it, and their keys carry the frame and iteration.
+ * frame hang off it, and their keys carry the frame and iteration. By
+ * task, a received predicate goes through a LoopCond of the partition's
+ * own, so that the partition can be split again by device (see
+ * zf_partition_graph_two_pass()).
  *
  * With recv_scheduling (docs/design.md, "Recv scheduling"; TensorFlow's
  * GraphOptions.enable_recv_scheduling), every kept node gets an ASAP start
@@ -137,6 +143,27 @@ typedef struct zf_partition_set {
 zf_status_t zf_partition_graph(const zf_graph_t *g, const zf_partition_device_t *devices,
                                int n_devices, const int *assignment,
                                const zf_partition_options_t *opts, zf_partition_set_t **out);
+
+/* Partitions as a TensorFlow master and its workers do together: by task
+ * first (zf_partition_graph() with opts->by ignored), then each task's
+ * partition by device, its transfers being placed nodes like any other, so
+ * that a tensor one task sends to several devices of another crosses
+ * between the tasks once. The second pass makes no feeds or fetches (each
+ * partition io goes to the device partition that holds its client
+ * `_Recv` or `_Send`), casts nothing to bfloat16 (opts->bfloat16_sendrecv
+ * holds for the edges between tasks only) and schedules recvs with
+ * opts->recv_scheduling. Its new names count on from the first pass's and
+ * avoid every name of g, so that names are unique across both passes and
+ * all tasks. In the first pass a control loop whose predicate is received
+ * from another task reads it through a LoopCond of its own
+ * (`<LoopCond>/_cloop_cond_S<n>`), the pivot the second pass splits that
+ * frame by. The result holds one partition per device, sorted by name,
+ * device_index indexing devices. Inputs, errors and cost as
+ * zf_partition_graph(), run once per pass. */
+zf_status_t zf_partition_graph_two_pass(const zf_graph_t *g, const zf_partition_device_t *devices,
+                                        int n_devices, const int *assignment,
+                                        const zf_partition_options_t *opts,
+                                        zf_partition_set_t **out);
 
 /* Frees the set and everything in it; NULL-safe, sets *set_p to NULL. */
 void zf_partition_set_destroy(zf_partition_set_t **set_p);

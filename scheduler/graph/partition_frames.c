@@ -119,7 +119,8 @@ static Tensorflow__NodeDef *s_cnode(zf__pctx_t *c, int f, int dev, const char *w
     Tensorflow__NodeDef *nd =
         zf__node_new(zf__pctx_new_name(c, zf_graph_node_name(c->g, c->frames[f].loop_cond), suffix),
                      op, c->devs[dev].name);
-    if (nd && strcmp(op, "Const") != 0 && !zf__node_add_attr(nd, "T", zf__attr_type(ZF_FLOAT))) {
+    bool typed = strcmp(op, "Const") != 0 && strcmp(op, "LoopCond") != 0;
+    if (nd && typed && !zf__node_add_attr(nd, "T", zf__attr_type(ZF_FLOAT))) {
         zf__node_free(nd);
         return NULL;
     }
@@ -166,6 +167,19 @@ static zf_status_t s_frame_name_attr(const zf__pctx_t *c, int f, Tensorflow__Nod
               zf__node_add_attr(nd, "parallel_iterations", zf__attr_int(fr->parallel));
     free(name);
     return ok ? ZF_STATUS_OK : zf_out_of_memory("partition");
+}
+
+/* A task partition reads a received predicate through a LoopCond of its
+ * own: the pivot the partition needs when it is split again by device. */
+static zf_status_t s_own_pivot(zf__pctx_t *c, int f, int dev, const char **pred)
+{
+    Tensorflow__NodeDef *cond = s_cnode(c, f, dev, "cond", "LoopCond");
+    if (!s_inputs(cond, *pred, 0, NULL, 0)) {
+        zf__node_free(cond);
+        return zf_out_of_memory("partition");
+    }
+    *pred = cond->name;
+    return zf__pctx_push(c, dev, cond) ? ZF_STATUS_OK : zf_out_of_memory("partition");
 }
 
 /* Frame f's control loop in dev's partition, made (with its parents') when
@@ -215,10 +229,41 @@ static zf_status_t s_control_loop(zf__pctx_t *c, int f, int dev, const zf__cloop
     /* The predicate: the LoopCond itself, or its value received in the frame. */
     int lc = fr->loop_cond;
     const char *pred = zf_graph_node_name(c->g, lc);
-    if (c->devs[c->node_dev[lc]].slot != c->devs[dev].slot)
+    if (c->devs[c->node_dev[lc]].slot != c->devs[dev].slot) {
         ZF_TRY(zf__pctx_cut_pred(c, lc, dev, loop->merge, &pred));
+        if (c->by_task) ZF_TRY(s_own_pivot(c, f, dev, &pred));
+    }
     return zf__node_add_input(sw, zf__input_string(pred, 0)) ? ZF_STATUS_OK
                                                              : zf_out_of_memory("partition");
+}
+
+static bool s_op_in(const char *op, const char *const *ops, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (zf_op_is(op, ops[i])) return true;
+    return false;
+}
+
+/* The node whose op says in which iterations src's value is made: src
+ * itself, or for a recv that a control loop's Enter or NextIteration
+ * drives (an earlier partitioning's, read directly or through the Cast or
+ * Identity made after it), that Enter or NextIteration. */
+static int s_iteration_source(const zf__pctx_t *c, int src)
+{
+    static const char *const after_recv[] = {"Cast", "_HostCast", "Identity"};
+    static const char *const recvs[] = {"_Recv", "_HostRecv"};
+    static const char *const drivers[] = {"Enter", "NextIteration"};
+    const zf_edge_t *es = NULL;
+    int v = src;
+    if (s_op_in(zf_graph_node_op(c->g, v), after_recv, 3) &&
+        zf_graph_num_data_inputs(c->g, v) == 1 && zf_graph_in_edges(c->g, v, &es) > 0)
+        v = es[0].src;
+    if (!s_op_in(zf_graph_node_op(c->g, v), recvs, 2)) return src;
+    int n = zf_graph_in_edges(c->g, v, &es);
+    for (int k = 0; k < n; k++)
+        if (zf_edge_is_control(&es[k]) && s_op_in(zf_graph_node_op(c->g, es[k].src), drivers, 2))
+            return es[k].src;
+    return src;
 }
 
 zf_status_t zf__pctx_loop_driver(zf__pctx_t *c, int src, int dev, const char **driver)
@@ -229,6 +274,7 @@ zf_status_t zf__pctx_loop_driver(zf__pctx_t *c, int src, int dev, const char **d
     const zf__cloop_t *loop = NULL;
     ZF_TRY(s_control_loop(c, f, dev, &loop));
     *driver = loop->merge;
+    src = s_iteration_source(c, src);
     if (zf_op_is(zf_graph_node_op(c->g, src), "NextIteration")) {
         *driver = loop->next;
     } else if (zf_op_is(zf_graph_node_op(c->g, src), "Enter")) {

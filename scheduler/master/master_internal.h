@@ -75,6 +75,7 @@ typedef struct zf__master_session {
     int64_t cost_every;     /* SessionOptions.build_cost_model: 0, or trace every step */
     bool recv_scheduling;   /* SessionOptions.enable_recv_scheduling */
     bool place_pruned;      /* SessionOptions.place_pruned_graph */
+    bool by_task;           /* SessionOptions.partition_by "task": two-pass plans */
     int64_t timeout_ms;
     zf_strmap_t *plans;    /* signature -> zf__master_plan_t *, under m->mu */
     pthread_mutex_t build; /* one plan built at a time per session */

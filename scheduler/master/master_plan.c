@@ -257,7 +257,10 @@ static zf_status_t s_plan_partition(zf_master_t *m, zf__master_session_t *s,
         .bfloat16_sendrecv = s->bfloat16_sendrecv,
         .recv_scheduling = s->recv_scheduling,
     };
-    if (zf_ok(st)) st = zf_partition_graph(s->graph, qdev, nd, assignment, &qopts, &p->set);
+    zf_status_t (*partition)(const zf_graph_t *, const zf_partition_device_t *, int, const int *,
+                             const zf_partition_options_t *, zf_partition_set_t **) =
+        s->by_task ? zf_partition_graph_two_pass : zf_partition_graph;
+    if (zf_ok(st)) st = partition(s->graph, qdev, nd, assignment, &qopts, &p->set);
     if (zf_ok(st) && !(p->incarnation = calloc((size_t)p->set->n_parts + 1, sizeof(uint64_t))))
         st = zf_out_of_memory("master");
     for (int i = 0; zf_ok(st) && i < p->set->n_parts; i++)

@@ -194,11 +194,24 @@ static zf_status_t s_copy_graphdef(const Tensorflow__GraphDef *gd, Tensorflow__G
     return st;
 }
 
+/* SessionOptions.partition_by: "" or "device" (false), "task" (true). */
+static zf_status_t s_partition_by(const Zflow__SessionOptions *o, bool *by_task)
+{
+    const char *by = o && o->partition_by ? o->partition_by : "";
+    *by_task = strcmp(by, "task") == 0;
+    if (*by_task || !by[0] || strcmp(by, "device") == 0) return ZF_STATUS_OK;
+    return zf_invalid_argument("CreateSession: SessionOptions.partition_by '%s' is neither "
+                               "'device' nor 'task'",
+                               by);
+}
+
 static zf_status_t s_session_new(zf_master_t *m, const Zflow__CreateSession *req,
                                  zf__master_session_t **out)
 {
     *out = NULL;
     if (!req || !req->graph) return zf_invalid_argument("CreateSession without a graph");
+    bool by_task = false;
+    ZF_TRY(s_partition_by(req->options, &by_task));
     int64_t bytes = 0;
     ZF_TRY(zf__master_check_graph(m, req->graph, "CreateSession", &bytes));
     zf__master_session_t *s = calloc(1, sizeof *s);
@@ -206,6 +219,7 @@ static zf_status_t s_session_new(zf_master_t *m, const Zflow__CreateSession *req
     s->graph_bytes = bytes;
     pthread_mutex_init(&s->build, NULL);
     s->refs = 1;
+    s->by_task = by_task;
     if (req->options) {
         s->soft = req->options->allow_soft_placement;
         s->place_first = req->options->place_first;

@@ -99,19 +99,16 @@ int zf_test_run_program(const char *program, const char *args, char *out, size_t
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-pid_t zf_test_up_start(const char *zflow, int cpus, char *endpoint, size_t size, int wait_ms)
+static pid_t s_up_start(const char *const *up, char *endpoint, size_t size, int wait_ms)
 {
-    char n[16];
-    snprintf(n, sizeof n, "%d", cpus);
-    const char *up[] = {zflow, "up", "--port", "0", "--cpu", n, NULL};
     int fd = -1;
     pid_t pid = zf_test_spawn_piped(up, &fd, NULL);
     char line[512];
     if (!zf_test_read_line(fd, line, sizeof line, wait_ms)) line[0] = '\0';
     close(fd);
     const char *prefix = "zflow cluster listening on ";
-    size_t len = strcspn(line + (strncmp(line, prefix, strlen(prefix)) == 0 ? strlen(prefix) : 0),
-                         " \t");
+    size_t len =
+        strcspn(line + (strncmp(line, prefix, strlen(prefix)) == 0 ? strlen(prefix) : 0), " \t");
     if (strncmp(line, prefix, strlen(prefix)) != 0 || len == 0 || len >= size) {
         kill(pid, SIGKILL);
         zf_test_reap(pid, zf_test_now_ms() + wait_ms);
@@ -120,4 +117,39 @@ pid_t zf_test_up_start(const char *zflow, int cpus, char *endpoint, size_t size,
     memcpy(endpoint, line + strlen(prefix), len);
     endpoint[len] = '\0';
     return pid;
+}
+
+pid_t zf_test_up_start(const char *zflow, int cpus, char *endpoint, size_t size, int wait_ms)
+{
+    char n[16];
+    snprintf(n, sizeof n, "%d", cpus);
+    const char *up[] = {zflow, "up", "--port", "0", "--cpu", n, NULL};
+    return s_up_start(up, endpoint, size, wait_ms);
+}
+
+int zf_test_up_client(const char *endpoint, int wait_ms, zf_client_t **client)
+{
+    zf_status_t s = zf_client_connect(endpoint, client);
+    if (!zf_ok(s)) {
+        fprintf(stderr, "connecting to %s: %s\n", endpoint, zf_status_msg(&s));
+        zf_status_clear(&s);
+        return -1;
+    }
+    zf_client_set_timeout(*client, wait_ms);
+    return 0;
+}
+
+int zf_test_up_stop(pid_t pid, zf_client_t **client, int wait_ms)
+{
+    zf_client_destroy(client);
+    if (pid <= 0) return 0;
+    kill(pid, SIGTERM);
+    return zf_test_reap(pid, zf_test_now_ms() + wait_ms) == 0 ? 0 : -1;
+}
+
+pid_t zf_test_up_start_devices(const char *zflow, const char *list, char *endpoint, size_t size,
+                               int wait_ms)
+{
+    const char *up[] = {zflow, "up", "--port", "0", "--devices", list, NULL};
+    return s_up_start(up, endpoint, size, wait_ms);
 }

@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client/zflow_client.h"
+
 int64_t zf_test_now_ms(void);
 
 /* Reads one line from fd within timeout_ms; false on timeout or EOF. */
@@ -44,5 +46,17 @@ int zf_test_run_program(const char *program, const char *args, char *out, size_t
  * into endpoint (size bytes) within wait_ms. Its pid, or -1 (the child
  * killed and reaped) when no such line came. */
 pid_t zf_test_up_start(const char *zflow, int cpus, char *endpoint, size_t size, int wait_ms);
+
+/* The same with `--devices list` (zf_device_list_parse's) for `--cpu`. */
+pid_t zf_test_up_start_devices(const char *zflow, const char *list, char *endpoint, size_t size,
+                               int wait_ms);
+
+/* Connects *client to the broker at endpoint with wait_ms as its reply
+ * timeout: 0, or -1 (printed) when it cannot. */
+int zf_test_up_client(const char *endpoint, int wait_ms, zf_client_t **client);
+
+/* Destroys *client, then SIGTERMs the cluster pid (nothing when pid <= 0)
+ * and reaps it within wait_ms: 0 when it exited with 0, else -1. */
+int zf_test_up_stop(pid_t pid, zf_client_t **client, int wait_ms);
 
 #endif

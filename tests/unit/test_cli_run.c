@@ -609,6 +609,61 @@ static void test_cli_run_places_softly_and_by_mode_when_asked(void **state)
     s_expect(&r, 2, "--place needs a value");
 }
 
+/* --partition-by task on a local cluster of two tasks of two CPUs: y on
+ * task 0, read on both devices of task 1, leaves task 0 once (twice by
+ * device), as the partition graphs show; the values are the same. A bad
+ * value, and the flag with --inprocess, are usage errors. */
+#define W(t, k) "/job:w/replica:0/task:" #t "/device:CPU:" #k
+static void test_cli_run_partitions_by_task_when_asked(void **state)
+{
+    s_tmp_t *t = *state;
+    char path[128];
+    s_write_graph(
+        t, "fan.pbtxt",
+        "node { name: 'x' op: 'Placeholder' device: '" W(
+            0, 0) "'"
+                  " attr { key: 'dtype' value { type: DT_FLOAT } } }\n"
+                  "node { name: 'y' op: 'Square' input: 'x' device: '" W(
+                      0, 0) "'"
+                            " attr { key: 'T' value { type: DT_FLOAT } } }\n"
+                            "node { name: 'b' op: 'Neg' input: 'y' device: '" W(
+                                1,
+                                0) "'"
+                                   " attr { key: 'T' value { type: DT_FLOAT } } }\n"
+                                   "node { name: 'c' op: 'Add' input: 'y' input: 'y' device: '" W(
+                                       1, 1) "'"
+                                             " attr { key: 'T' value { type: DT_FLOAT } } }\n",
+        path, sizeof path);
+    const char *modes[2] = {"device", "task"};
+    for (int m = 0; m < 2; m++) {
+        s_run_t r;
+        char parts[160], file[320];
+        snprintf(parts, sizeof parts, "%s/parts_%s", t->dir, modes[m]);
+        s_zflow(&r,
+                "run %s --devices " W(0, 0) "," W(0, 1) "," W(1, 0) "," W(
+                    1, 1) " --partition-by %s --feed x=[1,-2,3] --fetch b c --partition-graphs %s",
+                path, modes[m], parts);
+        s_expect(&r, 0, NULL);
+        assert_string_equal(r.out, "b =\n[-1. -4. -9.]\nc =\n[ 2.  8. 18.]\n");
+        snprintf(file, sizeof file, "%s/_job_w_replica_0_task_0_device_CPU_0.pbtxt", parts);
+        Tensorflow__GraphDef *pg = NULL;
+        ASSERT_OK(zf_graphdef_read_file(file, ZF_FORMAT_PBTXT, &pg));
+        int sends = 0;
+        for (size_t k = 0; k < pg->n_node; k++)
+            sends += strcmp(pg->node[k]->op, "_Send") == 0 && pg->node[k]->n_input == 1 &&
+                     strcmp(pg->node[k]->input[0], "y") == 0;
+        assert_int_equal(sends, m == 0 ? 2 : 1);
+        zf_graphdef_free(&pg);
+    }
+    s_run_t r;
+    s_zflow(&r, "run %s --devices cpu:2 --partition-by tasks --feed x=[1] --fetch b", path);
+    s_expect(&r, 2, "--partition-by takes device or task, not 'tasks'");
+    s_zflow(&r, "run %s --inprocess --partition-by task --feed x=[1] --fetch b", path);
+    s_expect(&r, 2, "--partition-by is a session option of the service (drop --inprocess)");
+    s_zflow(&r, "submit %s --partition-by sideways --fetch b", path);
+    s_expect(&r, 2, "--partition-by takes device or task, not 'sideways'");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -637,6 +692,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_run_places_softly_and_by_mode_when_asked, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_runs_functions_on_a_local_cluster, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_partitions_by_task_when_asked, s_setup,
                                         s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

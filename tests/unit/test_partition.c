@@ -1110,6 +1110,188 @@ static void test_partition_adds_control_loops_for_loops_cut_across_devices(void 
     s_free(&f);
 }
 
+/* ---- two passes: by task, then each task by device ----------------------- */
+
+#define T0C0 "/job:w/replica:0/task:0/device:CPU:0"
+#define T0C1 "/job:w/replica:0/task:0/device:CPU:1"
+#define T1C0 "/job:w/replica:0/task:1/device:CPU:0"
+#define T1C1 "/job:w/replica:0/task:1/device:CPU:1"
+
+static void s_run_two_pass(s_fx_t *f, const zf_partition_options_t *o)
+{
+    if (!f->assign) s_assign_requested(f);
+    zf_partition_set_destroy(&f->set);
+    zf_status_t s = zf_partition_graph_two_pass(f->g, f->devs, f->n_devs, f->assign, o, &f->set);
+    if (!zf_ok(s)) fail_msg("two-pass partition failed: %s", zf_status_msg(&s));
+}
+
+/* Every node name of every partition, once. */
+static void s_assert_names_unique(const s_fx_t *f)
+{
+    for (int p = 0; p < f->set->n_parts; p++)
+        for (size_t i = 0; i < f->set->parts[p].graph->n_node; i++)
+            for (int q = p; q < f->set->n_parts; q++)
+                for (size_t k = q == p ? i + 1 : 0; k < f->set->parts[q].graph->n_node; k++)
+                    if (strcmp(f->set->parts[p].graph->node[i]->name,
+                               f->set->parts[q].graph->node[k]->name) == 0)
+                        fail_msg("node %s twice", f->set->parts[p].graph->node[i]->name);
+}
+
+static const char *s_fan_out =
+    "node { name: 'a' op: 'Const' device: '/job:w/task:0/device:CPU:0'\n"
+    "  attr { key: 'dtype' value { type: DT_FLOAT } }\n"
+    "  attr { key: 'value' value { tensor { dtype: DT_FLOAT float_val: 1 } } } }\n"
+    "node { name: 'b' op: 'Neg' input: 'a' device: '/job:w/task:1/device:CPU:0'\n"
+    "  attr { key: 'T' value { type: DT_FLOAT } } }\n"
+    "node { name: 'c' op: 'Neg' input: 'a' device: '/job:w/task:1/device:CPU:1'\n"
+    "  attr { key: 'T' value { type: DT_FLOAT } } }\n"
+    "node { name: 'a_S1_S3' op: 'NoOp' device: '/job:w/task:0/device:CPU:1' }\n";
+
+/* a on task 0 feeds b and c on the two devices of task 1: by device, two
+ * transfers leave task 0; in two passes one does, and task 1 passes the
+ * value on between its devices. Fetches land on the devices of their
+ * client _Send; names continue from the first pass and skip the
+ * original a_S1_S3, which another task holds. */
+static void test_partition_two_pass_sends_a_tensor_between_tasks_once(void **state)
+{
+    (void)state;
+    s_fx_t f;
+    s_load(&f, s_fan_out);
+    s_devices(&f, 4, T0C0, T0C1, T1C0, T1C1);
+    const char *fetches[] = {"b", "c"};
+    zf_partition_options_t o = {.fetches = fetches, .n_fetches = 2};
+    s_run_ok(&f, &o);
+    assert_int_equal(s_part(&f, T0C0)->n_send, 2);
+    s_run_two_pass(&f, &o);
+    assert_int_equal(f.set->n_parts, 3);
+    const zf_partition_t *p0 = &f.set->parts[0], *p1 = &f.set->parts[1], *p2 = &f.set->parts[2];
+    assert_string_equal(p0->device, T0C0);
+    assert_string_equal(p1->device, T1C0);
+    assert_string_equal(p2->device, T1C1);
+    assert_int_equal(p0->device_index, 0);
+    assert_int_equal(p1->device_index, 2);
+    assert_int_equal(p2->device_index, 3);
+    s_assert_nodes(p0, "a a_S0");
+    s_assert_nodes(p1, "b a_S1 a_S1_S2 _send_b_0");
+    s_assert_nodes(p2, "c a_S1_S4 _send_c_0");
+    s_assert_transfer(s_node(p0, "a_S0"), "_Send", "edge_0_a", T0C0, 0x100, T1C0);
+    s_assert_transfer(s_node(p1, "a_S1"), "_Recv", "edge_0_a", T0C0, 0x100, T1C0);
+    s_assert_inputs(s_node(p1, "b"), "a_S1");
+    s_assert_transfer(s_node(p1, "a_S1_S2"), "_Send", "edge_1_a_S1", T1C0, 0x102, T1C1);
+    s_assert_inputs(s_node(p1, "a_S1_S2"), "a_S1");
+    s_assert_transfer(s_node(p2, "a_S1_S4"), "_Recv", "edge_1_a_S1", T1C0, 0x102, T1C1);
+    s_assert_inputs(s_node(p2, "c"), "a_S1_S4");
+    assert_int_equal(p0->n_send, 1);
+    assert_int_equal(p0->n_recv, 0);
+    assert_int_equal(p1->n_send, 1);
+    assert_int_equal(p1->n_recv, 1);
+    assert_int_equal(p2->n_send, 0);
+    assert_int_equal(p2->n_recv, 1);
+    assert_int_equal(p0->n_fetches, 0);
+    assert_int_equal(p1->n_fetches, 1);
+    assert_int_equal(p2->n_fetches, 1);
+    assert_string_equal(p1->fetches[0].tensor_name, "b");
+    assert_string_equal(p1->fetches[0].key, T1C0 ";0000000000000102;" T1C0 ";b;0:0");
+    assert_string_equal(p2->fetches[0].tensor_name, "c");
+    assert_string_equal(p2->fetches[0].key, T1C1 ";0000000000000103;" T1C1 ";c;0:0");
+    assert_true(f.set->next_name_id >= 5);
+    s_assert_names_unique(&f);
+    s_free(&f);
+}
+
+/* bfloat16 casts on the transfers between tasks only, and a feed lands
+ * on the device of its client _Recv. */
+static void test_partition_two_pass_casts_between_tasks_only(void **state)
+{
+    (void)state;
+    s_fx_t f;
+    s_load(&f, "node { name: 'x' op: 'Placeholder' device: '/job:w/task:1/device:CPU:1'\n"
+               "  attr { key: 'dtype' value { type: DT_FLOAT } } }\n"
+               "node { name: 'a' op: 'Neg' input: 'x' device: '/job:w/task:0/device:CPU:0'\n"
+               "  attr { key: 'T' value { type: DT_FLOAT } } }\n"
+               "node { name: 'b' op: 'Neg' input: 'a' device: '/job:w/task:1/device:CPU:0'\n"
+               "  attr { key: 'T' value { type: DT_FLOAT } } }\n"
+               "node { name: 'c' op: 'Neg' input: 'b' device: '/job:w/task:1/device:CPU:1'\n"
+               "  attr { key: 'T' value { type: DT_FLOAT } } }\n");
+    s_devices(&f, 4, T0C0, T0C1, T1C0, T1C1);
+    const char *feeds[] = {"x"}, *fetches[] = {"c"};
+    zf_partition_options_t o = {.feeds = feeds,
+                                .n_feeds = 1,
+                                .fetches = fetches,
+                                .n_fetches = 1,
+                                .bfloat16_sendrecv = true};
+    s_run_two_pass(&f, &o);
+    int casts_t0 = 0, casts_t1 = 0;
+    for (int p = 0; p < f.set->n_parts; p++) {
+        const zf_partition_t *part = &f.set->parts[p];
+        for (size_t i = 0; i < part->graph->n_node; i++) {
+            const Tensorflow__NodeDef *nd = part->graph->node[i];
+            if (strstr(nd->op, "Send") && !s_attr_b(nd, "client_terminated")) {
+                const Tensorflow__AttrValue *v = s_attr(nd, "recv_device");
+                char to[ZF_DEVICE_NAME_MAX];
+                snprintf(to, sizeof to, "%.*s", (int)v->s.len, (const char *)v->s.data);
+                bool across = strstr(part->device, "task:0") || strstr(to, "task:0");
+                s_assert_attr_type(nd, "T", across ? ZF_BFLOAT16 : ZF_FLOAT);
+            }
+            if (strcmp(nd->op, "Cast") != 0) continue;
+            if (strstr(part->device, "task:0"))
+                casts_t0++;
+            else
+                casts_t1++;
+        }
+    }
+    assert_int_equal(casts_t0, 2); /* x arriving, a leaving */
+    assert_int_equal(casts_t1, 2); /* x leaving, a arriving */
+    assert_int_equal(s_part(&f, T1C1)->n_feeds, 1);
+    assert_string_equal(s_part(&f, T1C1)->feeds[0].key, T1C1 ";0000000000000103;" T1C1 ";x;0:0");
+    assert_int_equal(s_part(&f, T1C1)->n_fetches, 1);
+    s_assert_names_unique(&f);
+    s_free(&f);
+}
+
+/* A loop whose LoopCond is on task 0 and whose body spans both devices
+ * of task 1: the first pass gives task 1 a control loop with a LoopCond
+ * of its own, which the second pass splits the frame by. */
+static void test_partition_two_pass_splits_a_loop_across_tasks_and_devices(void **state)
+{
+    (void)state;
+    s_fx_t f;
+    memset(&f, 0, sizeof f);
+    assert_true(zf_ok(
+        zf_graphdef_read_file(ZF_TF_DATA_DIR "/graph-while-loop.pbtxt", ZF_FORMAT_PBTXT, &f.gd)));
+    assert_true(zf_ok(zf_graph_new_from_graphdef(f.gd, &f.g)));
+    s_devices(&f, 4, T0C0, T0C1, T1C0, T1C1);
+    f.assign = calloc((size_t)zf_graph_num_nodes(f.g), sizeof *f.assign);
+    assert_non_null(f.assign);
+    f.assign[zf_graph_find_node(f.g, "while/Identity")] = 2;
+    f.assign[zf_graph_find_node(f.g, "while/Add/y")] = 2;
+    f.assign[zf_graph_find_node(f.g, "while/Add")] = 3;
+    const char *fetches[] = {"while/Exit"};
+    zf_partition_options_t o = {.fetches = fetches, .n_fetches = 1};
+    s_run_two_pass(&f, &o);
+    assert_int_equal(f.set->n_parts, 3);
+    const zf_partition_t *p1 = s_part(&f, T1C0), *p2 = s_part(&f, T1C1);
+    const Tensorflow__NodeDef *pivot = s_node(p1, "while/LoopCond/_cloop_cond_S7");
+    assert_string_equal(pivot->op, "LoopCond");
+    s_assert_inputs(pivot, "while/LoopCond_S6");
+    s_assert_transfer(s_node(p1, "while/LoopCond_S6"), "_Recv", "loop_pred_while/LoopCond", T0C0,
+                      0x100, T1C0);
+    s_assert_inputs(s_node(p1, "while/LoopCond/_cloop_switch_S3"),
+                    "while/LoopCond/_cloop_merge_S2 while/LoopCond/_cloop_cond_S7");
+    /* task 1's second pass: CPU:1 runs the frame in step with the pivot */
+    const char *recv = "while/LoopCond/_cloop_cond_S7_S23";
+    s_assert_transfer(s_node(p2, recv), "_Recv", "loop_pred_while/LoopCond/_cloop_cond_S7", T1C0,
+                      0x102, T1C1);
+    s_assert_inputs(s_node(p2, "while/LoopCond/_cloop_cond_S7/_cloop_switch_S20"),
+                    "while/LoopCond/_cloop_cond_S7/_cloop_merge_S19 "
+                    "while/LoopCond/_cloop_cond_S7_S23");
+    s_assert_inputs(s_node(p2, "while/Identity_S25"),
+                    "^while/LoopCond/_cloop_cond_S7/_cloop_merge_S19");
+    s_assert_inputs(s_node(p2, "while/Add"), "while/Identity_S25 while/Add/y_S27");
+    s_assert_names_unique(&f);
+    s_free(&f);
+}
+
 /* A frame cut across devices needs its LoopCond (TensorFlow's words), and
  * control loops run on CPU devices only. */
 static void test_partition_refuses_loops_it_cannot_run_across_devices(void **state)
@@ -1188,6 +1370,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_partition_splits_the_two_layer_model_between_cpu_and_gpu),
+        T(test_partition_two_pass_sends_a_tensor_between_tasks_once),
+        T(test_partition_two_pass_casts_between_tasks_only),
+        T(test_partition_two_pass_splits_a_loop_across_tasks_and_devices),
         T(test_partition_outputs_reimport_and_are_deterministic),
         T(test_partition_rewrites_feeds_and_fetches_as_client_endpoints),
         T(test_partition_names_the_client_side_when_a_client_device_is_given),

@@ -1,13 +1,13 @@
 /* Property tests for scheduler/graph/partition on seeded random DAGs: random ops
  * and dtypes, control edges, feeds, fetches and targets, placed at random
  * over 1-8 CPU and GPU devices (some in two tasks, some partitioned by
- * task, some with bfloat16 transfers). For every graph: the partitions
- * reference only their own nodes, names are unique, every recv has exactly
- * one matching send (and no key is received twice), the kept nodes are
- * exactly those the fetches and targets need, every input traces back
- * through the transfers to the tensor it had in the original graph, the
- * output is deterministic, and each partition re-imports through our
- * loader. Failures print the seed. */
+ * task, some by task and then by device, some with bfloat16 transfers).
+ * For every graph: the partitions reference only their own nodes, names
+ * are unique, every recv has exactly one matching send (and no key is
+ * received twice), the kept nodes are exactly those the fetches and
+ * targets need, every input traces back through the transfers to the
+ * tensor it had in the original graph, the output is deterministic, and
+ * each partition re-imports through our loader. Failures print the seed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -55,6 +55,7 @@ typedef struct {
     char feed_buf[MAX_EPS][24], fetch_buf[MAX_EPS][24], target_buf[MAX_EPS][24];
     const char *feeds[MAX_EPS], *fetches[MAX_EPS], *targets[MAX_EPS];
     zf_partition_options_t opts;
+    bool two_pass; /* zf_partition_graph_two_pass */
 } s_case_t;
 
 static void s_emit(s_case_t *c, const char *fmt, ...)
@@ -167,6 +168,14 @@ static void s_gen(s_case_t *c)
     s_gen_endpoints(c);
     c->opts.by = s_pick(4) == 0 ? ZF_PARTITION_BY_TASK : ZF_PARTITION_BY_DEVICE;
     c->opts.bfloat16_sendrecv = s_pick(3) == 0;
+    c->two_pass = s_pick(4) == 0;
+}
+
+static zf_status_t s_partition(const s_case_t *c, const zf_graph_t *g, const int *assign,
+                               zf_partition_set_t **out)
+{
+    return (c->two_pass ? zf_partition_graph_two_pass : zf_partition_graph)(g, c->devs, c->n_devs,
+                                                                            assign, &c->opts, out);
 }
 
 /* ---- the output, indexed -------------------------------------------------- */
@@ -424,7 +433,7 @@ static void s_check_reimport_and_determinism(const s_case_t *c, s_out_t *o, cons
                                              const int *assign)
 {
     zf_partition_set_t *again = NULL;
-    zf_status_t s = zf_partition_graph(g, c->devs, c->n_devs, assign, &c->opts, &again);
+    zf_status_t s = s_partition(c, g, assign, &again);
     assert_true(zf_ok(s));
     assert_int_equal(again->n_parts, o->set->n_parts);
     for (int p = 0; p < o->set->n_parts; p++) {
@@ -473,7 +482,7 @@ static void test_partition_properties_hold_on_random_dags(void **state)
         o->g = g;
         o->seed = seed;
         zf_partition_set_t *set = NULL;
-        s = zf_partition_graph(g, c->devs, c->n_devs, c->assign, &c->opts, &set);
+        s = s_partition(c, g, c->assign, &set);
         if (!zf_ok(s))
             fail_msg("seed %llu: %s\n%s", (unsigned long long)seed, zf_status_msg(&s), c->text);
         o->set = set;

@@ -42,22 +42,13 @@ static int s_setup(void **state)
     (void)state;
     s_up = zf_test_up_start(ZFLOW, 2, s_endpoint, sizeof s_endpoint, WAIT_MS);
     if (s_up < 0) return -1;
-    zf_status_t s = zf_client_connect(s_endpoint, &s_client);
-    if (!zf_ok(s)) {
-        zf_status_clear(&s);
-        return -1;
-    }
-    zf_client_set_timeout(s_client, WAIT_MS);
-    return 0;
+    return zf_test_up_client(s_endpoint, WAIT_MS, &s_client);
 }
 
 static int s_teardown(void **state)
 {
     (void)state;
-    zf_client_destroy(&s_client);
-    if (s_up <= 0) return 0;
-    kill(s_up, SIGTERM);
-    return zf_test_reap(s_up, zf_test_now_ms() + WAIT_MS) == 0 ? 0 : -1;
+    return zf_test_up_stop(s_up, &s_client, WAIT_MS);
 }
 
 static Tensorflow__GraphDef *s_read(const char *path)
