@@ -363,6 +363,11 @@ bool zf__tensor_frame_holds_strings(zf_dtype_t dtype);
 zf_status_t zf__tensor_frame_check_key(const char *key, size_t len);
 zf_status_t zf__tensor_frame_check_fields(const zf_tensor_frame_header_t *h);
 zf_status_t zf__tensor_frame_encode_strings(const zf_tensor_t *t, uint64_t total, uint8_t **out);
+/* As zf__tensor_frame_header_fill() without the key (named in errors
+ * only, neither checked nor copied): for a batch, which writes the key
+ * itself. */
+zf_status_t zf__tensor_frame_fill_fields(const char *key, int64_t step_id, const zf_tensor_t *t,
+                                         bool is_dead, zf_tensor_frame_header_t *out);
 
 /* Fills *out for an IPC offer of a dtype/shape tensor described by ipc
  * (copied) and checks it. Errors: INVALID_ARGUMENT naming the field. */

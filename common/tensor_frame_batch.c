@@ -105,16 +105,16 @@ static size_t s_prefix_cut(const char *key, size_t len)
  * b's last prefix when it starts with it, else defines a new one when it
  * has one and the batch has room for it. Returns the bytes written. */
 static size_t s_put_entry(zf_tensor_frame_batch_out_t *b, const zf_tensor_frame_header_t *h,
-                          size_t key_len, uint8_t *p)
+                          const char *key, size_t key_len, uint8_t *p)
 {
     uint8_t flags = h->is_dead ? S_DEAD : 0, prefix = 0;
     size_t skip = 0, plen = 0;
     if (b->prefixes && key_len > b->prefix_len &&
-        memcmp(h->key, b->head + b->prefix_at, b->prefix_len) == 0) {
+        memcmp(key, b->head + b->prefix_at, b->prefix_len) == 0) {
         prefix = (uint8_t)b->prefixes;
         skip = b->prefix_len;
     } else if (b->prefixes < ZF_TENSOR_FRAME_BATCH_PREFIXES &&
-               (plen = s_prefix_cut(h->key, key_len)) != 0) {
+               (plen = s_prefix_cut(key, key_len)) != 0) {
         flags |= S_NEW_PREFIX;
     }
     p[0] = flags;
@@ -127,7 +127,7 @@ static size_t s_put_entry(zf_tensor_frame_batch_out_t *b, const zf_tensor_frame_
     s_put64(p + 16, h->len);
     size_t at = S_ENTRY_FIXED;
     for (int d = 0; d < h->shape.rank; d++, at += 8) s_put64(p + at, (uint64_t)h->shape.dims[d]);
-    memcpy(p + at, h->key + skip, key_len - skip);
+    memcpy(p + at, key + skip, key_len - skip);
     if (flags & S_NEW_PREFIX) {
         b->prefixes++;
         b->prefix_at = (size_t)(p + at - b->head);
@@ -141,8 +141,11 @@ zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const 
                                           uint64_t max_payload, bool *added)
 {
     *added = false;
+    if (!key) return zf_invalid_argument("field 'key' is missing");
+    size_t key_len = strnlen(key, ZF_TENSOR_FRAME_MAX_KEY + 1);
+    ZF_TRY(zf__tensor_frame_check_key(key, key_len));
     zf_tensor_frame_header_t h; /* filled in part: clearing it all would cost more than the rest */
-    ZF_TRY(zf__tensor_frame_header_fill(key, step_id, t, is_dead, &h));
+    ZF_TRY(zf__tensor_frame_fill_fields(key, step_id, t, is_dead, &h));
     if (h.len > max_payload) return ZF_STATUS_OK;
     if (b->n >= ZF_TENSOR_FRAME_MAX_BATCH)
         return zf_status_new(ZF_RESOURCE_EXHAUSTED, "a batch holds at most %d tensors",
@@ -150,7 +153,6 @@ zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const 
     if (!b->head_len) b->head_len = ZF_TENSOR_FRAME_BATCH_PREFIX; /* written when sent */
     size_t at = b->n ? zf_tensor_frame_batch_offset(b->payload_len) : 0;
     if (at + h.len > ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD) return ZF_STATUS_OK; /* a receiver's cap */
-    size_t key_len = strlen(h.key);
     size_t entry_max = S_ENTRY_FIXED + 8 * (size_t)h.shape.rank + key_len;
     if (!s_reserve(&b->head, &b->head_cap, b->head_len, entry_max) ||
         !s_reserve(&b->payload, &b->payload_cap, b->payload_len, at - b->payload_len + h.len))
@@ -164,7 +166,7 @@ zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const 
         memcpy(b->payload + at, zf_tensor_data(t), (size_t)h.len);
     }
     if (at > b->payload_len) memset(b->payload + b->payload_len, 0, at - b->payload_len);
-    b->head_len += s_put_entry(b, &h, key_len, b->head + b->head_len);
+    b->head_len += s_put_entry(b, &h, key, key_len, b->head + b->head_len);
     b->payload_len = at + (size_t)h.len;
     b->n++;
     *added = true;

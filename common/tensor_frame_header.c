@@ -504,9 +504,15 @@ zf_status_t zf__tensor_frame_header_fill(const char *key, int64_t step_id, const
     size_t key_len = strnlen(key, ZF_TENSOR_FRAME_MAX_KEY + 1);
     ZF_TRY(zf__tensor_frame_check_key(key, key_len));
     memcpy(out->key, key, key_len + 1);
+    return zf__tensor_frame_fill_fields(key, step_id, t, is_dead, out);
+}
+
+zf_status_t zf__tensor_frame_fill_fields(const char *key, int64_t step_id, const zf_tensor_t *t,
+                                         bool is_dead, zf_tensor_frame_header_t *out)
+{
     out->step_id = step_id;
     out->dtype = ZF_INVALID;
-    memset(&out->shape, 0, sizeof out->shape);
+    out->shape.rank = 0;
     out->len = 0;
     out->chunk = 0;
     out->has_ipc = out->has_shm = false;
@@ -516,7 +522,9 @@ zf_status_t zf__tensor_frame_header_fill(const char *key, int64_t step_id, const
         return ZF_STATUS_OK; /* dtype INVALID, shape [] */
     }
     out->dtype = zf_tensor_dtype(t);
-    out->shape = *zf_tensor_shape(t);
+    const zf_shape_t *shape = zf_tensor_shape(t);
+    out->shape.rank = shape->rank;
+    memcpy(out->shape.dims, shape->dims, (size_t)shape->rank * sizeof shape->dims[0]);
     if (out->dtype == ZF_VARIANT)
         return zf_unimplemented("tensor '%s': variant tensors cannot be sent", key);
     if (is_dead) return ZF_STATUS_OK; /* no bytes: where they live does not matter */
