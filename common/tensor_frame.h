@@ -271,18 +271,18 @@ typedef struct zf_tensor_frame_batch_out {
     uint32_t n;
     unsigned prefixes;            /* key prefixes defined */
     size_t prefix_at, prefix_len; /* the last one, in head */
+    size_t keys_len;              /* the keys' bytes once read, each NUL-terminated */
 } zf_tensor_frame_batch_out_t;
 
 /* Appends t (borrowed: its bytes are copied now; may be NULL when is_dead)
  * under key for step_id when its payload is at most max_payload bytes and
- * keeps the batch's payload frame within ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD;
- * *added says whether it was (if not, send it alone, or send the batch and
- * add it again). Errors: those of zf_tensor_frame_send (for a
- * bad key, a device tensor, VARIANT), RESOURCE_EXHAUSTED; nothing was
- * added then. The caller sends the batch before it reaches
- * ZF_TENSOR_FRAME_MAX_BATCH entries or ZF_TENSOR_FRAME_MAX_BATCH_HEADER
- * bytes of headers (each header takes at most
- * ZF_TENSOR_FRAME_HEADER_MAX_ENCODED). */
+ * the batch stays within what a receiver takes (its payload frame within
+ * ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD, frame 1 and the keys once read within
+ * ZF_TENSOR_FRAME_MAX_BATCH_HEADER each); *added says whether it was (if
+ * not, send it alone, or send the batch and add it again). Errors: those
+ * of zf_tensor_frame_send (for a bad key, a device tensor, VARIANT),
+ * RESOURCE_EXHAUSTED past ZF_TENSOR_FRAME_MAX_BATCH entries (the caller
+ * sends the batch before); nothing was added then. */
 zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const char *key,
                                           int64_t step_id, const zf_tensor_t *t, bool is_dead,
                                           uint64_t max_payload, bool *added);
@@ -418,7 +418,9 @@ zf_status_t zf_tensor_frame_decode_reply(const void *bytes, size_t len,
 zf_status_t zf_tensor_frame_decode_any(const void *bytes, size_t len, zf_tensor_frame_header_t *h,
                                        zf_tensor_frame_reply_t *r, bool *is_reply);
 
-/* Whether len bytes at bytes begin a batch's first frame (its prefix). */
+/* Whether len bytes at bytes begin a batch's first frame (its prefix; a
+ * batch of layout 1, msgpack headers, too, which decoding refuses by
+ * name). */
 bool zf_tensor_frame_is_batch(const void *bytes, size_t len);
 
 /* Writes the ZF_TENSOR_FRAME_BATCH_PREFIX bytes of a batch of n entries. */

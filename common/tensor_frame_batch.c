@@ -55,9 +55,19 @@ static uint64_t s_get64(const uint8_t *p)
     return v;
 }
 
+/* How a batch of layout 1 started, which is no longer read: the msgpack
+ * map {"v": 1, "batch": array32}. */
+static const uint8_t s_layout1[11] = {0x82, 0xa1, 'v', 0x01, 0xa5, 'b', 'a', 't', 'c', 'h', 0xdd};
+
+static bool s_is_layout1(const void *bytes, size_t len)
+{
+    return len >= sizeof s_layout1 && memcmp(bytes, s_layout1, sizeof s_layout1) == 0;
+}
+
 bool zf_tensor_frame_is_batch(const void *bytes, size_t len)
 {
-    return len >= ZF_TENSOR_FRAME_BATCH_PREFIX && memcmp(bytes, s_magic, sizeof s_magic) == 0;
+    return (len >= ZF_TENSOR_FRAME_BATCH_PREFIX && memcmp(bytes, s_magic, sizeof s_magic) == 0) ||
+           s_is_layout1(bytes, len);
 }
 
 void zf_tensor_frame_batch_prefix(uint32_t n, uint8_t *out)
@@ -154,6 +164,11 @@ zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const 
     size_t at = b->n ? zf_tensor_frame_batch_offset(b->payload_len) : 0;
     if (at + h.len > ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD) return ZF_STATUS_OK; /* a receiver's cap */
     size_t entry_max = S_ENTRY_FIXED + 8 * (size_t)h.shape.rank + key_len;
+    /* within what a receiver takes: frame 1, and the keys once their
+     * prefixes are put back */
+    if (b->head_len + entry_max > ZF_TENSOR_FRAME_MAX_BATCH_HEADER ||
+        b->keys_len + key_len + 1 > ZF_TENSOR_FRAME_MAX_BATCH_HEADER)
+        return ZF_STATUS_OK;
     if (!s_reserve(&b->head, &b->head_cap, b->head_len, entry_max) ||
         !s_reserve(&b->payload, &b->payload_cap, b->payload_len, at - b->payload_len + h.len))
         return zf_out_of_memory("a batch of tensors");
@@ -168,6 +183,7 @@ zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const 
     if (at > b->payload_len) memset(b->payload + b->payload_len, 0, at - b->payload_len);
     b->head_len += s_put_entry(b, &h, key, key_len, b->head + b->head_len);
     b->payload_len = at + (size_t)h.len;
+    b->keys_len += key_len + 1;
     b->n++;
     *added = true;
     return ZF_STATUS_OK;
@@ -264,12 +280,14 @@ static zf_status_t s_prefix(const s_raw_t *e, s_prefixes_t *px, const char **pre
 static zf_status_t s_fields(const s_raw_t *e, zf_tensor_frame_header_t *h)
 {
     uint8_t flags = e->fixed[0];
-    if (flags & ~(unsigned)S_FLAGS) return zf_invalid_argument("flags 0x%02x are unknown", flags);
+    if (flags & ~(unsigned)S_FLAGS)
+        return zf_invalid_argument("flags 0x%02x are unknown", flags & ~(unsigned)S_FLAGS);
     if (e->rank > ZF_MAX_RANK)
         return zf_invalid_argument("field 'shape' has rank %u; at most %d is allowed", e->rank,
                                    ZF_MAX_RANK);
     h->is_dead = flags & S_DEAD;
     h->dtype = (zf_dtype_t)e->fixed[1];
+    memset(&h->shape, 0, sizeof h->shape); /* the dims past the rank are 0 */
     h->shape.rank = (int)e->rank;
     for (unsigned d = 0; d < e->rank; d++) h->shape.dims[d] = (int64_t)s_get64(e->dims + 8 * d);
     h->step_id = (int64_t)s_get64(e->fixed + 8);
@@ -399,6 +417,10 @@ zf_status_t zf_tensor_frame_decode_batch(const void *head, size_t head_len, zf_b
     else if (payload_len > ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD)
         s = zf_invalid_argument("the payload frame has %zu bytes; a batch carries at most %d",
                                 payload_len, ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD);
+    else if (s_is_layout1(head, head_len))
+        s = zf_invalid_argument("layout 1 (msgpack headers, from a sender of an older release) is "
+                                "no longer read; this receiver reads layout %d",
+                                ZF_TENSOR_FRAME_BATCH_VERSION);
     else if (!zf_tensor_frame_is_batch(head, head_len))
         s = zf_invalid_argument("the frame does not start as a batch");
     else if ((n = s_get32((const uint8_t *)head + sizeof s_magic)) == 0 ||

@@ -512,7 +512,7 @@ zf_status_t zf__tensor_frame_fill_fields(const char *key, int64_t step_id, const
 {
     out->step_id = step_id;
     out->dtype = ZF_INVALID;
-    out->shape.rank = 0;
+    memset(&out->shape, 0, sizeof out->shape);
     out->len = 0;
     out->chunk = 0;
     out->has_ipc = out->has_shm = false;
@@ -522,9 +522,7 @@ zf_status_t zf__tensor_frame_fill_fields(const char *key, int64_t step_id, const
         return ZF_STATUS_OK; /* dtype INVALID, shape [] */
     }
     out->dtype = zf_tensor_dtype(t);
-    const zf_shape_t *shape = zf_tensor_shape(t);
-    out->shape.rank = shape->rank;
-    memcpy(out->shape.dims, shape->dims, (size_t)shape->rank * sizeof shape->dims[0]);
+    out->shape = *zf_tensor_shape(t);
     if (out->dtype == ZF_VARIANT)
         return zf_unimplemented("tensor '%s': variant tensors cannot be sent", key);
     if (is_dead) return ZF_STATUS_OK; /* no bytes: where they live does not matter */

@@ -413,7 +413,8 @@ zf_status_t zf_remote_update_peer(zf_remote_t *r, const char *device, const char
     bool learnt = !moved && incarnation && old->incarnation != incarnation;
     int rc = moved ? zf_strmap_put(r->peers, device, (uintptr_t)fresh) : 0;
     if (moved && rc == 0) {
-        s_peer_unref_locked(&old); /* closed once no send uses it */
+        if (old) atomic_store(&old->replaced, true); /* for sends that hold it: look again */
+        s_peer_unref_locked(&old);                   /* closed once no send uses it */
         fresh = NULL;
     }
     if (learnt) old->incarnation = incarnation;
@@ -566,11 +567,12 @@ static void s_outboxes_flush(void *arg)
 }
 
 /* The peer of this thread's outbox for r and device (it holds a
- * reference), NULL when there is none. */
+ * reference) while the device has not moved on to another, else NULL. */
 static zf__remote_peer_t *s_outbox_peer(zf_remote_t *r, const char *device)
 {
     for (s_outbox_t *o = s_outboxes; o; o = o->next)
-        if (o->r == r && strcmp(o->device, device) == 0) return o->p;
+        if (o->r == r && strcmp(o->device, device) == 0 && !atomic_load(&o->p->replaced))
+            return o->p;
     return NULL;
 }
 

@@ -31,6 +31,7 @@ typedef struct zf__remote_peer {
     atomic_bool ipc_refused; /* it refused an IPC offer: send it bytes */
     atomic_bool shm_refused; /* it refused a shared-memory offer: send it bytes */
     atomic_int host;         /* ZF__REMOTE_HOST_*: whether it shares this host */
+    atomic_bool replaced;    /* the device has moved on to another peer */
 } zf__remote_peer_t;
 
 /* What is known of a peer's host (zf_remote_set_peer_host()). */

@@ -120,7 +120,10 @@ static void s_check_batch(const uint8_t *head, size_t hlen, const uint8_t *p, si
         bool added = false;
         s = zf_tensor_frame_batch_out_add(&out, e->key, e->step_id, e->tensor, e->is_dead,
                                           UINT64_MAX, &added);
-        s_check(zf_ok(s) && added, "a decoded entry fails to encode");
+        s_check(zf_ok(s), "a decoded entry fails to encode");
+        /* a frame 1 that shared prefixes better than this encoder does
+         * may not fit again: compare what did */
+        if (!added) break;
     }
     if (out.n) {
         zf_tensor_frame_batch_prefix(out.n, out.head);
@@ -131,7 +134,7 @@ static void s_check_batch(const uint8_t *head, size_t hlen, const uint8_t *p, si
         s = zf_tensor_frame_decode_batch(out.head, out.head_len, again, &back);
         zf_buffer_unref(&again);
         s_check(zf_ok(s) && back.n == out.n, "a re-encoded batch fails to decode");
-        for (size_t i = 0, j = 0; i < b.n; i++) {
+        for (size_t i = 0, j = 0; i < b.n && j < back.n; i++) {
             const zf_tensor_frame_entry_t *e = &b.entries[i];
             if (!zf_ok(e->error)) continue;
             const zf_tensor_frame_entry_t *f = &back.entries[j++];

@@ -633,6 +633,53 @@ static void test_batch_delivers_runs_to_claimed_and_unclaimed_steps(void **state
     zf_rendezvous_unref(&ra2);
 }
 
+/* B's device moves to another process (a restarted executor) while a send
+ * batch is open: every send after the move goes to the new one. (What was
+ * held before leaves for the old one with the batch, whose socket closes
+ * with its last reference: an executor that has moved is gone, and its
+ * step with it.) */
+static void test_batch_sends_after_a_peer_moves_go_to_the_new_peer(void **state)
+{
+    s_pair_t *p = *state;
+    zf_rendezvous_mgr_t *mgr_c = NULL;
+    zf_remote_t *c = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_new(&mgr_c));
+    ASSERT_OK(zf_remote_new(p->ctx, mgr_c, NULL, &c));
+    ASSERT_OK(zf_remote_attach(c, DEV_B));
+    char k[4][160];
+    zf_tensor_t *vals[4];
+    zf_rendezvous_t *ra = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_find(p->mgr_a, 80, &ra));
+    assert_true(zf_rendezvous_batch_begin());
+    for (int i = 0; i < 4; i++) {
+        s_key(k[i], sizeof k[i], "moving", i);
+        vals[i] = s_ramp(2, (float)(i + 1));
+        if (i == 2) { /* the third send finds the device moved */
+            bool changed = false;
+            ASSERT_OK(zf_remote_update_peer(p->a, DEV_B, zf_remote_endpoint(c), 2, &changed));
+            assert_true(changed);
+        }
+        ASSERT_OK(zf_rendezvous_send(ra, k[i], vals[i], false));
+    }
+    zf_rendezvous_batch_end();
+    assert_int_equal(zf_remote_stats(p->a).batches_sent, 2);
+    zf_rendezvous_t *rc = NULL;
+    ASSERT_OK(zf_rendezvous_mgr_claim(mgr_c, 80, &rc));
+    for (int i = 2; i < 4; i++) {
+        zf_tensor_t *got = NULL;
+        ASSERT_OK(zf_rendezvous_recv(rc, k[i], WAIT_MS, &got, NULL));
+        if (!zf_tensor_equal(got, vals[i])) fail_msg("'%s' arrived changed", k[i]);
+        zf_tensor_unref(&got);
+    }
+    WAIT_STAT(c, batch_tensors_received, 2);
+    assert_int_equal(zf_remote_stats(c).batches_received, 1);
+    for (int i = 0; i < 4; i++) zf_tensor_unref(&vals[i]);
+    zf_rendezvous_unref(&rc);
+    zf_rendezvous_unref(&ra);
+    zf_remote_destroy(&c);
+    zf_rendezvous_mgr_destroy(&mgr_c);
+}
+
 static void test_batch_that_cannot_be_pushed_aborts_its_step_with_the_reason(void **state)
 {
     s_pair_t *p = *state;
@@ -934,6 +981,8 @@ int main(void)
             test_batch_carries_small_tensors_beside_big_shm_ones_and_counts_them, s_setup,
             s_teardown),
         cmocka_unit_test_setup_teardown(test_batch_delivers_runs_to_claimed_and_unclaimed_steps,
+                                        s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_sends_after_a_peer_moves_go_to_the_new_peer,
                                         s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(
             test_batch_that_cannot_be_pushed_aborts_its_step_with_the_reason, s_setup, s_teardown),

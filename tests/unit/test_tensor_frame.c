@@ -1270,6 +1270,38 @@ static void test_batch_keys_share_their_start(void **state)
     zf_tensor_unref(&t);
 }
 
+/* A batch stops taking entries before its keys, once their prefixes are
+ * put back, would take more than a receiver reads: 4000-byte keys that
+ * share 3990 bytes take 42 bytes each in frame 1 but 4001 once read. */
+static void test_a_batch_stops_before_its_keys_pass_what_a_receiver_reads(void **state)
+{
+    (void)state;
+    char key[4016];
+    memset(key, 'a', 3985);
+    memcpy(key + 3985, ";b;c;", 5);
+    zf_tensor_frame_batch_out_t b = {0};
+    unsigned added_n = 0;
+    for (;;) {
+        snprintf(key + 3990, 26, "k%09u", added_n % 1000000000u);
+        bool added = false;
+        ASSERT_OK(zf_tensor_frame_batch_out_add(&b, key, 1, NULL, true, 1024, &added));
+        if (!added) break;
+        added_n++;
+    }
+    assert_int_equal(added_n, ZF_TENSOR_FRAME_MAX_BATCH_HEADER / 4001);
+    assert_int_equal(b.n, added_n);
+    assert_true(b.head_len < 64 * (size_t)added_n);
+    zf_tensor_frame_batch_prefix(b.n, b.head);
+    zf_tensor_frame_batch_t bt;
+    ASSERT_OK(zf_tensor_frame_decode_batch(b.head, b.head_len, NULL, &bt));
+    assert_int_equal(bt.n, (size_t)added_n);
+    snprintf(key + 3990, 26, "k%09u", (added_n - 1) % 1000000000u);
+    ASSERT_OK(bt.entries[added_n - 1].error);
+    assert_string_equal(bt.entries[added_n - 1].key, key);
+    zf_tensor_frame_batch_clear(&bt);
+    zf_tensor_frame_batch_out_clear(&b);
+}
+
 /* The layout written by hand: two prefixes, keys made of them and their
  * own bytes, a dead entry, a scalar. */
 static void test_batches_written_by_the_layout_decode_to_their_keys(void **state)
@@ -1532,11 +1564,19 @@ static void test_every_whole_batch_violation_is_named(void **state)
         zf_test_batch_free(&hb);
     }
     /* not a batch at all: msgpack, or another layout version */
-    static const uint8_t old[] = {0x82, 0xa1, 'v', 0x01, 0xa5, 'b', 'a', 't', 'c', 'h', 0x90};
-    assert_false(zf_tensor_frame_is_batch(old, sizeof old));
-    zf_test_expect_error(zf_tensor_frame_decode_batch(old, sizeof old, NULL, &bt),
+    static const uint8_t map[] = {0x82, 0xa1, 'v', 0x01, 0xa5, 'b', 'a', 't', 'c', 'h', 0x90};
+    assert_false(zf_tensor_frame_is_batch(map, sizeof map));
+    zf_test_expect_error(zf_tensor_frame_decode_batch(map, sizeof map, NULL, &bt),
                          ZF_INVALID_ARGUMENT,
                          "tensor frame batch: the frame does not start as a batch");
+    /* a batch of layout 1, as an older sender wrote it: named */
+    static const uint8_t layout1[] = {0x82, 0xa1, 'v',  0x01, 0xa5, 'b', 'a', 't',
+                                      'c',  'h',  0xdd, 0,    0,    0,   1};
+    assert_true(zf_tensor_frame_is_batch(layout1, sizeof layout1));
+    zf_test_expect_error(zf_tensor_frame_decode_batch(layout1, sizeof layout1, NULL, &bt),
+                         ZF_INVALID_ARGUMENT,
+                         "tensor frame batch: layout 1 (msgpack headers, from a sender of an "
+                         "older release) is no longer read; this receiver reads layout 2");
     static const uint8_t v3[] = {0xc1, 'Z', 'B', 0x03, 1, 0, 0, 0};
     assert_false(zf_tensor_frame_is_batch(v3, sizeof v3));
     static const uint8_t short_[] = {0xc1, 'Z', 'B', 0x02, 1, 0, 0};
@@ -1855,6 +1895,7 @@ int main(void)
         cmocka_unit_test(test_batches_carry_every_kind_of_tensor_over_a_socket),
         cmocka_unit_test(test_batch_keys_share_their_start),
         cmocka_unit_test(test_batches_written_by_the_layout_decode_to_their_keys),
+        cmocka_unit_test(test_a_batch_stops_before_its_keys_pass_what_a_receiver_reads),
         cmocka_unit_test(test_batch_payloads_are_laid_out_aligned_and_copied_when_they_are_not),
         cmocka_unit_test(test_batch_keys_are_bounded_however_they_are_made),
         cmocka_unit_test(test_a_bad_batch_entry_is_refused_alone_with_its_key_and_step),
