@@ -43,8 +43,8 @@
 
 typedef struct {
     zf_zctx_t *ctx;
-    zf_rendezvous_mgr_t *mgr_a, *mgr_b;
-    zf_remote_t *a, *b;
+    zf_rendezvous_mgr_t *mgr_a, *mgr_b, *mgr_c;
+    zf_remote_t *a, *b, *c; /* c: made by the tests that need a third */
 } s_pair_t;
 
 static int s_setup(void **state)
@@ -68,8 +68,10 @@ static int s_teardown(void **state)
     s_pair_t *p = *state;
     zf_remote_destroy(&p->a);
     zf_remote_destroy(&p->b);
+    zf_remote_destroy(&p->c);
     zf_rendezvous_mgr_destroy(&p->mgr_a);
     zf_rendezvous_mgr_destroy(&p->mgr_b);
+    zf_rendezvous_mgr_destroy(&p->mgr_c);
     zf_zctx_destroy(&p->ctx);
     free(p);
     return 0;
@@ -641,10 +643,10 @@ static void test_batch_delivers_runs_to_claimed_and_unclaimed_steps(void **state
 static void test_batch_sends_after_a_peer_moves_go_to_the_new_peer(void **state)
 {
     s_pair_t *p = *state;
-    zf_rendezvous_mgr_t *mgr_c = NULL;
-    zf_remote_t *c = NULL;
-    ASSERT_OK(zf_rendezvous_mgr_new(&mgr_c));
-    ASSERT_OK(zf_remote_new(p->ctx, mgr_c, NULL, &c));
+    /* the teardown destroys c, so a failure below cannot hang the context */
+    ASSERT_OK(zf_rendezvous_mgr_new(&p->mgr_c));
+    ASSERT_OK(zf_remote_new(p->ctx, p->mgr_c, NULL, &p->c));
+    zf_remote_t *c = p->c;
     ASSERT_OK(zf_remote_attach(c, DEV_B));
     char k[4][160];
     zf_tensor_t *vals[4];
@@ -664,7 +666,7 @@ static void test_batch_sends_after_a_peer_moves_go_to_the_new_peer(void **state)
     zf_rendezvous_batch_end();
     assert_int_equal(zf_remote_stats(p->a).batches_sent, 2);
     zf_rendezvous_t *rc = NULL;
-    ASSERT_OK(zf_rendezvous_mgr_claim(mgr_c, 80, &rc));
+    ASSERT_OK(zf_rendezvous_mgr_claim(p->mgr_c, 80, &rc));
     for (int i = 2; i < 4; i++) {
         zf_tensor_t *got = NULL;
         ASSERT_OK(zf_rendezvous_recv(rc, k[i], WAIT_MS, &got, NULL));
@@ -676,8 +678,6 @@ static void test_batch_sends_after_a_peer_moves_go_to_the_new_peer(void **state)
     for (int i = 0; i < 4; i++) zf_tensor_unref(&vals[i]);
     zf_rendezvous_unref(&rc);
     zf_rendezvous_unref(&ra);
-    zf_remote_destroy(&c);
-    zf_rendezvous_mgr_destroy(&mgr_c);
 }
 
 static void test_batch_that_cannot_be_pushed_aborts_its_step_with_the_reason(void **state)
