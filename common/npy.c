@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/byte_order.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "npy.c assumes a little-endian host"
 #endif
@@ -229,11 +231,6 @@ static zf_status_t s_parse_dict(const char *text, size_t len, s_header_t *h)
 
 /* ---- reading ------------------------------------------------------------ */
 
-static uint32_t s_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 static zf_status_t s_read_header(const uint8_t *d, size_t len, s_header_t *h, size_t *data_off)
 {
     if (len < S_MAGIC_LEN + 2 || memcmp(d, S_MAGIC, S_MAGIC_LEN) != 0)
@@ -242,7 +239,7 @@ static zf_status_t s_read_header(const uint8_t *d, size_t len, s_header_t *h, si
     if (major < 1 || major > 3) return s_bad("npy: unsupported format version %u.%u", major, minor);
     size_t hsize = major == 1 ? 2 : 4;
     if (len < S_MAGIC_LEN + 2 + hsize) return s_bad("npy: truncated header length");
-    size_t hlen = major == 1 ? (size_t)(d[8] | d[9] << 8) : (size_t)s_le32(d + 8);
+    size_t hlen = major == 1 ? (size_t)(d[8] | d[9] << 8) : (size_t)zf_le32(d + 8);
     size_t start = S_MAGIC_LEN + 2 + hsize;
     if (hlen > S_MAX_HEADER) return s_bad("npy: header of %zu bytes is too long", hlen);
     if (hlen > len - start)
@@ -332,7 +329,7 @@ static zf_status_t s_decode_strings(const s_header_t *h, const uint8_t *items, z
             const uint8_t *q = item + 4 * c;
             uint32_t cp =
                 h->swap ? (uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 | (uint32_t)q[2] << 8 | q[3]
-                        : s_le32(q);
+                        : zf_le32(q);
             if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
                 s = s_bad("npy: invalid code point U+%" PRIX32 " in a 'U' array", cp);
                 break;

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/byte_order.h"
 #include "common/crc32c.h"
 #include "common/random.h"
 #include "proto/tensor_bundle.pb-c.h"
@@ -27,11 +28,6 @@
 #define S_VERSION          1 /* kTensorBundleVersion */
 
 /* ---- little-endian and varint coding --------------------------------------- */
-
-static uint32_t s_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 /* Decodes a varint of at most max_bits from [*p, end); false when it runs
  * past end, is longer than such a varint may be, or is too large. */
@@ -94,7 +90,8 @@ static void s_put_varint(s_buf_t *b, uint64_t v)
 
 static void s_put_le32(s_buf_t *b, uint32_t v)
 {
-    uint8_t tmp[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    uint8_t tmp[4];
+    zf_put_le32(tmp, v);
     s_put(b, tmp, 4);
 }
 
@@ -211,7 +208,7 @@ static zf_status_t s_read_block(const zf_bundle_reader_t *r, s_handle_t h, const
         return s_corrupt(r, "bad block handle (truncated block read)");
     const uint8_t *b = r->file + h.offset;
     size_t n = (size_t)h.size;
-    uint32_t stored = zf_crc32c_unmask(s_le32(b + n + 1));
+    uint32_t stored = zf_crc32c_unmask(zf_le32(b + n + 1));
     if (zf_crc32c(b, n + 1) != stored) return s_corrupt(r, "block checksum mismatch");
     if (b[n] == 1)
         return zf_status_new(ZF_UNIMPLEMENTED,
@@ -232,12 +229,12 @@ static zf_status_t s_block_entries(zf_bundle_reader_t *r, const uint8_t *b, size
                                    void *arg)
 {
     if (n < 4) return s_corrupt(r, "bad block contents (too short)");
-    uint32_t num_restarts = s_le32(b + n - 4);
+    uint32_t num_restarts = zf_le32(b + n - 4);
     if (num_restarts == 0 || num_restarts > (n - 4) / 4)
         return s_corrupt(r, "bad block contents (restart count)");
     size_t limit = n - 4 - (size_t)num_restarts * 4;
     for (uint32_t i = 0; i < num_restarts; i++)
-        if (s_le32(b + limit + (size_t)i * 4) > limit)
+        if (zf_le32(b + limit + (size_t)i * 4) > limit)
             return s_corrupt(r, "bad block contents (restart offset)");
     s_buf_t key = {0};
     const uint8_t *p = b, *end = b + limit;
@@ -313,7 +310,7 @@ static zf_status_t s_parse_table(zf_bundle_reader_t *r)
 {
     if (r->file_len < S_FOOTER_LEN) return s_corrupt(r, "file is too short to be an sstable");
     const uint8_t *footer = r->file + r->file_len - S_FOOTER_LEN;
-    uint64_t magic = (uint64_t)s_le32(footer + 40) | (uint64_t)s_le32(footer + 44) << 32;
+    uint64_t magic = (uint64_t)zf_le32(footer + 40) | (uint64_t)zf_le32(footer + 44) << 32;
     if (magic != S_MAGIC) return s_corrupt(r, "not an sstable (bad magic number)");
     s_handle_t meta, index;
     const uint8_t *p = footer;
@@ -550,7 +547,7 @@ static zf_status_t s_decode_strings(const zf_bundle_entry_t *e, const uint8_t *b
         s = zf_status_new(ZF_DATA_LOSS, "%s: string lengths longer than the entry's %zu bytes",
                           where, len);
     if (zf_ok(s) && len > 0) {
-        uint32_t stored = zf_crc32c_unmask(s_le32(p));
+        uint32_t stored = zf_crc32c_unmask(zf_le32(p));
         if (stored != crc)
             s = zf_status_new(ZF_DATA_LOSS,
                               "%s: The length checksum does not match: expected %08" PRIu32

@@ -2,6 +2,8 @@
  * send and receive of two-frame tensor messages over ZeroMQ. */
 #include "common/tensor_frame.h"
 
+#include "common/byte_order.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -11,18 +13,6 @@
 #include <zmq.h>
 
 /* ---- payloads ------------------------------------------------------------------------ */
-
-static uint64_t s_le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-
-static void s_put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
 
 static zf_status_t s_decode_strings(const zf_tensor_frame_header_t *h, const uint8_t *p, size_t len,
                                     zf_tensor_t **out)
@@ -39,7 +29,7 @@ static zf_status_t s_decode_strings(const zf_tensor_frame_header_t *h, const uin
                                     i, n, len);
             break;
         }
-        uint64_t slen = s_le64(p + at);
+        uint64_t slen = zf_le64(p + at);
         at += 8;
         if (slen > len - at)
             s = zf_invalid_argument("string %" PRId64 " declares %" PRIu64
@@ -77,22 +67,17 @@ zf_status_t zf_tensor_frame_decode_payload(const zf_tensor_frame_header_t *h, co
     return zf_tensor_new_from_bytes(h->dtype, &h->shape, bytes, len, out);
 }
 
-zf_status_t zf__tensor_frame_encode_strings(const zf_tensor_t *t, uint64_t total, uint8_t **out)
+void zf__tensor_frame_write_strings(const zf_tensor_t *t, uint8_t *out)
 {
-    if (total > SIZE_MAX) return zf_out_of_memory("a string payload");
-    uint8_t *buf = malloc(total ? (size_t)total : 1);
-    if (!buf) return zf_out_of_memory("a string payload");
     const zf_tstring_t *strs = zf_tensor_data(t);
     int64_t n = zf_tensor_num_elements(t);
     size_t at = 0;
     for (int64_t i = 0; i < n; i++) {
-        s_put_le64(buf + at, strs[i].len);
+        zf_put_le64(out + at, strs[i].len);
         at += 8;
-        if (strs[i].len) memcpy(buf + at, strs[i].data, strs[i].len);
+        if (strs[i].len) memcpy(out + at, strs[i].data, strs[i].len);
         at += strs[i].len;
     }
-    *out = buf;
-    return ZF_STATUS_OK;
 }
 
 /* ---- sending ---------------------------------------------------------------------------- */
@@ -121,8 +106,9 @@ static zf_status_t s_payload_msg(const zf_tensor_frame_header_t *h, zf_tensor_t 
         return ZF_STATUS_OK;
     }
     if (zf__tensor_frame_holds_strings(h->dtype)) {
-        uint8_t *buf = NULL;
-        ZF_TRY(zf__tensor_frame_encode_strings(t, h->len, &buf));
+        uint8_t *buf = h->len <= SIZE_MAX ? malloc(h->len ? (size_t)h->len : 1) : NULL;
+        if (!buf) return zf_out_of_memory("a string payload");
+        zf__tensor_frame_write_strings(t, buf);
         if (zmq_msg_init_data(msg, buf, (size_t)h->len, s_free_bytes, NULL) == 0)
             return ZF_STATUS_OK;
         free(buf);

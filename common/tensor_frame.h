@@ -357,12 +357,12 @@ zf_status_t zf__tensor_frame_header_fill(const char *key, int64_t step_id, const
 /* For the codec's own files: whether dtype's payload is the string
  * encoding; the key check (INVALID_ARGUMENT when len is 0, or more than
  * ZF_TENSOR_FRAME_MAX_KEY, key then not read, or key holds a zero byte);
- * the checks of zf_tensor_frame_check_header() but the key's; the string
- * encoding of t (total bytes) in a malloc'd block. */
+ * the checks of zf_tensor_frame_check_header() but the key's; writes the
+ * string encoding of t into out (the header's "len" bytes). */
 bool zf__tensor_frame_holds_strings(zf_dtype_t dtype);
 zf_status_t zf__tensor_frame_check_key(const char *key, size_t len);
 zf_status_t zf__tensor_frame_check_fields(const zf_tensor_frame_header_t *h);
-zf_status_t zf__tensor_frame_encode_strings(const zf_tensor_t *t, uint64_t total, uint8_t **out);
+void zf__tensor_frame_write_strings(const zf_tensor_t *t, uint8_t *out);
 /* As zf__tensor_frame_header_fill() without the key (named in errors
  * only, neither checked nor copied): for a batch, which writes the key
  * itself. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/byte_order.h"
 #include "common/tensor_frame.h"
 
 /* The magic a batch's first frame starts with: 0xc1 is a byte msgpack
@@ -21,39 +22,6 @@ enum {
 /* An entry's fixed part: flags, dtype, rank, prefix (u8 each), klen,
  * plen (u16), step, len (u64); then rank dims (i64) and klen key bytes. */
 #define S_ENTRY_FIXED 24
-
-static void s_put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void s_put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void s_put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t s_get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t s_get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t s_get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
 
 /* How a batch of layout 1 started, which is no longer read: the msgpack
  * map {"v": 1, "batch": array32}. */
@@ -73,7 +41,7 @@ bool zf_tensor_frame_is_batch(const void *bytes, size_t len)
 void zf_tensor_frame_batch_prefix(uint32_t n, uint8_t *out)
 {
     memcpy(out, s_magic, sizeof s_magic);
-    s_put32(out + sizeof s_magic, n);
+    zf_put_le32(out + sizeof s_magic, n);
 }
 
 size_t zf_tensor_frame_batch_offset(size_t end)
@@ -131,12 +99,13 @@ static size_t s_put_entry(zf_tensor_frame_batch_out_t *b, const zf_tensor_frame_
     p[1] = (uint8_t)h->dtype;
     p[2] = (uint8_t)h->shape.rank;
     p[3] = prefix;
-    s_put16(p + 4, (uint16_t)(key_len - skip));
-    s_put16(p + 6, (uint16_t)plen);
-    s_put64(p + 8, (uint64_t)h->step_id);
-    s_put64(p + 16, h->len);
+    zf_put_le16(p + 4, (uint16_t)(key_len - skip));
+    zf_put_le16(p + 6, (uint16_t)plen);
+    zf_put_le64(p + 8, (uint64_t)h->step_id);
+    zf_put_le64(p + 16, h->len);
     size_t at = S_ENTRY_FIXED;
-    for (int d = 0; d < h->shape.rank; d++, at += 8) s_put64(p + at, (uint64_t)h->shape.dims[d]);
+    for (int d = 0; d < h->shape.rank; d++, at += 8)
+        zf_put_le64(p + at, (uint64_t)h->shape.dims[d]);
     memcpy(p + at, key + skip, key_len - skip);
     if (flags & S_NEW_PREFIX) {
         b->prefixes++;
@@ -173,10 +142,7 @@ zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const 
         !s_reserve(&b->payload, &b->payload_cap, b->payload_len, at - b->payload_len + h.len))
         return zf_out_of_memory("a batch of tensors");
     if (h.len && !is_dead && zf__tensor_frame_holds_strings(h.dtype)) {
-        uint8_t *enc = NULL;
-        ZF_TRY(zf__tensor_frame_encode_strings(t, h.len, &enc));
-        memcpy(b->payload + at, enc, (size_t)h.len);
-        free(enc);
+        zf__tensor_frame_write_strings(t, b->payload + at);
     } else if (h.len && !is_dead) {
         memcpy(b->payload + at, zf_tensor_data(t), (size_t)h.len);
     }
@@ -235,8 +201,8 @@ static bool s_locate(const uint8_t *head, size_t head_len, size_t *at, s_raw_t *
     const uint8_t *p = head + *at;
     e->fixed = p;
     e->rank = p[2];
-    e->klen = s_get16(p + 4);
-    e->plen = s_get16(p + 6);
+    e->klen = zf_le16(p + 4);
+    e->plen = zf_le16(p + 6);
     size_t size = S_ENTRY_FIXED + 8 * (size_t)e->rank + e->klen;
     if (head_len - *at < size) return false;
     e->dims = p + S_ENTRY_FIXED;
@@ -289,9 +255,9 @@ static zf_status_t s_fields(const s_raw_t *e, zf_tensor_frame_header_t *h)
     h->dtype = (zf_dtype_t)e->fixed[1];
     memset(&h->shape, 0, sizeof h->shape); /* the dims past the rank are 0 */
     h->shape.rank = (int)e->rank;
-    for (unsigned d = 0; d < e->rank; d++) h->shape.dims[d] = (int64_t)s_get64(e->dims + 8 * d);
-    h->step_id = (int64_t)s_get64(e->fixed + 8);
-    h->len = s_get64(e->fixed + 16);
+    for (unsigned d = 0; d < e->rank; d++) h->shape.dims[d] = (int64_t)zf_le64(e->dims + 8 * d);
+    h->step_id = (int64_t)zf_le64(e->fixed + 8);
+    h->len = zf_le64(e->fixed + 16);
     h->chunk = 0;
     h->has_ipc = h->has_shm = false;
     return zf__tensor_frame_check_fields(h);
@@ -330,7 +296,7 @@ static void s_entry(const s_raw_t *e, const char *pre, size_t pre_len, zf_status
     } else if (zf_ok(s)) { /* a view of the payload frame: no copy */
         s = zf_tensor_from_buffer(h->dtype, &h->shape, payload, off, &out->tensor);
     }
-    out->step_id = (int64_t)s_get64(e->fixed + 8);
+    out->step_id = (int64_t)zf_le64(e->fixed + 8);
     out->has_step = true;
     out->is_dead = e->fixed[0] & S_DEAD;
     if (zf_ok(s)) return;
@@ -357,7 +323,7 @@ static zf_status_t s_measure(const uint8_t *head, size_t head_len, size_t n, siz
         zf_status_t s = s_prefix(&e, &px, &pre, &pre_len); /* a bad one is refused alone */
         zf_status_clear(&s);
         if (pre_len + e.klen <= ZF_TENSOR_FRAME_MAX_KEY) *keys += pre_len + e.klen + 1;
-        uint64_t len = s_get64(e.fixed + 16);
+        uint64_t len = zf_le64(e.fixed + 16);
         size_t off = i ? zf_tensor_frame_batch_offset(end) : 0;
         if (off > payload_len || len > payload_len - off)
             return zf_invalid_argument("entry %zu of %zu: its %" PRIu64 " bytes at offset %zu are "
@@ -397,7 +363,7 @@ static zf_status_t s_read(const uint8_t *head, size_t head_len, size_t n, zf_buf
         zf_status_t ps = s_prefix(&e, &px, &pre, &pre_len);
         size_t off = i ? zf_tensor_frame_batch_offset(end) : 0;
         s_entry(&e, pre, pre_len, ps, i, n, payload, off, h, out, &used, &out->entries[i]);
-        end = off + (size_t)s_get64(e.fixed + 16);
+        end = off + (size_t)zf_le64(e.fixed + 16);
     }
     free(h);
     return ZF_STATUS_OK;
@@ -423,7 +389,7 @@ zf_status_t zf_tensor_frame_decode_batch(const void *head, size_t head_len, zf_b
                                 ZF_TENSOR_FRAME_BATCH_VERSION);
     else if (!zf_tensor_frame_is_batch(head, head_len))
         s = zf_invalid_argument("the frame does not start as a batch");
-    else if ((n = s_get32((const uint8_t *)head + sizeof s_magic)) == 0 ||
+    else if ((n = zf_le32((const uint8_t *)head + sizeof s_magic)) == 0 ||
              n > ZF_TENSOR_FRAME_MAX_BATCH)
         s = zf_invalid_argument("%zu entries; 1 to %d are allowed", n, ZF_TENSOR_FRAME_MAX_BATCH);
     if (zf_ok(s)) s = s_measure(head, head_len, n, payload_len, &keys);
