@@ -241,6 +241,27 @@ static zf_status_t s_prefix(const s_raw_t *e, s_prefixes_t *px, const char **pre
     return ZF_STATUS_OK;
 }
 
+/* A walk over a batch's entries, as both decoding passes make it. */
+typedef struct {
+    size_t at;  /* the next entry's byte in frame 1 */
+    size_t end; /* where the payloads so far end */
+    size_t i;   /* the next entry's number */
+    s_prefixes_t px;
+} s_walk_t;
+
+/* One step of the walk: the next entry into *e, its key's prefix (*pre,
+ * *pre_len; or *ps saying why it has none; owned by the caller) and its
+ * payload's offset *off; false when it runs past frame 1. */
+static bool s_next(const uint8_t *head, size_t head_len, s_walk_t *w, s_raw_t *e, const char **pre,
+                   size_t *pre_len, zf_status_t *ps, size_t *off)
+{
+    if (!s_locate(head, head_len, &w->at, e)) return false;
+    *ps = s_prefix(e, &w->px, pre, pre_len);
+    *off = w->i++ ? zf_tensor_frame_batch_offset(w->end) : 0;
+    w->end = *off + (size_t)zf_le64(e->fixed + 16); /* checked by the measuring pass */
+    return true;
+}
+
 /* Entry e's fields into h (all that the checks read but the key), checked
  * as a single header's. */
 static zf_status_t s_fields(const s_raw_t *e, zf_tensor_frame_header_t *h)
@@ -304,38 +325,35 @@ static void s_entry(const s_raw_t *e, const char *pre, size_t pre_len, zf_status
     out->error = zf_status_prefix(s, "entry %zu of %zu", i, n);
 }
 
-/* Walks the n entries from byte first of head: every one located, the
+/* Walks the n entries of frame 1 (head): every one located, the
  * payloads so laid out ending exactly where the payload_len-byte frame
  * does, and the keys' total bytes (each key NUL-terminated) into *keys. */
 static zf_status_t s_measure(const uint8_t *head, size_t head_len, size_t n, size_t payload_len,
                              size_t *keys)
 {
-    s_prefixes_t px = {.n = 0};
-    size_t at = ZF_TENSOR_FRAME_BATCH_PREFIX, end = 0;
+    s_walk_t w = {.at = ZF_TENSOR_FRAME_BATCH_PREFIX};
     *keys = 0;
     for (size_t i = 0; i < n; i++) {
         s_raw_t e = {0};
-        if (!s_locate(head, head_len, &at, &e))
+        const char *pre = NULL;
+        size_t pre_len = 0, off = 0;
+        zf_status_t ps = ZF_STATUS_OK;
+        if (!s_next(head, head_len, &w, &e, &pre, &pre_len, &ps, &off))
             return zf_invalid_argument("entry %zu of %zu runs past the end of the %zu-byte frame",
                                        i, n, head_len);
-        const char *pre = NULL;
-        size_t pre_len = 0;
-        zf_status_t s = s_prefix(&e, &px, &pre, &pre_len); /* a bad one is refused alone */
-        zf_status_clear(&s);
+        zf_status_clear(&ps); /* a bad prefix is its entry's alone */
         if (pre_len + e.klen <= ZF_TENSOR_FRAME_MAX_KEY) *keys += pre_len + e.klen + 1;
         uint64_t len = zf_le64(e.fixed + 16);
-        size_t off = i ? zf_tensor_frame_batch_offset(end) : 0;
         if (off > payload_len || len > payload_len - off)
             return zf_invalid_argument("entry %zu of %zu: its %" PRIu64 " bytes at offset %zu are "
                                        "past the end of the %zu-byte payload frame",
                                        i, n, len, off, payload_len);
-        end = off + (size_t)len;
     }
-    if (at != head_len)
-        return zf_invalid_argument("%zu bytes follow the last of %zu entries", head_len - at, n);
-    if (end != payload_len)
-        return zf_invalid_argument("the entries end at byte %zu but the payload frame has %zu", end,
-                                   payload_len);
+    if (w.at != head_len)
+        return zf_invalid_argument("%zu bytes follow the last of %zu entries", head_len - w.at, n);
+    if (w.end != payload_len)
+        return zf_invalid_argument("the entries end at byte %zu but the payload frame has %zu",
+                                   w.end, payload_len);
     if (*keys > ZF_TENSOR_FRAME_MAX_BATCH_HEADER)
         return zf_invalid_argument("the keys take %zu bytes; a batch's may take at most %d", *keys,
                                    ZF_TENSOR_FRAME_MAX_BATCH_HEADER);
@@ -353,17 +371,15 @@ static zf_status_t s_read(const uint8_t *head, size_t head_len, size_t n, zf_buf
         return zf_out_of_memory("a tensor frame batch");
     }
     out->n = n;
-    s_prefixes_t px = {.n = 0};
-    size_t at = ZF_TENSOR_FRAME_BATCH_PREFIX, end = 0, used = 0;
+    s_walk_t w = {.at = ZF_TENSOR_FRAME_BATCH_PREFIX};
+    size_t used = 0;
     for (size_t i = 0; i < n; i++) {
         s_raw_t e = {0};
-        (void)s_locate(head, head_len, &at, &e); /* measured: cannot fail */
         const char *pre = NULL;
-        size_t pre_len = 0;
-        zf_status_t ps = s_prefix(&e, &px, &pre, &pre_len);
-        size_t off = i ? zf_tensor_frame_batch_offset(end) : 0;
+        size_t pre_len = 0, off = 0;
+        zf_status_t ps = ZF_STATUS_OK;
+        (void)s_next(head, head_len, &w, &e, &pre, &pre_len, &ps, &off); /* measured */
         s_entry(&e, pre, pre_len, ps, i, n, payload, off, h, out, &used, &out->entries[i]);
-        end = off + (size_t)zf_le64(e.fixed + 16);
     }
     free(h);
     return ZF_STATUS_OK;
