@@ -272,6 +272,8 @@ bool zf_rendezvous_batch_defer(zf_rendezvous_flush_fn fn, void *arg)
     return true;
 }
 
+static zf_status_t s_put(zf_rendezvous_t *r, const char *key, zf_tensor_t *tensor, bool is_dead);
+
 zf_status_t zf_rendezvous_send(zf_rendezvous_t *r, const char *key, zf_tensor_t *tensor,
                                bool is_dead)
 {
@@ -280,7 +282,7 @@ zf_status_t zf_rendezvous_send(zf_rendezvous_t *r, const char *key, zf_tensor_t 
     bool remote = false;
     zf_status_t rs = s_send_remote(r, key, tensor, is_dead, &remote);
     if (remote || !zf_ok(rs)) return rs;
-    return zf_rendezvous_put(r, key, tensor, is_dead);
+    return s_put(r, key, tensor, is_dead);
 }
 
 zf_status_t zf_rendezvous_put(zf_rendezvous_t *r, const char *key, zf_tensor_t *tensor,
@@ -288,6 +290,12 @@ zf_status_t zf_rendezvous_put(zf_rendezvous_t *r, const char *key, zf_tensor_t *
 {
     if (!tensor && !is_dead)
         return zf_invalid_argument("rendezvous send of '%s' without a tensor", key);
+    return s_put(r, key, tensor, is_dead);
+}
+
+/* The local half of a send (its tensor checked). */
+static zf_status_t s_put(zf_rendezvous_t *r, const char *key, zf_tensor_t *tensor, bool is_dead)
+{
     size_t len = strlen(key);
     uint64_t hash = zf_strmap_hash(key, len);
     pthread_mutex_lock(&r->mu);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/graph.h"
 #include "common/rendezvous_key.h"
 #include "scheduler/graph/partition.h"
 
@@ -104,12 +105,15 @@ static zf_status_t s_move_io(zf_partition_io_t *io, int n, bool src, zf_partitio
     return ZF_STATUS_OK;
 }
 
+/* Whether nd is a transfer between two devices of op a or b (not a
+ * client's feed or fetch). */
 static bool s_is_transfer(const Tensorflow__NodeDef *nd, const char *a, const char *b)
 {
     if (strcmp(nd->op, a) != 0 && strcmp(nd->op, b) != 0) return false;
-    for (size_t i = 0; i < nd->n_attr; i++)
-        if (strcmp(nd->attr[i]->key, "client_terminated") == 0) return !nd->attr[i]->value->b;
-    return true;
+    bool client = false;
+    zf_status_t s = zf_node_attr_bool_or(nd, "client_terminated", false, &client);
+    zf_status_clear(&s); /* made by the partitioner: a bool when there */
+    return !client;
 }
 
 /* Counts the transfers of both passes in p's graph. */
