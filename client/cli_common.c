@@ -357,14 +357,13 @@ zf_dtype_t zf_cli_graph_dtype(void *graph, const char *name)
 {
     const zf_graph_t *g = graph;
     zf_dtype_t dtype = ZF_INVALID;
-    const char *node = NULL;
-    size_t len = 0;
     int port = 0;
     if (!g) return ZF_INVALID;
-    zf_status_t s = zf_tensor_name_parse(name, &node, &len, &port);
-    int id = zf_ok(s) ? zf_graph_find_node_n(g, node, len) : -1;
-    if (id >= 0 && port >= 0) s = zf_graph_output_type(g, id, port, &dtype);
-    zf_status_clear(&s);
+    int id = zf_graph_find_tensor(g, name, &port);
+    if (id >= 0) {
+        zf_status_t s = zf_graph_output_type(g, id, port, &dtype);
+        zf_status_clear(&s);
+    }
     return zf_dtype_base(dtype);
 }
 
@@ -385,9 +384,9 @@ const char *zf_cli_default_broker(void)
 
 /* ---- the step of `zflow run` and `zflow submit` --------------------------------- */
 
-static const char *const s_step_valued[] = {"--feed",  "--fetch", "--target",
-                                            "--init",  "--place", "--steps",
-                                            "--checkpoint-every", "--checkpoint-dir"};
+static const char *const s_step_valued[] = {
+    "--feed",  "--fetch", "--target",           "--init",
+    "--place", "--steps", "--checkpoint-every", "--checkpoint-dir"};
 
 static bool s_listed(const char *const *list, const char *opt)
 {
@@ -526,8 +525,8 @@ int zf_cli_step_args_parse(const char *command, const char *usage, int argc, cha
 
 /* Parses text (when given) as a count of option opt into *out: 0, or 2
  * after reporting bad usage. */
-static int s_count_option(const char *command, const char *usage, const char *opt,
-                          const char *text, long *out)
+static int s_count_option(const char *command, const char *usage, const char *opt, const char *text,
+                          long *out)
 {
     if (!text) return 0;
     zf_status_t s = zf_cli_parse_count(opt, text, 1000000000L, out);
@@ -606,8 +605,8 @@ zf_client_session_options_t zf_cli_session_options(const zf_cli_step_args_t *a)
 
 zf_client_job_options_t zf_cli_job_options(const zf_cli_step_args_t *a)
 {
-    return (zf_client_job_options_t){a->steps,           a->inits,         a->n_inits, 0, false,
-                                     a->checkpoint_every, a->checkpoint_dir};
+    return (zf_client_job_options_t){
+        a->steps, a->inits, a->n_inits, 0, false, a->checkpoint_every, a->checkpoint_dir};
 }
 
 zf_status_t zf_cli_load_graph(const char *path, zf_graph_format_t format, zf_graph_t **g)

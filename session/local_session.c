@@ -594,6 +594,16 @@ static void s_prun_unlink(zf_local_session_t *s, s_prun_t *pr, const char *why)
     snprintf(s->gone[i].why, sizeof s->gone[i].why, "%s", why);
 }
 
+/* OK while s has room for another open partial run, else why not. Under s->mu. */
+static zf_status_t s_prun_room(const zf_local_session_t *s)
+{
+    if (s->n_pruns < ZF_LOCAL_SESSION_PRUNS_MAX) return ZF_STATUS_OK;
+    return zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                         "the session has %d partial runs open already (the most it keeps): "
+                         "finish or abandon one first",
+                         s->n_pruns);
+}
+
 zf_status_t zf_local_session_partial_run_setup(zf_local_session_t *s, const char *const *feeds,
                                                int n_feeds, const char *const *fetches,
                                                int n_fetches, const char *const *targets,
@@ -611,6 +621,11 @@ zf_status_t zf_local_session_partial_run_setup(zf_local_session_t *s, const char
     s_names_free(&nm);
     s_prun_t *pr = zf_ok(st) ? calloc(1, sizeof *pr) : NULL;
     if (zf_ok(st) && !pr) st = zf_out_of_memory("session");
+    if (zf_ok(st)) { /* refused before the walk when full; checked again below, as counted */
+        pthread_mutex_lock(&s->mu);
+        st = s_prun_room(s);
+        pthread_mutex_unlock(&s->mu);
+    }
     if (zf_ok(st)) {
         pr->p = p;
         st = zf_partial_run_new(s->graph, (const char *const *)p->feeds, p->n_feeds,
@@ -624,12 +639,8 @@ zf_status_t zf_local_session_partial_run_setup(zf_local_session_t *s, const char
     }
     if (zf_ok(st)) {
         pthread_mutex_lock(&s->mu);
-        if (s->n_pruns >= ZF_LOCAL_SESSION_PRUNS_MAX)
-            st = zf_status_new(ZF_RESOURCE_EXHAUSTED,
-                               "the session has %d partial runs open already (the most it keeps): "
-                               "finish or abandon one first",
-                               s->n_pruns);
-        else { /* busy until its partitions have started: no call takes it before */
+        st = s_prun_room(s);
+        if (zf_ok(st)) { /* busy until its partitions have started: no call takes it before */
             pr->busy = true;
             pr->next = s->pruns;
             s->pruns = pr;
@@ -739,13 +750,9 @@ zf_status_t zf_local_session_partial_run(zf_local_session_t *s, const char *hand
                                                                (const char *const *)nm.fetches;
     if (pr) st = zf_partial_run_check(pr->given, cf, n_feeds, cx, n_fetches);
     bool last = pr && zf_ok(st) && zf_partial_run_mark(pr->given, cf, n_feeds, cx, n_fetches);
+    if (pr && !zf_ok(st)) pr->busy = false; /* a refused call leaves the partial run as it was */
     pthread_mutex_unlock(&s->mu);
-    if (!pr || !zf_ok(st)) { /* a refused call leaves the partial run as it was */
-        if (pr) {
-            pthread_mutex_lock(&s->mu);
-            pr->busy = false;
-            pthread_mutex_unlock(&s->mu);
-        }
+    if (!pr || !zf_ok(st)) {
         s_names_free(&nm);
         return st;
     }

@@ -61,14 +61,13 @@ void zf_partial_run_free(zf_partial_run_t **pr_p)
     free(pr);
 }
 
-/* The declared feed that is node:port, or -1; fed[node] says whether any
- * declared feed is on node, so most edges are answered at once. */
-static int s_feed_at(const bool *fed, const int *fnode, const int *fport, int nf, int node,
-                     int port)
+/* The declared feed that is node:port, or -1: the feeds on each node are
+ * linked from first[node] through next[], so a lookup costs the feeds on
+ * that node, and a node no feed is on is answered at once. */
+static int s_feed_at(const int *first, const int *next, const int *fport, int node, int port)
 {
-    if (!fed[node]) return -1;
-    for (int i = 0; i < nf; i++)
-        if (fnode[i] == node && fport[i] == port) return i;
+    for (int i = first[node]; i >= 0; i = next[i])
+        if (fport[i] == port) return i;
     return -1;
 }
 
@@ -92,31 +91,33 @@ static bool s_need(zf_partial_run_t *pr, size_t *used, size_t *cap, int k)
 static zf_status_t s_needs(const zf_graph_t *g, zf_partial_run_t *pr)
 {
     int n = zf_graph_num_nodes(g), nf = pr->n_feeds, nx = pr->n_fetches;
-    int *fnode = malloc(((size_t)nf + 1) * sizeof *fnode);
     int *fport = malloc(((size_t)nf + 1) * sizeof *fport);
-    bool *fed = calloc((size_t)n + 1, sizeof *fed);
-    int *seen = calloc((size_t)n + 1, sizeof *seen); /* the fetch + 1 that saw the node */
+    int *next = malloc(((size_t)nf + 1) * sizeof *next);  /* the next feed on its node */
+    int *first = malloc(((size_t)n + 1) * sizeof *first); /* each node's first feed, or -1 */
+    int *seen = calloc((size_t)n + 1, sizeof *seen);      /* the fetch + 1 that saw the node */
     int *stack = malloc(((size_t)n + 1) * sizeof *stack);
-    bool *hit = malloc(((size_t)nf + 1) * sizeof *hit);
+    bool *hit = calloc((size_t)nf + 1, sizeof *hit); /* the feeds this fetch needs */
     size_t cap = 16, used = 0;
     uint64_t visits = 0;
     pr->needs = malloc(cap * sizeof *pr->needs);
     pr->needs_at = calloc((size_t)nx + 1, sizeof *pr->needs_at);
     pr->self = malloc(((size_t)nx + 1) * sizeof *pr->self);
     zf_status_t st =
-        fnode && fport && fed && seen && stack && hit && pr->needs && pr->needs_at && pr->self
+        fport && next && first && seen && stack && hit && pr->needs && pr->needs_at && pr->self
             ? ZF_STATUS_OK
             : zf_out_of_memory("a partial run");
-    for (int k = 0; zf_ok(st) && k < nf; k++) {
-        fnode[k] = zf_graph_find_tensor(g, pr->feeds[k], &fport[k]);
-        if (fnode[k] >= 0) fed[fnode[k]] = true;
+    for (int v = 0; zf_ok(st) && v < n; v++) first[v] = -1;
+    for (int k = nf - 1; zf_ok(st) && k >= 0; k--) { /* each node's feeds in ascending order */
+        int node = zf_graph_find_tensor(g, pr->feeds[k], &fport[k]);
+        if (node < 0) continue;
+        next[k] = first[node];
+        first[node] = k;
     }
     for (int f = 0; zf_ok(st) && f < nx; f++) {
         pr->needs_at[f] = (int)used;
         int port = 0, start = zf_graph_find_tensor(g, pr->fetches[f], &port);
-        pr->self[f] = start >= 0 ? s_feed_at(fed, fnode, fport, nf, start, port) : -1;
+        pr->self[f] = start >= 0 ? s_feed_at(first, next, fport, start, port) : -1;
         if (pr->self[f] >= 0 || start < 0) continue;
-        memset(hit, 0, ((size_t)nf + 1) * sizeof *hit);
         int top = 0;
         stack[top++] = start;
         seen[start] = f + 1;
@@ -135,7 +136,7 @@ static zf_status_t s_needs(const zf_graph_t *g, zf_partial_run_t *pr)
                 int src = in[i].src;
                 int k = zf_edge_is_control(&in[i])
                             ? -1
-                            : s_feed_at(fed, fnode, fport, nf, src, in[i].src_port);
+                            : s_feed_at(first, next, fport, src, in[i].src_port);
                 if (k < 0 && seen[src] != f + 1) {
                     seen[src] = f + 1;
                     stack[top++] = src;
@@ -151,11 +152,13 @@ static zf_status_t s_needs(const zf_graph_t *g, zf_partial_run_t *pr)
                 }
             }
         }
+        /* clear only what this fetch set, so the clearing costs its needs */
+        for (size_t j = (size_t)pr->needs_at[f]; j < used; j++) hit[pr->needs[j]] = false;
     }
     if (zf_ok(st)) pr->needs_at[nx] = (int)used;
-    free(fnode);
     free(fport);
-    free(fed);
+    free(next);
+    free(first);
     free(seen);
     free(stack);
     free(hit);
@@ -188,48 +191,52 @@ zf_status_t zf_partial_run_new(const zf_graph_t *g, const char *const *feeds, in
     return ZF_STATUS_OK;
 }
 
-/* Whether feed k is given by an earlier call or by this one's feeds. */
-static bool s_given(const zf_partial_run_t *pr, const char *const *feeds, int n_feeds, int k)
+/* Whether feed k is given by an earlier call or by this one's feeds (now[k]). */
+static bool s_given(const zf_partial_run_t *pr, const bool *now, int k)
 {
-    if (pr->fed[k]) return true;
-    for (int i = 0; i < n_feeds; i++)
-        if (strcmp(feeds[i], pr->feeds[k]) == 0) return true;
-    return false;
+    return pr->fed[k] || now[k];
 }
 
 zf_status_t zf_partial_run_check(const zf_partial_run_t *pr, const char *const *feeds, int n_feeds,
                                  const char *const *fetches, int n_fetches)
 {
-    for (int i = 0; i < n_feeds; i++) {
+    bool *now = calloc((size_t)pr->n_feeds + 1, sizeof *now); /* this call's feeds */
+    if (!now) return zf_out_of_memory("a partial run's call check");
+    zf_status_t st = ZF_STATUS_OK;
+    for (int i = 0; zf_ok(st) && i < n_feeds; i++) {
         int k = s_index(pr->feeds, pr->n_feeds, feeds[i]);
         if (k < 0)
-            return zf_invalid_argument("The feed %s was not specified in partial_run_setup.",
-                                       feeds[i]);
-        if (pr->fed[k]) return zf_invalid_argument("The feed %s has already been fed.", feeds[i]);
+            st = zf_invalid_argument("The feed %s was not specified in partial_run_setup.",
+                                     feeds[i]);
+        else if (pr->fed[k])
+            st = zf_invalid_argument("The feed %s has already been fed.", feeds[i]);
+        else
+            now[k] = true;
     }
-    for (int i = 0; i < n_fetches; i++) {
+    for (int i = 0; zf_ok(st) && i < n_fetches; i++) {
         int k = s_index(pr->fetches, pr->n_fetches, fetches[i]);
         if (k < 0)
-            return zf_invalid_argument("The fetch %s was not specified in partial_run_setup.",
-                                       fetches[i]);
-        if (pr->fetched[k])
-            return zf_invalid_argument("The fetch %s has already been fetched.", fetches[i]);
+            st = zf_invalid_argument("The fetch %s was not specified in partial_run_setup.",
+                                     fetches[i]);
+        else if (pr->fetched[k])
+            st = zf_invalid_argument("The fetch %s has already been fetched.", fetches[i]);
     }
     /* TensorFlow's CheckFetches: a fetch that needs a feed still to come
      * would wait for it forever */
-    for (int i = 0; i < n_fetches; i++) {
+    for (int i = 0; zf_ok(st) && i < n_fetches; i++) {
         int f = s_index(pr->fetches, pr->n_fetches, fetches[i]);
-        if (pr->self[f] >= 0 && !s_given(pr, feeds, n_feeds, pr->self[f]))
-            return zf_invalid_argument("Fetch %s can't be computed from the feeds that have been "
-                                       "fed so far: it is itself a feed still to come",
-                                       fetches[i]);
-        for (int j = pr->needs_at[f]; j < pr->needs_at[f + 1]; j++)
-            if (!s_given(pr, feeds, n_feeds, pr->needs[j]))
-                return zf_invalid_argument("Fetch %s can't be computed from the feeds that have "
-                                           "been fed so far: it needs feed %s",
-                                           fetches[i], pr->feeds[pr->needs[j]]);
+        if (pr->self[f] >= 0 && !s_given(pr, now, pr->self[f]))
+            st = zf_invalid_argument("Fetch %s can't be computed from the feeds that have been "
+                                     "fed so far: it is itself a feed still to come",
+                                     fetches[i]);
+        for (int j = pr->needs_at[f]; zf_ok(st) && j < pr->needs_at[f + 1]; j++)
+            if (!s_given(pr, now, pr->needs[j]))
+                st = zf_invalid_argument("Fetch %s can't be computed from the feeds that have "
+                                         "been fed so far: it needs feed %s",
+                                         fetches[i], pr->feeds[pr->needs[j]]);
     }
-    return ZF_STATUS_OK;
+    free(now);
+    return st;
 }
 
 bool zf_partial_run_mark(zf_partial_run_t *pr, const char *const *feeds, int n_feeds,

@@ -10,8 +10,10 @@
  * the step), and the feeds reached are what the fetch needs; a fetch that
  * is itself a declared feed needs only that feed. A graph's existing nodes
  * never change (an extension only adds nodes), so this holds for the
- * partial run's life, and a call's check costs its feeds times its
- * fetches' needs, not a walk of the graph. */
+ * partial run's life, and a call's check costs its feeds' and fetches'
+ * lookups among the declared names plus its fetches' needs, each need
+ * answered at once, not a walk of the graph. The walk finds the feed on an
+ * edge through the feeds of the edge's source node only. */
 #ifndef ZF_SCHEDULER_GRAPH_PARTIAL_RUN_H
 #define ZF_SCHEDULER_GRAPH_PARTIAL_RUN_H
 
@@ -44,7 +46,7 @@ void zf_partial_run_free(zf_partial_run_t **pr);
  * specified in partial_run_setup.", "The feed x:0 has already been fed.",
  * the same two for fetches, and "Fetch y:0 can't be computed from the
  * feeds that have been fed so far: it needs feed x:0" (or "... it is
- * itself a feed still to come"). */
+ * itself a feed still to come"); RESOURCE_EXHAUSTED when out of memory. */
 zf_status_t zf_partial_run_check(const zf_partial_run_t *pr, const char *const *feeds, int n_feeds,
                                  const char *const *fetches, int n_fetches);
 

@@ -201,13 +201,13 @@ void zf__master_session_free(zf_master_t *m, zf__master_session_t *s);
 zf_status_t zf__master_create_job_session(zf_master_t *m, const Zflow__CreateSession *req,
                                           char **session);
 
-/* zf_master_check_graph(), also giving gd's serialized size in *bytes. */
 /* zf_master_extend_session for the scheduler's own extension of a session
  * (a job's checkpoint graph): not counted against the bounds on a client's
  * graphs (--max-graph-nodes, --max-graph-bytes). */
 zf_status_t zf__master_extend_own(zf_master_t *m, const Zflow__ExtendSession *req,
                                   int64_t *new_version);
 
+/* zf_master_check_graph(), also giving gd's serialized size in *bytes. */
 zf_status_t zf__master_check_graph(zf_master_t *m, const Tensorflow__GraphDef *gd, const char *what,
                                    int64_t *bytes);
 

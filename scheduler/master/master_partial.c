@@ -119,6 +119,16 @@ void zf__master_pruns_free(zf__master_session_t *s)
 
 /* ---- the setup ------------------------------------------------------------------------ */
 
+/* OK while s has room for another open partial run, else why not. Under m->mu. */
+static zf_status_t s_room(const zf__master_session_t *s)
+{
+    if (s->n_pruns < ZF__MASTER_PRUNS_MAX) return ZF_STATUS_OK;
+    return zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                         "session %s has %d partial runs open already (the most it "
+                         "keeps): finish or abandon one first",
+                         s->id, s->n_pruns);
+}
+
 static zf_status_t s_setup(zf_master_t *m, zf__master_session_t *s, const Zflow__RunStep *req,
                            Zflow__RunStepReply *out)
 {
@@ -131,6 +141,11 @@ static zf_status_t s_setup(zf_master_t *m, zf__master_session_t *s, const Zflow_
     if (!pr) return zf_out_of_memory("master");
     zf_status_t st = zf__master_names(req, &pr->nm);
     if (zf_ok(st)) st = zf__master_plan_get(m, s, &pr->nm, &pr->p);
+    if (zf_ok(st)) { /* refused before the walk when full; checked again below, as counted */
+        pthread_mutex_lock(&m->mu);
+        st = s_room(s);
+        pthread_mutex_unlock(&m->mu);
+    }
     if (zf_ok(st)) { /* a walk of the graph: under the session's build lock, which an
                         extension holds to change it, not the master's */
         pthread_mutex_lock(&s->build);
@@ -143,11 +158,8 @@ static zf_status_t s_setup(zf_master_t *m, zf__master_session_t *s, const Zflow_
         pthread_mutex_lock(&m->mu);
         if (s->closed)
             st = zf_status_new(ZF_CANCELLED, "session %s was closed", s->id);
-        else if (s->n_pruns >= ZF__MASTER_PRUNS_MAX)
-            st = zf_status_new(ZF_RESOURCE_EXHAUSTED,
-                               "session %s has %d partial runs open already (the most it "
-                               "keeps): finish or abandon one first",
-                               s->id, s->n_pruns);
+        else
+            st = s_room(s);
         if (zf_ok(st)) {
             /* random and positive, as every step id */
             pr->step_id = (int64_t)((zf_random_id() >> 1) | 1);

@@ -52,6 +52,20 @@ void zf_test_prun_interleaved(const zf_test_prun_api_t *api)
     }
 }
 
+/* h's last call: feed (value) and fetch, which gives want; a call after it
+ * is refused as the partial run has completed. Frees h. */
+static void s_finish(const zf_test_prun_api_t *api, char *h, const char *const *feed, float value,
+                     const char *const *fetch, float want)
+{
+    zf_tensor_t *v[1] = {zf_test_prun_scalar(value)}, *out[1] = {NULL};
+    ASSERT_OK(api->call(h, feed, v, 1, fetch, 1, out));
+    assert_true(zf_test_prun_take(&out[0]) == want);
+    v[0] = zf_test_prun_scalar(value);
+    zf_test_expect_error(api->call(h, feed, v, 1, NULL, 0, NULL), ZF_FAILED_PRECONDITION,
+                         "has completed");
+    free(h);
+}
+
 void zf_test_prun_checks(const zf_test_prun_api_t *api)
 {
     const char *ab[2] = {"a", "b"};
@@ -75,13 +89,31 @@ void zf_test_prun_checks(const zf_test_prun_api_t *api)
                          "The feed a:0 has already been fed.");
     /* a feed of the wrong dtype is refused as a step's is */
     ASSERT_OK(zf_tensor_new_scalar_int32(1, &v[0]));
-    zf_test_expect_error(api->call(h, fb, v, 1, NULL, 0, NULL), ZF_INVALID_ARGUMENT, "b:0");
-    v[0] = zf_test_prun_scalar(6.0f);
-    zf_tensor_t *out[1] = {NULL};
-    ASSERT_OK(api->call(h, fb, v, 1, &s_r12[0], 1, out));
-    assert_true(zf_test_prun_take(&out[0]) == 10.0f);
-    v[0] = zf_test_prun_scalar(6.0f);
-    zf_test_expect_error(api->call(h, fb, v, 1, NULL, 0, NULL), ZF_FAILED_PRECONDITION,
+    zf_test_expect_error(api->call(h, fb, v, 1, NULL, 0, NULL), ZF_INVALID_ARGUMENT,
+                         "Cannot feed value of dtype int32 for Tensor 'b");
+    s_finish(api, h, fb, 6.0f, &s_r12[0], 10.0f);
+    /* a fetch given once is not given again; the others still are */
+    h = api->setup(s_abc, 3, s_r12, 2);
+    zf_tensor_t *w[2] = {zf_test_prun_scalar(1.0f), zf_test_prun_scalar(2.0f)}, *out[1] = {NULL};
+    ASSERT_OK(api->call(h, ab, w, 2, &s_r12[0], 1, out));
+    assert_true(zf_test_prun_take(&out[0]) == 3.0f);
+    v[0] = zf_test_prun_scalar(4.0f);
+    zf_test_expect_error(api->call(h, fc, v, 1, s_r12, 2, NULL), ZF_INVALID_ARGUMENT,
+                         "The fetch r1:0 has already been fetched.");
+    s_finish(api, h, fc, 4.0f, &s_r12[1], 12.0f);
+}
+
+void zf_test_prun_fed_cuts(const zf_test_prun_api_t *api)
+{
+    const char *feeds[4] = {"a", "b", "r1", "c"}, *f2[2] = {"r1", "c"}, *fab[2] = {"a", "b"};
+    char *h = api->setup(feeds, 4, &s_r12[1], 1);
+    zf_tensor_t *v[2] = {zf_test_prun_scalar(5.0f), zf_test_prun_scalar(7.0f)}, *out[1] = {NULL};
+    ASSERT_OK(api->call(h, f2, v, 2, &s_r12[1], 1, out));
+    assert_true(zf_test_prun_take(&out[0]) == 35.0f);
+    zf_tensor_t *w[2] = {zf_test_prun_scalar(1.0f), zf_test_prun_scalar(2.0f)};
+    ASSERT_OK(api->call(h, fab, w, 2, NULL, 0, NULL));
+    zf_tensor_t *u[1] = {zf_test_prun_scalar(1.0f)};
+    zf_test_expect_error(api->call(h, fab, u, 1, NULL, 0, NULL), ZF_FAILED_PRECONDITION,
                          "has completed");
     free(h);
 }

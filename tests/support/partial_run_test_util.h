@@ -30,4 +30,9 @@ void zf_test_prun_interleaved(const zf_test_prun_api_t *api);
  * them ends the partial run, which completes afterwards. */
 void zf_test_prun_checks(const zf_test_prun_api_t *api);
 
+/* A fetch that needs a tensor fed already does not need what computes it:
+ * r1 fed, r2 = r1 * c is computable though a and b (which make r1) are
+ * still to come; they come with the last call, which nothing then needs. */
+void zf_test_prun_fed_cuts(const zf_test_prun_api_t *api);
+
 #endif

@@ -104,6 +104,13 @@ static void test_call_checks(void **state)
     zf_test_prun_checks(&s_api);
 }
 
+/* What a fed tensor's computation needs is not needed (see the util). */
+static void test_fed_tensors_cut_the_check(void **state)
+{
+    (void)state;
+    zf_test_prun_fed_cuts(&s_api);
+}
+
 /* A kernel that fails at run time fails its call and ends the partial run:
  * a later call says why; the session runs the next step as before. */
 static void test_a_failing_kernel_ends_the_partial_run(void **state)
@@ -166,6 +173,7 @@ int main(void)
         cmocka_unit_test(test_two_calls_compute_r1_then_r2),
         cmocka_unit_test(test_interleaved_handles),
         cmocka_unit_test(test_call_checks),
+        cmocka_unit_test(test_fed_tensors_cut_the_check),
         cmocka_unit_test(test_a_failing_kernel_ends_the_partial_run),
         cmocka_unit_test(test_a_session_destroyed_with_partial_runs_open),
     };
