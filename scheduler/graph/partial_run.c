@@ -12,8 +12,8 @@ struct zf_partial_run {
     bool *fed, *fetched;
     int pending; /* feeds and fetches not given yet */
     /* per fetch k: the feeds it needs are needs[needs_at[k] ..
-     * needs_at[k + 1]), and self[k] is the feed it is itself, or -1 */
-    int *needs, *needs_at, *self;
+     * needs_at[k + 1]) */
+    int *needs, *needs_at;
 };
 
 static int s_cmp(const void *a, const void *b)
@@ -57,7 +57,6 @@ void zf_partial_run_free(zf_partial_run_t **pr_p)
     free(pr->fetched);
     free(pr->needs);
     free(pr->needs_at);
-    free(pr->self);
     free(pr);
 }
 
@@ -101,11 +100,9 @@ static zf_status_t s_needs(const zf_graph_t *g, zf_partial_run_t *pr)
     uint64_t visits = 0;
     pr->needs = malloc(cap * sizeof *pr->needs);
     pr->needs_at = calloc((size_t)nx + 1, sizeof *pr->needs_at);
-    pr->self = malloc(((size_t)nx + 1) * sizeof *pr->self);
-    zf_status_t st =
-        fport && next && first && seen && stack && hit && pr->needs && pr->needs_at && pr->self
-            ? ZF_STATUS_OK
-            : zf_out_of_memory("a partial run");
+    zf_status_t st = fport && next && first && seen && stack && hit && pr->needs && pr->needs_at
+                         ? ZF_STATUS_OK
+                         : zf_out_of_memory("a partial run");
     for (int v = 0; zf_ok(st) && v < n; v++) first[v] = -1;
     for (int k = nf - 1; zf_ok(st) && k >= 0; k--) { /* each node's feeds in ascending order */
         int node = zf_graph_find_tensor(g, pr->feeds[k], &fport[k]);
@@ -116,8 +113,11 @@ static zf_status_t s_needs(const zf_graph_t *g, zf_partial_run_t *pr)
     for (int f = 0; zf_ok(st) && f < nx; f++) {
         pr->needs_at[f] = (int)used;
         int port = 0, start = zf_graph_find_tensor(g, pr->fetches[f], &port);
-        pr->self[f] = start >= 0 ? s_feed_at(first, next, fport, start, port) : -1;
-        if (pr->self[f] >= 0 || start < 0) continue;
+        if (start < 0) continue;
+        if (s_feed_at(first, next, fport, start, port) >= 0) { /* as the plan refuses it */
+            st = zf_invalid_argument("%s is both fed and fetched.", pr->fetches[f]);
+            break;
+        }
         int top = 0;
         stack[top++] = start;
         seen[start] = f + 1;
@@ -225,10 +225,6 @@ zf_status_t zf_partial_run_check(const zf_partial_run_t *pr, const char *const *
      * would wait for it forever */
     for (int i = 0; zf_ok(st) && i < n_fetches; i++) {
         int f = s_index(pr->fetches, pr->n_fetches, fetches[i]);
-        if (pr->self[f] >= 0 && !s_given(pr, now, pr->self[f]))
-            st = zf_invalid_argument("Fetch %s can't be computed from the feeds that have been "
-                                     "fed so far: it is itself a feed still to come",
-                                     fetches[i]);
         for (int j = pr->needs_at[f]; zf_ok(st) && j < pr->needs_at[f + 1]; j++)
             if (!s_given(pr, now, pr->needs[j]))
                 st = zf_invalid_argument("Fetch %s can't be computed from the feeds that have "

@@ -7,8 +7,7 @@
  * Design note. What each declared fetch needs is worked out once, when the
  * partial run is made: the graph is walked back from the fetch, each walk
  * stopping at a declared feed (what computes a fed tensor does not run for
- * the step), and the feeds reached are what the fetch needs; a fetch that
- * is itself a declared feed needs only that feed. A graph's existing nodes
+ * the step), and the feeds reached are what the fetch needs. A graph's existing nodes
  * never change (an extension only adds nodes), so this holds for the
  * partial run's life, and a call's check costs its feeds' and fetches'
  * lookups among the declared names plus its fetches' needs, each need
@@ -33,6 +32,7 @@ typedef struct zf_partial_run zf_partial_run_t;
 /* The partial run of the declared feeds and fetches (canonical "node:port"
  * names, each list sorted and without repeats; copied) over g. Names not in
  * g need nothing (the caller's plan refuses them). Caller owns *out.
+ * INVALID_ARGUMENT "x:0 is both fed and fetched." (as pruning says it);
  * RESOURCE_EXHAUSTED past ZF_PARTIAL_RUN_MAX_VISITS or
  * ZF_PARTIAL_RUN_MAX_NEEDS. */
 zf_status_t zf_partial_run_new(const zf_graph_t *g, const char *const *feeds, int n_feeds,
@@ -45,8 +45,8 @@ void zf_partial_run_free(zf_partial_run_t **pr);
  * given before, as TensorFlow does: INVALID_ARGUMENT "The feed x:0 was not
  * specified in partial_run_setup.", "The feed x:0 has already been fed.",
  * the same two for fetches, and "Fetch y:0 can't be computed from the
- * feeds that have been fed so far: it needs feed x:0" (or "... it is
- * itself a feed still to come"); RESOURCE_EXHAUSTED when out of memory. */
+ * feeds that have been fed so far: it needs feed x:0"; RESOURCE_EXHAUSTED
+ * when out of memory. */
 zf_status_t zf_partial_run_check(const zf_partial_run_t *pr, const char *const *feeds, int n_feeds,
                                  const char *const *fetches, int n_fetches);
 
