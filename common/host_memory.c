@@ -50,11 +50,20 @@ static size_t s_limit, s_cached, s_cached_blocks, s_mapped;
 static size_t s_page = 4096; /* the page size, read once */
 static unsigned long long s_hits, s_misses;
 
-static void s_init(void)
+size_t zf_physical_memory(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return 0;
+    if ((unsigned long)pages > SIZE_MAX / (unsigned long)page) return SIZE_MAX;
+    return (size_t)pages * (size_t)page;
+}
+
+static void s_init(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
     if (page > 0) s_page = (size_t)page;
-    size_t limit = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 8 : S_MAX_CACHE;
+    size_t physical = zf_physical_memory();
+    size_t limit = physical ? physical / 8 : S_MAX_CACHE;
     if (limit > S_MAX_CACHE) limit = S_MAX_CACHE;
     const char *env = getenv("ZFLOW_HOST_CACHE_MB");
     if (env && *env) {
