@@ -39,7 +39,6 @@ typedef struct s_block {
     void *base;  /* what malloc or mmap returned */
     size_t size; /* mapped bytes (the class size); 0 for S_SMALL */
     int cls;     /* class index, S_SMALL or S_UNCACHED */
-    bool dirty;  /* may hold bytes other than zero */
     struct s_block *next;
 } s_block_t;
 
@@ -50,11 +49,20 @@ static size_t s_limit, s_cached, s_cached_blocks, s_mapped;
 static size_t s_page = 4096; /* the page size, read once */
 static unsigned long long s_hits, s_misses;
 
-static void s_init(void)
+size_t zf_physical_memory(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return 0;
+    if ((unsigned long)pages > SIZE_MAX / (unsigned long)page) return SIZE_MAX;
+    return (size_t)pages * (size_t)page;
+}
+
+static void s_init(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
     if (page > 0) s_page = (size_t)page;
-    size_t limit = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 8 : S_MAX_CACHE;
+    size_t physical = zf_physical_memory();
+    size_t limit = physical ? physical / 8 : S_MAX_CACHE;
     if (limit > S_MAX_CACHE) limit = S_MAX_CACHE;
     const char *env = getenv("ZFLOW_HOST_CACHE_MB");
     if (env && *env) {
@@ -138,7 +146,6 @@ static void *s_small(size_t size, size_t align, bool zeroed, void **hint)
     b->base = raw;
     b->size = 0;
     b->cls = S_SMALL;
-    b->dirty = false;
     b->next = NULL;
     uintptr_t p = ((uintptr_t)raw + sizeof(s_block_t) + align - 1) & ~(uintptr_t)(align - 1);
     *hint = b;
@@ -169,39 +176,38 @@ void *zf_host_memory_alloc(size_t size, size_t align, bool zeroed, void **hint)
         s_cached -= b->size;
         s_cached_blocks--;
         s_hits++;
-    } else if (cls >= 0) {
-        s_misses++;
+    } else {
+        if (cls >= 0) s_misses++;
+        s_mapped += csize; /* taken back below if the mapping fails */
     }
     pthread_mutex_unlock(&s_mu);
     if (b) {
+        /* a cached block went through zf_host_memory_free, so it may hold
+         * anything; a fresh mapping is zero */
         S_UNPOISON(b->base, b->size);
-        if (zeroed && b->dirty) memset(b->base, 0, size);
+        if (zeroed) memset(b->base, 0, size);
     } else {
         b = malloc(sizeof *b);
-        if (!b) return NULL;
-        void *m = mmap(NULL, csize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *m = b ? mmap(NULL, csize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                    : MAP_FAILED;
         if (m == MAP_FAILED) {
             free(b);
+            pthread_mutex_lock(&s_mu);
+            s_mapped -= csize;
+            pthread_mutex_unlock(&s_mu);
             return NULL;
         }
         b->base = m;
         b->size = csize;
         b->cls = cls;
-        b->dirty = false;
-        pthread_mutex_lock(&s_mu);
-        s_mapped += csize;
-        pthread_mutex_unlock(&s_mu);
     }
     b->next = NULL;
     /* the class's slack past the request is out of bounds, as a
      * malloc'd block's redzone is */
     S_POISON((char *)b->base + size, b->size - size);
-    if (!zeroed) {
-        b->dirty = true;
 #ifdef S_ASAN
-        memset(b->base, 0xff, size);
+    if (!zeroed) memset(b->base, 0xff, size);
 #endif
-    }
     *hint = b;
     return b->base;
 }
@@ -214,7 +220,6 @@ void zf_host_memory_free(void *hint)
         free(b->base);
         return;
     }
-    b->dirty = true;
     if (b->cls >= 0) {
         pthread_mutex_lock(&s_mu);
         if (s_cached + b->size <= s_limit) {

@@ -55,6 +55,10 @@ typedef struct {
 
 void zf_host_memory_stats(zf_host_memory_stats_t *out);
 
+/* The machine's physical memory in bytes (its page count times the page
+ * size, at most SIZE_MAX), or 0 when the system does not say. */
+size_t zf_physical_memory(void);
+
 /* True in builds that fill uninitialised blocks with 0xff (AddressSanitizer). */
 bool zf_host_memory_fills_uninit(void);
 

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---- shapes ------------------------------------------------------------- */
 
@@ -193,11 +192,9 @@ static size_t s_default_alloc_limit(void)
 {
     size_t cached = atomic_load_explicit(&s_default_limit, memory_order_relaxed);
     if (cached) return cached;
-    long pages = sysconf(_SC_PHYS_PAGES);
-    long page_size = sysconf(_SC_PAGESIZE);
     uint64_t bytes = (uint64_t)1 << 40;
-    if (pages > 0 && page_size > 0 && (uint64_t)pages * (uint64_t)page_size < bytes)
-        bytes = (uint64_t)pages * (uint64_t)page_size;
+    size_t physical = zf_physical_memory();
+    if (physical > 0 && (uint64_t)physical < bytes) bytes = (uint64_t)physical;
     atomic_store_explicit(&s_default_limit, (size_t)bytes, memory_order_relaxed);
     return (size_t)bytes;
 }

@@ -3,10 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "executor/devices/device.h"
 
+#include "common/host_memory.h"
 #include "common/random.h"
 #include "common/thread_pool.h"
 
@@ -110,12 +110,6 @@ static const zf_device_ops_t s_cpu_ops = {
     .destroy = s_cpu_destroy,
 };
 
-static int64_t s_physical_memory(void)
-{
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (int64_t)pages * (int64_t)page : 0;
-}
-
 zf_status_t zf_device_cpu_new(const char *name, int num_threads, zf_device_t **out)
 {
     *out = NULL;
@@ -129,6 +123,7 @@ zf_status_t zf_device_cpu_new(const char *name, int num_threads, zf_device_t **o
         return zf_invalid_argument("a CPU device needs a CPU device name, not '%s'",
                                    zf_device_name_format(&parsed, full, sizeof full));
     ZF_TRY(zf_device_new(&s_cpu_ops, name, num_threads, out));
-    (*out)->memory_limit = s_physical_memory();
+    size_t physical = zf_physical_memory();
+    (*out)->memory_limit = physical > (size_t)INT64_MAX ? INT64_MAX : (int64_t)physical;
     return ZF_STATUS_OK;
 }

@@ -46,7 +46,9 @@ typedef struct zf_device_ops {
                         zf_copy_kind_t kind);
     /* Waits for all work queued on the device's stream. */
     zf_status_t (*sync)(zf_device_t *dev);
-    /* Optional (NULL: kernels gather on the host, as on CPU): gathers dst
+    /* remap_gather and strided_gather come as a pair: a device sets both
+     * or neither (kernels use them only when both are set).
+     * Optional (NULL: kernels gather on the host, as on CPU): gathers dst
      * (dense over r's dims) from src (of dims src_dims[0..r->rank))
      * through r's index maps, both in this device's memory, elements of
      * elem bytes (at most 16), the element at fill (in this device's

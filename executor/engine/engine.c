@@ -1470,21 +1470,21 @@ static void s_process(s_step_t *st, s_worklist_t *wl)
      * one of its _Sends brought us here) ends first: nothing of this step
      * may wait on that caller. */
     zf_rendezvous_batch_end();
-    /* wl only holds counted nodes, so the step outlives every pop. The
-     * thread's batch is asked for, not remembered: a node's inline
-     * callbacks may run this loop again for another step, which ends the
-     * batch it finds open. */
+    /* wl only holds counted nodes, so the step outlives every pop. Whether
+     * the thread's batch is open is not remembered here (begin and end
+     * look): a node's inline callbacks may run this loop again for another
+     * step, which ends the batch it finds open. */
     while (wl->n > 0) {
         wl->n--;
         s_tagged_t t = {wl->its[wl->n], wl->ids[wl->n]};
         bool here = !s_leaves_the_loop(st, t);
         bool more = here && (st->ex->nodes[t.id].flags & S_SEND) && wl->n > 0 &&
                     (st->ex->nodes[wl->ids[wl->n - 1]].flags & S_SEND);
-        bool open = zf_rendezvous_batch_is_open();
-        if (open && !more)
-            zf_rendezvous_batch_end();
-        else if (more && !open)
+        /* begin leaves an open batch as it is, end does nothing without one */
+        if (more)
             zf_rendezvous_batch_begin();
+        else
+            zf_rendezvous_batch_end();
         if (here)
             s_run_node(st, t, wl);
         else

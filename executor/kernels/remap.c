@@ -127,12 +127,17 @@ static void s_run(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int64_t *dims
     zf_kernels_parallel_for(ctx, rows, ZF_KERNELS_PARALLEL_MIN / inner + 1, s_rows, run);
 }
 
+bool zf_remap_on_device(const zf_kernel_ctx_t *ctx)
+{
+    return ctx->device && ctx->device->ops->remap_gather && ctx->device->ops->strided_gather;
+}
+
 zf_status_t zf_remap_gather(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int64_t *src_dims,
                             const void *src, void *dst, size_t elem, const void *fill)
 {
     static const char zero[16];
     assert(elem <= sizeof zero);
-    if (ctx->device && ctx->device->ops->remap_gather) {
+    if (zf_remap_on_device(ctx)) {
         zf_status_t s =
             ctx->device->ops->remap_gather(ctx->device, r, src_dims, src, dst, elem, fill);
         return zf_ok(s) ? s : zf_status_prefix(s, "%s (%s)", ctx->node->name, ctx->node->op);
@@ -140,11 +145,6 @@ zf_status_t zf_remap_gather(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int
     s_run_t run = {.r = r, .src = src, .dst = dst, .elem = elem, .fill = fill ? fill : zero};
     s_run(ctx, r, src_dims, &run);
     return ZF_STATUS_OK;
-}
-
-bool zf_remap_on_device(const zf_kernel_ctx_t *ctx)
-{
-    return ctx->device && ctx->device->ops->remap_gather && ctx->device->ops->strided_gather;
 }
 
 zf_status_t zf_remap_strided_gather(const zf_kernel_ctx_t *ctx, int rank, const int64_t *dims,

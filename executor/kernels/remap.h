@@ -46,8 +46,8 @@ void zf_remap_free(zf_remap_t *r);
 /* dst (dense, r->dims) = src (of dims src_dims[0..r->rank)) at the mapped
  * positions; fill (one element, NULL for zeros) where a dim maps to
  * ZF_REMAP_FILL. Every other index must be within src_dims. src, dst and
- * fill are in the memory of ctx's device: on a device with its own gather
- * (remap_gather) that gather runs, and its errors name the node; on the
+ * fill are in the memory of ctx's device: on a device with its own gathers
+ * (zf_remap_on_device()) its remap_gather runs, and its errors name the node; on the
  * host it cannot fail. elem is at most 16. r's maps may be changed. */
 zf_status_t zf_remap_gather(const zf_kernel_ctx_t *ctx, zf_remap_t *r, const int64_t *src_dims,
                             const void *src, void *dst, size_t elem, const void *fill);

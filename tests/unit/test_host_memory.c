@@ -131,6 +131,29 @@ static void test_a_freed_block_is_reused_and_zeroed_on_request(void **state)
     zf_host_memory_free(h2);
 }
 
+/* A freed block serves its own class only: a request of the next class
+ * up maps a block of its own and leaves the cached one cached. */
+static void test_a_freed_block_serves_only_its_class(void **state)
+{
+    (void)state;
+    void *h1 = NULL, *h2 = NULL;
+    void *p = zf_host_memory_alloc(256 * KiB, 64, false, &h1);
+    assert_non_null(p);
+    zf_host_memory_free(h1);
+    zf_host_memory_stats_t before = s_stats();
+    assert_int_equal(before.cached_blocks, 1);
+    void *q = zf_host_memory_alloc(320 * KiB, 64, true, &h2);
+    assert_non_null(q);
+    zf_host_memory_stats_t after = s_stats();
+    assert_int_equal(after.misses, before.misses + 1);
+    assert_int_equal(after.hits, before.hits);
+    assert_int_equal(after.cached_blocks, 1);
+    assert_int_equal(after.cached_bytes, 256 * KiB);
+    assert_int_equal(after.mapped_bytes, before.mapped_bytes + 320 * KiB);
+    assert_true(s_all(q, 320 * KiB, 0));
+    zf_host_memory_free(h2);
+}
+
 /* The most recently freed block of a class is taken first. */
 static void test_the_last_block_freed_is_the_first_reused(void **state)
 {
@@ -258,12 +281,24 @@ static void test_a_new_tensor_is_zero_in_a_reused_block(void **state)
     zf_tensor_unref(&t);
 }
 
+/* An uninitialised STRING tensor is empty strings even in a reused block
+ * that a FLOAT tensor filled with other bytes. */
 static void test_an_uninitialised_string_tensor_holds_empty_strings(void **state)
 {
     (void)state;
+    /* 160000 floats, the 640000 bytes of 40000 zf_tstring_t: one class */
+    zf_shape_t fshape = {.rank = 1, .dims = {160000}};
+    zf_tensor_t *f = NULL;
+    assert_true(zf_ok(zf_tensor_new_uninit(ZF_FLOAT, &fshape, &f)));
+    assert_int_equal(zf_tensor_nbytes(f), 640000);
+    memset(zf_tensor_data(f), 0xab, zf_tensor_nbytes(f));
+    zf_tensor_unref(&f);
+    zf_host_memory_stats_t before = s_stats();
     zf_shape_t shape = {.rank = 1, .dims = {40000}}; /* 640 KB of zf_tstring_t */
     zf_tensor_t *t = NULL;
     assert_true(zf_ok(zf_tensor_new_uninit(ZF_STRING, &shape, &t)));
+    assert_int_equal(zf_tensor_nbytes(t), 640000);
+    assert_int_equal(s_stats().hits, before.hits + 1);
     const zf_tstring_t *s = zf_tensor_data(t);
     for (int i = 0; i < 40000; i++) {
         assert_int_equal(s[i].len, 0);
@@ -295,6 +330,7 @@ int main(void)
         cmocka_unit_test(test_a_bad_alignment_is_refused),
         cmocka_unit_test_setup(test_blocks_come_in_four_classes_per_power_of_two, s_setup),
         cmocka_unit_test_setup(test_a_freed_block_is_reused_and_zeroed_on_request, s_setup),
+        cmocka_unit_test_setup(test_a_freed_block_serves_only_its_class, s_setup),
         cmocka_unit_test_setup(test_the_last_block_freed_is_the_first_reused, s_setup),
         cmocka_unit_test_setup(test_the_cache_keeps_to_its_limit, s_setup),
         cmocka_unit_test_setup(test_trim_releases_every_cached_block, s_setup),
