@@ -344,6 +344,15 @@ struct zf_tensor {
     size_t nbytes;
     zf_buffer_t *buf;
     size_t offset;
+    zf_tensor_views_t *block; /* the block it was made in; NULL: allocated alone */
+};
+
+/* Holds one count for the maker until released, and one for each view
+ * made in it still alive. */
+struct zf_tensor_views {
+    atomic_size_t holds;
+    size_t n, used;
+    zf_tensor_t views[];
 };
 
 /* RESOURCE tensors hold resource handles, stored like strings (one
@@ -382,11 +391,10 @@ static zf_status_t s_tensor_size(zf_dtype_t dtype, const zf_shape_t *shape, int6
     return ZF_STATUS_OK;
 }
 
-static zf_status_t s_tensor_wrap(zf_dtype_t dtype, const zf_shape_t *shape, int64_t n,
-                                 size_t nbytes, zf_buffer_t *buf, size_t offset, zf_tensor_t **out)
+/* Fills t, a new tensor of one reference over buf (which gets its own). */
+static void s_tensor_init(zf_tensor_t *t, zf_dtype_t dtype, const zf_shape_t *shape, int64_t n,
+                          size_t nbytes, zf_buffer_t *buf, size_t offset)
 {
-    zf_tensor_t *t = malloc(sizeof *t);
-    if (!t) return zf_out_of_memory("a tensor");
     atomic_init(&t->refs, 1);
     t->dtype = dtype;
     t->shape = *shape;
@@ -394,6 +402,15 @@ static zf_status_t s_tensor_wrap(zf_dtype_t dtype, const zf_shape_t *shape, int6
     t->nbytes = nbytes;
     t->buf = zf_buffer_ref(buf);
     t->offset = offset;
+    t->block = NULL;
+}
+
+static zf_status_t s_tensor_wrap(zf_dtype_t dtype, const zf_shape_t *shape, int64_t n,
+                                 size_t nbytes, zf_buffer_t *buf, size_t offset, zf_tensor_t **out)
+{
+    zf_tensor_t *t = malloc(sizeof *t);
+    if (!t) return zf_out_of_memory("a tensor");
+    s_tensor_init(t, dtype, shape, n, nbytes, buf, offset);
     *out = t;
     return ZF_STATUS_OK;
 }
@@ -453,8 +470,10 @@ static size_t s_alignment(zf_dtype_t dtype)
     return size ? size : 1;
 }
 
-zf_status_t zf_tensor_from_buffer(zf_dtype_t dtype, const zf_shape_t *shape, zf_buffer_t *buf,
-                                  size_t offset, zf_tensor_t **out)
+/* What zf_tensor_from_buffer checks: a view of buf from offset as dtype
+ * and shape, of n elements and nbytes bytes. */
+static zf_status_t s_view_check(zf_dtype_t dtype, const zf_shape_t *shape, const zf_buffer_t *buf,
+                                size_t offset, int64_t *n_out, size_t *nbytes_out)
 {
     int64_t n = 0;
     size_t nbytes = 0;
@@ -473,7 +492,61 @@ zf_status_t zf_tensor_from_buffer(zf_dtype_t dtype, const zf_shape_t *shape, zf_
     if (buf->kind != ZF_MEMORY_DEVICE && ((uintptr_t)buf->data + offset) % s_alignment(dtype) != 0)
         return zf_invalid_argument("%s tensor data at offset %zu is not %zu-byte aligned", name,
                                    offset, s_alignment(dtype));
+    *n_out = n;
+    *nbytes_out = nbytes;
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_tensor_from_buffer(zf_dtype_t dtype, const zf_shape_t *shape, zf_buffer_t *buf,
+                                  size_t offset, zf_tensor_t **out)
+{
+    int64_t n = 0;
+    size_t nbytes = 0;
+    ZF_TRY(s_view_check(dtype, shape, buf, offset, &n, &nbytes));
     return s_tensor_wrap(dtype, shape, n, nbytes, buf, offset, out);
+}
+
+zf_status_t zf_tensor_views_new(size_t n, zf_tensor_views_t **out)
+{
+    *out = NULL;
+    if (n == 0 || n > (SIZE_MAX - sizeof **out) / sizeof(zf_tensor_t))
+        return zf_invalid_argument("a block of %zu tensor views", n);
+    zf_tensor_views_t *v = malloc(sizeof *v + n * sizeof(zf_tensor_t));
+    if (!v) return zf_out_of_memory("a block of tensor views");
+    atomic_init(&v->holds, 1);
+    v->n = n;
+    v->used = 0;
+    *out = v;
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_tensor_views_add(zf_tensor_views_t *v, zf_dtype_t dtype, const zf_shape_t *shape,
+                                zf_buffer_t *buf, size_t offset, zf_tensor_t **out)
+{
+    if (v->used == v->n)
+        return zf_status_new(ZF_RESOURCE_EXHAUSTED, "all %zu tensor views of the block are made",
+                             v->n);
+    int64_t n = 0;
+    size_t nbytes = 0;
+    ZF_TRY(s_view_check(dtype, shape, buf, offset, &n, &nbytes));
+    zf_tensor_t *t = &v->views[v->used++];
+    s_tensor_init(t, dtype, shape, n, nbytes, buf, offset);
+    t->block = v;
+    atomic_fetch_add_explicit(&v->holds, 1, memory_order_relaxed);
+    *out = t;
+    return ZF_STATUS_OK;
+}
+
+static void s_views_drop(zf_tensor_views_t *v)
+{
+    if (atomic_fetch_sub_explicit(&v->holds, 1, memory_order_acq_rel) == 1) free(v);
+}
+
+void zf_tensor_views_release(zf_tensor_views_t **v_p)
+{
+    if (!v_p || !*v_p) return;
+    s_views_drop(*v_p);
+    *v_p = NULL;
 }
 
 zf_status_t zf_tensor_reshape(const zf_tensor_t *t, const zf_shape_t *shape, zf_tensor_t **out)
@@ -582,7 +655,10 @@ void zf_tensor_unref(zf_tensor_t **t_p)
     assert(before > 0);
     if (before != 1) return;
     zf_buffer_unref(&t->buf);
-    free(t);
+    if (t->block)
+        s_views_drop(t->block);
+    else
+        free(t);
 }
 
 void *zf_tensor_data(const zf_tensor_t *t)

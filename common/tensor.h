@@ -181,6 +181,23 @@ zf_status_t zf_tensor_new_from_bytes(zf_dtype_t dtype, const zf_shape_t *shape, 
 zf_status_t zf_tensor_from_buffer(zf_dtype_t dtype, const zf_shape_t *shape, zf_buffer_t *buf,
                                   size_t offset, zf_tensor_t **out);
 
+/* Views of one buffer made together: up to n tensors in one allocation,
+ * for a reader that makes many at once (a received batch of small
+ * tensors). Each view is a tensor like any other; the block goes when the
+ * maker has released it and every view made in it is gone. */
+typedef struct zf_tensor_views zf_tensor_views_t;
+
+/* A block for up to n views (n >= 1). Errors: RESOURCE_EXHAUSTED. */
+zf_status_t zf_tensor_views_new(size_t n, zf_tensor_views_t **out);
+
+/* As zf_tensor_from_buffer, the tensor made in v; RESOURCE_EXHAUSTED once
+ * v holds n views (nothing is made then). */
+zf_status_t zf_tensor_views_add(zf_tensor_views_t *v, zf_dtype_t dtype, const zf_shape_t *shape,
+                                zf_buffer_t *buf, size_t offset, zf_tensor_t **out);
+
+/* Drops the maker's hold on *v and sets it to NULL. NULL-safe. */
+void zf_tensor_views_release(zf_tensor_views_t **v);
+
 /* A tensor sharing t's buffer with another shape of the same element count.
  * Errors: INVALID_ARGUMENT. */
 zf_status_t zf_tensor_reshape(const zf_tensor_t *t, const zf_shape_t *shape, zf_tensor_t **out);

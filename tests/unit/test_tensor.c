@@ -388,6 +388,54 @@ static void test_tensor_from_buffer_rejects_short_misaligned_and_string_views(vo
     zf_buffer_unref(&b);
 }
 
+/* Views made together in one block: each views its own part of the
+ * buffer, is checked as zf_tensor_from_buffer's are, and lives on its
+ * own; the buffer is freed once with the last of them, whenever the
+ * maker lets the block go. A full block makes no more. */
+static void test_tensor_views_share_a_block_and_outlive_its_maker(void **state)
+{
+    (void)state;
+    s_free_record_t rec = {0, NULL};
+    float *mem = malloc(12 * sizeof(float));
+    for (int i = 0; i < 12; i++) mem[i] = (float)(10 * i);
+    zf_buffer_t *b = NULL;
+    ASSERT_OK(zf_buffer_wrap(mem, 12 * sizeof(float), s_record_free, &rec, &b));
+    zf_tensor_views_t *v = NULL;
+    zf_test_expect_error(zf_tensor_views_new(0, &v), ZF_INVALID_ARGUMENT, "a block of 0");
+    ASSERT_OK(zf_tensor_views_new(3, &v));
+    zf_shape_t two = ZF_SHAPE(2), four = ZF_SHAPE(2, 2), big = ZF_SHAPE(20);
+    zf_tensor_t *t[3] = {NULL}, *extra = NULL;
+    ASSERT_OK(zf_tensor_views_add(v, ZF_FLOAT, &two, b, 0, &t[0]));
+    /* refused as zf_tensor_from_buffer refuses it, using no room */
+    zf_test_expect_error(zf_tensor_views_add(v, ZF_FLOAT, &big, b, 0, &extra), ZF_INVALID_ARGUMENT,
+                         "needs 80 bytes but the buffer has 48");
+    zf_test_expect_error(zf_tensor_views_add(v, ZF_FLOAT, &two, b, 2, &extra), ZF_INVALID_ARGUMENT,
+                         "not 4-byte aligned");
+    ASSERT_OK(zf_tensor_views_add(v, ZF_FLOAT, &four, b, 2 * sizeof(float), &t[1]));
+    ASSERT_OK(zf_tensor_views_add(v, ZF_INT32, &two, b, 10 * sizeof(float), &t[2]));
+    zf_test_expect_error(zf_tensor_views_add(v, ZF_FLOAT, &two, b, 0, &extra),
+                         ZF_RESOURCE_EXHAUSTED, "all 3 tensor views of the block are made");
+    assert_null(extra);
+    zf_tensor_views_release(&v);
+    assert_null(v);
+    zf_buffer_unref(&b);
+    assert_ptr_equal(zf_tensor_data(t[0]), mem);
+    assert_ptr_equal(zf_tensor_data(t[1]), mem + 2);
+    assert_ptr_equal(zf_tensor_data(t[2]), mem + 10);
+    assert_int_equal(zf_tensor_num_elements(t[1]), 4);
+    assert_int_equal(zf_tensor_dtype(t[2]), ZF_INT32);
+    assert_true(((float *)zf_tensor_data(t[1]))[3] == 50.0f);
+    zf_tensor_t *again = zf_tensor_ref(t[1]);
+    zf_tensor_unref(&t[1]);
+    zf_tensor_unref(&t[0]);
+    assert_true(((float *)zf_tensor_data(again))[0] == 20.0f); /* the block is still there */
+    zf_tensor_unref(&again);
+    assert_int_equal(rec.calls, 0);
+    zf_tensor_unref(&t[2]);
+    assert_int_equal(rec.calls, 1);
+    free(mem);
+}
+
 static void test_tensor_reshape_checks_element_count(void **state)
 {
     (void)state;
@@ -587,6 +635,7 @@ int main(void)
         cmocka_unit_test(test_tensor_from_bytes_copies_and_checks_size),
         cmocka_unit_test(test_tensor_from_buffer_shares_and_frees_once),
         cmocka_unit_test(test_tensor_from_buffer_rejects_short_misaligned_and_string_views),
+        cmocka_unit_test(test_tensor_views_share_a_block_and_outlive_its_maker),
         cmocka_unit_test(test_tensor_reshape_checks_element_count),
         cmocka_unit_test(test_tensor_equal_is_bitwise),
         cmocka_unit_test(test_tensor_scalars_hold_their_value),
