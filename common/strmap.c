@@ -172,7 +172,9 @@ static inline size_t s_probe(const zf_strmap_t *map, const char *key, size_t len
     for (;;) {
         const s_slot_t *s = &map->slots[i];
         if (!s->key) return i;
-        if (s->hash == hash && s->len == len && memcmp(s->key, key, len) == 0) return i;
+        /* the stored key itself (a caller holding it) needs no compare */
+        if (s->hash == hash && s->len == len && (s->key == key || memcmp(s->key, key, len) == 0))
+            return i;
         i = (i + 1) & mask;
     }
 }

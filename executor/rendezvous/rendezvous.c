@@ -18,30 +18,69 @@ typedef struct s_item {
     struct s_item *next;
     zf_tensor_t *tensor;
     bool is_dead;
+    bool spare; /* its queue's own (not allocated alone) */
     zf_rendezvous_recv_fn done;
     void *arg;
     uint64_t token;
 } s_item_t;
 
-/* A key's queue; the table's key is the queue's own copy. */
+/* A key's queue; the table's key is the queue's own copy. Most keys hold
+ * one item at a time (a loop makes a key per iteration), so the queue
+ * carries room for one: a key's first item costs no allocation. */
 typedef struct {
     s_item_t *head, *tail;
+    s_item_t spare;
+    bool spare_used;
     size_t len;
     uint64_t hash; /* zf_strmap_hash(key, len) */
     char key[];
 } s_queue_t;
+
+/* A new zeroed item for q: its spare when free. NULL when out of memory. */
+static s_item_t *s_item_new(s_queue_t *q)
+{
+    if (q->spare_used) return calloc(1, sizeof(s_item_t));
+    q->spare_used = true;
+    q->spare = (s_item_t){.spare = true};
+    return &q->spare;
+}
+
+/* Frees it, taken off q (which is still there). */
+static void s_item_free(s_queue_t *q, s_item_t *it)
+{
+    if (it->spare)
+        q->spare_used = false;
+    else
+        free(it);
+}
+
+/* Frees it, detached from a drained queue (which goes only with the
+ * rendezvous). */
+static void s_item_free_detached(s_item_t *it)
+{
+    if (!it->spare) free(it);
+}
+
+/* A remote-send hook as set; a later one replaces it but it stays until
+ * the rendezvous goes, so that a send reads it without the lock. */
+typedef struct s_hook {
+    struct s_hook *prev;
+    zf_rendezvous_remote_fn fn; /* NULL: none */
+    void *arg;
+    size_t len;
+    char local_device[]; /* len bytes */
+} s_hook_t;
 
 struct zf_rendezvous {
     atomic_int refs;
     int64_t step_id;
     pthread_mutex_t mu;
     zf_strmap_t *queues; /* key -> s_queue_t *, while it holds values or recvs */
-    zf_status_t abort;   /* sticky; OK until aborted */
+    zf_status_t abort;   /* sticky; OK until aborted, then never changed again */
+    atomic_bool aborted; /* abort is set (released after it is written) */
     uint64_t next_token;
     size_t values, recvs;
-    char *local_device; /* remote-send hook; NULL when none */
-    zf_rendezvous_remote_fn remote;
-    void *remote_arg;
+    _Atomic(s_hook_t *) hook; /* NULL when none was set */
 };
 
 zf_status_t zf_rendezvous_new(int64_t step_id, zf_rendezvous_t **out)
@@ -53,6 +92,8 @@ zf_status_t zf_rendezvous_new(int64_t step_id, zf_rendezvous_t **out)
         return zf_out_of_memory("rendezvous");
     }
     atomic_init(&r->refs, 1);
+    atomic_init(&r->aborted, false);
+    atomic_init(&r->hook, NULL);
     r->step_id = step_id;
     r->next_token = 1;
     pthread_mutex_init(&r->mu, NULL);
@@ -77,7 +118,7 @@ static void s_fire_waiters(s_item_t *w, const zf_status_t *s)
     while (w) {
         s_item_t *next = w->next;
         w->done(zf_status_copy(s), NULL, false, w->arg);
-        free(w);
+        s_item_free_detached(w);
         w = next;
     }
 }
@@ -106,7 +147,7 @@ static void s_free_values(s_item_t *it)
     while (it) {
         s_item_t *next = it->next;
         zf_tensor_unref(&it->tensor);
-        free(it);
+        s_item_free_detached(it);
         it = next;
     }
 }
@@ -131,7 +172,10 @@ void zf_rendezvous_unref(zf_rendezvous_t **r_p)
     while (zf_strmap_next(r->queues, &iter, NULL, NULL, &v)) free((void *)v);
     zf_strmap_destroy(&r->queues);
     zf_status_clear(&r->abort);
-    free(r->local_device);
+    for (s_hook_t *h = atomic_load(&r->hook), *prev; h; h = prev) {
+        prev = h->prev;
+        free(h);
+    }
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
@@ -144,7 +188,7 @@ static s_queue_t *s_queue_locked(zf_rendezvous_t *r, const char *key, size_t len
     if (zf_strmap_get_hashed(r->queues, key, len, hash, &v)) return (s_queue_t *)v;
     s_queue_t *q = malloc(sizeof *q + len + 1);
     if (!q) return NULL;
-    *q = (s_queue_t){.len = len, .hash = hash};
+    *q = (s_queue_t){.len = len, .hash = hash, .spare_used = false};
     memcpy(q->key, key, len + 1);
     if (zf_strmap_insert_hashed(r->queues, q->key, len, hash, (uintptr_t)q, NULL) != 0) {
         free(q);
@@ -181,46 +225,76 @@ static s_item_t *s_pop(s_queue_t *q)
     return it;
 }
 
+/* What a queued item holds, taken off its queue: a recv to call, or a
+ * value and its reference. */
+typedef struct {
+    zf_rendezvous_recv_fn done;
+    void *arg;
+    zf_tensor_t *tensor;
+    bool is_dead;
+} s_taken_t;
+
+/* Takes q's first item (q is dropped when that empties it). Caller holds
+ * the lock. */
+static s_taken_t s_take_locked(zf_rendezvous_t *r, s_queue_t *q)
+{
+    s_item_t *it = s_pop(q);
+    s_taken_t t = {it->done, it->arg, it->tensor, it->is_dead};
+    if (it->done)
+        r->recvs--;
+    else
+        r->values--;
+    s_item_free(q, it);
+    s_drop_if_empty(r, q);
+    return t;
+}
+
 zf_status_t zf_rendezvous_set_remote(zf_rendezvous_t *r, const char *local_device,
                                      zf_rendezvous_remote_fn fn, void *arg)
 {
-    char *copy = fn ? strdup(local_device ? local_device : "") : NULL;
-    if (fn && !copy) return zf_out_of_memory("rendezvous remote hook");
+    size_t len = fn && local_device ? strlen(local_device) : 0;
+    s_hook_t *h = malloc(sizeof *h + len + 1);
+    if (!h) return zf_out_of_memory("rendezvous remote hook");
+    h->fn = fn;
+    h->arg = arg;
+    h->len = len;
+    memcpy(h->local_device, fn && local_device ? local_device : "", len + 1);
     pthread_mutex_lock(&r->mu);
-    free(r->local_device);
-    r->local_device = copy;
-    r->remote = fn;
-    r->remote_arg = arg;
+    h->prev = atomic_load(&r->hook);
+    atomic_store_explicit(&r->hook, h, memory_order_release);
     pthread_mutex_unlock(&r->mu);
     return ZF_STATUS_OK;
 }
 
+/* The abort status (a copy), or OK; without the lock until aborted. */
+static zf_status_t s_abort_status(zf_rendezvous_t *r)
+{
+    if (!atomic_load_explicit(&r->aborted, memory_order_acquire)) return ZF_STATUS_OK;
+    return zf_status_copy(&r->abort); /* never changes once set */
+}
+
 /* Sends through the remote hook when key's destination is another device
- * that the hook knows; *handled says whether it did. Takes the lock only to
- * read the hook and the abort status. */
+ * that the hook knows; *handled says whether it did. Takes no lock. */
 static zf_status_t s_send_remote(zf_rendezvous_t *r, const char *key, zf_tensor_t *tensor,
                                  bool is_dead, bool *handled)
 {
     *handled = false;
+    const s_hook_t *h = atomic_load_explicit(&r->hook, memory_order_acquire);
+    if (!h || !h->fn) return ZF_STATUS_OK;
     const char *dst = NULL;
     size_t len = 0;
     if (!zf_rendezvous_key_dst_device(key, &dst, &len)) return ZF_STATUS_OK;
     char device[512];
     if (len >= sizeof device) return ZF_STATUS_OK; /* no such device: stays local */
-    pthread_mutex_lock(&r->mu);
-    zf_rendezvous_remote_fn fn = r->remote;
-    void *arg = r->remote_arg;
-    bool local = !fn || (strlen(r->local_device) == len && memcmp(dst, r->local_device, len) == 0);
-    zf_status_t s = local ? ZF_STATUS_OK : zf_status_copy(&r->abort);
-    pthread_mutex_unlock(&r->mu);
-    if (local) return ZF_STATUS_OK;
+    if (h->len == len && memcmp(dst, h->local_device, len) == 0) return ZF_STATUS_OK;
+    zf_status_t s = s_abort_status(r);
     if (!zf_ok(s)) {
         *handled = true;
         return s;
     }
     memcpy(device, dst, len);
     device[len] = '\0';
-    return fn(arg, r->step_id, key, device, tensor, is_dead, handled);
+    return h->fn(h->arg, r->step_id, key, device, tensor, is_dead, handled);
 }
 
 /* ---- send batches ---------------------------------------------------------- */
@@ -307,16 +381,14 @@ static zf_status_t s_put(zf_rendezvous_t *r, const char *key, zf_tensor_t *tenso
     s_queue_t *q = s_queue_locked(r, key, len, hash);
     s_item_t *it = NULL;
     if (q && q->head && q->head->done) { /* a recv is waiting: hand it over */
-        it = s_pop(q);
-        r->recvs--;
-        s_drop_if_empty(r, q);
+        s_taken_t w = s_take_locked(r, q);
         pthread_mutex_unlock(&r->mu);
-        it->done(ZF_STATUS_OK, tensor ? zf_tensor_ref(tensor) : NULL, is_dead, it->arg);
-        free(it);
+        w.done(ZF_STATUS_OK, tensor ? zf_tensor_ref(tensor) : NULL, is_dead, w.arg);
         return ZF_STATUS_OK;
     }
-    if (q) it = calloc(1, sizeof *it);
+    if (q) it = s_item_new(q);
     if (!it) {
+        if (q) s_drop_if_empty(r, q);
         pthread_mutex_unlock(&r->mu);
         return zf_out_of_memory("rendezvous send");
     }
@@ -326,6 +398,65 @@ static zf_status_t s_put(zf_rendezvous_t *r, const char *key, zf_tensor_t *tenso
     r->values++;
     pthread_mutex_unlock(&r->mu);
     return ZF_STATUS_OK;
+}
+
+enum { S_PUT_CHUNK = 64 };
+
+/* Puts v[0..n) (n <= S_PUT_CHUNK, hashed as hashes) under the lock; the
+ * recvs they satisfy go to fire[*n_fire...], in order. Returns how many
+ * were put (all, unless aborted or out of memory: *status). */
+static size_t s_put_chunk_locked(zf_rendezvous_t *r, zf_rendezvous_value_t *v, size_t n,
+                                 const uint64_t *hashes, s_taken_t *fire, size_t *n_fire,
+                                 zf_status_t *status)
+{
+    if (!zf_ok(r->abort)) {
+        *status = zf_status_copy(&r->abort);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        s_queue_t *q = s_queue_locked(r, v[i].key, v[i].key_len, hashes[i]);
+        s_item_t *it = NULL;
+        if (q && q->head && q->head->done) { /* a recv is waiting: it gets the value */
+            s_taken_t *w = &fire[(*n_fire)++];
+            *w = s_take_locked(r, q);
+            w->tensor = v[i].tensor;
+            w->is_dead = v[i].is_dead;
+        } else if (q && (it = s_item_new(q))) {
+            it->tensor = v[i].tensor;
+            it->is_dead = v[i].is_dead;
+            s_push(q, it);
+            r->values++;
+        } else {
+            if (q) s_drop_if_empty(r, q);
+            *status = zf_out_of_memory("rendezvous send");
+            return i;
+        }
+        v[i].tensor = NULL;
+    }
+    return n;
+}
+
+size_t zf_rendezvous_put_all(zf_rendezvous_t *r, zf_rendezvous_value_t *v, size_t n,
+                             zf_status_t *status)
+{
+    *status = ZF_STATUS_OK;
+    size_t put = 0;
+    while (put < n && zf_ok(*status)) {
+        /* a chunk at a time: its keys hashed outside the lock, and the
+         * recvs it satisfies called before the next is taken */
+        size_t chunk = n - put < S_PUT_CHUNK ? n - put : S_PUT_CHUNK;
+        uint64_t hashes[S_PUT_CHUNK];
+        for (size_t i = 0; i < chunk; i++)
+            hashes[i] = zf_strmap_hash(v[put + i].key, v[put + i].key_len);
+        s_taken_t fire[S_PUT_CHUNK];
+        size_t n_fire = 0;
+        pthread_mutex_lock(&r->mu);
+        put += s_put_chunk_locked(r, v + put, chunk, hashes, fire, &n_fire, status);
+        pthread_mutex_unlock(&r->mu);
+        for (size_t i = 0; i < n_fire; i++)
+            fire[i].done(ZF_STATUS_OK, fire[i].tensor, fire[i].is_dead, fire[i].arg);
+    }
+    return put;
 }
 
 zf_status_t zf_rendezvous_recv_async(zf_rendezvous_t *r, const char *key,
@@ -345,16 +476,14 @@ zf_status_t zf_rendezvous_recv_async(zf_rendezvous_t *r, const char *key,
     uint64_t tok = r->next_token++;
     if (token) *token = tok;
     if (q && q->head && !q->head->done) { /* a value is waiting: take it */
-        it = s_pop(q);
-        r->values--;
-        s_drop_if_empty(r, q);
+        s_taken_t got = s_take_locked(r, q);
         pthread_mutex_unlock(&r->mu);
-        done(ZF_STATUS_OK, it->tensor, it->is_dead, arg);
-        free(it);
+        done(ZF_STATUS_OK, got.tensor, got.is_dead, arg);
         return ZF_STATUS_OK;
     }
-    if (q) it = calloc(1, sizeof *it);
+    if (q) it = s_item_new(q);
     if (!it) {
+        if (q) s_drop_if_empty(r, q);
         pthread_mutex_unlock(&r->mu);
         return zf_out_of_memory("rendezvous recv");
     }
@@ -371,7 +500,7 @@ bool zf_rendezvous_cancel_recv(zf_rendezvous_t *r, const char *key, uint64_t tok
 {
     pthread_mutex_lock(&r->mu);
     uintptr_t v;
-    s_item_t *found = NULL;
+    s_taken_t found = {NULL, NULL, NULL, false};
     if (zf_strmap_get(r->queues, key, &v)) {
         s_queue_t *q = (s_queue_t *)v;
         for (s_item_t *prev = NULL, *it = q->head; it; prev = it, it = it->next) {
@@ -381,16 +510,16 @@ bool zf_rendezvous_cancel_recv(zf_rendezvous_t *r, const char *key, uint64_t tok
             else
                 q->head = it->next;
             if (q->tail == it) q->tail = prev;
-            found = it;
+            found = (s_taken_t){it->done, it->arg, NULL, false};
             r->recvs--;
+            s_item_free(q, it);
             s_drop_if_empty(r, q);
             break;
         }
     }
     pthread_mutex_unlock(&r->mu);
-    if (!found) return false;
-    found->done(zf_status_new(ZF_CANCELLED, "RecvAsync is cancelled."), NULL, false, found->arg);
-    free(found);
+    if (!found.done) return false;
+    found.done(zf_status_new(ZF_CANCELLED, "RecvAsync is cancelled."), NULL, false, found.arg);
     return true;
 }
 
@@ -405,6 +534,7 @@ void zf_rendezvous_start_abort(zf_rendezvous_t *r, const zf_status_t *status)
         return;
     }
     r->abort = s;
+    atomic_store_explicit(&r->aborted, true, memory_order_release);
     s_item_t *values = NULL, *waiters = NULL;
     s_drain_locked(r, &values, &waiters);
     pthread_mutex_unlock(&r->mu);

@@ -71,6 +71,23 @@ zf_status_t zf_rendezvous_send(zf_rendezvous_t *r, const char *key, zf_tensor_t 
 zf_status_t zf_rendezvous_put(zf_rendezvous_t *r, const char *key, zf_tensor_t *tensor,
                               bool is_dead);
 
+/* A value for zf_rendezvous_put_all(). */
+typedef struct zf_rendezvous_value {
+    const char *key; /* key_len bytes, NUL-terminated */
+    size_t key_len;
+    zf_tensor_t *tensor; /* a reference the put takes (NULL afterwards); NULL only when is_dead */
+    bool is_dead;
+} zf_rendezvous_value_t;
+
+/* As zf_rendezvous_put() of v[0], ..., v[n-1] in turn, under one lock:
+ * values already checked (a live one has a tensor), whose references are
+ * taken rather than shared. The recvs they satisfy are called after the
+ * lock is let go, in order. Returns how many were put: the first ones,
+ * all n unless the rendezvous is aborted (*status its abort status) or
+ * memory runs out (RESOURCE_EXHAUSTED); the rest keep their references. */
+size_t zf_rendezvous_put_all(zf_rendezvous_t *r, zf_rendezvous_value_t *v, size_t n,
+                             zf_status_t *status);
+
 /* ---- remote sends -------------------------------------------------------
  * A rendezvous may carry a "remote send" hook: a send whose key names a
  * destination device (the key's third ';'-separated field) other than the
@@ -246,7 +263,7 @@ zf_status_t zf_rendezvous_mgr_claim(zf_rendezvous_mgr_t *mgr, int64_t step_id,
  * table and claimed (else false, *out NULL), without making it or
  * enforcing the limits: values for a claimed step are not counted, so a
  * receiver with many for one step may look it up once and put them all
- * (zf_rendezvous_put()). */
+ * (zf_rendezvous_put(), zf_rendezvous_put_all()). */
 bool zf_rendezvous_mgr_find_claimed(zf_rendezvous_mgr_t *mgr, int64_t step_id,
                                     zf_rendezvous_t **out);
 

@@ -76,6 +76,110 @@ static void test_rendezvous_recv_before_send_fires_when_the_value_arrives(void *
     zf_rendezvous_unref(&r);
 }
 
+/* The order in which put_all's recvs were called, and whether the
+ * rendezvous could be used from inside a callback (its lock let go). */
+typedef struct {
+    zf_rendezvous_t *r;
+    float order[100];
+    int n;
+    int reentered;
+} s_put_log_t;
+
+static void s_log_recv(zf_status_t status, zf_tensor_t *tensor, bool is_dead, void *arg)
+{
+    s_put_log_t *log = arg;
+    assert_int_equal(status.code, ZF_OK);
+    assert_false(is_dead);
+    log->order[log->n++] = s_value(tensor);
+    size_t values = 0, recvs = 0;
+    zf_rendezvous_pending(log->r, &values, &recvs); /* takes the lock */
+    log->reentered++;
+    zf_tensor_unref(&tensor);
+}
+
+static void s_put_key(char *out, size_t cap, int i)
+{
+    snprintf(out, cap,
+             "/job:l/replica:0/task:0/device:CPU:0;0000000000000001;/job:l/replica:0/"
+             "task:0/device:CPU:1;v%d:0;0:0",
+             i);
+}
+
+/* put_all: 100 values (more than one chunk of 64) meet waiting recvs, which
+ * are called in order, after the lock is let go, with the very tensors
+ * put (their references moved in); values with nobody waiting queue; a
+ * dead value needs no tensor. */
+static void test_rendezvous_put_all_moves_values_to_recvs_in_order(void **state)
+{
+    (void)state;
+    enum { N = 100, WAITING = 90 };
+    zf_rendezvous_t *r = NULL;
+    assert_int_equal(zf_rendezvous_new(3, &r).code, ZF_OK);
+    static char keys[N + 1][160];
+    zf_rendezvous_value_t v[N + 1];
+    zf_tensor_t *t[N];
+    s_put_log_t log = {.r = r};
+    for (int i = 0; i < N; i++) {
+        s_put_key(keys[i], sizeof keys[i], i);
+        t[i] = zf_test_scalar((float)i); /* ours, to look at afterwards */
+        v[i] = (zf_rendezvous_value_t){keys[i], strlen(keys[i]), zf_tensor_ref(t[i]), false};
+        if (i < WAITING)
+            assert_int_equal(zf_rendezvous_recv_async(r, keys[i], s_log_recv, &log, NULL).code,
+                             ZF_OK);
+    }
+    s_put_key(keys[N], sizeof keys[N], N);
+    v[N] = (zf_rendezvous_value_t){keys[N], strlen(keys[N]), NULL, true};
+    zf_status_t st = {ZF_INTERNAL, NULL}; /* put_all sets it */
+    assert_int_equal(zf_rendezvous_put_all(r, v, N + 1, &st), N + 1);
+    assert_int_equal(st.code, ZF_OK);
+    assert_int_equal(zf_rendezvous_put_all(r, v, 0, &st), 0); /* nothing to put */
+    assert_int_equal(st.code, ZF_OK);
+    assert_int_equal(log.n, WAITING);
+    assert_int_equal(log.reentered, WAITING);
+    for (int i = 0; i < WAITING; i++) assert_true(log.order[i] == (float)i);
+    for (int i = 0; i <= N; i++) assert_null(v[i].tensor);
+    size_t values = 0, recvs = 0;
+    zf_rendezvous_pending(r, &values, &recvs);
+    assert_int_equal(values, N - WAITING + 1);
+    assert_int_equal(recvs, 0);
+    for (int i = 0; i < N; i++) /* the recv dropped the moved reference: only ours is left */
+        assert_int_equal(zf_tensor_refcount(t[i]), i < WAITING ? 1 : 2);
+    for (int i = WAITING; i <= N; i++) {
+        zf_tensor_t *got = NULL;
+        bool dead = false;
+        assert_int_equal(zf_rendezvous_recv(r, keys[i], 0, &got, &dead).code, ZF_OK);
+        assert_int_equal(dead, i == N);
+        if (i < N) assert_ptr_equal(got, t[i]);
+        zf_tensor_unref(&got);
+    }
+    for (int i = 0; i < N; i++) zf_tensor_unref(&t[i]);
+    zf_rendezvous_unref(&r);
+}
+
+/* put_all into an aborted rendezvous puts nothing, returns the abort
+ * status, and leaves every reference with the caller. */
+static void test_rendezvous_put_all_after_abort_puts_nothing_and_keeps_the_references(void **state)
+{
+    (void)state;
+    zf_rendezvous_t *r = NULL;
+    assert_int_equal(zf_rendezvous_new(4, &r).code, ZF_OK);
+    zf_status_t why = zf_status_new(ZF_ABORTED, "the step failed elsewhere");
+    zf_rendezvous_start_abort(r, &why);
+    zf_status_clear(&why);
+    zf_tensor_t *t = zf_test_scalar(1.0f);
+    zf_rendezvous_value_t v[2] = {{KEY_A, strlen(KEY_A), t, false},
+                                  {KEY_B, strlen(KEY_B), NULL, true}};
+    zf_status_t st = ZF_STATUS_OK;
+    assert_int_equal(zf_rendezvous_put_all(r, v, 2, &st), 0);
+    assert_int_equal(st.code, ZF_ABORTED);
+    assert_string_equal(zf_status_msg(&st), "the step failed elsewhere");
+    zf_status_clear(&st);
+    assert_ptr_equal(v[0].tensor, t);
+    assert_int_equal(zf_tensor_refcount(t), 1);
+    zf_tensor_unref(&t);
+    zf_rendezvous_unref(&r);
+}
+
 static void test_rendezvous_pairs_sends_and_recvs_in_fifo_order_per_key(void **state)
 {
     (void)state;
@@ -150,6 +254,56 @@ static void test_rendezvous_cancelled_recv_fires_with_cancelled_and_skips_the_qu
     zf_test_got_clear(&g0);
     zf_test_got_clear(&g1);
     zf_tensor_unref(&t);
+    zf_rendezvous_unref(&r);
+}
+
+/* A key's queue keeps its first item in place and the rest apart: recvs
+ * and values that come and go on one key, the first cancelled and its
+ * place taken again, still meet in FIFO order, and an abort fails the
+ * ones left whichever place they are in. */
+static void test_rendezvous_keeps_fifo_order_as_a_key_reuses_its_first_place(void **state)
+{
+    (void)state;
+    zf_rendezvous_t *r = NULL;
+    assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
+    zf_test_got_t g[5] = {{0}};
+    uint64_t tok[5] = {0};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(
+            zf_rendezvous_recv_async(r, KEY_A, zf_test_record_recv, &g[i], &tok[i]).code, ZF_OK);
+    assert_true(zf_rendezvous_cancel_recv(r, KEY_A, tok[0])); /* the first place is free again */
+    for (int i = 3; i < 5; i++) /* one of these takes it, behind g[1] and g[2] */
+        assert_int_equal(
+            zf_rendezvous_recv_async(r, KEY_A, zf_test_record_recv, &g[i], &tok[i]).code, ZF_OK);
+    zf_tensor_t *t[3];
+    for (int i = 0; i < 3; i++) {
+        t[i] = zf_test_scalar((float)(i + 1));
+        assert_int_equal(zf_rendezvous_send(r, KEY_A, t[i], false).code, ZF_OK);
+    }
+    assert_int_equal(g[1].fired, 1);
+    assert_int_equal(g[2].fired, 1);
+    assert_int_equal(g[3].fired, 1);
+    assert_true(s_value(g[1].tensor) == 1.0f);
+    assert_true(s_value(g[2].tensor) == 2.0f);
+    assert_true(s_value(g[3].tensor) == 3.0f);
+    assert_int_equal(g[4].fired, 0);
+    /* values queue on another key, two deep, and come out in order */
+    assert_int_equal(zf_rendezvous_send(r, KEY_B, t[0], false).code, ZF_OK);
+    assert_int_equal(zf_rendezvous_send(r, KEY_B, t[1], false).code, ZF_OK);
+    zf_tensor_t *got = NULL;
+    assert_int_equal(zf_rendezvous_recv(r, KEY_B, 0, &got, NULL).code, ZF_OK);
+    assert_ptr_equal(got, t[0]);
+    zf_tensor_unref(&got);
+    assert_int_equal(zf_rendezvous_send(r, KEY_B, t[2], false).code, ZF_OK);
+    zf_status_t why = zf_status_new(ZF_ABORTED, "stop");
+    zf_rendezvous_start_abort(r, &why);
+    zf_status_clear(&why);
+    assert_int_equal(g[4].fired, 1);
+    assert_int_equal(g[4].status.code, ZF_ABORTED);
+    for (int i = 0; i < 5; i++) zf_test_got_clear(&g[i]);
+    /* the values queued on KEY_B went with the abort */
+    for (int i = 0; i < 3; i++) assert_int_equal(zf_tensor_refcount(t[i]), 1);
+    for (int i = 0; i < 3; i++) zf_tensor_unref(&t[i]);
     zf_rendezvous_unref(&r);
 }
 
@@ -385,8 +539,11 @@ int main(void)
         cmocka_unit_test(test_rendezvous_recv_after_send_gets_the_value_at_once),
         cmocka_unit_test(test_rendezvous_recv_before_send_fires_when_the_value_arrives),
         cmocka_unit_test(test_rendezvous_pairs_sends_and_recvs_in_fifo_order_per_key),
+        cmocka_unit_test(test_rendezvous_put_all_moves_values_to_recvs_in_order),
+        cmocka_unit_test(test_rendezvous_put_all_after_abort_puts_nothing_and_keeps_the_references),
         cmocka_unit_test(test_rendezvous_rejects_a_live_send_without_a_tensor),
         cmocka_unit_test(test_rendezvous_cancelled_recv_fires_with_cancelled_and_skips_the_queue),
+        cmocka_unit_test(test_rendezvous_keeps_fifo_order_as_a_key_reuses_its_first_place),
         cmocka_unit_test(test_rendezvous_forgets_keys_once_used),
         cmocka_unit_test(test_rendezvous_abort_is_sticky_and_fails_pending_and_later_calls),
         cmocka_unit_test(test_rendezvous_frees_unclaimed_values_when_the_step_ends),
