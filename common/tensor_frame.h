@@ -224,6 +224,7 @@ typedef struct zf_tensor_frame_offer {
 /* One entry of a received batch. */
 typedef struct zf_tensor_frame_entry {
     char *key;       /* NULL when a refused entry's key could not be read */
+    size_t key_len;  /* strlen(key) */
     int64_t step_id; /* when has_step */
     bool has_step;   /* false only for a refused entry whose step could not be read */
     bool is_dead;
@@ -433,7 +434,8 @@ size_t zf_tensor_frame_batch_offset(size_t end);
  * (payload, borrowed; NULL when empty). On OK *out holds every entry, each
  * decoded or refused with its reason ("entry I of N: ..."); tensors of
  * fixed-size dtypes are views of payload (of a copy when payload is not
- * ZF_TENSOR_FRAME_BATCH_ALIGN-aligned), so each keeps it alive. Errors
+ * ZF_TENSOR_FRAME_BATCH_ALIGN-aligned), so each keeps it alive, made
+ * together in one block (zf_tensor_views_new) that each keeps alive too. Errors
  * (nothing in *out): INVALID_ARGUMENT "tensor frame batch: ..." when the
  * message as a whole is unsound (see above); RESOURCE_EXHAUSTED. */
 zf_status_t zf_tensor_frame_decode_batch(const void *head, size_t head_len, zf_buffer_t *payload,

@@ -291,7 +291,8 @@ static zf_status_t s_fields(const s_raw_t *e, zf_tensor_frame_header_t *h)
  * b->keys + *used. h is scratch. */
 static void s_entry(const s_raw_t *e, const char *pre, size_t pre_len, zf_status_t pre_s, size_t i,
                     size_t n, zf_buffer_t *payload, size_t off, zf_tensor_frame_header_t *h,
-                    zf_tensor_frame_batch_t *b, size_t *used, zf_tensor_frame_entry_t *out)
+                    zf_tensor_views_t *views, zf_tensor_frame_batch_t *b, size_t *used,
+                    zf_tensor_frame_entry_t *out)
 {
     zf_status_t s = pre_s;
     size_t key_len = pre_len + e->klen;
@@ -305,6 +306,7 @@ static void s_entry(const s_raw_t *e, const char *pre, size_t pre_len, zf_status
     if (zf_ok(s)) s = zf__tensor_frame_check_key(k, key_len);
     if (zf_ok(s)) {
         out->key = k;
+        out->key_len = key_len;
         *used += key_len + 1;
         s = s_fields(e, h);
     }
@@ -315,7 +317,7 @@ static void s_entry(const s_raw_t *e, const char *pre, size_t pre_len, zf_status
         const uint8_t *bytes = payload ? (const uint8_t *)zf_buffer_data(payload) + off : none;
         s = zf_tensor_frame_decode_payload(h, bytes, (size_t)h->len, &out->tensor);
     } else if (zf_ok(s)) { /* a view of the payload frame: no copy */
-        s = zf_tensor_from_buffer(h->dtype, &h->shape, payload, off, &out->tensor);
+        s = zf_tensor_views_add(views, h->dtype, &h->shape, payload, off, &out->tensor);
     }
     out->step_id = (int64_t)zf_le64(e->fixed + 8);
     out->has_step = true;
@@ -365,9 +367,13 @@ static zf_status_t s_read(const uint8_t *head, size_t head_len, size_t n, zf_buf
                           size_t keys, zf_tensor_frame_batch_t *out)
 {
     zf_tensor_frame_header_t *h = malloc(sizeof *h);
-    if (!h || !(out->entries = calloc(n, sizeof *out->entries)) ||
+    zf_tensor_views_t *views = NULL;
+    zf_status_t vs = payload ? zf_tensor_views_new(n, &views) : ZF_STATUS_OK;
+    if (!h || !zf_ok(vs) || !(out->entries = calloc(n, sizeof *out->entries)) ||
         !(out->keys = malloc(keys ? keys : 1))) {
         free(h);
+        zf_tensor_views_release(&views);
+        zf_status_clear(&vs);
         return zf_out_of_memory("a tensor frame batch");
     }
     out->n = n;
@@ -379,8 +385,10 @@ static zf_status_t s_read(const uint8_t *head, size_t head_len, size_t n, zf_buf
         size_t pre_len = 0, off = 0;
         zf_status_t ps = ZF_STATUS_OK;
         (void)s_next(head, head_len, &w, &e, &pre, &pre_len, &ps, &off); /* measured */
-        s_entry(&e, pre, pre_len, ps, i, n, payload, off, h, out, &used, &out->entries[i]);
+        s_entry(&e, pre, pre_len, ps, i, n, payload, off, h, views, out, &used,
+                &out->entries[i]);
     }
+    zf_tensor_views_release(&views); /* what is left of it goes with the views made */
     free(h);
     return ZF_STATUS_OK;
 }

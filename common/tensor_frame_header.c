@@ -512,12 +512,12 @@ zf_status_t zf__tensor_frame_fill_fields(const char *key, int64_t step_id, const
 {
     out->step_id = step_id;
     out->dtype = ZF_INVALID;
-    memset(&out->shape, 0, sizeof out->shape);
     out->len = 0;
     out->chunk = 0;
     out->has_ipc = out->has_shm = false;
     out->is_dead = is_dead;
     if (!t) {
+        memset(&out->shape, 0, sizeof out->shape);
         if (!is_dead) return zf_invalid_argument("tensor '%s': a live tensor is required", key);
         return ZF_STATUS_OK; /* dtype INVALID, shape [] */
     }

@@ -1,6 +1,7 @@
 /* The executor's network data plane: owns the PULL socket and its receiver
  * thread, the per-peer PUSH sockets and the set of recently closed steps.
  * CUDA IPC offers, sent and received, are in remote_ipc.c. */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
 #include <stdio.h>
 #include <pthread.h>
@@ -81,17 +82,14 @@ static bool s_closed(zf_remote_t *r, int64_t step_id)
     return closed;
 }
 
-/* Hands f to its step, which the caller found open (closed false) or
- * ended (true) just before: into rv when the caller holds the step's
- * claimed rendezvous, else through the table; recheck: look again
+/* Hands f to its step through the table, which the caller found open
+ * (closed false) or ended (true) just before; recheck: look again
  * afterwards (a step closed meanwhile loses what was (re)made here, the
  * value with it). Returns whether the step was found ended. */
-static bool s_deliver(zf_remote_t *r, zf_rendezvous_t *rv, zf_tensor_frame_t *f, bool closed,
-                      bool recheck)
+static bool s_deliver(zf_remote_t *r, zf_tensor_frame_t *f, bool closed, bool recheck)
 {
     zf_status_t s =
         closed ? ZF_STATUS_OK
-        : rv   ? zf_rendezvous_put(rv, f->key, f->tensor, f->is_dead)
                : zf_rendezvous_mgr_deliver(r->mgr, f->step_id, f->key, f->tensor, f->is_dead);
     if (!closed && zf_ok(s) && recheck) {
         closed = s_closed(r, f->step_id);
@@ -110,7 +108,7 @@ static bool s_deliver(zf_remote_t *r, zf_rendezvous_t *rv, zf_tensor_frame_t *f,
 
 void zf__remote_deliver(zf_remote_t *r, zf_tensor_frame_t *f)
 {
-    s_deliver(r, NULL, f, s_closed(r, f->step_id), true);
+    s_deliver(r, f, s_closed(r, f->step_id), true);
 }
 
 /* A batch entry that failed its checks: counted and logged; its step, when
@@ -135,39 +133,82 @@ static void s_refuse_entry(zf_remote_t *r, const zf_tensor_frame_entry_t *e)
     zf_status_clear(&s);
 }
 
-/* A batch: every entry goes to its step as if it had come alone. Whether
- * a step has ended is looked up once for a run of entries of the same
- * step, before its first and after its last: a step closed during the run
- * drops everything (re)made here for it then, as after a single tensor. A
- * run for a claimed step goes straight into its rendezvous, looked up
- * once. */
-static void s_on_batch(zf_remote_t *r, const zf_tensor_frame_batch_t *b)
+/* A run of n entries of one step, sound, into a claimed rendezvous rv:
+ * put together (their references moved in), a chunk at a time. Returns
+ * how many were put; the first refusal is logged. */
+static size_t s_put_run(zf_rendezvous_t *rv, zf_tensor_frame_entry_t *e, size_t n)
+{
+    zf_rendezvous_value_t v[64];
+    size_t put = 0;
+    zf_status_t s = ZF_STATUS_OK;
+    while (put < n && zf_ok(s)) {
+        size_t chunk = n - put < 64 ? n - put : 64;
+        for (size_t k = 0; k < chunk; k++) {
+            zf_tensor_frame_entry_t *x = &e[put + k];
+            v[k] = (zf_rendezvous_value_t){x->key, x->key_len, x->tensor, x->is_dead};
+        }
+        size_t done = zf_rendezvous_put_all(rv, v, chunk, &s);
+        for (size_t k = 0; k < chunk; k++) e[put + k].tensor = v[k].tensor; /* NULL when taken */
+        put += done;
+    }
+    if (!zf_ok(s))
+        zf_log_debug("remote", "dropped %zu tensors of step %lld from '%s' on: %s", n - put,
+                     (long long)e[0].step_id, e[put].key, zf_status_msg(&s));
+    zf_status_clear(&s);
+    return put;
+}
+
+/* A run of n sound entries of one step, handed over as if each had come
+ * alone. Whether the step has ended is looked up before the first and
+ * after the last: a step closed during the run drops everything (re)made
+ * here for it then, as after a single tensor. A claimed step's
+ * rendezvous is looked up once and takes the run in one go. */
+static void s_deliver_run(zf_remote_t *r, zf_tensor_frame_entry_t *e, size_t n)
+{
+    int64_t step = e[0].step_id;
+    bool closed = s_closed(r, step);
+    zf_rendezvous_t *rv = NULL;
+    if (closed || !zf_rendezvous_mgr_find_claimed(r->mgr, step, &rv)) {
+        for (size_t k = 0; k < n; k++) {
+            /* borrowed from the entry: the rendezvous takes its own reference */
+            zf_tensor_frame_t f = {
+                .key = e[k].key, .step_id = step, .is_dead = e[k].is_dead, .tensor = e[k].tensor};
+            closed = s_deliver(r, &f, closed, k + 1 == n);
+        }
+        return;
+    }
+    size_t put = s_put_run(rv, e, n);
+    zf_rendezvous_unref(&rv);
+    if (put && s_closed(r, step)) {
+        zf_rendezvous_mgr_cleanup(r->mgr, step, NULL);
+        zf_log_debug("remote", "dropped %zu tensors of step %lld: the step has ended here", put,
+                     (long long)step);
+        put = 0;
+    }
+    atomic_fetch_add(&r->delivered, (uint_fast64_t)put);
+    atomic_fetch_add(&r->dropped, (uint_fast64_t)(n - put));
+}
+
+/* A batch: every entry goes to its step as if it had come alone, a run of
+ * entries of one step at a time; a refused entry alone aborts its step. */
+static void s_on_batch(zf_remote_t *r, zf_tensor_frame_batch_t *b)
 {
     atomic_fetch_add(&r->batches_received, 1);
     atomic_fetch_add(&r->batch_tensors_received, (uint_fast64_t)b->n);
-    bool run = false, closed = false; /* a run of the step of the entry before */
-    zf_rendezvous_t *rv = NULL;       /* the run's step, when claimed */
-    for (size_t i = 0; i < b->n; i++) {
-        const zf_tensor_frame_entry_t *e = &b->entries[i];
+    size_t i = 0;
+    while (i < b->n) {
+        zf_tensor_frame_entry_t *e = &b->entries[i];
         if (!zf_ok(e->error)) {
             s_refuse_entry(r, e);
-            run = false;
-            zf_rendezvous_unref(&rv);
+            i++;
             continue;
         }
-        if (!run || e->step_id != b->entries[i - 1].step_id) {
-            zf_rendezvous_unref(&rv);
-            closed = s_closed(r, e->step_id);
-            if (!closed) (void)zf_rendezvous_mgr_find_claimed(r->mgr, e->step_id, &rv);
-        }
-        const zf_tensor_frame_entry_t *next = i + 1 < b->n ? &b->entries[i + 1] : NULL;
-        run = next && zf_ok(next->error) && next->step_id == e->step_id;
-        /* borrowed from the entry: the rendezvous takes its own reference */
-        zf_tensor_frame_t f = {
-            .key = e->key, .step_id = e->step_id, .is_dead = e->is_dead, .tensor = e->tensor};
-        closed = s_deliver(r, rv, &f, closed, !run);
+        size_t end = i + 1;
+        while (end < b->n && zf_ok(b->entries[end].error) && b->entries[end].step_id == e->step_id)
+            end++;
+        s_deliver_run(r, e, end - i);
+        i = end;
     }
-    zf_rendezvous_unref(&rv);
 }
 
 /* Receives and handles one message, waiting up to timeout_ms; false when
@@ -202,6 +243,7 @@ static bool s_receive_one(zf_remote_t *r, int timeout_ms)
 static void *s_receiver(void *arg)
 {
     zf_remote_t *r = arg;
+    (void)pthread_setname_np(pthread_self(), "zf-rendezvous"); /* as ps and perf show it */
     while (!atomic_load(&r->stop)) {
         s_receive_one(r, S_POLL_MS);
         zf_remote_expire(r, zf_remote_now_ms());
@@ -504,6 +546,7 @@ typedef struct s_outbox {
     char *device;
     char *first_key; /* for errors */
     int64_t *steps;  /* the distinct steps of the entries (usually one) */
+    uint32_t sent;   /* pieces sent during this batch */
     size_t n_steps, cap_steps;
     zf_tensor_frame_batch_out_t b;
 } s_outbox_t;
@@ -549,6 +592,7 @@ static void s_outbox_send(s_outbox_t *o)
         }
     }
     zf_status_clear(&s);
+    o->sent++;
     o->n_steps = 0;
     free(o->first_key);
     o->first_key = NULL;
@@ -618,10 +662,18 @@ static bool s_outbox_step(s_outbox_t *o, int64_t step_id)
  * (ZF_TENSOR_FRAME_MAX_BATCH, ZF_TENSOR_FRAME_MAX_BATCH_HEADER), and the
  * received tensors view the payload frame, so one kept for long keeps at
  * most this much (plus one tensor) alive. A long run of sends leaves in
- * pieces of 256, so the receiver unpacks and delivers one while the
- * sender writes the next. */
-#define S_BATCH_MAX_TENSORS 256
-#define S_BATCH_MAX_BYTES   ((size_t)256 << 10)
+ * pieces, so the receiver unpacks and delivers one while the sender
+ * writes the next: the first pieces small (32 tensors, then 64, 128),
+ * so that the receiver starts early, then 256 each. */
+#define S_BATCH_FIRST_TENSORS 32
+#define S_BATCH_MAX_TENSORS   256
+#define S_BATCH_MAX_BYTES     ((size_t)256 << 10)
+
+/* How many tensors o's next piece holds. */
+static uint32_t s_piece_tensors(const s_outbox_t *o)
+{
+    return o->sent < 3 ? (uint32_t)S_BATCH_FIRST_TENSORS << o->sent : S_BATCH_MAX_TENSORS;
+}
 
 /* Holds a small host tensor (or a dead one) back for this thread's open
  * batch; *held false: send it now (no batch open, too big, bound for the
@@ -645,7 +697,7 @@ static zf_status_t s_hold_back(zf_remote_t *r, zf__remote_peer_t *p, const char 
     /* for a failure's report only: out of memory here just makes it vaguer */
     if (*held) (void)s_outbox_step(o, step_id);
     if (*held && !o->first_key) o->first_key = strdup(key);
-    if (*held && (o->b.n >= S_BATCH_MAX_TENSORS || o->b.payload_len >= S_BATCH_MAX_BYTES ||
+    if (*held && (o->b.n >= s_piece_tensors(o) || o->b.payload_len >= S_BATCH_MAX_BYTES ||
                   o->b.head_len >= 4 * S_BATCH_MAX_BYTES))
         s_outbox_send(o);
     return s;

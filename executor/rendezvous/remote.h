@@ -113,8 +113,9 @@
  * dead values included, that does not go through the arena, is encoded
  * into the thread's outbox for that peer instead of being pushed, and the
  * outbox leaves as one batch message (common/tensor_frame.h, "Batches")
- * when the batch ends, or as soon as it holds 256 tensors or 256 KiB of
- * payloads (a tensor that would take it past
+ * when the batch ends, or as soon as it holds 256 tensors (the first
+ * pieces of a long batch 32, 64 and 128, so that the receiver starts on
+ * them early) or 256 KiB of payloads (a tensor that would take it past
  * ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD leaves alone). Larger tensors, device tensors and arena offers
  * leave at once, batch or not (a tensor's order is kept per key only). Without an open batch
  * nothing is held back, so a lone tensor never waits. A batch that cannot be pushed aborts the

@@ -95,11 +95,11 @@ struct zf_remote {
         batch_refused;
     atomic_uint_fast64_t ipc_offered, ipc_released, ipc_refused, ipc_received, ipc_expired;
     /* shared memory (remote_shm.c) */
-    pthread_mutex_t shm_mu;    /* guards arena creation and maps */
-    size_t shm_arena_bytes;    /* 0: no shared-memory path */
-    size_t shm_min_bytes;      /* smaller tensors go as bytes */
-    bool shm_broken;           /* guarded by shm_mu: the arena could not be made */
-    zf__remote_arena_t *arena; /* made on first use; guarded by shm_mu */
+    pthread_mutex_t shm_mu;      /* guards arena creation and maps */
+    size_t shm_arena_bytes;      /* 0: no shared-memory path */
+    atomic_size_t shm_min_bytes; /* smaller tensors go as bytes; read without shm_mu */
+    bool shm_broken;             /* guarded by shm_mu: the arena could not be made */
+    zf__remote_arena_t *arena;   /* made on first use; guarded by shm_mu */
     zf__remote_shm_map_t *maps[ZF__REMOTE_SHM_MAPS]; /* senders' segments mapped here */
     unsigned next_map;                               /* the slot the next mapping evicts */
     atomic_uint_fast64_t bytes_sent, shm_offered, shm_released, shm_refused, shm_received,

@@ -399,7 +399,7 @@ void zf__remote_shm_init(zf_remote_t *r)
 {
     pthread_mutex_init(&r->shm_mu, NULL);
     r->shm_arena_bytes = (size_t)ZF_REMOTE_SHM_MIB << 20;
-    r->shm_min_bytes = ZF_REMOTE_SHM_MIN_BYTES;
+    atomic_init(&r->shm_min_bytes, ZF_REMOTE_SHM_MIN_BYTES);
     zf_remote_shm_sweep();
 }
 
@@ -458,7 +458,7 @@ void zf_remote_set_shm(zf_remote_t *r, size_t arena_bytes, size_t min_bytes)
 {
     pthread_mutex_lock(&r->shm_mu);
     r->shm_arena_bytes = (arena_bytes + S_BLOCK_ALIGN - 1) / S_BLOCK_ALIGN * S_BLOCK_ALIGN;
-    r->shm_min_bytes = min_bytes ? min_bytes : ZF_REMOTE_SHM_MIN_BYTES;
+    atomic_store(&r->shm_min_bytes, min_bytes ? min_bytes : ZF_REMOTE_SHM_MIN_BYTES);
     pthread_mutex_unlock(&r->shm_mu);
 }
 
@@ -534,14 +534,17 @@ bool zf__remote_shm_qualifies(zf_remote_t *r, zf__remote_peer_t *p, const zf_ten
 {
     if (atomic_load(&p->shm_refused) || atomic_load(&p->host) == ZF__REMOTE_HOST_OTHER)
         return false;
+    size_t nbytes = zf_tensor_nbytes(tensor);
+    /* the size first: most tensors are too small, and that needs no lock */
+    if (nbytes == 0 || nbytes < atomic_load_explicit(&r->shm_min_bytes, memory_order_relaxed))
+        return false;
     zf_memory_kind_t kind = zf_tensor_memory_kind(tensor);
     zf_dtype_t dtype = zf_tensor_dtype(tensor);
     if (kind == ZF_MEMORY_DEVICE || zf_dtype_size(dtype) == 0 || dtype == ZF_STRING ||
         dtype == ZF_RESOURCE || dtype == ZF_VARIANT)
         return false;
     pthread_mutex_lock(&r->shm_mu);
-    bool on = r->shm_arena_bytes > 0 && !r->shm_broken && zf_tensor_nbytes(tensor) > 0 &&
-              zf_tensor_nbytes(tensor) >= r->shm_min_bytes;
+    bool on = r->shm_arena_bytes > 0 && !r->shm_broken;
     pthread_mutex_unlock(&r->shm_mu);
     return on;
 }
