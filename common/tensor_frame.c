@@ -274,32 +274,20 @@ zf_status_t zf_tensor_frame_batch_out_send(zf_socket_t *s, zf_tensor_frame_batch
         zf_tensor_frame_batch_out_clear(b);
         return zf_invalid_argument("an empty batch of tensors");
     }
-    zf_tensor_frame_batch_prefix(b->n, b->head);
-    zmq_msg_t head, payload;
-    if (zmq_msg_init_data(&head, b->head, b->head_len, s_free_bytes, NULL) != 0) {
-        zf_tensor_frame_batch_out_clear(b);
-        return zf_out_of_memory("a batch frame");
-    }
-    b->head = NULL; /* ZeroMQ's now */
-    int rc = b->payload_len
-                 ? zmq_msg_init_data(&payload, b->payload, b->payload_len, s_free_bytes, NULL)
-                 : zmq_msg_init(&payload);
-    if (rc != 0) {
-        zmq_msg_close(&head);
-        zf_tensor_frame_batch_out_clear(b);
-        return zf_out_of_memory("a batch frame");
-    }
-    if (b->payload_len) b->payload = NULL;
     uint32_t n = b->n;
-    zf_tensor_frame_batch_out_clear(b);
-    void *sock = zf_socket_handle(s);
-    /* As for one tensor: only the first frame can wait for room. */
-    if (zmq_msg_send(&head, sock, ZMQ_SNDMORE) < 0 || zmq_msg_send(&payload, sock, 0) < 0) {
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    ZF_TRY(zf__tensor_frame_batch_out_seal(b, &bytes, &len));
+    zmq_msg_t msg;
+    if (zmq_msg_init_data(&msg, bytes, len, s_free_bytes, NULL) != 0) {
+        free(bytes);
+        return zf_out_of_memory("a batch frame");
+    }
+    if (zmq_msg_send(&msg, zf_socket_handle(s), 0) < 0) {
         char what[64];
         snprintf(what, sizeof what, "sending a batch of %" PRIu32 " tensors", n);
         zf_status_t st = zf__zmq_error(errno, what);
-        zmq_msg_close(&head);
-        zmq_msg_close(&payload);
+        zmq_msg_close(&msg);
         return st;
     }
     return ZF_STATUS_OK;
@@ -416,22 +404,27 @@ static zf_status_t s_header_only(const zf_tensor_frame_header_t *h,
     return ZF_STATUS_OK;
 }
 
-/* A batch message (head and its payload frame, taken) into frame->batch:
- * its tensors view the received payload, not copied again. */
-static zf_status_t s_batch(zmq_msg_t *head, zmq_msg_t *payload, zf_tensor_frame_t *frame)
+/* A batch message (its one frame, msg, taken) into frame->batch: its
+ * tensors view the received frame, not copied again. */
+static zf_status_t s_batch(zmq_msg_t *msg, zf_tensor_frame_t *frame)
 {
-    zf_buffer_t *buf = NULL;
-    zf_status_t st = ZF_STATUS_OK;
-    if (zmq_msg_size(payload) == 0)
-        s_close_msg(NULL, payload);
-    else if (!zf_ok(st = zf_buffer_wrap(zmq_msg_data(payload), zmq_msg_size(payload), s_close_msg,
-                                        payload, &buf)))
-        s_close_msg(NULL, payload);
+    zmq_msg_t *m = malloc(sizeof *m);
+    if (!m) return zf_out_of_memory("a tensor frame batch");
+    zmq_msg_init(m);
+    zmq_msg_move(m, msg);
+    const uint8_t *bytes = zmq_msg_data(m);
+    size_t len = zmq_msg_size(m), entries = 0, at = 0;
+    zf_buffer_t *buf = NULL; /* the payloads, in m: freed with the last view */
+    zf_status_t st = zf_tensor_frame_batch_split(bytes, len, &entries, &at);
+    if (zf_ok(st) && at < len)
+        st = zf_buffer_wrap((void *)(bytes + at), len - at, s_close_msg, m, &buf);
     zf_tensor_frame_batch_t *b = zf_ok(st) ? calloc(1, sizeof *b) : NULL;
     if (zf_ok(st) && !b) st = zf_out_of_memory("a tensor frame batch");
-    if (zf_ok(st))
-        st = zf_tensor_frame_decode_batch(zmq_msg_data(head), zmq_msg_size(head), buf, b);
-    zf_buffer_unref(&buf); /* the tensors hold their own */
+    if (zf_ok(st)) st = zf_tensor_frame_decode_batch(bytes, entries, buf, b);
+    if (buf)
+        zf_buffer_unref(&buf); /* the tensors hold their own; m goes with the last */
+    else
+        s_close_msg(NULL, m);
     if (!zf_ok(st)) {
         free(b);
         return st;
@@ -505,10 +498,15 @@ static zf_status_t s_recv(zf_socket_t *s, int timeout_ms, zmq_msg_t *head,
 {
     ZF_TRY(zf__socket_recv_first(s, timeout_ms, head));
     zmq_msg_t *payload = NULL;
-    if (!zmq_msg_more(head) || zf_tensor_frame_is_batch(zmq_msg_data(head), zmq_msg_size(head))) {
-        ZF_TRY(s_recv_payload(s, head, &payload)); /* refuses a lone frame */
-        return s_batch(head, payload, frame);
+    if (zf_tensor_frame_is_batch(zmq_msg_data(head), zmq_msg_size(head))) {
+        if (!zmq_msg_more(head)) return s_batch(head, frame);
+        int extra = zf_socket_drain(s);
+        zf_status_t st = zf_tensor_frame_batch_split(zmq_msg_data(head), zmq_msg_size(head),
+                                                     &(size_t){0}, &(size_t){0});
+        if (!zf_ok(st)) return st; /* an earlier layout, by name */
+        return zf_invalid_argument("tensor frame batch: %d frames; a batch is one", 1 + extra);
     }
+    if (!zmq_msg_more(head)) return s_recv_payload(s, head, &payload); /* refuses it */
     /* the header first: it says whether the payload comes in chunks */
     zf_tensor_frame_reply_t reply;
     bool is_reply = false;

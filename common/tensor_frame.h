@@ -82,14 +82,17 @@
  * frame count. "chunk" is never in a batch entry nor with "ipc" or "shm".
  *
  * Batches (small tensors sent together, executor/rendezvous/remote.h). One
- * two-frame message carries several tensors, in a compact binary layout
+ * message of one frame carries several tensors, in a compact binary layout
  * (every integer little-endian) rather than msgpack: what each entry costs
- * to write and read is what bounds the rate of small tensors.
+ * to write and read is what bounds the rate of small tensors, and one
+ * frame moves through ZeroMQ faster than two.
  *
- *   frame 1  the ZF_TENSOR_FRAME_BATCH_PREFIX bytes c1 'Z' 'B' 02 (0xc1 is
+ *   entries  the ZF_TENSOR_FRAME_BATCH_PREFIX bytes c1 'Z' 'B' 03 (0xc1 is
  *            a byte msgpack never uses, so no single tensor's header starts
- *            so; 02 is the batch layout's version) and the entry count n
- *            (u32, 1 to ZF_TENSOR_FRAME_MAX_BATCH), then n entries, each
+ *            so; 03 is the batch layout's version), the entry count n
+ *            (u32, 1 to ZF_TENSOR_FRAME_MAX_BATCH), the byte where the
+ *            entries end (u32, from the frame's start) and a zero u32; then
+ *            n entries, each
  *              flags  u8   bit 0: dead; bit 1: the key's first "plen" bytes
  *                          become the batch's next key prefix; no other bit
  *              dtype  u8   as "dtype" above
@@ -102,25 +105,30 @@
  *              len    u64  its payload's bytes, as "len" above
  *              dims   rank i64
  *              key    klen bytes: the key is prefix i's bytes then these
- *            and nothing after the last. A batch defines at most
+ *            ending exactly where the prefix says. A batch defines at most
  *            ZF_TENSOR_FRAME_BATCH_PREFIXES prefixes. A sender shares the
  *            "src;incarnation;dst;" start of rendezvous keys this way, so
  *            a key costs its edge name and frame only.
- *   frame 2  the payloads in the entries' order, each exactly its "len"
- *            bytes, the first at offset 0 and each other at the first
- *            multiple of ZF_TENSOR_FRAME_BATCH_ALIGN at or after the end of
- *            the one before (zero bytes between), the frame ending with the
- *            last.
+ *   payloads the frame ends with the entries when every payload is empty;
+ *            else zero bytes up to the next multiple of
+ *            ZF_TENSOR_FRAME_BATCH_ALIGN, then the payloads in the entries'
+ *            order, each exactly its "len" bytes, the first at offset 0 of
+ *            this part and each other at the first multiple of
+ *            ZF_TENSOR_FRAME_BATCH_ALIGN at or after the end of the one
+ *            before (zero bytes between), the frame ending with the last.
  *
- * The receiver's tensors of fixed-size dtypes are views of frame 2 (all
+ * The receiver's tensors of fixed-size dtypes are views of the frame (all
  * of it stays while any of them does; strings are copied). The message as
- * a whole must be sound: frame 1 at most ZF_TENSOR_FRAME_MAX_BATCH_HEADER
- * bytes, the count in range, every entry within frame 1 and frame 1 ending
- * with the last, frame 2 at most ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD bytes,
- * the payloads so laid out ending exactly where frame 2 does (else no
- * payload could be located with certainty), and the keys, prefixes
- * included, taking at most ZF_TENSOR_FRAME_MAX_BATCH_HEADER bytes in all;
- * or the whole message is refused. An entry that fails its own checks
+ * a whole must be sound: one frame, the entries at most
+ * ZF_TENSOR_FRAME_MAX_BATCH_HEADER bytes, the count in range, every entry
+ * within them and the last ending where the prefix says, the payloads at
+ * most ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD bytes, so laid out that they end
+ * exactly where the frame does (else no payload could be located with
+ * certainty), and the keys, prefixes included, taking at most
+ * ZF_TENSOR_FRAME_MAX_BATCH_HEADER bytes in all; or the whole message is
+ * refused. Batches of the earlier layouts (1: msgpack headers; 2: the
+ * same entries in one frame and the payloads in a second) are refused by
+ * name. An entry that fails its own checks
  * (flags, a prefix used before it is defined, and every check of a single
  * header's key, dtype, shape and "len", the string encoding of its
  * payload) is refused alone, with the reason, its step and its key when
@@ -146,15 +154,15 @@
 #define ZF_TENSOR_FRAME_MAX_WHY      512
 #define ZF_TENSOR_FRAME_MAX_SHM_NAME 63 /* a POSIX shared memory name */
 /* A batch message (see below): at most this many entries, this many
- * bytes in its first frame, this many in any one entry of it (as a single
- * header), and this many in its payload frame. */
+ * bytes of entries, this many in any one entry of it (as a single
+ * header), and this many of payloads. */
 #define ZF_TENSOR_FRAME_MAX_BATCH         4096
 #define ZF_TENSOR_FRAME_MAX_BATCH_HEADER  (4 << 20)
 #define ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD (4 << 20)
-/* A batch's first frame: its magic and layout version (see below), the
- * bytes before its entries, and the key prefixes it may define. */
-#define ZF_TENSOR_FRAME_BATCH_VERSION  2
-#define ZF_TENSOR_FRAME_BATCH_PREFIX   8
+/* A batch's frame: its magic and layout version (see below), the bytes
+ * before its entries, and the key prefixes it may define. */
+#define ZF_TENSOR_FRAME_BATCH_VERSION  3
+#define ZF_TENSOR_FRAME_BATCH_PREFIX   16
 #define ZF_TENSOR_FRAME_BATCH_PREFIXES 255
 /* Chunked payloads (see "Chunks" above): the smallest chunk a receiver
  * takes, and the chunk a sender uses on an encrypting (CurveZMQ) socket
@@ -369,6 +377,11 @@ void zf__tensor_frame_write_strings(const zf_tensor_t *t, uint8_t *out);
  * itself. */
 zf_status_t zf__tensor_frame_fill_fields(const char *key, int64_t step_id, const zf_tensor_t *t,
                                          bool is_dead, zf_tensor_frame_header_t *out);
+/* b's entries and payloads as the one frame of a batch message, handed
+ * over in *frame (*len bytes; the caller frees it) and b emptied. Errors:
+ * RESOURCE_EXHAUSTED (b emptied too). */
+zf_status_t zf__tensor_frame_batch_out_seal(zf_tensor_frame_batch_out_t *b, uint8_t **frame,
+                                            size_t *len);
 
 /* Fills *out for an IPC offer of a dtype/shape tensor described by ipc
  * (copied) and checks it. Errors: INVALID_ARGUMENT naming the field. */
@@ -419,18 +432,28 @@ zf_status_t zf_tensor_frame_decode_reply(const void *bytes, size_t len,
 zf_status_t zf_tensor_frame_decode_any(const void *bytes, size_t len, zf_tensor_frame_header_t *h,
                                        zf_tensor_frame_reply_t *r, bool *is_reply);
 
-/* Whether len bytes at bytes begin a batch's first frame (its prefix; a
- * batch of layout 1, msgpack headers, too, which decoding refuses by
- * name). */
+/* Whether len bytes at bytes begin a batch (its magic; a batch of an
+ * earlier layout too, which decoding refuses by name). */
 bool zf_tensor_frame_is_batch(const void *bytes, size_t len);
 
-/* Writes the ZF_TENSOR_FRAME_BATCH_PREFIX bytes of a batch of n entries. */
-void zf_tensor_frame_batch_prefix(uint32_t n, uint8_t *out);
+/* Writes the ZF_TENSOR_FRAME_BATCH_PREFIX bytes of a batch of n entries
+ * that end at byte entries_len. */
+void zf_tensor_frame_batch_prefix(uint32_t n, uint32_t entries_len, uint8_t *out);
+
+/* Where a received batch frame of len bytes divides: its entries are its
+ * first *entries_len bytes, its payloads start at *payload_at (len when
+ * there are none). Errors: INVALID_ARGUMENT "tensor frame batch: ..." for
+ * an earlier layout (by name), a frame that does not start as a batch, an
+ * end of the entries outside the frame, padding that is not zero or is
+ * cut short. */
+zf_status_t zf_tensor_frame_batch_split(const void *frame, size_t len, size_t *entries_len,
+                                        size_t *payload_at);
 
 /* Where a batch's payload that follows one ending at byte end starts. */
 size_t zf_tensor_frame_batch_offset(size_t end);
 
-/* Decodes a batch message: frame 1 (head, head_len bytes) and frame 2
+/* Decodes a batch message's two parts (zf_tensor_frame_batch_split()):
+ * its entries (head, head_len bytes, the prefix first) and its payloads
  * (payload, borrowed; NULL when empty). On OK *out holds every entry, each
  * decoded or refused with its reason ("entry I of N: ..."); tensors of
  * fixed-size dtypes are views of payload (of a copy when payload is not

@@ -23,25 +23,74 @@ enum {
  * plen (u16), step, len (u64); then rank dims (i64) and klen key bytes. */
 #define S_ENTRY_FIXED 24
 
-/* How a batch of layout 1 started, which is no longer read: the msgpack
- * map {"v": 1, "batch": array32}. */
+/* How batches of the layouts no longer read started: layout 1 with the
+ * msgpack map {"v": 1, "batch": array32}, layout 2 (two frames, entries
+ * then payloads) with c1 'Z' 'B' 02. */
 static const uint8_t s_layout1[11] = {0x82, 0xa1, 'v', 0x01, 0xa5, 'b', 'a', 't', 'c', 'h', 0xdd};
+static const uint8_t s_layout2[4] = {0xc1, 'Z', 'B', 0x02};
 
-static bool s_is_layout1(const void *bytes, size_t len)
+/* The old layout len bytes at bytes start, or 0. */
+static int s_old_layout(const void *bytes, size_t len)
 {
-    return len >= sizeof s_layout1 && memcmp(bytes, s_layout1, sizeof s_layout1) == 0;
+    if (len >= sizeof s_layout1 && memcmp(bytes, s_layout1, sizeof s_layout1) == 0) return 1;
+    if (len >= sizeof s_layout2 && memcmp(bytes, s_layout2, sizeof s_layout2) == 0) return 2;
+    return 0;
 }
 
 bool zf_tensor_frame_is_batch(const void *bytes, size_t len)
 {
-    return (len >= ZF_TENSOR_FRAME_BATCH_PREFIX && memcmp(bytes, s_magic, sizeof s_magic) == 0) ||
-           s_is_layout1(bytes, len);
+    return (len >= sizeof s_magic && memcmp(bytes, s_magic, sizeof s_magic) == 0) ||
+           s_old_layout(bytes, len) != 0;
 }
 
-void zf_tensor_frame_batch_prefix(uint32_t n, uint8_t *out)
+void zf_tensor_frame_batch_prefix(uint32_t n, uint32_t entries_len, uint8_t *out)
 {
     memcpy(out, s_magic, sizeof s_magic);
-    zf_put_le32(out + sizeof s_magic, n);
+    zf_put_le32(out + 4, n);
+    zf_put_le32(out + 8, entries_len);
+    zf_put_le32(out + 12, 0);
+}
+
+/* Refuses a batch of a layout no longer read, by name. */
+static zf_status_t s_check_layout(const void *bytes, size_t len)
+{
+    int old = s_old_layout(bytes, len);
+    if (old)
+        return zf_invalid_argument("layout %d (%s, from a sender of an older release) is no "
+                                   "longer read; this receiver reads layout %d",
+                                   old, old == 1 ? "msgpack headers" : "two frames",
+                                   ZF_TENSOR_FRAME_BATCH_VERSION);
+    if (len < ZF_TENSOR_FRAME_BATCH_PREFIX || memcmp(bytes, s_magic, sizeof s_magic) != 0)
+        return zf_invalid_argument("the frame does not start as a batch");
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_tensor_frame_batch_split(const void *frame, size_t len, size_t *entries_len,
+                                        size_t *payload_at)
+{
+    *entries_len = *payload_at = 0;
+    ZF_TRY(zf_status_prefix(s_check_layout(frame, len), "tensor frame batch"));
+    const uint8_t *p = frame;
+    size_t end = zf_le32(p + 8);
+    if (end < ZF_TENSOR_FRAME_BATCH_PREFIX || end > len)
+        return zf_invalid_argument("tensor frame batch: its entries end at byte %zu of a "
+                                   "%zu-byte frame",
+                                   end, len);
+    /* no payloads: the frame ends with the entries; else they start at
+     * the next multiple of the alignment, zero bytes between */
+    size_t at = end == len ? len : zf_tensor_frame_batch_offset(end);
+    if (at > len)
+        return zf_invalid_argument("tensor frame batch: the %zu-byte frame ends between its "
+                                   "entries (to byte %zu) and its payloads (from byte %zu)",
+                                   len, end, at);
+    for (size_t i = end; i < at; i++)
+        if (p[i] != 0)
+            return zf_invalid_argument("tensor frame batch: byte %zu between the entries and "
+                                       "the payloads is not zero",
+                                       i);
+    *entries_len = end;
+    *payload_at = at;
+    return ZF_STATUS_OK;
 }
 
 size_t zf_tensor_frame_batch_offset(size_t end)
@@ -115,6 +164,26 @@ static size_t s_put_entry(zf_tensor_frame_batch_out_t *b, const zf_tensor_frame_
     return at + key_len - skip;
 }
 
+zf_status_t zf__tensor_frame_batch_out_seal(zf_tensor_frame_batch_out_t *b, uint8_t **frame,
+                                            size_t *len)
+{
+    *frame = NULL;
+    *len = 0;
+    size_t at = b->payload_len ? zf_tensor_frame_batch_offset(b->head_len) : b->head_len;
+    if (!s_reserve(&b->head, &b->head_cap, b->head_len, at - b->head_len + b->payload_len)) {
+        zf_tensor_frame_batch_out_clear(b);
+        return zf_out_of_memory("a batch frame");
+    }
+    zf_tensor_frame_batch_prefix(b->n, (uint32_t)b->head_len, b->head);
+    memset(b->head + b->head_len, 0, at - b->head_len);
+    if (b->payload_len) memcpy(b->head + at, b->payload, b->payload_len);
+    *frame = b->head;
+    *len = at + b->payload_len;
+    b->head = NULL;
+    zf_tensor_frame_batch_out_clear(b);
+    return ZF_STATUS_OK;
+}
+
 zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const char *key,
                                           int64_t step_id, const zf_tensor_t *t, bool is_dead,
                                           uint64_t max_payload, bool *added)
@@ -133,7 +202,7 @@ zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const 
     size_t at = b->n ? zf_tensor_frame_batch_offset(b->payload_len) : 0;
     if (at + h.len > ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD) return ZF_STATUS_OK; /* a receiver's cap */
     size_t entry_max = S_ENTRY_FIXED + 8 * (size_t)h.shape.rank + key_len;
-    /* within what a receiver takes: frame 1, and the keys once their
+    /* within what a receiver takes: the entries, and the keys once their
      * prefixes are put back */
     if (b->head_len + entry_max > ZF_TENSOR_FRAME_MAX_BATCH_HEADER ||
         b->keys_len + key_len + 1 > ZF_TENSOR_FRAME_MAX_BATCH_HEADER)
@@ -177,7 +246,7 @@ void zf_tensor_frame_batch_clear(zf_tensor_frame_batch_t *b)
     memset(b, 0, sizeof *b);
 }
 
-/* One entry as laid out in frame 1 (located, not yet checked). */
+/* One entry as laid out among the entries (located, not yet checked). */
 typedef struct {
     const uint8_t *fixed; /* S_ENTRY_FIXED bytes */
     const uint8_t *dims;  /* rank of them */
@@ -186,7 +255,7 @@ typedef struct {
     unsigned rank;
 } s_raw_t;
 
-/* The key prefixes defined so far: where each lies in frame 1. */
+/* The key prefixes defined so far: where each lies among the entries. */
 typedef struct {
     const char *at[ZF_TENSOR_FRAME_BATCH_PREFIXES];
     size_t len[ZF_TENSOR_FRAME_BATCH_PREFIXES];
@@ -243,7 +312,7 @@ static zf_status_t s_prefix(const s_raw_t *e, s_prefixes_t *px, const char **pre
 
 /* A walk over a batch's entries, as both decoding passes make it. */
 typedef struct {
-    size_t at;  /* the next entry's byte in frame 1 */
+    size_t at;  /* the next entry's byte */
     size_t end; /* where the payloads so far end */
     size_t i;   /* the next entry's number */
     s_prefixes_t px;
@@ -251,7 +320,7 @@ typedef struct {
 
 /* One step of the walk: the next entry into *e, its key's prefix (*pre,
  * *pre_len; or *ps saying why it has none; owned by the caller) and its
- * payload's offset *off; false when it runs past frame 1. */
+ * payload's offset *off; false when it runs past the entries' end. */
 static bool s_next(const uint8_t *head, size_t head_len, s_walk_t *w, s_raw_t *e, const char **pre,
                    size_t *pre_len, zf_status_t *ps, size_t *off)
 {
@@ -316,7 +385,7 @@ static void s_entry(const s_raw_t *e, const char *pre, size_t pre_len, zf_status
         static const uint8_t none[1];
         const uint8_t *bytes = payload ? (const uint8_t *)zf_buffer_data(payload) + off : none;
         s = zf_tensor_frame_decode_payload(h, bytes, (size_t)h->len, &out->tensor);
-    } else if (zf_ok(s)) { /* a view of the payload frame: no copy */
+    } else if (zf_ok(s)) { /* a view of the received payloads: no copy */
         s = zf_tensor_views_add(views, h->dtype, &h->shape, payload, off, &out->tensor);
     }
     out->step_id = (int64_t)zf_le64(e->fixed + 8);
@@ -327,9 +396,10 @@ static void s_entry(const s_raw_t *e, const char *pre, size_t pre_len, zf_status
     out->error = zf_status_prefix(s, "entry %zu of %zu", i, n);
 }
 
-/* Walks the n entries of frame 1 (head): every one located, the
- * payloads so laid out ending exactly where the payload_len-byte frame
- * does, and the keys' total bytes (each key NUL-terminated) into *keys. */
+/* Walks the n entries (head, head_len bytes): every one located, the
+ * payloads so laid out ending exactly where the payload_len bytes of
+ * them do, and the keys' total bytes (each key NUL-terminated) into
+ * *keys. */
 static zf_status_t s_measure(const uint8_t *head, size_t head_len, size_t n, size_t payload_len,
                              size_t *keys)
 {
@@ -341,21 +411,21 @@ static zf_status_t s_measure(const uint8_t *head, size_t head_len, size_t n, siz
         size_t pre_len = 0, off = 0;
         zf_status_t ps = ZF_STATUS_OK;
         if (!s_next(head, head_len, &w, &e, &pre, &pre_len, &ps, &off))
-            return zf_invalid_argument("entry %zu of %zu runs past the end of the %zu-byte frame",
+            return zf_invalid_argument("entry %zu of %zu runs past the end of the entries "
+                                       "(%zu bytes)",
                                        i, n, head_len);
         zf_status_clear(&ps); /* a bad prefix is its entry's alone */
         if (pre_len + e.klen <= ZF_TENSOR_FRAME_MAX_KEY) *keys += pre_len + e.klen + 1;
         uint64_t len = zf_le64(e.fixed + 16);
         if (off > payload_len || len > payload_len - off)
             return zf_invalid_argument("entry %zu of %zu: its %" PRIu64 " bytes at offset %zu are "
-                                       "past the end of the %zu-byte payload frame",
+                                       "past the end of the payloads (%zu bytes)",
                                        i, n, len, off, payload_len);
     }
     if (w.at != head_len)
         return zf_invalid_argument("%zu bytes follow the last of %zu entries", head_len - w.at, n);
     if (w.end != payload_len)
-        return zf_invalid_argument("the entries end at byte %zu but the payload frame has %zu",
-                                   w.end, payload_len);
+        return zf_invalid_argument("the payloads end at byte %zu of %zu", w.end, payload_len);
     if (*keys > ZF_TENSOR_FRAME_MAX_BATCH_HEADER)
         return zf_invalid_argument("the keys take %zu bytes; a batch's may take at most %d", *keys,
                                    ZF_TENSOR_FRAME_MAX_BATCH_HEADER);
@@ -385,8 +455,7 @@ static zf_status_t s_read(const uint8_t *head, size_t head_len, size_t n, zf_buf
         size_t pre_len = 0, off = 0;
         zf_status_t ps = ZF_STATUS_OK;
         (void)s_next(head, head_len, &w, &e, &pre, &pre_len, &ps, &off); /* measured */
-        s_entry(&e, pre, pre_len, ps, i, n, payload, off, h, views, out, &used,
-                &out->entries[i]);
+        s_entry(&e, pre, pre_len, ps, i, n, payload, off, h, views, out, &used, &out->entries[i]);
     }
     zf_tensor_views_release(&views); /* what is left of it goes with the views made */
     free(h);
@@ -405,17 +474,17 @@ zf_status_t zf_tensor_frame_decode_batch(const void *head, size_t head_len, zf_b
         s = zf_invalid_argument("%zu bytes exceed the limit of %d", head_len,
                                 ZF_TENSOR_FRAME_MAX_BATCH_HEADER);
     else if (payload_len > ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD)
-        s = zf_invalid_argument("the payload frame has %zu bytes; a batch carries at most %d",
+        s = zf_invalid_argument("the payloads take %zu bytes; a batch carries at most %d",
                                 payload_len, ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD);
-    else if (s_is_layout1(head, head_len))
-        s = zf_invalid_argument("layout 1 (msgpack headers, from a sender of an older release) is "
-                                "no longer read; this receiver reads layout %d",
-                                ZF_TENSOR_FRAME_BATCH_VERSION);
-    else if (!zf_tensor_frame_is_batch(head, head_len))
-        s = zf_invalid_argument("the frame does not start as a batch");
-    else if ((n = zf_le32((const uint8_t *)head + sizeof s_magic)) == 0 ||
-             n > ZF_TENSOR_FRAME_MAX_BATCH)
+    else if (!zf_ok(s = s_check_layout(head, head_len)))
+        ;
+    else if ((n = zf_le32((const uint8_t *)head + 4)) == 0 || n > ZF_TENSOR_FRAME_MAX_BATCH)
         s = zf_invalid_argument("%zu entries; 1 to %d are allowed", n, ZF_TENSOR_FRAME_MAX_BATCH);
+    else if (zf_le32((const uint8_t *)head + 8) != head_len || zf_le32((const uint8_t *)head + 12))
+        s = zf_invalid_argument("the prefix says the entries end at byte %" PRIu32
+                                " (reserved word %" PRIu32 "); they end at byte %zu",
+                                zf_le32((const uint8_t *)head + 8),
+                                zf_le32((const uint8_t *)head + 12), head_len);
     if (zf_ok(s)) s = s_measure(head, head_len, n, payload_len, &keys);
     if (zf_ok(s) && payload &&
         (uintptr_t)zf_buffer_data(payload) % ZF_TENSOR_FRAME_BATCH_ALIGN != 0) {

@@ -5,7 +5,10 @@
  * that matches the header, or fail cleanly. A reply message (to a CUDA IPC
  * or shared-memory offer) must likewise survive encode -> decode, and so
  * must the entries of a batch that decode (the others refused with a
- * reason). */
+ * reason). A batch is one frame: everything after the length, read once
+ * as it is and once with its prefix saying its entries end where the
+ * length does (so that a mutation reaches the entries without first
+ * guessing their end). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,14 +95,29 @@ static void s_check_payload(const zf_tensor_frame_header_t *h, const uint8_t *p,
 
 /* A batch: every entry decoded or refused with a reason; the decoded ones
  * survive a re-encode as a batch of their own unchanged. */
-static void s_check_batch(const uint8_t *head, size_t hlen, const uint8_t *p, size_t len)
+/* A batch frame split and decoded as a receiver does (its payloads a
+ * buffer of their own). */
+static zf_status_t s_decode_frame(const uint8_t *frame, size_t len, zf_tensor_frame_batch_t *b)
 {
+    memset(b, 0, sizeof *b);
+    size_t entries = 0, at = 0;
+    ZF_TRY(zf_tensor_frame_batch_split(frame, len, &entries, &at));
+    s_check(entries >= ZF_TENSOR_FRAME_BATCH_PREFIX && entries <= at && at <= len &&
+                at - entries < ZF_TENSOR_FRAME_BATCH_ALIGN,
+            "a split outside the frame");
     zf_buffer_t *payload = NULL;
-    if (len && !zf_ok(zf_buffer_new(len, &payload))) return;
-    if (payload) memcpy(zf_buffer_data(payload), p, len);
-    zf_tensor_frame_batch_t b;
-    zf_status_t s = zf_tensor_frame_decode_batch(head, hlen, payload, &b);
+    if (at < len && !zf_ok(zf_buffer_new(len - at, &payload)))
+        return zf_out_of_memory("a fuzzed payload");
+    if (payload) memcpy(zf_buffer_data(payload), frame + at, len - at);
+    zf_status_t s = zf_tensor_frame_decode_batch(frame, entries, payload, b);
     zf_buffer_unref(&payload);
+    return s;
+}
+
+static void s_check_batch(const uint8_t *frame, size_t len)
+{
+    zf_tensor_frame_batch_t b;
+    zf_status_t s = s_decode_frame(frame, len, &b);
     if (!zf_ok(s)) {
         s_check(s.code == ZF_INVALID_ARGUMENT || s.code == ZF_RESOURCE_EXHAUSTED,
                 "unexpected batch error code");
@@ -121,19 +139,17 @@ static void s_check_batch(const uint8_t *head, size_t hlen, const uint8_t *p, si
         s = zf_tensor_frame_batch_out_add(&out, e->key, e->step_id, e->tensor, e->is_dead,
                                           UINT64_MAX, &added);
         s_check(zf_ok(s), "a decoded entry fails to encode");
-        /* a frame 1 that shared prefixes better than this encoder does
+        /* entries that shared prefixes better than this encoder does
          * may not fit again: compare what did */
         if (!added) break;
     }
-    if (out.n) {
-        zf_tensor_frame_batch_prefix(out.n, out.head);
-        zf_buffer_t *again = NULL;
-        if (out.payload_len && zf_ok(zf_buffer_new(out.payload_len, &again)))
-            memcpy(zf_buffer_data(again), out.payload, out.payload_len);
+    uint8_t *again = NULL;
+    size_t again_len = 0;
+    size_t n_out = out.n;
+    if (n_out && zf_ok(zf__tensor_frame_batch_out_seal(&out, &again, &again_len))) {
         zf_tensor_frame_batch_t back;
-        s = zf_tensor_frame_decode_batch(out.head, out.head_len, again, &back);
-        zf_buffer_unref(&again);
-        s_check(zf_ok(s) && back.n == out.n, "a re-encoded batch fails to decode");
+        s = s_decode_frame(again, again_len, &back);
+        s_check(zf_ok(s) && back.n == n_out, "a re-encoded batch fails to decode");
         for (size_t i = 0, j = 0; i < b.n && j < back.n; i++) {
             const zf_tensor_frame_entry_t *e = &b.entries[i];
             if (!zf_ok(e->error)) continue;
@@ -148,7 +164,9 @@ static void s_check_batch(const uint8_t *head, size_t hlen, const uint8_t *p, si
                         "entry bytes changed in a round trip");
         }
         zf_tensor_frame_batch_clear(&back);
+        zf_status_clear(&s);
     }
+    free(again);
     zf_tensor_frame_batch_out_clear(&out);
     zf_tensor_frame_batch_clear(&b);
 }
@@ -159,8 +177,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 2) return 0;
     size_t hlen = (size_t)data[0] | (size_t)data[1] << 8;
     if (hlen > size - 2) hlen = size - 2;
-    if (zf_tensor_frame_is_batch(data + 2, hlen)) {
-        s_check_batch(data + 2, hlen, data + 2 + hlen, size - 2 - hlen);
+    if (zf_tensor_frame_is_batch(data + 2, size - 2)) {
+        s_check_batch(data + 2, size - 2);
+        if (hlen >= ZF_TENSOR_FRAME_BATCH_PREFIX) {
+            uint8_t *copy = malloc(size - 2);
+            if (!copy) return 0;
+            memcpy(copy, data + 2, size - 2);
+            for (int i = 0; i < 4; i++) copy[8 + i] = (uint8_t)(hlen >> (8 * i));
+            s_check_batch(copy, size - 2);
+            free(copy);
+        }
         return 0;
     }
     static zf_tensor_frame_header_t h;

@@ -20,11 +20,16 @@ static void s_grow(zf_test_batch_t *b, size_t more)
     b->cap = cap;
 }
 
+/* The prefix: magic, count, where the entries end, a zero word. */
+#define S_PREFIX 16
+
 void zf_test_batch_raw(zf_test_batch_t *b, const void *bytes, size_t len)
 {
     s_grow(b, len);
     memcpy(b->bytes + b->len, bytes, len);
     b->len += len;
+    if (b->sealed || b->len < S_PREFIX) return;
+    for (int i = 0; i < 4; i++) b->bytes[8 + i] = (uint8_t)(b->len >> (8 * i));
 }
 
 /* v as width little-endian bytes. */
@@ -38,9 +43,19 @@ static void s_le(zf_test_batch_t *b, uint64_t v, int width)
 void zf_test_batch_begin(zf_test_batch_t *b, uint32_t count)
 {
     memset(b, 0, sizeof *b);
-    static const uint8_t magic[4] = {0xc1, 'Z', 'B', 0x02};
+    static const uint8_t magic[4] = {0xc1, 'Z', 'B', 0x03};
     zf_test_batch_raw(b, magic, sizeof magic);
     s_le(b, count, 4);
+    s_le(b, 0, 8); /* the entries' end, kept up to date, and the zero word */
+}
+
+void zf_test_batch_payloads(zf_test_batch_t *b, const void *payloads, size_t len)
+{
+    b->sealed = true;
+    if (len == 0) return;
+    static const uint8_t zeros[8];
+    zf_test_batch_raw(b, zeros, (8 - b->len % 8) % 8);
+    zf_test_batch_raw(b, payloads, len);
 }
 
 void zf_test_batch_add(zf_test_batch_t *b, const zf_test_batch_entry_t *e)

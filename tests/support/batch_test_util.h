@@ -5,6 +5,7 @@
 #ifndef ZF_TESTS_BATCH_TEST_UTIL_H
 #define ZF_TESTS_BATCH_TEST_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -12,10 +13,12 @@
 #define ZF_TEST_BATCH_DEAD       0x01
 #define ZF_TEST_BATCH_NEW_PREFIX 0x02
 
-/* Frame 1 of a batch being written. */
+/* A batch being written: its entries, whose end the prefix follows as
+ * they grow, then (zf_test_batch_payloads()) its payloads. */
 typedef struct {
     uint8_t *bytes;
     size_t len, cap;
+    bool sealed; /* the payloads are on: the prefix no longer follows */
 } zf_test_batch_t;
 
 /* One entry, every field as it goes on the wire. key_len 0: strlen(key). */
@@ -32,8 +35,12 @@ typedef struct {
     uint64_t len;
 } zf_test_batch_entry_t;
 
-/* Starts frame 1 declaring count entries. */
+/* Starts a batch declaring count entries. */
 void zf_test_batch_begin(zf_test_batch_t *b, uint32_t count);
+
+/* Ends the entries: zero bytes to the payloads' alignment, then len bytes
+ * of payloads; bytes is then the batch's one frame. len 0: nothing. */
+void zf_test_batch_payloads(zf_test_batch_t *b, const void *payloads, size_t len);
 
 /* Appends one entry. */
 void zf_test_batch_add(zf_test_batch_t *b, const zf_test_batch_entry_t *e);

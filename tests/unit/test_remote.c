@@ -812,14 +812,14 @@ static char *s_hostile_end(s_pair_t *p, void *raw, s_capture_t *cap, uint64_t ma
     return log;
 }
 
-/* Pushes the batch hb (freed here) on raw, its payload frame payload_len
- * zero bytes. */
+/* Pushes the batch hb (freed here) on raw, its payloads payload_len zero
+ * bytes. */
 static void s_push_raw_batch(void *raw, zf_test_batch_t *hb, size_t payload_len)
 {
     uint8_t *payload = calloc(1, payload_len + 1);
     assert_non_null(payload);
-    assert_int_equal(zmq_send(raw, hb->bytes, hb->len, ZMQ_SNDMORE), (int)hb->len);
-    assert_int_equal(zmq_send(raw, payload, payload_len, 0), (int)payload_len);
+    zf_test_batch_payloads(hb, payload, payload_len);
+    assert_int_equal(zmq_send(raw, hb->bytes, hb->len, 0), (int)hb->len);
     free(payload);
     zf_test_batch_free(hb);
 }
@@ -863,7 +863,7 @@ static void test_remote_refuses_hostile_batches_naming_why_and_keeps_receiving(v
              ZF_TENSOR_FRAME_MAX_BATCH_HEADER);
     if (!strstr(log, want)) fail_msg("expected '%s' in the log:\n%s", want, log);
     snprintf(want, sizeof want,
-             "dropped a message on %s: tensor frame batch: the payload frame has %lld bytes; a "
+             "dropped a message on %s: tensor frame batch: the payloads take %lld bytes; a "
              "batch carries at most %d",
              zf_remote_endpoint(p->b), (long long)n * 4, ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD);
     if (!strstr(log, want)) fail_msg("expected '%s' in the log:\n%s", want, log);

@@ -526,7 +526,7 @@ static void test_rendezvous_mgr_counts_the_bytes_of_unclaimed_steps_exactly(void
  * cleared. */
 static zf_buffer_t *s_received_batch(zf_tensor_frame_batch_out_t *out, zf_tensor_frame_batch_t *b)
 {
-    zf_tensor_frame_batch_prefix(out->n, out->head);
+    zf_tensor_frame_batch_prefix(out->n, (uint32_t)out->head_len, out->head);
     zf_buffer_t *frame = NULL;
     ASSERT_OK(zf_buffer_new(out->payload_len, &frame));
     memcpy(zf_buffer_data(frame), out->payload, out->payload_len);

@@ -1250,11 +1250,11 @@ static void test_batch_keys_share_their_start(void **state)
         assert_true(added);
         whole += strlen(keys[i]);
     }
-    /* 8 bytes before the entries, 24 + 8 (one dim) each, and the keys: the
-     * second key without the 43 bytes it shares with the first */
-    assert_int_equal(b.head_len, 8 + 4 * 32 + whole - 43);
+    /* 16 bytes before the entries, 24 + 8 (one dim) each, and the keys:
+     * the second key without the 43 bytes it shares with the first */
+    assert_int_equal(b.head_len, 16 + 4 * 32 + whole - 43);
     assert_int_equal(b.prefixes, 2);
-    zf_tensor_frame_batch_prefix(b.n, b.head);
+    zf_tensor_frame_batch_prefix(b.n, (uint32_t)b.head_len, b.head);
     zf_buffer_t *payload = s_payload(b.payload, b.payload_len);
     zf_tensor_frame_batch_t bt;
     ASSERT_OK(zf_tensor_frame_decode_batch(b.head, b.head_len, payload, &bt));
@@ -1291,7 +1291,7 @@ static void test_a_batch_stops_before_its_keys_pass_what_a_receiver_reads(void *
     assert_int_equal(added_n, ZF_TENSOR_FRAME_MAX_BATCH_HEADER / 4001);
     assert_int_equal(b.n, added_n);
     assert_true(b.head_len < 64 * (size_t)added_n);
-    zf_tensor_frame_batch_prefix(b.n, b.head);
+    zf_tensor_frame_batch_prefix(b.n, (uint32_t)b.head_len, b.head);
     zf_tensor_frame_batch_t bt;
     ASSERT_OK(zf_tensor_frame_decode_batch(b.head, b.head_len, NULL, &bt));
     assert_int_equal(bt.n, (size_t)added_n);
@@ -1394,13 +1394,12 @@ static void test_batch_payloads_are_laid_out_aligned_and_copied_when_they_are_no
     zf_buffer_t *p13 = s_payload(bytes, 13), *p11 = s_payload(bytes, 11);
     zf_test_expect_error(zf_tensor_frame_decode_batch(hb.bytes, hb.len, p13, &bt),
                          ZF_INVALID_ARGUMENT,
-                         "tensor frame batch: the entries end at byte 12 but the payload frame "
-                         "has 13");
+                         "tensor frame batch: the payloads end at byte 12 of 13");
     assert_null(bt.entries);
     zf_test_expect_error(zf_tensor_frame_decode_batch(hb.bytes, hb.len, p11, &bt),
                          ZF_INVALID_ARGUMENT,
-                         "entry 1 of 2: its 4 bytes at offset 8 are past the end of the 11-byte "
-                         "payload frame");
+                         "entry 1 of 2: its 4 bytes at offset 8 are past the end of the "
+                         "payloads (11 bytes)");
     zf_buffer_unref(&p13);
     zf_buffer_unref(&p11);
     zf_buffer_unref(&odd);
@@ -1535,20 +1534,20 @@ static void test_every_whole_batch_violation_is_named(void **state)
     BAD(4097, (void)0, 0, "tensor frame batch: 4097 entries; 1 to 4096 are allowed");
     BAD(0xffffffffu, (void)0, 0, "4294967295 entries; 1 to 4096 are allowed");
     BAD(2, zf_test_batch_vec(&hb, "k", 1, ZF_FLOAT, 1, 4), 4,
-        "entry 1 of 2 runs past the end of the 41-byte frame"); /* the count says 2 */
+        "entry 1 of 2 runs past the end of the entries (49 bytes)"); /* the count says 2 */
     BAD(1, zf_test_batch_raw(&hb, "\0\1\1\0\5\0", 6), 0,
-        "entry 0 of 1 runs past the end of the 14-byte frame"); /* its fixed part cut short */
+        "entry 0 of 1 runs past the end of the entries (22 bytes)"); /* fixed part cut short */
     BAD(1, (zf_test_batch_vec(&hb, "k", 1, ZF_FLOAT, 1, 4), zf_test_batch_raw(&hb, "xyz", 3)), 4,
         "3 bytes follow the last of 1 entries");
     BAD(1, zf_test_batch_vec(&hb, "k", 1, ZF_FLOAT, 2, 8), 4,
-        "entry 0 of 1: its 8 bytes at offset 0 are past the end of the 4-byte payload frame");
+        "entry 0 of 1: its 8 bytes at offset 0 are past the end of the payloads (4 bytes)");
     /* a declared size near 2^64 cannot wrap the layout around */
     BAD(2,
         (zf_test_batch_vec(&hb, "a", 1, ZF_FLOAT, 1, 4),
          zf_test_batch_vec(&hb, "b", 1, ZF_FLOAT, 1, UINT64_MAX - 3)),
         16, "entry 1 of 2: its 18446744073709551612 bytes at offset 8 are past the end");
 #undef BAD
-    /* a payload frame past the cap, however well laid out */
+    /* payloads past the cap, however well laid out */
     {
         int64_t n = ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD / 4 + 2;
         zf_test_batch_begin(&hb, 1);
@@ -1557,7 +1556,7 @@ static void test_every_whole_batch_violation_is_named(void **state)
         ASSERT_OK(zf_buffer_new((size_t)n * 4, &pl));
         zf_test_expect_error(zf_tensor_frame_decode_batch(hb.bytes, hb.len, pl, &bt),
                              ZF_INVALID_ARGUMENT,
-                             "tensor frame batch: the payload frame has 4194312 bytes; a batch "
+                             "tensor frame batch: the payloads take 4194312 bytes; a batch "
                              "carries at most 4194304");
         assert_int_equal(bt.n, 0);
         zf_buffer_unref(&pl);
@@ -1569,18 +1568,83 @@ static void test_every_whole_batch_violation_is_named(void **state)
     zf_test_expect_error(zf_tensor_frame_decode_batch(map, sizeof map, NULL, &bt),
                          ZF_INVALID_ARGUMENT,
                          "tensor frame batch: the frame does not start as a batch");
-    /* a batch of layout 1, as an older sender wrote it: named */
-    static const uint8_t layout1[] = {0x82, 0xa1, 'v',  0x01, 0xa5, 'b', 'a', 't',
-                                      'c',  'h',  0xdd, 0,    0,    0,   1};
-    assert_true(zf_tensor_frame_is_batch(layout1, sizeof layout1));
-    zf_test_expect_error(zf_tensor_frame_decode_batch(layout1, sizeof layout1, NULL, &bt),
-                         ZF_INVALID_ARGUMENT,
-                         "tensor frame batch: layout 1 (msgpack headers, from a sender of an "
-                         "older release) is no longer read; this receiver reads layout 2");
-    static const uint8_t v3[] = {0xc1, 'Z', 'B', 0x03, 1, 0, 0, 0};
-    assert_false(zf_tensor_frame_is_batch(v3, sizeof v3));
-    static const uint8_t short_[] = {0xc1, 'Z', 'B', 0x02, 1, 0, 0};
+    /* batches of the earlier layouts, as older senders wrote them: named */
+    static const struct {
+        uint8_t bytes[16];
+        size_t len;
+        const char *why;
+    } old[2] = {
+        {{0x82, 0xa1, 'v', 0x01, 0xa5, 'b', 'a', 't', 'c', 'h', 0xdd, 0, 0, 0, 1},
+         15,
+         "tensor frame batch: layout 1 (msgpack headers, from a sender of an older release) is "
+         "no longer read; this receiver reads layout 3"},
+        {{0xc1, 'Z', 'B', 0x02, 1, 0, 0, 0}, /* entries and payloads in two frames */
+         8,
+         "tensor frame batch: layout 2 (two frames, from a sender of an older release) is no "
+         "longer read; this receiver reads layout 3"},
+    };
+    for (int i = 0; i < 2; i++) {
+        assert_true(zf_tensor_frame_is_batch(old[i].bytes, old[i].len));
+        zf_test_expect_error(zf_tensor_frame_decode_batch(old[i].bytes, old[i].len, NULL, &bt),
+                             ZF_INVALID_ARGUMENT, old[i].why);
+    }
+    static const uint8_t v4[] = {0xc1, 'Z', 'B', 0x04, 1, 0, 0, 0};
+    assert_false(zf_tensor_frame_is_batch(v4, sizeof v4));
+    static const uint8_t short_[] = {0xc1, 'Z', 'B'};
     assert_false(zf_tensor_frame_is_batch(short_, sizeof short_));
+    /* a prefix that disagrees with where the entries end, or whose
+     * reserved word is not zero */
+    zf_test_batch_begin(&hb, 1);
+    zf_test_batch_vec(&hb, "k", 1, ZF_FLOAT, 1, 4);
+    hb.bytes[8]++;
+    zf_test_expect_error(zf_tensor_frame_decode_batch(hb.bytes, hb.len, NULL, &bt),
+                         ZF_INVALID_ARGUMENT,
+                         "tensor frame batch: the prefix says the entries end at byte 50 "
+                         "(reserved word 0); they end at byte 49");
+    hb.bytes[8]--;
+    hb.bytes[12] = 1;
+    zf_test_expect_error(zf_tensor_frame_decode_batch(hb.bytes, hb.len, NULL, &bt),
+                         ZF_INVALID_ARGUMENT, "(reserved word 1); they end at byte 49");
+    zf_test_batch_free(&hb);
+}
+
+/* Where a received frame divides into entries and payloads, and every
+ * way it can fail to. */
+static void test_a_batch_frame_splits_at_its_aligned_payloads(void **state)
+{
+    (void)state;
+    zf_test_batch_t hb;
+    zf_test_batch_begin(&hb, 1);
+    zf_test_batch_vec(&hb, "k", 1, ZF_FLOAT, 1, 4); /* entries end at byte 49 */
+    static const float one = 1.0f;
+    size_t entries = 0, at = 0;
+    /* no payloads: the frame ends with the entries */
+    ASSERT_OK(zf_tensor_frame_batch_split(hb.bytes, hb.len, &entries, &at));
+    assert_int_equal(entries, 49);
+    assert_int_equal(at, 49);
+    /* cut inside the padding, or the entries' end past the frame */
+    zf_test_expect_error(zf_tensor_frame_batch_split(hb.bytes, 48, &entries, &at),
+                         ZF_INVALID_ARGUMENT,
+                         "tensor frame batch: its entries end at byte 49 of a 48-byte frame");
+    zf_test_batch_payloads(&hb, &one, sizeof one);
+    assert_int_equal(hb.len, 60);
+    ASSERT_OK(zf_tensor_frame_batch_split(hb.bytes, hb.len, &entries, &at));
+    assert_int_equal(entries, 49);
+    assert_int_equal(at, 56);
+    zf_test_expect_error(zf_tensor_frame_batch_split(hb.bytes, 53, &entries, &at),
+                         ZF_INVALID_ARGUMENT,
+                         "the 53-byte frame ends between its entries (to byte 49) and its "
+                         "payloads (from byte 56)");
+    hb.bytes[51] = 7;
+    zf_test_expect_error(zf_tensor_frame_batch_split(hb.bytes, hb.len, &entries, &at),
+                         ZF_INVALID_ARGUMENT,
+                         "tensor frame batch: byte 51 between the entries and the payloads is "
+                         "not zero");
+    assert_int_equal(entries, 0);
+    static const uint8_t layout2[] = {0xc1, 'Z', 'B', 0x02, 1, 0, 0, 0};
+    zf_test_expect_error(zf_tensor_frame_batch_split(layout2, sizeof layout2, &entries, &at),
+                         ZF_INVALID_ARGUMENT, "layout 2 (two frames");
+    zf_test_batch_free(&hb);
 }
 
 static void test_a_bad_batch_is_drained_and_the_socket_keeps_working(void **state)
@@ -1592,10 +1656,20 @@ static void test_a_bad_batch_is_drained_and_the_socket_keeps_working(void **stat
     zf_test_batch_begin(&hb, 1);
     zf_test_batch_vec(&hb, "k", 1, ZF_FLOAT, 1, 4);
     void *sock = zf_socket_handle(l.push);
+    /* its entries in a frame of their own, as layout 2 had them */
     assert_int_equal(zmq_send(sock, hb.bytes, hb.len, ZMQ_SNDMORE), (int)hb.len);
-    assert_int_equal(zmq_send(sock, "12345", 5, 0), 5); /* 5 bytes, 4 declared */
-    s_expect_rejected(&l, "tensor frame batch: the entries end at byte 4 but the payload frame "
-                          "has 5");
+    assert_int_equal(zmq_send(sock, "1234", 4, 0), 4);
+    s_expect_rejected(&l, "tensor frame batch: 2 frames; a batch is one");
+    /* 5 bytes of payloads, 4 declared */
+    zf_test_batch_payloads(&hb, "12345", 5);
+    assert_int_equal(zmq_send(sock, hb.bytes, hb.len, 0), (int)hb.len);
+    s_expect_rejected(&l, "tensor frame batch: the payloads end at byte 4 of 5");
+    /* a batch of layout 2, two frames */
+    hb.bytes[3] = 0x02;
+    assert_int_equal(zmq_send(sock, hb.bytes, 49, ZMQ_SNDMORE), 49);
+    assert_int_equal(zmq_send(sock, "1234", 4, 0), 4);
+    s_expect_rejected(&l, "tensor frame batch: layout 2 (two frames, from a sender of an older "
+                          "release) is no longer read; this receiver reads layout 3");
     zf_test_batch_free(&hb);
     s_link_close(&l);
 }
@@ -1900,6 +1974,7 @@ int main(void)
         cmocka_unit_test(test_batch_keys_are_bounded_however_they_are_made),
         cmocka_unit_test(test_a_bad_batch_entry_is_refused_alone_with_its_key_and_step),
         cmocka_unit_test(test_every_whole_batch_violation_is_named),
+        cmocka_unit_test(test_a_batch_frame_splits_at_its_aligned_payloads),
         cmocka_unit_test(test_a_bad_batch_is_drained_and_the_socket_keeps_working),
         cmocka_unit_test(test_large_tensors_travel_in_chunks_over_curve_and_arrive_whole),
         cmocka_unit_test(test_a_chunked_send_that_fails_midway_leaves_nothing_on_the_socket),
