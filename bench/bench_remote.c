@@ -37,8 +37,9 @@
  * 1000 raw 64-byte ZeroMQ messages on a PUSH/PULL pair of the same
  * context, in the same run: raw/remote time per step (higher is better),
  * with the sends in a send batch as the engine makes them (all but the
- * last held back and pushed as one message), and with batches off (one
- * message each, as before batches).
+ * last held back and pushed in a few messages: 32, 64, 128, then 256
+ * tensors each), and with batches off (one message each, as before
+ * batches).
  *
  * Arguments name the cases to run (plain, shm, small; default all), and
  * ZFLOW_BENCH_REPS the runs of each. */
