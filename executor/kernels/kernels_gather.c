@@ -66,7 +66,8 @@ static zf_status_t s_gather_on_device(zf_kernel_ctx_t *ctx, const s_gather_t *g,
     zf_status_t s = ZF_STATUS_OK;
     for (int64_t b = 0; b < batch && zf_ok(s); b++) {
         for (int64_t o = 0; o < g->outer; o++) r.idx[0][o] = o;
-        for (int64_t j = 0; j < g->m; j++) r.idx[1][j] = zf_remap_index_at(g->indices, b * g->m + j);
+        for (int64_t j = 0; j < g->m; j++)
+            r.idx[1][j] = zf_remap_index_at(g->indices, b * g->m + j);
         for (int64_t i = 0; i < inner; i++) r.idx[2][i] = i;
         s = zf_remap_gather(ctx, &r, src_dims, g->params + (size_t)(b * g->outer * g->n * g->row),
                             g->out + (size_t)(b * g->outer * g->m * g->row), elem, NULL);
@@ -90,8 +91,8 @@ static zf_status_t s_gather(zf_kernel_ctx_t *ctx, int axis, int batch_dims)
     for (int k = axis + 1; k < ps->rank; k++) shape.dims[shape.rank++] = ps->dims[k];
     int64_t limit = ps->dims[axis], bad = s_first_bad_index(ix, limit);
     if (bad >= 0) return s_bad_index(ctx, ix, bad, limit);
-    zf_tensor_t *out = NULL;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, zf_tensor_dtype(p), &shape, &out));
+    zf_tensor_t *out = NULL; /* every row is written below: the indices are checked */
+    ZF_TRY(zf_kernel_alloc_output_uninit(ctx, 0, zf_tensor_dtype(p), &shape, &out));
     if (zf_tensor_num_elements(out) == 0) return ZF_STATUS_OK;
     int64_t batch = zf_remap_prod(ps->dims, 0, batch_dims);
     s_gather_t g = {

@@ -334,8 +334,8 @@ static zf_status_t s_transpose_compute(zf_kernel_ctx_t *ctx)
     ZF_TRY(s_read_perm(ctx, in->rank, perm));
     zf_shape_t shape = {.rank = in->rank};
     for (int i = 0; i < in->rank; i++) shape.dims[i] = in->dims[perm[i]];
-    zf_tensor_t *out = NULL;
-    ZF_TRY(zf_kernel_alloc_output(ctx, 0, zf_tensor_dtype(x), &shape, &out));
+    zf_tensor_t *out = NULL; /* every element is written below */
+    ZF_TRY(zf_kernel_alloc_output_uninit(ctx, 0, zf_tensor_dtype(x), &shape, &out));
     int64_t n = zf_tensor_num_elements(out);
     if (n == 0) return ZF_STATUS_OK;
     s_transpose_t t = {.in = zf_tensor_data(x),

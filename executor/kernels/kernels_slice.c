@@ -315,8 +315,8 @@ static zf_status_t s_split_outputs(zf_kernel_ctx_t *ctx, const zf_tensor_t *x, i
                     (size_t)(in->rank - axis - 1) * sizeof shape.dims[0]);
             shape.dims[--shape.rank] = 0;
         }
-        zf_tensor_t *out = NULL;
-        ZF_TRY(zf_kernel_alloc_output(ctx, i, zf_tensor_dtype(x), &shape, &out));
+        zf_tensor_t *out = NULL; /* every element is written below */
+        ZF_TRY(zf_kernel_alloc_output_uninit(ctx, i, zf_tensor_dtype(x), &shape, &out));
         off += sizes[i];
         if (empty || sizes[i] == 0) continue;
         size_t run = (size_t)(sizes[i] * inner) * elem; /* the input holds it */
