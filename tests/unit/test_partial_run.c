@@ -20,6 +20,7 @@
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
 #include "scheduler/graph/partial_run.h"
+#include "scheduler/master/master_internal.h"
 #include "partial_run_test_util.h"
 #include "process_test_util.h"
 #include "test_util.h"
@@ -113,7 +114,28 @@ static zf_status_t s_api_call(const char *h, const char *const *feeds, zf_tensor
     return s_call(h, (const char **)feeds, values, nf, (const char **)fetches, nt, out);
 }
 
-static const zf_test_prun_api_t s_api = {s_api_setup, s_api_call};
+static zf_status_t s_api_try_setup(const char *const *feeds, int nf, const char *const *fetches,
+                                   int nt, char **h)
+{
+    zf_client_step_t step = {(const char **)feeds, NULL, nf, (const char **)fetches, nt, NULL, 0};
+    return zf_client_partial_run_setup(s_client, s_sess, &step, h);
+}
+
+static const zf_test_prun_api_t s_api = {s_api_setup, s_api_try_setup, s_api_call};
+
+/* A new session over GRAPH (its id returned) in s_sess's place; the one it
+ * replaces into *keep. */
+static char *s_swap_in_session(char **keep)
+{
+    Tensorflow__GraphDef *gd = NULL;
+    ASSERT_OK(zf_graphdef_read_file(GRAPH, ZF_FORMAT_AUTO, &gd));
+    char *other = NULL;
+    ASSERT_OK(zf_client_session_create(s_client, gd, NULL, &other));
+    zf_graphdef_free(&gd);
+    *keep = s_sess;
+    s_sess = other;
+    return other;
+}
 
 /* ---- the table of open partial runs ------------------------------------------- */
 
@@ -365,6 +387,23 @@ static void test_fed_tensors_cut_the_check(void **state)
     zf_test_prun_fed_cuts(&s_api);
 }
 
+/* ZF__MASTER_PRUNS_MAX open at once in a session (a new one: none open
+ * before), one more refused in the session's name. */
+static void test_open_partial_runs_are_limited(void **state)
+{
+    (void)state;
+    char *keep = NULL, *other = s_swap_in_session(&keep);
+    char full[256];
+    snprintf(full, sizeof full,
+             "session %s has %d partial runs open already (the most it keeps): finish or "
+             "abandon one first",
+             other, ZF__MASTER_PRUNS_MAX);
+    zf_test_prun_limit(&s_api, ZF__MASTER_PRUNS_MAX, full);
+    s_sess = keep;
+    ASSERT_OK(zf_client_session_close(s_client, other));
+    free(other);
+}
+
 static void test_unknown_handle_and_bad_setup(void **state)
 {
     (void)state;
@@ -420,12 +459,7 @@ static void test_failure_ends_the_run(void **state)
 static void test_close_abandons_open_runs(void **state)
 {
     (void)state;
-    Tensorflow__GraphDef *gd = NULL;
-    ASSERT_OK(zf_graphdef_read_file(GRAPH, ZF_FORMAT_AUTO, &gd));
-    char *other = NULL;
-    ASSERT_OK(zf_client_session_create(s_client, gd, NULL, &other));
-    char *keep = s_sess;
-    s_sess = other;
+    char *keep = NULL, *other = s_swap_in_session(&keep);
     char *h = s_setup_run(s_r12, 2, s_abc, 3);
     const char *f1[2] = {"a", "b"};
     zf_tensor_t *v1[2] = {zf_test_prun_scalar(1.0f), zf_test_prun_scalar(2.0f)};
@@ -439,7 +473,6 @@ static void test_close_abandons_open_runs(void **state)
     free(h);
     free(other);
     s_sess = keep;
-    zf_graphdef_free(&gd);
     test_two_calls_across_executors(state);
 }
 
@@ -500,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_interleaved_handles),
         cmocka_unit_test(test_call_checks),
         cmocka_unit_test(test_fed_tensors_cut_the_check),
+        cmocka_unit_test(test_open_partial_runs_are_limited),
         cmocka_unit_test(test_unknown_handle_and_bad_setup),
         cmocka_unit_test(test_failure_ends_the_run),
         cmocka_unit_test(test_close_abandons_open_runs),
