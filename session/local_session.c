@@ -56,15 +56,9 @@ struct zf_local_session {
     zf_strmap_t *callables; /* signature -> s_callable_t *, keys copied */
     int last_parts;
     const zf_partition_set_t *last_set; /* the last successful run's (a cached callable's) */
-    struct s_prun *pruns;               /* open partial runs, under mu */
-    int n_pruns;
-    /* the handles of the last partial runs that ended, and why (a ring,
-     * under mu) */
-    struct {
-        char handle[32];
-        char why[256];
-    } gone[ZF_LOCAL_SESSION_PRUN_GONE];
-    int n_gone, next_gone; /* filled entries; the one to write next */
+    /* open partial runs (struct s_prun), and the handles of the last that
+     * ended with why; under mu */
+    zf_partial_run_table_t *pruns;
 };
 
 /* ---- names ------------------------------------------------------------------ */
@@ -553,14 +547,12 @@ zf_status_t zf_local_session_run_traced(zf_local_session_t *s, const char *const
 /* One open partial run: its step's rendezvous and partitions, started at
  * setup and running between calls, their _Recv nodes waiting for feeds. */
 typedef struct s_prun {
-    struct s_prun *next;
     char handle[32];
     const s_callable_t *p; /* the session's, cached */
     zf_rendezvous_t *r;
     s_wait_t wait;
     s_start_t *starts;
     zf_partial_run_t *given;
-    bool busy; /* a call runs now (under s->mu) */
 } s_prun_t;
 
 /* Ends pr's step: aborted with *why unless it ended (NULL), its partitions
@@ -576,32 +568,6 @@ static void s_prun_end(s_prun_t *pr, const zf_status_t *why)
     zf_rendezvous_unref(&pr->r);
     zf_partial_run_free(&pr->given);
     free(pr);
-}
-
-/* Takes pr off s's list and remembers why its handle ended. Under s->mu. */
-static void s_prun_unlink(zf_local_session_t *s, s_prun_t *pr, const char *why)
-{
-    for (s_prun_t **pp = &s->pruns; *pp; pp = &(*pp)->next) {
-        if (*pp != pr) continue;
-        *pp = pr->next;
-        s->n_pruns--;
-        break;
-    }
-    int i = s->next_gone;
-    s->next_gone = (i + 1) % ZF_LOCAL_SESSION_PRUN_GONE;
-    if (s->n_gone < ZF_LOCAL_SESSION_PRUN_GONE) s->n_gone++;
-    snprintf(s->gone[i].handle, sizeof s->gone[i].handle, "%s", pr->handle);
-    snprintf(s->gone[i].why, sizeof s->gone[i].why, "%s", why);
-}
-
-/* OK while s has room for another open partial run, else why not. Under s->mu. */
-static zf_status_t s_prun_room(const zf_local_session_t *s)
-{
-    if (s->n_pruns < ZF_LOCAL_SESSION_PRUNS_MAX) return ZF_STATUS_OK;
-    return zf_status_new(ZF_RESOURCE_EXHAUSTED,
-                         "the session has %d partial runs open already (the most it keeps): "
-                         "finish or abandon one first",
-                         s->n_pruns);
 }
 
 zf_status_t zf_local_session_partial_run_setup(zf_local_session_t *s, const char *const *feeds,
@@ -623,7 +589,7 @@ zf_status_t zf_local_session_partial_run_setup(zf_local_session_t *s, const char
     if (zf_ok(st) && !pr) st = zf_out_of_memory("session");
     if (zf_ok(st)) { /* refused before the walk when full; checked again below, as counted */
         pthread_mutex_lock(&s->mu);
-        st = s_prun_room(s);
+        st = zf_partial_run_table_room(s->pruns);
         pthread_mutex_unlock(&s->mu);
     }
     if (zf_ok(st)) {
@@ -637,15 +603,9 @@ zf_status_t zf_local_session_partial_run_setup(zf_local_session_t *s, const char
         snprintf(pr->handle, sizeof pr->handle, "prun-%lld", (long long)step);
         if (!(*handle = strdup(pr->handle))) st = zf_out_of_memory("session");
     }
-    if (zf_ok(st)) {
+    if (zf_ok(st)) { /* busy until its partitions have started: no call takes it before */
         pthread_mutex_lock(&s->mu);
-        st = s_prun_room(s);
-        if (zf_ok(st)) { /* busy until its partitions have started: no call takes it before */
-            pr->busy = true;
-            pr->next = s->pruns;
-            s->pruns = pr;
-            s->n_pruns++;
-        }
+        st = zf_partial_run_table_add(s->pruns, pr->handle, pr, true);
         pthread_mutex_unlock(&s->mu);
     }
     if (!zf_ok(st)) {
@@ -660,33 +620,9 @@ zf_status_t zf_local_session_partial_run_setup(zf_local_session_t *s, const char
     }
     pr->starts = s_start_partitions(s, p, pr->r, NULL, &pr->wait);
     pthread_mutex_lock(&s->mu);
-    pr->busy = false;
+    zf_partial_run_table_release(s->pruns, pr);
     pthread_mutex_unlock(&s->mu);
     return ZF_STATUS_OK;
-}
-
-/* The open partial run of handle, marked busy; or an error saying why
- * there is none. Under s->mu. */
-static zf_status_t s_prun_take(zf_local_session_t *s, const char *handle, s_prun_t **out)
-{
-    *out = NULL;
-    for (s_prun_t *pr = s->pruns; pr; pr = pr->next) {
-        if (strcmp(pr->handle, handle) != 0) continue;
-        if (pr->busy)
-            return zf_status_new(ZF_FAILED_PRECONDITION,
-                                 "partial run '%s' has a call running: its calls run one at a time",
-                                 handle);
-        pr->busy = true;
-        *out = pr;
-        return ZF_STATUS_OK;
-    }
-    for (int i = 0; i < s->n_gone; i++)
-        if (strcmp(s->gone[i].handle, handle) == 0)
-            return zf_status_new(ZF_FAILED_PRECONDITION, "partial run '%s' %s", handle,
-                                 s->gone[i].why);
-    return zf_invalid_argument("Must run PartialRunSetup before performing partial runs "
-                               "(handle '%s' is not known in this session)",
-                               handle);
 }
 
 /* Sends the call's feeds to the partitions that receive them. */
@@ -743,14 +679,16 @@ zf_status_t zf_local_session_partial_run(zf_local_session_t *s, const char *hand
     for (int i = 0; i < n_feeds && zf_ok(st); i++)
         st = feed_values[i] ? s_check_feed(s, nm.feeds[i], feed_values[i])
                             : zf_invalid_argument("feed '%s' has no value", nm.feeds[i]);
-    s_prun_t *pr = NULL;
+    void *taken = NULL; /* busy: its call runs */
     pthread_mutex_lock(&s->mu);
-    if (zf_ok(st)) st = s_prun_take(s, handle, &pr);
+    if (zf_ok(st)) st = zf_partial_run_table_take(s->pruns, handle, &taken);
+    s_prun_t *pr = taken;
     const char *const *cf = (const char *const *)nm.feeds, *const *cx =
                                                                (const char *const *)nm.fetches;
     if (pr) st = zf_partial_run_check(pr->given, cf, n_feeds, cx, n_fetches);
     bool last = pr && zf_ok(st) && zf_partial_run_mark(pr->given, cf, n_feeds, cx, n_fetches);
-    if (pr && !zf_ok(st)) pr->busy = false; /* a refused call leaves the partial run as it was */
+    if (pr && !zf_ok(st)) /* a refused call leaves the partial run as it was */
+        zf_partial_run_table_release(s->pruns, pr);
     pthread_mutex_unlock(&s->mu);
     if (!pr || !zf_ok(st)) {
         s_names_free(&nm);
@@ -772,14 +710,15 @@ zf_status_t zf_local_session_partial_run(zf_local_session_t *s, const char *hand
         }
     }
     pthread_mutex_lock(&s->mu);
-    pr->busy = false;
     if (!zf_ok(st) || last) {
         char why[256];
         if (zf_ok(st))
             snprintf(why, sizeof why, "has completed: every feed and fetch of it was given");
         else
             snprintf(why, sizeof why, "failed: %s", zf_status_msg(&st));
-        s_prun_unlink(s, pr, why);
+        zf_partial_run_table_remove(s->pruns, pr, why);
+    } else {
+        zf_partial_run_table_release(s->pruns, pr);
     }
     pthread_mutex_unlock(&s->mu);
     if (!zf_ok(st) || last) s_prun_end(pr, zf_ok(st) ? NULL : &st);
@@ -861,6 +800,9 @@ zf_status_t zf_local_session_new(Tensorflow__GraphDef *gd, const zf_local_sessio
                          ? ZF_STATUS_OK
                          : zf_out_of_memory("session");
     if (zf_ok(st)) st = zf_resource_mgr_new(&s->resources);
+    if (zf_ok(st))
+        st = zf_partial_run_table_new(ZF_LOCAL_SESSION_PRUNS_MAX, ZF_LOCAL_SESSION_PRUN_GONE,
+                                      "the session", &s->pruns);
     char default_devices[32];
     if (zf_ok(st))
         st = s_make_devices(
@@ -888,11 +830,10 @@ void zf_local_session_destroy(zf_local_session_t **s_p)
     zf_local_session_t *s = *s_p;
     *s_p = NULL;
     zf_status_t closed = zf_status_new(ZF_CANCELLED, "the session was closed");
-    while (s->pruns) {
-        s_prun_t *pr = s->pruns;
-        s->pruns = pr->next;
+    s_prun_t *pr = NULL;
+    while (s->pruns && (pr = zf_partial_run_table_drain(s->pruns, true, NULL)))
         s_prun_end(pr, &closed);
-    }
+    zf_partial_run_table_free(&s->pruns);
     zf_status_clear(&closed);
     size_t iter = 0;
     uintptr_t v = 0;

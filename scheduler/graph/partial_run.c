@@ -254,3 +254,161 @@ bool zf_partial_run_mark(zf_partial_run_t *pr, const char *const *feeds, int n_f
     }
     return pr->pending == 0;
 }
+
+/* ---- a session's open partial runs ------------------------------------------------------ */
+
+typedef struct s_entry {
+    struct s_entry *next; /* the one opened before */
+    void *item;
+    bool busy;
+    char handle[]; /* NUL-terminated */
+} s_entry_t;
+
+struct zf_partial_run_table {
+    s_entry_t *open; /* the latest opened first */
+    int n_open, max_open;
+    char **ended; /* a ring of n_ended "handle\0why" (NULL: empty slot) */
+    int n_ended, next_ended;
+    char owner[]; /* names the session in the room's error */
+};
+
+zf_status_t zf_partial_run_table_new(int max_open, int n_ended, const char *owner,
+                                     zf_partial_run_table_t **out)
+{
+    *out = NULL;
+    if (max_open < 0 || n_ended < 0 || !owner)
+        return zf_invalid_argument("partial run table: max_open %d and n_ended %d must not be "
+                                   "negative, and an owner must be named",
+                                   max_open, n_ended);
+    size_t ol = strlen(owner);
+    zf_partial_run_table_t *t = calloc(1, sizeof *t + ol + 1);
+    if (t) t->ended = calloc((size_t)n_ended + 1, sizeof *t->ended);
+    if (!t || !t->ended) {
+        free(t);
+        return zf_out_of_memory("a partial run table");
+    }
+    t->max_open = max_open;
+    t->n_ended = n_ended;
+    memcpy(t->owner, owner, ol + 1);
+    *out = t;
+    return ZF_STATUS_OK;
+}
+
+void zf_partial_run_table_free(zf_partial_run_table_t **t_p)
+{
+    if (!t_p || !*t_p) return;
+    zf_partial_run_table_t *t = *t_p;
+    *t_p = NULL;
+    for (s_entry_t *e = t->open, *next = NULL; e; e = next) {
+        next = e->next;
+        free(e);
+    }
+    for (int i = 0; i < t->n_ended; i++) free(t->ended[i]);
+    free(t->ended);
+    free(t);
+}
+
+int zf_partial_run_table_count(const zf_partial_run_table_t *t)
+{
+    return t->n_open;
+}
+
+zf_status_t zf_partial_run_table_room(const zf_partial_run_table_t *t)
+{
+    if (t->n_open < t->max_open) return ZF_STATUS_OK;
+    return zf_status_new(ZF_RESOURCE_EXHAUSTED,
+                         "%s has %d partial runs open already (the most it keeps): finish or "
+                         "abandon one first",
+                         t->owner, t->n_open);
+}
+
+/* The link to handle's open entry (by handle when not NULL, else by item),
+ * or NULL. */
+static s_entry_t **s_link(zf_partial_run_table_t *t, const char *handle, const void *item)
+{
+    for (s_entry_t **pp = &t->open; *pp; pp = &(*pp)->next)
+        if (handle ? strcmp((*pp)->handle, handle) == 0 : (*pp)->item == item) return pp;
+    return NULL;
+}
+
+zf_status_t zf_partial_run_table_add(zf_partial_run_table_t *t, const char *handle, void *item,
+                                     bool busy)
+{
+    ZF_TRY(zf_partial_run_table_room(t));
+    if (s_link(t, handle, NULL))
+        return zf_status_new(ZF_ALREADY_EXISTS, "partial run '%s' is open already", handle);
+    size_t hl = strlen(handle);
+    s_entry_t *e = malloc(sizeof *e + hl + 1);
+    if (!e) return zf_out_of_memory("a partial run table");
+    e->item = item;
+    e->busy = busy;
+    memcpy(e->handle, handle, hl + 1);
+    e->next = t->open;
+    t->open = e;
+    t->n_open++;
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf_partial_run_table_take(zf_partial_run_table_t *t, const char *handle, void **item)
+{
+    *item = NULL;
+    s_entry_t **pp = s_link(t, handle, NULL);
+    if (pp && (*pp)->busy)
+        return zf_status_new(ZF_FAILED_PRECONDITION,
+                             "partial run '%s' has a call running: its calls run one at a time",
+                             handle);
+    if (pp) {
+        (*pp)->busy = true;
+        *item = (*pp)->item;
+        return ZF_STATUS_OK;
+    }
+    for (int i = 0; i < t->n_ended; i++) {
+        const char *g = t->ended[i];
+        if (g && strcmp(g, handle) == 0)
+            return zf_status_new(ZF_FAILED_PRECONDITION, "partial run '%s' %s", handle,
+                                 g + strlen(g) + 1);
+    }
+    return zf_invalid_argument("Must run PartialRunSetup before performing partial runs "
+                               "(handle '%s' is not known in this session)",
+                               handle);
+}
+
+void zf_partial_run_table_release(zf_partial_run_table_t *t, const void *item)
+{
+    s_entry_t **pp = s_link(t, NULL, item);
+    if (pp) (*pp)->busy = false;
+}
+
+/* Takes *pp's entry off t, remembering why its handle ended (when why is
+ * not NULL); returns its item. */
+static void *s_unlink(zf_partial_run_table_t *t, s_entry_t **pp, const char *why)
+{
+    s_entry_t *e = *pp;
+    void *item = e->item;
+    *pp = e->next;
+    t->n_open--;
+    size_t hl = strlen(e->handle), wl = why ? strlen(why) : 0;
+    char *g = why && t->n_ended > 0 ? malloc(hl + wl + 2) : NULL;
+    if (g) { /* out of memory, the handle is then unknown: still refused */
+        memcpy(g, e->handle, hl + 1);
+        memcpy(g + hl + 1, why, wl + 1);
+        free(t->ended[t->next_ended]);
+        t->ended[t->next_ended] = g;
+        t->next_ended = (t->next_ended + 1) % t->n_ended;
+    }
+    free(e);
+    return item;
+}
+
+void zf_partial_run_table_remove(zf_partial_run_table_t *t, const void *item, const char *why)
+{
+    s_entry_t **pp = s_link(t, NULL, item);
+    if (pp) s_unlink(t, pp, why);
+}
+
+void *zf_partial_run_table_drain(zf_partial_run_table_t *t, bool with_busy, const char *why)
+{
+    for (s_entry_t **pp = &t->open; *pp; pp = &(*pp)->next)
+        if (with_busy || !(*pp)->busy) return s_unlink(t, pp, why);
+    return NULL;
+}

@@ -12,7 +12,10 @@
  * partial run's life, and a call's check costs its feeds' and fetches'
  * lookups among the declared names plus its fetches' needs, each need
  * answered at once, not a walk of the graph. The walk finds the feed on an
- * edge through the feeds of the edge's source node only. */
+ * edge through the feeds of the edge's source node only.
+ *
+ * Also here: a session's table of its open partial runs by handle
+ * (zf_partial_run_table_t), which both sessions keep alike. */
 #ifndef ZF_SCHEDULER_GRAPH_PARTIAL_RUN_H
 #define ZF_SCHEDULER_GRAPH_PARTIAL_RUN_H
 
@@ -54,5 +57,67 @@ zf_status_t zf_partial_run_check(const zf_partial_run_t *pr, const char *const *
  * declared is left (the call is the step's last). */
 bool zf_partial_run_mark(zf_partial_run_t *pr, const char *const *feeds, int n_feeds,
                          const char *const *fetches, int n_fetches);
+
+/* ---- a session's open partial runs ------------------------------------------------------ */
+
+/* A session's table of open partial runs, by handle, and of the handles of
+ * the latest to end with why each ended, so that a call naming one is told
+ * why it is refused: the in-process session's and the master's. Each entry
+ * is a handle (copied) and the caller's item (not owned: the caller frees
+ * it once it is off the table). An entry is busy while one call of it runs
+ * (or, as a caller wishes, until its setup is done): a second call is
+ * refused. Not locked: the caller holds its own lock around every use. */
+typedef struct zf_partial_run_table zf_partial_run_table_t;
+
+/* A table keeping at most max_open partial runs open and remembering the
+ * latest n_ended handles to end; owner names the session in its errors
+ * ("the session", "session s-1"; copied). Caller frees *out.
+ * INVALID_ARGUMENT for a negative count or no owner; RESOURCE_EXHAUSTED
+ * when out of memory. */
+zf_status_t zf_partial_run_table_new(int max_open, int n_ended, const char *owner,
+                                     zf_partial_run_table_t **out);
+
+/* Frees the table and what it remembers, not its entries' items (take
+ * them off first with zf_partial_run_table_drain()). */
+void zf_partial_run_table_free(zf_partial_run_table_t **t);
+
+/* The partial runs open in t. */
+int zf_partial_run_table_count(const zf_partial_run_table_t *t);
+
+/* OK while t has room for another open partial run, else
+ * RESOURCE_EXHAUSTED "<owner> has N partial runs open already (the most it
+ * keeps): finish or abandon one first". */
+zf_status_t zf_partial_run_table_room(const zf_partial_run_table_t *t);
+
+/* Opens item's partial run under handle, busy when busy (no call takes it
+ * until zf_partial_run_table_release()). Errors: the room's, ALREADY_EXISTS
+ * for a handle open already, RESOURCE_EXHAUSTED when out of memory. */
+zf_status_t zf_partial_run_table_add(zf_partial_run_table_t *t, const char *handle, void *item,
+                                     bool busy);
+
+/* The item of handle's open partial run into *item, marked busy for the
+ * caller's call; or *item NULL and why not: FAILED_PRECONDITION "partial
+ * run 'h' has a call running: its calls run one at a time" when busy,
+ * FAILED_PRECONDITION "partial run 'h' <why>" for one of the latest to end
+ * (as zf_partial_run_table_remove() was told), else INVALID_ARGUMENT "Must
+ * run PartialRunSetup before performing partial runs (handle 'h' is not
+ * known in this session)". */
+zf_status_t zf_partial_run_table_take(zf_partial_run_table_t *t, const char *handle, void **item);
+
+/* Clears the busy mark of item's partial run (its call or setup is done). */
+void zf_partial_run_table_release(zf_partial_run_table_t *t, const void *item);
+
+/* Ends item's partial run: takes it off t and remembers its handle with
+ * why ("has completed: ...", "failed: ..."; NULL: not remembered) among
+ * the latest n_ended to end, the oldest forgotten (its handle then
+ * unknown); out of memory, the handle is not remembered. Nothing for an
+ * item not in t. */
+void zf_partial_run_table_remove(zf_partial_run_table_t *t, const void *item, const char *why);
+
+/* For a session's close: ends the latest opened partial run of t, an idle
+ * one only unless with_busy, remembering why (when not NULL) as
+ * zf_partial_run_table_remove() does, and returns its item; NULL when no
+ * such partial run is open. Called until NULL, it takes them all off. */
+void *zf_partial_run_table_drain(zf_partial_run_table_t *t, bool with_busy, const char *why);
 
 #endif

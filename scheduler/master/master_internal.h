@@ -21,6 +21,7 @@
 #include "common/graph.h"
 #include "common/strmap.h"
 #include "scheduler/master/master.h"
+#include "scheduler/graph/partial_run.h"
 #include "scheduler/graph/partition.h"
 
 /* Ids of sessions closed for idleness remembered, so that a late request
@@ -113,12 +114,9 @@ typedef struct zf__master_session {
     struct zf__master_step *running;
     int64_t graph_version;
     const char *cancel_why; /* set (a literal): every step is cancelled as it starts */
-    /* its partial runs open, and the latest finished handles ("handle\0why"
-     * in a ring), under m->mu */
-    zf__master_prun_t *pruns;
-    int n_pruns;
-    char *prun_gone[ZF__MASTER_PRUN_GONE];
-    int prun_gone_next;
+    /* its partial runs open (zf__master_prun_t), and the latest finished
+     * handles with why; under m->mu (NULL until zf__master_pruns_new) */
+    zf_partial_run_table_t *pruns;
 } zf__master_session_t;
 
 struct zf_master {
@@ -411,6 +409,9 @@ zf_status_t zf__master_reply_new(Zflow__RunStepReply **out);
  * for its errors. */
 zf_status_t zf__master_partial(zf_master_t *m, zf__master_session_t *s, const Zflow__RunStep *req,
                                Zflow__RunStepReply *out);
+
+/* Makes s's table of partial runs, its errors naming s->id (set). */
+zf_status_t zf__master_pruns_new(zf__master_session_t *s);
 
 /* Aborts and cleans up s's partial runs (those with a call running end
  * with its cancellation) and forgets them. Under m->mu. */

@@ -26,14 +26,12 @@
 #include "scheduler/master/master_internal.h"
 
 struct zf__master_prun {
-    struct zf__master_prun *next;
     char handle[24];
     int64_t step_id;
     zf__master_plan_t *p;    /* a reference */
     zf__master_names_t nm;   /* the setup's names */
     zf_partial_run_t *given; /* what was given, and what each fetch needs */
     bool started;            /* a call has sent RunGraph */
-    bool busy;               /* a call runs now */
 };
 
 /* ---- handles ------------------------------------------------------------------------ */
@@ -47,46 +45,11 @@ static void s_prun_free(zf__master_prun_t *pr)
     free(pr);
 }
 
-/* Takes pr off s's list and remembers why its handle is gone (for a later
- * call naming it). Under m->mu. */
-static void s_unlink(zf__master_session_t *s, zf__master_prun_t *pr, const char *why)
+zf_status_t zf__master_pruns_new(zf__master_session_t *s)
 {
-    for (zf__master_prun_t **pp = &s->pruns; *pp; pp = &(*pp)->next) {
-        if (*pp != pr) continue;
-        *pp = pr->next;
-        s->n_pruns--;
-        break;
-    }
-    size_t hl = strlen(pr->handle), wl = strlen(why);
-    char *gone = malloc(hl + wl + 2);
-    if (!gone) return; /* the handle is then "unknown", still refused */
-    memcpy(gone, pr->handle, hl + 1);
-    memcpy(gone + hl + 1, why, wl + 1);
-    int slot = s->prun_gone_next++ % ZF__MASTER_PRUN_GONE;
-    free(s->prun_gone[slot]);
-    s->prun_gone[slot] = gone;
-}
-
-/* The error for a handle not live in s: why it went, when it is one of the
- * latest to go. Under m->mu. */
-static zf_status_t s_unknown(const zf__master_session_t *s, const char *handle)
-{
-    for (int i = 0; i < ZF__MASTER_PRUN_GONE; i++) {
-        const char *g = s->prun_gone[i];
-        if (g && strcmp(g, handle) == 0)
-            return zf_status_new(ZF_FAILED_PRECONDITION, "partial run '%s' %s", handle,
-                                 g + strlen(g) + 1);
-    }
-    return zf_invalid_argument("Must run PartialRunSetup before performing partial runs "
-                               "(handle '%s' is not known in this session)",
-                               handle);
-}
-
-static zf__master_prun_t *s_find(const zf__master_session_t *s, const char *handle)
-{
-    for (zf__master_prun_t *pr = s->pruns; pr; pr = pr->next)
-        if (strcmp(pr->handle, handle) == 0) return pr;
-    return NULL;
+    char owner[160];
+    snprintf(owner, sizeof owner, "session %s", s->id);
+    return zf_partial_run_table_new(ZF__MASTER_PRUNS_MAX, ZF__MASTER_PRUN_GONE, owner, &s->pruns);
 }
 
 /* Aborts and cleans up pr's step on every partition (when it started).
@@ -103,31 +66,22 @@ static void s_abandon(zf_master_t *m, zf__master_prun_t *pr, const char *why)
 
 void zf__master_pruns_drop(zf_master_t *m, zf__master_session_t *s, const char *why)
 {
-    for (zf__master_prun_t *pr = s->pruns, *next = NULL; pr; pr = next) {
-        next = pr->next;
-        if (pr->busy) continue; /* its call is cancelled with the session's steps and ends it */
+    /* one with a call running is left: its call is cancelled with the
+       session's steps and ends it */
+    zf__master_prun_t *pr = NULL;
+    while (s->pruns && (pr = zf_partial_run_table_drain(s->pruns, false,
+                                                        "was abandoned: its session was closed"))) {
         s_abandon(m, pr, why);
-        s_unlink(s, pr, "was abandoned: its session was closed");
         s_prun_free(pr);
     }
 }
 
 void zf__master_pruns_free(zf__master_session_t *s)
 {
-    for (int i = 0; i < ZF__MASTER_PRUN_GONE; i++) free(s->prun_gone[i]);
+    zf_partial_run_table_free(&s->pruns);
 }
 
 /* ---- the setup ------------------------------------------------------------------------ */
-
-/* OK while s has room for another open partial run, else why not. Under m->mu. */
-static zf_status_t s_room(const zf__master_session_t *s)
-{
-    if (s->n_pruns < ZF__MASTER_PRUNS_MAX) return ZF_STATUS_OK;
-    return zf_status_new(ZF_RESOURCE_EXHAUSTED,
-                         "session %s has %d partial runs open already (the most it "
-                         "keeps): finish or abandon one first",
-                         s->id, s->n_pruns);
-}
 
 static zf_status_t s_setup(zf_master_t *m, zf__master_session_t *s, const Zflow__RunStep *req,
                            Zflow__RunStepReply *out)
@@ -143,7 +97,7 @@ static zf_status_t s_setup(zf_master_t *m, zf__master_session_t *s, const Zflow_
     if (zf_ok(st)) st = zf__master_plan_get(m, s, &pr->nm, &pr->p);
     if (zf_ok(st)) { /* refused before the walk when full; checked again below, as counted */
         pthread_mutex_lock(&m->mu);
-        st = s_room(s);
+        st = zf_partial_run_table_room(s->pruns);
         pthread_mutex_unlock(&m->mu);
     }
     if (zf_ok(st)) { /* a walk of the graph: under the session's build lock, which an
@@ -156,23 +110,19 @@ static zf_status_t s_setup(zf_master_t *m, zf__master_session_t *s, const Zflow_
     }
     if (zf_ok(st)) {
         pthread_mutex_lock(&m->mu);
-        if (s->closed)
+        if (s->closed) {
             st = zf_status_new(ZF_CANCELLED, "session %s was closed", s->id);
-        else
-            st = s_room(s);
-        if (zf_ok(st)) {
+        } else {
             /* random and positive, as every step id */
             pr->step_id = (int64_t)((zf_random_id() >> 1) | 1);
             snprintf(pr->handle, sizeof pr->handle, "prun-%016" PRIx64, (uint64_t)pr->step_id);
-            pr->next = s->pruns;
-            s->pruns = pr;
-            s->n_pruns++;
+            st = zf_partial_run_table_add(s->pruns, pr->handle, pr, false);
         }
         pthread_mutex_unlock(&m->mu);
     }
     if (zf_ok(st) && !(out->partial_run_handle = strdup(pr->handle))) {
         pthread_mutex_lock(&m->mu);
-        s_unlink(s, pr, "failed: out of memory in its setup");
+        zf_partial_run_table_remove(s->pruns, pr, "failed: out of memory in its setup");
         pthread_mutex_unlock(&m->mu);
         st = zf_out_of_memory("master");
     }
@@ -217,12 +167,9 @@ static zf_status_t s_call(zf_master_t *m, zf__master_session_t *s, const Zflow__
     zf__master_names_t nm = {0};
     zf_status_t st = zf__master_names(req, &nm);
     pthread_mutex_lock(&m->mu);
-    zf__master_prun_t *pr = zf_ok(st) ? s_find(s, req->partial_run_handle) : NULL;
-    if (zf_ok(st) && !pr) st = s_unknown(s, req->partial_run_handle);
-    if (zf_ok(st) && pr->busy)
-        st = zf_status_new(ZF_FAILED_PRECONDITION,
-                           "partial run '%s' has a call running: its calls run one at a time",
-                           pr->handle);
+    void *taken = NULL; /* busy: its call runs */
+    if (zf_ok(st)) st = zf_partial_run_table_take(s->pruns, req->partial_run_handle, &taken);
+    zf__master_prun_t *pr = taken;
     const char *const *feeds = (const char *const *)nm.feeds;
     const char *const *fetches = (const char *const *)nm.fetches;
     if (zf_ok(st)) st = zf_partial_run_check(pr->given, feeds, nm.n_feeds, fetches, nm.n_fetches);
@@ -230,18 +177,20 @@ static zf_status_t s_call(zf_master_t *m, zf__master_session_t *s, const Zflow__
         st = zf__master_check_feed(s->graph, nm.feeds[i], req->feeds[i]->tensor);
     if (zf_ok(st)) {
         bool last = zf_partial_run_mark(pr->given, feeds, nm.n_feeds, fetches, nm.n_fetches);
-        pr->busy = true;
         st = s_run_call(m, s, pr, last, req, &nm, out);
-        pr->busy = false;
         if (!zf_ok(st) || last) {
             char why[512];
             if (zf_ok(st))
                 snprintf(why, sizeof why, "has completed: every feed and fetch of it was given");
             else
                 snprintf(why, sizeof why, "failed: %s", zf_status_msg(&st));
-            s_unlink(s, pr, why);
+            zf_partial_run_table_remove(s->pruns, pr, why);
             s_prun_free(pr);
+        } else {
+            zf_partial_run_table_release(s->pruns, pr);
         }
+    } else if (pr) { /* a refused call leaves the partial run as it was */
+        zf_partial_run_table_release(s->pruns, pr);
     }
     pthread_mutex_unlock(&m->mu);
     zf__master_names_free(&nm);

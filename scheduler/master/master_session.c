@@ -275,7 +275,11 @@ static zf_status_t s_create(zf_master_t *m, const Zflow__CreateSession *req, con
                  zf_random_id() & 0xffffffffu);
         s->id = strdup(id);
         *session = strdup(id);
-        if (!s->id || !*session || zf_strmap_insert(m->sessions, id, (uintptr_t)s, NULL) != 0)
+        if (!s->id || !*session) st = zf_out_of_memory("master");
+    }
+    if (zf_ok(st)) st = zf__master_pruns_new(s);
+    if (zf_ok(st)) {
+        if (zf_strmap_insert(m->sessions, id, (uintptr_t)s, NULL) != 0)
             st = zf_out_of_memory("master");
         else
             s_count(m, s, +1);

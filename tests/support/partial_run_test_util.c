@@ -117,3 +117,27 @@ void zf_test_prun_fed_cuts(const zf_test_prun_api_t *api)
                          "has completed");
     free(h);
 }
+
+void zf_test_prun_limit(const zf_test_prun_api_t *api, int max, const char *full)
+{
+    char **h = calloc((size_t)max + 1, sizeof *h);
+    assert_non_null(h);
+    for (int i = 0; i < max; i++) h[i] = api->setup(s_abc, 3, s_r12, 2);
+    char *extra = NULL;
+    zf_status_t st = api->try_setup(s_abc, 3, s_r12, 2, &extra);
+    assert_int_equal(st.code, ZF_RESOURCE_EXHAUSTED);
+    assert_string_equal(zf_status_msg(&st), full);
+    zf_status_clear(&st);
+    assert_null(extra);
+    for (int i = 0; i <= max; i++) { /* a = i, b = 1, c = 2 */
+        zf_tensor_t *v[3] = {zf_test_prun_scalar((float)i), zf_test_prun_scalar(1.0f),
+                             zf_test_prun_scalar(2.0f)},
+                    *out[2] = {NULL, NULL};
+        ASSERT_OK(api->call(h[i], s_abc, v, 3, s_r12, 2, out));
+        assert_true(zf_test_prun_take(&out[0]) == (float)i + 1.0f);
+        assert_true(zf_test_prun_take(&out[1]) == ((float)i + 1.0f) * 2.0f);
+        free(h[i]);
+        if (i == 0) h[max] = api->setup(s_abc, 3, s_r12, 2);
+    }
+    free(h);
+}

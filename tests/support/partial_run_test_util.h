@@ -12,6 +12,9 @@ typedef struct {
      * on error. */
     char *(*setup)(const char *const *feeds, int n_feeds, const char *const *fetches,
                    int n_fetches);
+    /* The same setup, its error returned (*handle NULL then). */
+    zf_status_t (*try_setup)(const char *const *feeds, int n_feeds, const char *const *fetches,
+                             int n_fetches, char **handle);
     /* One call: feeds (names and values, unreferenced by the call), fetches
      * into out (NULL: dropped). */
     zf_status_t (*call)(const char *handle, const char *const *feeds, zf_tensor_t **values,
@@ -34,5 +37,10 @@ void zf_test_prun_checks(const zf_test_prun_api_t *api);
  * r1 fed, r2 = r1 * c is computable though a and b (which make r1) are
  * still to come; they come with the last call, which nothing then needs. */
 void zf_test_prun_fed_cuts(const zf_test_prun_api_t *api);
+
+/* max partial runs open at once (the session's limit), one more refused
+ * with RESOURCE_EXHAUSTED and exactly full; the first to complete makes
+ * room for another; each completes in one call. */
+void zf_test_prun_limit(const zf_test_prun_api_t *api, int max, const char *full);
 
 #endif

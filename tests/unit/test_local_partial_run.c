@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -42,10 +43,16 @@ static int s_teardown(void **state)
     return 0;
 }
 
+static zf_status_t s_try_setup(const char *const *feeds, int nf, const char *const *fetches, int nt,
+                               char **h)
+{
+    return zf_local_session_partial_run_setup(s_sess, feeds, nf, fetches, nt, NULL, 0, h);
+}
+
 static char *s_setup_run(const char *const *feeds, int nf, const char *const *fetches, int nt)
 {
     char *h = NULL;
-    ASSERT_OK(zf_local_session_partial_run_setup(s_sess, feeds, nf, fetches, nt, NULL, 0, &h));
+    ASSERT_OK(s_try_setup(feeds, nf, fetches, nt, &h));
     assert_non_null(h);
     return h;
 }
@@ -63,7 +70,7 @@ static zf_status_t s_call(const char *h, const char *const *feeds, zf_tensor_t *
 
 static const char *const s_abc[3] = {"a", "b", "c"};
 static const char *const s_r12[2] = {"r1", "r2"};
-static const zf_test_prun_api_t s_api = {s_setup_run, s_call};
+static const zf_test_prun_api_t s_api = {s_setup_run, s_try_setup, s_call};
 
 /* TensorFlow's own partial-run test: r1 from a and b, then r2 from r1 and
  * c, in two calls; the handle is done after them. */
@@ -109,6 +116,26 @@ static void test_fed_tensors_cut_the_check(void **state)
 {
     (void)state;
     zf_test_prun_fed_cuts(&s_api);
+}
+
+/* ZF_LOCAL_SESSION_PRUNS_MAX open at once in a session (a new one: none
+ * open before), one more refused. */
+static void test_open_partial_runs_are_limited(void **state)
+{
+    (void)state;
+    zf_local_session_options_t opts = ZF_LOCAL_SESSION_OPTIONS_DEFAULT;
+    opts.devices = "cpu:2";
+    opts.timeout_ms = 60000;
+    zf_local_session_t *keep = s_sess;
+    ASSERT_OK(zf_local_session_new(s_gd, &opts, &s_sess));
+    char full[160];
+    snprintf(full, sizeof full,
+             "the session has %d partial runs open already (the most it keeps): finish or "
+             "abandon one first",
+             ZF_LOCAL_SESSION_PRUNS_MAX);
+    zf_test_prun_limit(&s_api, ZF_LOCAL_SESSION_PRUNS_MAX, full);
+    zf_local_session_destroy(&s_sess);
+    s_sess = keep;
 }
 
 /* A kernel that fails at run time fails its call and ends the partial run:
@@ -174,6 +201,7 @@ int main(void)
         cmocka_unit_test(test_interleaved_handles),
         cmocka_unit_test(test_call_checks),
         cmocka_unit_test(test_fed_tensors_cut_the_check),
+        cmocka_unit_test(test_open_partial_runs_are_limited),
         cmocka_unit_test(test_a_failing_kernel_ends_the_partial_run),
         cmocka_unit_test(test_a_session_destroyed_with_partial_runs_open),
     };

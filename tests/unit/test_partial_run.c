@@ -4,7 +4,8 @@
  * r1 = a + b on CPU:0, r2 = r1 * c on CPU:1; y = Reshape(x, s) on CPU:1).
  * Also the session option place_pruned_graph on the same cluster. Values
  * are checked against arithmetic done here; errors against TensorFlow's
- * texts and codes. */
+ * texts and codes. First, without the cluster, the table of a session's
+ * open partial runs that both sessions keep (zf_partial_run_table_t). */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,6 +19,8 @@
 
 #include "client/zflow_client.h"
 #include "common/graphdef_io.h"
+#include "scheduler/graph/partial_run.h"
+#include "scheduler/master/master_internal.h"
 #include "partial_run_test_util.h"
 #include "process_test_util.h"
 #include "test_util.h"
@@ -111,7 +114,221 @@ static zf_status_t s_api_call(const char *h, const char *const *feeds, zf_tensor
     return s_call(h, (const char **)feeds, values, nf, (const char **)fetches, nt, out);
 }
 
-static const zf_test_prun_api_t s_api = {s_api_setup, s_api_call};
+static zf_status_t s_api_try_setup(const char *const *feeds, int nf, const char *const *fetches,
+                                   int nt, char **h)
+{
+    zf_client_step_t step = {(const char **)feeds, NULL, nf, (const char **)fetches, nt, NULL, 0};
+    return zf_client_partial_run_setup(s_client, s_sess, &step, h);
+}
+
+static const zf_test_prun_api_t s_api = {s_api_setup, s_api_try_setup, s_api_call};
+
+/* A new session over GRAPH (its id returned) in s_sess's place; the one it
+ * replaces into *keep. */
+static char *s_swap_in_session(char **keep)
+{
+    Tensorflow__GraphDef *gd = NULL;
+    ASSERT_OK(zf_graphdef_read_file(GRAPH, ZF_FORMAT_AUTO, &gd));
+    char *other = NULL;
+    ASSERT_OK(zf_client_session_create(s_client, gd, NULL, &other));
+    zf_graphdef_free(&gd);
+    *keep = s_sess;
+    s_sess = other;
+    return other;
+}
+
+/* ---- the table of open partial runs ------------------------------------------- */
+
+/* Checks s has code and exactly msg; clears s. */
+static void s_expect(zf_status_t s, zf_code_t code, const char *msg)
+{
+    assert_int_equal(s.code, code);
+    assert_string_equal(zf_status_msg(&s), msg);
+    zf_status_clear(&s);
+}
+
+static const char s_unknown_a[] = "Must run PartialRunSetup before performing partial runs "
+                                  "(handle 'a' is not known in this session)";
+
+static zf_partial_run_table_t *s_table(int max_open, int n_ended)
+{
+    zf_partial_run_table_t *t = NULL;
+    ASSERT_OK(zf_partial_run_table_new(max_open, n_ended, "session s-1", &t));
+    assert_non_null(t);
+    assert_int_equal(zf_partial_run_table_count(t), 0);
+    return t;
+}
+
+static void test_table_bad_arguments(void **state)
+{
+    (void)state;
+    zf_partial_run_table_t *t = NULL;
+    s_expect(zf_partial_run_table_new(-1, 2, "the session", &t), ZF_INVALID_ARGUMENT,
+             "partial run table: max_open -1 and n_ended 2 must not be negative, and an owner "
+             "must be named");
+    assert_null(t);
+    s_expect(zf_partial_run_table_new(2, -3, "the session", &t), ZF_INVALID_ARGUMENT,
+             "partial run table: max_open 2 and n_ended -3 must not be negative, and an owner "
+             "must be named");
+    s_expect(zf_partial_run_table_new(2, 3, NULL, &t), ZF_INVALID_ARGUMENT,
+             "partial run table: max_open 2 and n_ended 3 must not be negative, and an owner "
+             "must be named");
+    assert_null(t);
+    zf_partial_run_table_free(&t); /* nothing */
+}
+
+/* Past its limit a table refuses a setup in the session's words, before
+ * (room) and when it is added; an ended one makes room again. */
+static void test_table_limit(void **state)
+{
+    (void)state;
+    int a = 1, b = 2, c = 3;
+    zf_partial_run_table_t *t = s_table(2, 4);
+    ASSERT_OK(zf_partial_run_table_room(t));
+    ASSERT_OK(zf_partial_run_table_add(t, "a", &a, false));
+    s_expect(zf_partial_run_table_add(t, "a", &c, false), ZF_ALREADY_EXISTS,
+             "partial run 'a' is open already");
+    ASSERT_OK(zf_partial_run_table_add(t, "b", &b, false));
+    assert_int_equal(zf_partial_run_table_count(t), 2);
+    const char *full = "session s-1 has 2 partial runs open already (the most it keeps): "
+                       "finish or abandon one first";
+    s_expect(zf_partial_run_table_room(t), ZF_RESOURCE_EXHAUSTED, full);
+    s_expect(zf_partial_run_table_add(t, "c", &c, false), ZF_RESOURCE_EXHAUSTED, full);
+    assert_int_equal(zf_partial_run_table_count(t), 2);
+    void *item = NULL;
+    s_expect(zf_partial_run_table_take(t, "c", &item), ZF_INVALID_ARGUMENT,
+             "Must run PartialRunSetup before performing partial runs (handle 'c' is not known "
+             "in this session)");
+    assert_null(item);
+    zf_partial_run_table_remove(t, &a, "has completed: every feed and fetch of it was given");
+    assert_int_equal(zf_partial_run_table_count(t), 1);
+    ASSERT_OK(zf_partial_run_table_room(t));
+    ASSERT_OK(zf_partial_run_table_add(t, "c", &c, false));
+    ASSERT_OK(zf_partial_run_table_take(t, "c", &item));
+    assert_ptr_equal(item, &c);
+    zf_partial_run_table_free(&t); /* items are the caller's: nothing of theirs is freed */
+    assert_null(t);
+    zf_partial_run_table_t *none = s_table(0, 0);
+    s_expect(zf_partial_run_table_add(none, "a", &a, false), ZF_RESOURCE_EXHAUSTED,
+             "session s-1 has 0 partial runs open already (the most it keeps): finish or "
+             "abandon one first");
+    zf_partial_run_table_free(&none);
+}
+
+/* A take marks the partial run busy until released: a second take is
+ * refused; one added busy is refused until released. */
+static void test_table_take_and_release(void **state)
+{
+    (void)state;
+    int a = 1, b = 2, other = 3;
+    zf_partial_run_table_t *t = s_table(4, 4);
+    void *item = &other;
+    s_expect(zf_partial_run_table_take(t, "a", &item), ZF_INVALID_ARGUMENT, s_unknown_a);
+    assert_null(item);
+    ASSERT_OK(zf_partial_run_table_add(t, "a", &a, false));
+    ASSERT_OK(zf_partial_run_table_add(t, "b", &b, true));
+    ASSERT_OK(zf_partial_run_table_take(t, "a", &item));
+    assert_ptr_equal(item, &a);
+    s_expect(zf_partial_run_table_take(t, "a", &item), ZF_FAILED_PRECONDITION,
+             "partial run 'a' has a call running: its calls run one at a time");
+    assert_null(item);
+    s_expect(zf_partial_run_table_take(t, "b", &item), ZF_FAILED_PRECONDITION,
+             "partial run 'b' has a call running: its calls run one at a time");
+    zf_partial_run_table_release(t, &a);
+    zf_partial_run_table_release(t, &b);
+    zf_partial_run_table_release(t, &other); /* not in the table: nothing */
+    ASSERT_OK(zf_partial_run_table_take(t, "a", &item));
+    assert_ptr_equal(item, &a);
+    ASSERT_OK(zf_partial_run_table_take(t, "b", &item));
+    assert_ptr_equal(item, &b);
+    assert_int_equal(zf_partial_run_table_count(t), 2);
+    zf_partial_run_table_free(&t);
+}
+
+/* An ended handle is refused with why it ended, busy or not when it
+ * ended; the latest n_ended are remembered, the oldest then forgotten. */
+static void test_table_remove_and_ring(void **state)
+{
+    (void)state;
+    int a = 1, b = 2, c = 3;
+    zf_partial_run_table_t *t = s_table(8, 2);
+    ASSERT_OK(zf_partial_run_table_add(t, "a", &a, false));
+    ASSERT_OK(zf_partial_run_table_add(t, "b", &b, false));
+    ASSERT_OK(zf_partial_run_table_add(t, "c", &c, false));
+    void *item = NULL;
+    ASSERT_OK(zf_partial_run_table_take(t, "a", &item));
+    zf_partial_run_table_remove(t, &a, "has completed: every feed and fetch of it was given");
+    zf_partial_run_table_remove(t, &a, "failed: twice"); /* no longer in it: nothing */
+    assert_int_equal(zf_partial_run_table_count(t), 2);
+    s_expect(zf_partial_run_table_take(t, "a", &item), ZF_FAILED_PRECONDITION,
+             "partial run 'a' has completed: every feed and fetch of it was given");
+    assert_null(item);
+    zf_partial_run_table_remove(t, &b, "failed: Fetch r2:0 can't be computed");
+    s_expect(zf_partial_run_table_take(t, "b", &item), ZF_FAILED_PRECONDITION,
+             "partial run 'b' failed: Fetch r2:0 can't be computed");
+    s_expect(zf_partial_run_table_take(t, "a", &item), ZF_FAILED_PRECONDITION,
+             "partial run 'a' has completed: every feed and fetch of it was given");
+    /* a third to end takes the oldest's place: a is unknown again */
+    zf_partial_run_table_remove(t, &c, "failed: out of memory in its setup");
+    assert_int_equal(zf_partial_run_table_count(t), 0);
+    s_expect(zf_partial_run_table_take(t, "a", &item), ZF_INVALID_ARGUMENT, s_unknown_a);
+    s_expect(zf_partial_run_table_take(t, "b", &item), ZF_FAILED_PRECONDITION,
+             "partial run 'b' failed: Fetch r2:0 can't be computed");
+    s_expect(zf_partial_run_table_take(t, "c", &item), ZF_FAILED_PRECONDITION,
+             "partial run 'c' failed: out of memory in its setup");
+    /* the ring goes round again: b is forgotten next, then c */
+    ASSERT_OK(zf_partial_run_table_add(t, "a", &a, false));
+    zf_partial_run_table_remove(t, &a, "failed: again");
+    s_expect(zf_partial_run_table_take(t, "b", &item), ZF_INVALID_ARGUMENT,
+             "Must run PartialRunSetup before performing partial runs (handle 'b' is not known "
+             "in this session)");
+    s_expect(zf_partial_run_table_take(t, "a", &item), ZF_FAILED_PRECONDITION,
+             "partial run 'a' failed: again");
+    zf_partial_run_table_remove(t, &a, NULL); /* not in it: nothing */
+    s_expect(zf_partial_run_table_take(t, "c", &item), ZF_FAILED_PRECONDITION,
+             "partial run 'c' failed: out of memory in its setup");
+    zf_partial_run_table_free(&t);
+    /* remembering none, an ended handle is unknown at once */
+    t = s_table(8, 0);
+    ASSERT_OK(zf_partial_run_table_add(t, "a", &a, false));
+    zf_partial_run_table_remove(t, &a, "has completed: every feed and fetch of it was given");
+    s_expect(zf_partial_run_table_take(t, "a", &item), ZF_INVALID_ARGUMENT, s_unknown_a);
+    zf_partial_run_table_free(&t);
+}
+
+/* A close drains the idle partial runs, the latest opened first, each
+ * remembered as abandoned; then the busy ones too, remembered or not. */
+static void test_table_drain(void **state)
+{
+    (void)state;
+    int a = 1, b = 2, c = 3;
+    zf_partial_run_table_t *t = s_table(8, 8);
+    assert_null(zf_partial_run_table_drain(t, true, NULL));
+    ASSERT_OK(zf_partial_run_table_add(t, "a", &a, false));
+    ASSERT_OK(zf_partial_run_table_add(t, "b", &b, false));
+    ASSERT_OK(zf_partial_run_table_add(t, "c", &c, false));
+    void *item = NULL;
+    ASSERT_OK(zf_partial_run_table_take(t, "b", &item)); /* b's call runs */
+    const char *why = "was abandoned: its session was closed";
+    assert_ptr_equal(zf_partial_run_table_drain(t, false, why), &c);
+    assert_ptr_equal(zf_partial_run_table_drain(t, false, why), &a);
+    assert_null(zf_partial_run_table_drain(t, false, why));
+    assert_int_equal(zf_partial_run_table_count(t), 1);
+    s_expect(zf_partial_run_table_take(t, "a", &item), ZF_FAILED_PRECONDITION,
+             "partial run 'a' was abandoned: its session was closed");
+    s_expect(zf_partial_run_table_take(t, "c", &item), ZF_FAILED_PRECONDITION,
+             "partial run 'c' was abandoned: its session was closed");
+    s_expect(zf_partial_run_table_take(t, "b", &item), ZF_FAILED_PRECONDITION,
+             "partial run 'b' has a call running: its calls run one at a time");
+    assert_ptr_equal(zf_partial_run_table_drain(t, true, NULL), &b);
+    assert_null(zf_partial_run_table_drain(t, true, NULL));
+    assert_int_equal(zf_partial_run_table_count(t), 0);
+    s_expect(zf_partial_run_table_take(t, "b", &item), ZF_INVALID_ARGUMENT,
+             "Must run PartialRunSetup before performing partial runs (handle 'b' is not known "
+             "in this session)");
+    ASSERT_OK(zf_partial_run_table_add(t, "d", &a, true));
+    zf_partial_run_table_free(&t); /* an entry still open goes with the table */
+}
 
 /* ---- tests ------------------------------------------------------------------- */
 
@@ -170,6 +387,23 @@ static void test_fed_tensors_cut_the_check(void **state)
     zf_test_prun_fed_cuts(&s_api);
 }
 
+/* ZF__MASTER_PRUNS_MAX open at once in a session (a new one: none open
+ * before), one more refused in the session's name. */
+static void test_open_partial_runs_are_limited(void **state)
+{
+    (void)state;
+    char *keep = NULL, *other = s_swap_in_session(&keep);
+    char full[256];
+    snprintf(full, sizeof full,
+             "session %s has %d partial runs open already (the most it keeps): finish or "
+             "abandon one first",
+             other, ZF__MASTER_PRUNS_MAX);
+    zf_test_prun_limit(&s_api, ZF__MASTER_PRUNS_MAX, full);
+    s_sess = keep;
+    ASSERT_OK(zf_client_session_close(s_client, other));
+    free(other);
+}
+
 static void test_unknown_handle_and_bad_setup(void **state)
 {
     (void)state;
@@ -225,12 +459,7 @@ static void test_failure_ends_the_run(void **state)
 static void test_close_abandons_open_runs(void **state)
 {
     (void)state;
-    Tensorflow__GraphDef *gd = NULL;
-    ASSERT_OK(zf_graphdef_read_file(GRAPH, ZF_FORMAT_AUTO, &gd));
-    char *other = NULL;
-    ASSERT_OK(zf_client_session_create(s_client, gd, NULL, &other));
-    char *keep = s_sess;
-    s_sess = other;
+    char *keep = NULL, *other = s_swap_in_session(&keep);
     char *h = s_setup_run(s_r12, 2, s_abc, 3);
     const char *f1[2] = {"a", "b"};
     zf_tensor_t *v1[2] = {zf_test_prun_scalar(1.0f), zf_test_prun_scalar(2.0f)};
@@ -244,7 +473,6 @@ static void test_close_abandons_open_runs(void **state)
     free(h);
     free(other);
     s_sess = keep;
-    zf_graphdef_free(&gd);
     test_two_calls_across_executors(state);
 }
 
@@ -293,15 +521,24 @@ static void test_place_pruned_graph(void **state)
 
 int main(void)
 {
+    const struct CMUnitTest table_tests[] = {
+        cmocka_unit_test(test_table_bad_arguments),
+        cmocka_unit_test(test_table_limit),
+        cmocka_unit_test(test_table_take_and_release),
+        cmocka_unit_test(test_table_remove_and_ring),
+        cmocka_unit_test(test_table_drain),
+    };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_calls_across_executors),
         cmocka_unit_test(test_interleaved_handles),
         cmocka_unit_test(test_call_checks),
         cmocka_unit_test(test_fed_tensors_cut_the_check),
+        cmocka_unit_test(test_open_partial_runs_are_limited),
         cmocka_unit_test(test_unknown_handle_and_bad_setup),
         cmocka_unit_test(test_failure_ends_the_run),
         cmocka_unit_test(test_close_abandons_open_runs),
         cmocka_unit_test(test_place_pruned_graph),
     };
-    return cmocka_run_group_tests(tests, s_setup, s_teardown);
+    int failed = cmocka_run_group_tests(table_tests, NULL, NULL);
+    return failed + cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
