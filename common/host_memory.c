@@ -39,15 +39,20 @@ typedef struct s_block {
     void *base;  /* what malloc or mmap returned */
     size_t size; /* mapped bytes (the class size); 0 for S_SMALL */
     int cls;     /* class index, S_SMALL or S_UNCACHED */
-    struct s_block *next;
+    /* while cached: its class's list (most recently freed first) and the
+     * list of every cached block (s_newest to s_oldest); next also links
+     * the blocks on their way to munmap */
+    struct s_block *prev, *next;
+    struct s_block *newer, *older;
 } s_block_t;
 
 static pthread_mutex_t s_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
-static s_block_t *s_free[S_CLASSES]; /* most recently freed first */
+static s_block_t *s_free[S_CLASSES];   /* per class, most recently freed first */
+static s_block_t *s_newest, *s_oldest; /* every cached block, by when it was freed */
 static size_t s_limit, s_cached, s_cached_blocks, s_mapped;
 static size_t s_page = 4096; /* the page size, read once */
-static unsigned long long s_hits, s_misses;
+static unsigned long long s_hits, s_misses, s_evictions;
 
 size_t zf_physical_memory(void)
 {
@@ -109,21 +114,58 @@ static void s_unmap(s_block_t *b)
     free(b);
 }
 
-/* Takes cached blocks off the lists, largest class first, until at most
- * keep bytes stay cached; returns them linked. Under s_mu. */
-static s_block_t *s_evict_locked(size_t keep)
+/* Puts a freed block of a class at the head of its class's list and of the
+ * recency list. Under s_mu. */
+static void s_cache_push_locked(s_block_t *b)
+{
+    b->prev = NULL;
+    b->next = s_free[b->cls];
+    if (b->next) b->next->prev = b;
+    s_free[b->cls] = b;
+    b->older = s_newest;
+    b->newer = NULL;
+    if (s_newest) s_newest->newer = b;
+    s_newest = b;
+    if (!s_oldest) s_oldest = b;
+    s_cached += b->size;
+    s_cached_blocks++;
+}
+
+/* Takes a cached block off both lists. Under s_mu. */
+static void s_cache_remove_locked(s_block_t *b)
+{
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        s_free[b->cls] = b->next;
+    if (b->next) b->next->prev = b->prev;
+    if (b->newer)
+        b->newer->older = b->older;
+    else
+        s_newest = b->older;
+    if (b->older)
+        b->older->newer = b->newer;
+    else
+        s_oldest = b->newer;
+    b->prev = b->next = b->newer = b->older = NULL;
+    s_cached -= b->size;
+    s_cached_blocks--;
+}
+
+/* Takes cached blocks off the lists, least recently freed first, until at
+ * most keep bytes stay cached; returns them linked by next, no longer
+ * counted as mapped, and adds how many to *n. Under s_mu. */
+static s_block_t *s_evict_locked(size_t keep, unsigned long long *n)
 {
     s_block_t *out = NULL;
-    for (int c = S_CLASSES - 1; c >= 0 && s_cached > keep; c--)
-        while (s_free[c] && s_cached > keep) {
-            s_block_t *b = s_free[c];
-            s_free[c] = b->next;
-            s_cached -= b->size;
-            s_cached_blocks--;
-            s_mapped -= b->size;
-            b->next = out;
-            out = b;
-        }
+    while (s_cached > keep) {
+        s_block_t *b = s_oldest;
+        s_cache_remove_locked(b);
+        s_mapped -= b->size;
+        b->next = out;
+        out = b;
+        (*n)++;
+    }
     return out;
 }
 
@@ -146,7 +188,7 @@ static void *s_small(size_t size, size_t align, bool zeroed, void **hint)
     b->base = raw;
     b->size = 0;
     b->cls = S_SMALL;
-    b->next = NULL;
+    b->prev = b->next = b->newer = b->older = NULL;
     uintptr_t p = ((uintptr_t)raw + sizeof(s_block_t) + align - 1) & ~(uintptr_t)(align - 1);
     *hint = b;
     return (void *)p;
@@ -172,9 +214,7 @@ void *zf_host_memory_alloc(size_t size, size_t align, bool zeroed, void **hint)
     pthread_mutex_lock(&s_mu);
     if (cls >= 0 && s_free[cls]) {
         b = s_free[cls];
-        s_free[cls] = b->next;
-        s_cached -= b->size;
-        s_cached_blocks--;
+        s_cache_remove_locked(b);
         s_hits++;
     } else {
         if (cls >= 0) s_misses++;
@@ -200,8 +240,8 @@ void *zf_host_memory_alloc(size_t size, size_t align, bool zeroed, void **hint)
         b->base = m;
         b->size = csize;
         b->cls = cls;
+        b->prev = b->next = b->newer = b->older = NULL;
     }
-    b->next = NULL;
     /* the class's slack past the request is out of bounds, as a
      * malloc'd block's redzone is */
     S_POISON((char *)b->base + size, b->size - size);
@@ -220,26 +260,21 @@ void zf_host_memory_free(void *hint)
         free(b->base);
         return;
     }
-    if (b->cls >= 0) {
-        pthread_mutex_lock(&s_mu);
-        if (s_cached + b->size <= s_limit) {
-            S_POISON(b->base, b->size);
-            b->next = s_free[b->cls];
-            s_free[b->cls] = b;
-            s_cached += b->size;
-            s_cached_blocks++;
-            b = NULL;
-        } else {
-            s_mapped -= b->size;
-        }
-        pthread_mutex_unlock(&s_mu);
-        if (!b) return;
+    /* poisoned before another thread can take it from the cache */
+    if (b->cls >= 0) S_POISON(b->base, b->size);
+    s_block_t *gone = NULL;
+    pthread_mutex_lock(&s_mu);
+    if (b->cls >= 0 && b->size <= s_limit) {
+        /* room is made by the blocks freed longest ago, of any class */
+        gone = s_evict_locked(s_limit - b->size, &s_evictions);
+        s_cache_push_locked(b);
     } else {
-        pthread_mutex_lock(&s_mu);
         s_mapped -= b->size;
-        pthread_mutex_unlock(&s_mu);
+        b->next = NULL;
+        gone = b;
     }
-    s_unmap(b);
+    pthread_mutex_unlock(&s_mu);
+    s_unmap_all(gone);
 }
 
 size_t zf_host_memory_cache_limit(void)
@@ -256,17 +291,20 @@ void zf_host_memory_set_cache_limit(size_t bytes)
     pthread_once(&s_once, s_init);
     pthread_mutex_lock(&s_mu);
     s_limit = bytes;
-    s_block_t *gone = s_evict_locked(bytes);
+    s_block_t *gone = s_evict_locked(bytes, &s_evictions);
     pthread_mutex_unlock(&s_mu);
     s_unmap_all(gone);
 }
 
-void zf_host_memory_trim(void)
+size_t zf_host_memory_trim(void)
 {
+    unsigned long long n = 0;
     pthread_mutex_lock(&s_mu);
-    s_block_t *gone = s_evict_locked(0);
+    size_t bytes = s_cached;
+    s_block_t *gone = s_evict_locked(0, &n);
     pthread_mutex_unlock(&s_mu);
     s_unmap_all(gone);
+    return bytes;
 }
 
 bool zf_host_memory_fills_uninit(void)
@@ -286,5 +324,6 @@ void zf_host_memory_stats(zf_host_memory_stats_t *out)
     out->mapped_bytes = s_mapped;
     out->hits = s_hits;
     out->misses = s_misses;
+    out->evictions = s_evictions;
     pthread_mutex_unlock(&s_mu);
 }

@@ -9,6 +9,14 @@
  * same shapes every time therefore pays no page faults after its first run.
  * Smaller blocks come from malloc.
  *
+ * A freed block no larger than the limit is always cached: when the cache
+ * has no room for it, the blocks freed longest ago, of any class, are
+ * unmapped until it fits (evictions). So when the shapes a process uses
+ * change, the blocks of the new shapes replace those of the old ones
+ * instead of being refused by a cache full of blocks nobody asks for. A
+ * block larger than the whole limit is unmapped and evicts nothing. Each
+ * free and each allocation costs O(1) list operations under one lock.
+ *
  * A block asked for zeroed is zero-filled (a freshly mapped one is zero
  * already and is not written). One asked for uninitialised holds whatever
  * it held: only code that writes every byte may ask for it. In builds with
@@ -37,20 +45,22 @@ void *zf_host_memory_alloc(size_t size, size_t align, bool zeroed, void **hint);
 /* Frees memory from zf_host_memory_alloc, given its hint. */
 void zf_host_memory_free(void *hint);
 
-/* The byte limit on cached free blocks. Lowering it releases blocks past the
- * new limit. */
+/* The byte limit on cached free blocks. Lowering it unmaps the blocks freed
+ * longest ago until the rest fit (evictions). */
 size_t zf_host_memory_cache_limit(void);
 void zf_host_memory_set_cache_limit(size_t bytes);
 
-/* Releases every cached block to the kernel. */
-void zf_host_memory_trim(void);
+/* Releases every cached block to the kernel (not counted as evictions);
+ * returns their bytes. */
+size_t zf_host_memory_trim(void);
 
 typedef struct {
     size_t cached_bytes; /* in free blocks held by the cache */
     size_t cached_blocks;
-    size_t mapped_bytes;       /* in blocks mapped and not yet unmapped, in use or cached */
-    unsigned long long hits;   /* requests served from the cache */
-    unsigned long long misses; /* requests of a cached size that mapped a new block */
+    size_t mapped_bytes;          /* in blocks mapped and not yet unmapped, in use or cached */
+    unsigned long long hits;      /* requests served from the cache */
+    unsigned long long misses;    /* requests of a cached size that mapped a new block */
+    unsigned long long evictions; /* cached blocks unmapped to make room under the limit */
 } zf_host_memory_stats_t;
 
 void zf_host_memory_stats(zf_host_memory_stats_t *out);

@@ -29,6 +29,7 @@ static const char s_usage[] =
     "                      [--heartbeat-ms N] [--control ENDPOINT] [--rendezvous ENDPOINT]\n"
     "                      [--threads N] [--max-unclaimed-mib N] [--max-graphs N]\n"
     "                      [--max-graph-bytes N] [--shm-mib N] [--keys DIR]\n"
+    "                      [--host-cache-idle-s N]\n"
     "\n"
     "A zflow executor: one device, the partitions schedulers register on it,\n"
     "and its steps.\n"
@@ -65,6 +66,10 @@ static const char s_usage[] =
     "                          MiB (default 256; 0: none, they go as bytes); a\n"
     "                          full arena sends bytes. /dev/shm must have room\n"
     "                          (containers: ipc: host or shm_size)\n"
+    "  --host-cache-idle-s N   once no step has run or arrived for N seconds,\n"
+    "                          give the freed tensor blocks kept for later\n"
+    "                          steps back to the system (default 60; 0: never;\n"
+    "                          docs/design.md, \"Host memory\")\n"
     "  --keys DIR              CurveZMQ keys (env ZFLOW_KEYS): this executor's\n"
     "                          keypair DIR/executor.key and the keys it trusts;\n"
     "                          only scheduler keys may drive it and only executor\n"
@@ -76,7 +81,7 @@ static const char s_usage[] =
 
 typedef struct {
     const char *broker, *device, *name, *control, *rendezvous, *keys, *job;
-    int heartbeat_ms, threads, max_unclaimed_mib, task, max_graphs, shm_mib;
+    int heartbeat_ms, threads, max_unclaimed_mib, task, max_graphs, shm_mib, host_cache_idle_s;
     long max_graph_bytes;
     bool task_set, shm_mib_set;
     char job_name[ZF_DEVICE_NAME_MAX];
@@ -151,6 +156,7 @@ static int s_parse(int argc, char **argv, s_flags_t *f)
                    : strcmp(a, "--task") == 0              ? &f->task
                    : strcmp(a, "--max-graphs") == 0        ? &f->max_graphs
                    : strcmp(a, "--shm-mib") == 0           ? &f->shm_mib
+                   : strcmp(a, "--host-cache-idle-s") == 0 ? &f->host_cache_idle_s
                                                            : NULL;
         bool bytes = strcmp(a, "--max-graph-bytes") == 0;
         if (!str && !num && !bytes) return s_fail(2, "unknown argument", a);
@@ -167,6 +173,11 @@ static int s_parse(int argc, char **argv, s_flags_t *f)
             if (!s_parse_int(v, 0, &f->shm_mib))
                 return s_fail(2, "--shm-mib takes a number >= 0, not", v);
             f->shm_mib_set = true;
+            continue;
+        }
+        if (strcmp(a, "--host-cache-idle-s") == 0) {
+            if (!s_parse_int(v, 0, &f->host_cache_idle_s))
+                return s_fail(2, "--host-cache-idle-s takes a number of seconds >= 0, not", v);
             continue;
         }
         if (num && !s_parse_int(v, 1, num)) return s_fail(2, "a positive number must follow", a);
@@ -233,6 +244,7 @@ static zf_status_t s_run(const s_flags_t *f)
     if (zf_ok(s) && f->max_unclaimed_mib > 0)
         zf_exec_service_set_max_unclaimed_bytes(svc, (size_t)f->max_unclaimed_mib << 20);
     if (zf_ok(s)) zf_exec_service_set_graph_limits(svc, f->max_graphs, f->max_graph_bytes);
+    if (zf_ok(s)) zf_exec_service_set_host_cache_idle_ms(svc, (int64_t)f->host_cache_idle_s * 1000);
     zf_exec_member_config_t mc = {f->broker, f->name == NULL, f->heartbeat_ms};
     if (zf_ok(s) && f->broker) s = zf_exec_member_new(ctx, svc, dev, &mc, &m);
     if (zf_ok(s) && m) s = zf_exec_member_register(m, S_REGISTER_TIMEOUT_MS);
@@ -258,7 +270,7 @@ static zf_status_t s_run(const s_flags_t *f)
 int main(int argc, char **argv)
 {
     zf_log_init("zflow-executor");
-    s_flags_t f = {0};
+    s_flags_t f = {.host_cache_idle_s = ZF_EXEC_HOST_CACHE_IDLE_S};
     int code = s_parse(argc, argv, &f);
     if (code >= 0) return code;
     zf_on_stop_signals(s_on_signal);

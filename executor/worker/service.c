@@ -10,6 +10,7 @@
 #include <zmq.h>
 
 #include "common/graphdef_io.h"
+#include "common/host_memory.h"
 #include "common/log.h"
 #include "executor/engine/graph_optimizer.h"
 #include "common/random.h"
@@ -410,6 +411,46 @@ static void s_serve_requests(zf_exec_service_t *svc)
     }
 }
 
+/* ---- the idle trim ------------------------------------------------------------ */
+
+void zf_exec_idle_busy(zf_exec_idle_t *idle, int64_t now_ms)
+{
+    idle->busy_ms = now_ms;
+    idle->trimmed = false;
+}
+
+bool zf_exec_idle_trim_due(zf_exec_idle_t *idle, int64_t idle_ms, int64_t now_ms)
+{
+    if (idle_ms <= 0 || idle->trimmed || now_ms - idle->busy_ms < idle_ms) return false;
+    idle->trimmed = true;
+    return true;
+}
+
+void zf_exec_service_set_host_cache_idle_ms(zf_exec_service_t *svc, int64_t idle_ms)
+{
+    atomic_store(&svc->host_cache_idle_ms, idle_ms > 0 ? idle_ms : 0);
+}
+
+/* A turn of the control loop at now_ms, on which something arrived (a
+ * request, a tensor, a step's end) or not: trims the host memory cache
+ * when the executor has been idle long enough. A step still running keeps
+ * it busy; none can start meanwhile, as steps start on this thread. */
+static void s_idle_turn(zf_exec_service_t *svc, zf_exec_idle_t *idle, bool arrived, int64_t now_ms)
+{
+    if (arrived) zf_exec_idle_busy(idle, now_ms);
+    int64_t idle_ms = atomic_load(&svc->host_cache_idle_ms);
+    if (!zf_exec_idle_trim_due(idle, idle_ms, now_ms)) return;
+    if (zf_exec_service_steps_in_flight(svc) > 0) {
+        zf_exec_idle_busy(idle, now_ms);
+        return;
+    }
+    size_t bytes = zf_host_memory_trim();
+    if (bytes > 0)
+        zf_log_info("executor",
+                    "%s idle for %" PRId64 " ms: gave %zu bytes of cached host memory back",
+                    svc->device->name_str, now_ms - idle->busy_ms, bytes);
+}
+
 /* The event loop: control requests, tensors from peers (the transport is
  * polled here, not by a thread of its own, so the IPC offers it holds past
  * their limit are released here too) and the replies of steps that ended
@@ -421,6 +462,8 @@ static void *s_control_thread(void *arg)
     zf_exec_service_t *svc = arg;
     zf_engine_set_inline_thread(true);
     zf__svc_loop = svc;
+    zf_exec_idle_t idle = {0};
+    zf_exec_idle_busy(&idle, zf_remote_now_ms());
     while (!atomic_load(&svc->stop)) {
         zmq_pollitem_t items[3] = {
             {zf_socket_handle(svc->router), 0, ZMQ_POLLIN, 0},
@@ -436,7 +479,9 @@ static void *s_control_thread(void *arg)
         if (items[2].revents) zf_remote_pump(svc->remote, S_BATCH);
         if (items[0].revents) s_serve_requests(svc);
         s_flush_replies(svc);
-        zf_remote_expire(svc->remote, zf_remote_now_ms());
+        int64_t now_ms = zf_remote_now_ms();
+        zf_remote_expire(svc->remote, now_ms);
+        s_idle_turn(svc, &idle, rc > 0, now_ms);
     }
     return NULL;
 }

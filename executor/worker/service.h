@@ -119,6 +119,32 @@ void zf_exec_service_set_max_unclaimed_bytes(zf_exec_service_t *svc, size_t max_
 #define ZF_EXEC_MAX_GRAPH_BYTES ((int64_t)4 << 30)
 void zf_exec_service_set_graph_limits(zf_exec_service_t *svc, int max_graphs, int64_t max_bytes);
 
+/* Gives the host memory cache (common/host_memory.h: freed tensor blocks
+ * kept mapped for the next step) back to the system once the executor has
+ * been idle for idle_ms: no step running, and no request, tensor or step
+ * end for that long. The control thread trims (zf_host_memory_trim()), at
+ * most once per idle spell, only while no step runs (steps start on that
+ * thread, so none starts during the trim), and logs the bytes given back
+ * at info level. <= 0 (the default): never. zflow-executor sets it from
+ * --host-cache-idle-s (default ZF_EXEC_HOST_CACHE_IDLE_S seconds). */
+#define ZF_EXEC_HOST_CACHE_IDLE_S 60
+void zf_exec_service_set_host_cache_idle_ms(zf_exec_service_t *svc, int64_t idle_ms);
+
+/* The idle trim's decision, on its own for tests: when the executor was
+ * last busy and whether it has trimmed since. */
+typedef struct zf_exec_idle {
+    int64_t busy_ms; /* the monotonic time it was last busy (or started) */
+    bool trimmed;    /* trimmed since busy_ms */
+} zf_exec_idle_t;
+
+/* Records that the executor is busy at now_ms: a new idle spell starts. */
+void zf_exec_idle_busy(zf_exec_idle_t *idle, int64_t now_ms);
+
+/* True when the cache should be trimmed at now_ms: idle_ms > 0, at least
+ * idle_ms have passed since busy_ms, and it has not been trimmed since
+ * (it then counts as trimmed). */
+bool zf_exec_idle_trim_due(zf_exec_idle_t *idle, int64_t idle_ms, int64_t now_ms);
+
 /* The counters of the service's step table (tests, logs). */
 zf_rendezvous_mgr_stats_t zf_exec_service_rendezvous_stats(zf_exec_service_t *svc);
 

@@ -123,6 +123,7 @@ struct zf_exec_service {
     zf__svc_step_t *done_head, *done_tail; /* replies for the control thread */
     zf__svc_partial_t *partials;           /* partial runs calls may still come for */
     int n_partials;
+    _Atomic int64_t host_cache_idle_ms; /* zf_exec_service_set_host_cache_idle_ms(); 0: never */
 };
 
 /* The service whose control thread this is; NULL on every other thread. */

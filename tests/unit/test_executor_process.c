@@ -88,18 +88,42 @@ static int s_stop(s_child_t *c, int sig)
     return -1;
 }
 
-/* Runs the program to completion and returns its exit status. */
-static int s_exit_code(const char *const *args)
+/* Runs the program to completion and returns its exit status; with err,
+ * what it wrote to stderr (up to cap - 1 bytes) goes there. */
+static int s_exit_code_err(const char *const *args, char *err, size_t cap)
 {
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
     pid_t pid = fork();
     if (pid == 0) {
-        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(126);
+        if (!freopen("/dev/null", "w", stdout)) _exit(126);
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        close(fds[1]);
         execv(EXECUTOR, (char *const *)args);
         _exit(127);
     }
+    close(fds[1]);
+    size_t n = 0;
+    char sink[256];
+    for (;;) {
+        char *to = err && n + 1 < cap ? err + n : sink;
+        size_t room = err && n + 1 < cap ? cap - 1 - n : sizeof sink;
+        ssize_t got = read(fds[0], to, room);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        if (to != sink) n += (size_t)got;
+    }
+    close(fds[0]);
+    if (err) err[n] = '\0';
     int status = 0;
     waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int s_exit_code(const char *const *args)
+{
+    return s_exit_code_err(args, NULL, 0);
 }
 
 /* ---- the scheduler's side ------------------------------------------------- */
@@ -374,6 +398,43 @@ static void test_executor_process_runs_unregistered_and_rejects_bad_flags(void *
     assert_int_equal(s_exit_code(help), 0);
 }
 
+/* --host-cache-idle-s takes whole seconds, 0 (never trim) included;
+ * anything else is refused with exit code 2 and says what it got. */
+static void test_executor_process_takes_the_host_cache_idle_seconds(void **state)
+{
+    (void)state;
+    unsetenv("ZFLOW_BROKER");
+    const char *never[] = {EXECUTOR, "--device", "cpu:0", "--host-cache-idle-s", "0", NULL};
+    s_child_t c;
+    s_spawn(&c, never);
+    assert_non_null(strstr(c.line, "zflow-executor " CPU0 " control tcp://127.0.0.1:"));
+    assert_int_equal(s_stop(&c, SIGTERM), 0);
+    const char *soon[] = {EXECUTOR, "--device", "cpu:0", "--host-cache-idle-s", "5", NULL};
+    s_spawn(&c, soon);
+    assert_int_equal(s_stop(&c, SIGTERM), 0);
+    struct {
+        const char *value, *says;
+    } bad[] = {
+        {"-1", "zflow-executor: --host-cache-idle-s takes a number of seconds >= 0, not -1\n"},
+        {"1.5", "zflow-executor: --host-cache-idle-s takes a number of seconds >= 0, not 1.5\n"},
+        {"soon", "zflow-executor: --host-cache-idle-s takes a number of seconds >= 0, not soon\n"},
+        {"", "zflow-executor: --host-cache-idle-s takes a number of seconds >= 0, not \n"},
+    };
+    char err[512];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *args[] = {EXECUTOR,     "--device", "cpu:0", "--host-cache-idle-s",
+                              bad[i].value, NULL};
+        assert_int_equal(s_exit_code_err(args, err, sizeof err), 2);
+        char want[512];
+        snprintf(want, sizeof want, "%srun 'zflow-executor --help' for usage\n", bad[i].says);
+        assert_string_equal(err, want);
+    }
+    const char *missing[] = {EXECUTOR, "--device", "cpu:0", "--host-cache-idle-s", NULL};
+    assert_int_equal(s_exit_code_err(missing, err, sizeof err), 2);
+    assert_string_equal(err, "zflow-executor: a value is missing after --host-cache-idle-s\n"
+                             "run 'zflow-executor --help' for usage\n");
+}
+
 /* ---- two processes ------------------------------------------------------------ */
 
 #define CPU1 "/job:localhost/replica:0/task:0/device:CPU:1"
@@ -500,6 +561,7 @@ int main(void)
         cmocka_unit_test(test_a_restarted_executor_refuses_the_old_handle_with_aborted),
         cmocka_unit_test(test_executor_process_refuses_graphs_past_its_limits),
         cmocka_unit_test(test_executor_process_runs_unregistered_and_rejects_bad_flags),
+        cmocka_unit_test(test_executor_process_takes_the_host_cache_idle_seconds),
         cmocka_unit_test(test_two_executor_processes_run_a_split_graph_like_the_local_session),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

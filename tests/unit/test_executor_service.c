@@ -8,11 +8,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 #include <zmq.h>
 
 #include "common/graph.h"
 #include "common/graphdef_io.h"
+#include "common/host_memory.h"
 #include "common/log.h"
 #include "common/tensor_proto.h"
 #include "common/transport.h"
@@ -740,6 +742,101 @@ static void test_service_abort_of_a_dropped_step_is_a_no_op(void **state)
     zf_partition_set_destroy(&set);
 }
 
+/* ---- the idle trim of the host memory cache ------------------------------------ */
+
+/* The decision alone: due once idle_ms have passed since the executor was
+ * last busy, once per idle spell, never with idle_ms <= 0. */
+static void test_the_idle_trim_is_due_once_per_idle_spell(void **state)
+{
+    (void)state;
+    zf_exec_idle_t idle = {0};
+    zf_exec_idle_busy(&idle, 1000);
+    assert_false(zf_exec_idle_trim_due(&idle, 0, 1000 + 1000000)); /* 0: never */
+    assert_false(zf_exec_idle_trim_due(&idle, -5, 1000 + 1000000));
+    assert_false(zf_exec_idle_trim_due(&idle, 60000, 1000));
+    assert_false(zf_exec_idle_trim_due(&idle, 60000, 1000 + 59999));
+    assert_true(zf_exec_idle_trim_due(&idle, 60000, 1000 + 60000));
+    /* once per spell, however long it lasts */
+    assert_false(zf_exec_idle_trim_due(&idle, 60000, 1000 + 60001));
+    assert_false(zf_exec_idle_trim_due(&idle, 60000, 1000 + 10 * 60000));
+    /* busy again: a new spell from then */
+    zf_exec_idle_busy(&idle, 700000);
+    assert_false(zf_exec_idle_trim_due(&idle, 60000, 700000 + 59999));
+    assert_true(zf_exec_idle_trim_due(&idle, 60000, 700000 + 60000));
+    /* a setting changed within a spell applies to it */
+    zf_exec_idle_busy(&idle, 800000);
+    assert_false(zf_exec_idle_trim_due(&idle, 0, 800000 + 5000));
+    assert_true(zf_exec_idle_trim_due(&idle, 5000, 800000 + 5000));
+    zf_exec_idle_busy(&idle, 900000);
+    assert_false(zf_exec_idle_trim_due(&idle, 1, 900000));
+    assert_true(zf_exec_idle_trim_due(&idle, 1, 900000 + 1));
+}
+
+static zf_host_memory_stats_t s_host_stats(void)
+{
+    zf_host_memory_stats_t st;
+    zf_host_memory_stats(&st);
+    return st;
+}
+
+/* Waits until the host memory cache holds nothing; fails after WAIT_MS. */
+static void s_wait_cache_empty(void)
+{
+    for (int i = 0; i < WAIT_MS / 5 && s_host_stats().cached_bytes > 0; i++) {
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (s_host_stats().cached_bytes > 0) fail_msg("the idle executor never trimmed the cache");
+}
+
+/* Caches a freed block of bytes (a class size) and checks that it was. */
+static void s_cache_a_block(size_t bytes)
+{
+    size_t cached = s_host_stats().cached_bytes;
+    void *hint = NULL;
+    assert_non_null(zf_host_memory_alloc(bytes, 64, true, &hint));
+    zf_host_memory_free(hint);
+    assert_int_equal(s_host_stats().cached_bytes, cached + bytes);
+}
+
+/* A service told to trim after 1 ms of idleness gives the cached blocks
+ * back, then keeps what is freed later until it has been busy again: a
+ * step restarts the idle spell, and the next spell trims again. */
+static void test_an_idle_service_gives_the_host_cache_back_once_per_spell(void **state)
+{
+    s_fixture_t *f = *state;
+    zf_host_memory_trim();
+    zf_host_memory_stats_t start = s_host_stats();
+    s_cache_a_block(1 << 20);
+    zf_exec_service_set_host_cache_idle_ms(f->svc[0], 1);
+    s_wait_cache_empty();
+    zf_host_memory_stats_t st = s_host_stats();
+    assert_int_equal(st.mapped_bytes, start.mapped_bytes);
+    assert_int_equal(st.evictions, start.evictions); /* a trim, not an eviction */
+    /* trimmed in this spell, the service trims no more until it has been
+     * busy: a block freed now is cached, and a step's end starts the spell
+     * that gives it back */
+    s_cache_a_block(512 << 10);
+    zf_partition_set_t *set = s_partition(f, s_local_graph, "x", "y");
+    const zf_partition_t *p = s_part(set, f->dev[0]);
+    uint64_t inc = zf_exec_service_incarnation(f->svc[0]);
+    char *handle = s_register_ok(f->dealer[0], p->graph, inc);
+    zf_tensor_t *x = s_floats3(1, -2, 3);
+    s_run(f->dealer[0], 5, handle, inc, 5, p->feeds[0].key, x, p->fetches[0].key);
+    zf_status_t s = ZF_STATUS_OK;
+    Zflow__Envelope *reply = s_run_reply(f->dealer[0], &s);
+    ASSERT_OK(s);
+    s_expect_floats(reply->run_graph_reply->fetches[0]->tensor, 1, 4, 9);
+    zflow__envelope__free_unpacked(reply, NULL);
+    s_wait_cache_empty();
+    st = s_host_stats();
+    assert_int_equal(st.mapped_bytes, start.mapped_bytes);
+    assert_int_equal(st.evictions, start.evictions);
+    zf_tensor_unref(&x);
+    free(handle);
+    zf_partition_set_destroy(&set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -753,6 +850,8 @@ int main(void)
         T(test_a_step_waits_for_the_endpoint_of_a_peer_it_sends_to),
         T(test_service_fails_a_step_whose_early_tensor_is_over_the_unclaimed_limit),
         T(test_service_abort_of_a_dropped_step_is_a_no_op),
+        cmocka_unit_test(test_the_idle_trim_is_due_once_per_idle_spell),
+        T(test_an_idle_service_gives_the_host_cache_back_once_per_spell),
 #undef T
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,6 +9,10 @@
 #include <string.h>
 #include <cmocka.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 #include "common/host_memory.h"
 #include "common/tensor.h"
 
@@ -28,6 +32,30 @@ static bool s_all(const void *p, size_t n, unsigned char v)
     for (size_t i = 0; i < n; i++)
         if (b[i] != v) return false;
     return true;
+}
+
+/* In builds with AddressSanitizer: whether every byte of p[0, n) is
+ * poisoned (want true) or none is (want false). Elsewhere true. */
+static bool s_poisoned(const void *p, size_t n, bool want)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    if (!want) return __asan_region_is_poisoned((void *)(uintptr_t)p, n) == NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!__asan_address_is_poisoned((const char *)p + i)) return false;
+    return true;
+#else
+    (void)p, (void)n, (void)want;
+    return true;
+#endif
+}
+
+/* Allocates a block of size bytes (a class size) and fails the test
+ * without one. */
+static void *s_alloc(size_t size, void **hint)
+{
+    void *p = zf_host_memory_alloc(size, 64, false, hint);
+    assert_non_null(p);
+    return p;
 }
 
 static int s_setup(void **state)
@@ -173,20 +201,28 @@ static void test_the_cache_keeps_to_its_limit(void **state)
 {
     (void)state;
     zf_host_memory_set_cache_limit(MiB);
-    void *h[3] = {NULL};
-    for (int i = 0; i < 3; i++) assert_non_null(zf_host_memory_alloc(768 * KiB, 64, true, &h[i]));
+    void *h[3] = {NULL}, *p[3] = {NULL};
+    for (int i = 0; i < 3; i++) p[i] = s_alloc(768 * KiB, &h[i]);
     zf_host_memory_stats_t st = s_stats();
+    unsigned long long evictions = st.evictions;
     assert_int_equal(st.mapped_bytes, 3 * 768 * KiB);
     for (int i = 0; i < 3; i++) zf_host_memory_free(h[i]);
+    /* each block fits alone but not beside another: each free but the
+     * first evicts the block freed before it */
     st = s_stats();
     assert_int_equal(st.cached_blocks, 1);
     assert_int_equal(st.cached_bytes, 768 * KiB);
     assert_int_equal(st.mapped_bytes, 768 * KiB);
+    assert_int_equal(st.evictions, evictions + 2);
+    void *again = NULL;
+    assert_ptr_equal(s_alloc(768 * KiB, &again), p[2]);
+    zf_host_memory_free(again);
     /* lowering the limit releases what no longer fits */
     zf_host_memory_set_cache_limit(512 * KiB);
     st = s_stats();
     assert_int_equal(st.cached_bytes, 0);
     assert_int_equal(st.mapped_bytes, 0);
+    assert_int_equal(st.evictions, evictions + 3);
     /* a limit of 0 turns the cache off */
     zf_host_memory_set_cache_limit(0);
     assert_non_null(zf_host_memory_alloc(MiB, 64, true, &h[0]));
@@ -194,6 +230,7 @@ static void test_the_cache_keeps_to_its_limit(void **state)
     st = s_stats();
     assert_int_equal(st.cached_bytes, 0);
     assert_int_equal(st.mapped_bytes, 0);
+    assert_int_equal(st.evictions, evictions + 3); /* nothing was cached to make room in */
 }
 
 static void test_trim_releases_every_cached_block(void **state)
@@ -203,12 +240,170 @@ static void test_trim_releases_every_cached_block(void **state)
     size_t sizes[4] = {256 * KiB, 300 * KiB, 2 * MiB, 5 * MiB};
     for (int i = 0; i < 4; i++) assert_non_null(zf_host_memory_alloc(sizes[i], 64, true, &h[i]));
     for (int i = 0; i < 4; i++) zf_host_memory_free(h[i]);
-    assert_int_equal(s_stats().cached_blocks, 4);
-    zf_host_memory_trim();
+    zf_host_memory_stats_t before = s_stats();
+    assert_int_equal(before.cached_blocks, 4);
+    /* the classes: 256 KiB, 320 KiB, 2 MiB and 5 MiB */
+    assert_int_equal(zf_host_memory_trim(), 256 * KiB + 320 * KiB + 2 * MiB + 5 * MiB);
     zf_host_memory_stats_t st = s_stats();
     assert_int_equal(st.cached_blocks, 0);
     assert_int_equal(st.cached_bytes, 0);
     assert_int_equal(st.mapped_bytes, 0);
+    assert_int_equal(st.evictions, before.evictions); /* a trim is not an eviction */
+    assert_int_equal(zf_host_memory_trim(), 0);
+}
+
+/* A freed block that does not fit beside the cached ones is cached all
+ * the same: the blocks freed longest ago, of any class, are unmapped to
+ * make room, however small they are, and the others stay. */
+static void test_the_blocks_freed_longest_ago_make_room(void **state)
+{
+    (void)state;
+    const size_t a = 256 * KiB, b = 512 * KiB, c = 768 * KiB;
+    zf_host_memory_set_cache_limit(a + c + 256 * KiB); /* 1280 KiB: B and C fit, A, B and C not */
+    void *ha = NULL, *hb = NULL, *hc = NULL;
+    void *pa = s_alloc(a, &ha), *pb = s_alloc(b, &hb), *pc = s_alloc(c, &hc);
+    zf_host_memory_stats_t before = s_stats();
+    assert_int_equal(before.mapped_bytes, a + b + c);
+    zf_host_memory_free(ha);
+    zf_host_memory_free(hb);
+    zf_host_memory_stats_t st = s_stats();
+    assert_int_equal(st.cached_bytes, a + b);
+    assert_int_equal(st.evictions, before.evictions);
+    zf_host_memory_free(hc); /* 256 + 512 + 768 KiB > 1280 KiB: A goes */
+    st = s_stats();
+    assert_int_equal(st.cached_blocks, 2);
+    assert_int_equal(st.cached_bytes, b + c);
+    assert_int_equal(st.mapped_bytes, b + c);
+    assert_int_equal(st.evictions, before.evictions + 1);
+    assert_true(s_poisoned(pb, b, true));
+    assert_true(s_poisoned(pc, c, true));
+    /* A's class maps a new block; B's and C's come from the cache */
+    void *h1 = NULL, *h2 = NULL, *h3 = NULL;
+    assert_non_null(s_alloc(a, &h1));
+    assert_ptr_equal(s_alloc(b, &h2), pb);
+    assert_ptr_equal(s_alloc(c, &h3), pc);
+    assert_true(s_poisoned(pb, b, false));
+    assert_true(s_poisoned(pc, c, false));
+    zf_host_memory_stats_t after = s_stats();
+    assert_int_equal(after.misses, st.misses + 1);
+    assert_int_equal(after.hits, st.hits + 2);
+    assert_int_equal(after.cached_blocks, 0);
+    assert_int_equal(after.cached_bytes, 0);
+    assert_int_equal(after.mapped_bytes, a + b + c);
+    (void)pa;
+    zf_host_memory_free(h1);
+    zf_host_memory_free(h2);
+    zf_host_memory_free(h3);
+}
+
+/* A block that needs more room than the oldest block frees evicts as many
+ * of the oldest as it takes, and no more. */
+static void test_a_block_evicts_as_many_old_blocks_as_it_needs(void **state)
+{
+    (void)state;
+    zf_host_memory_set_cache_limit(MiB);
+    const size_t sizes[4] = {256 * KiB, 320 * KiB, 384 * KiB, 512 * KiB};
+    void *h[4] = {NULL}, *p[4] = {NULL};
+    for (int i = 0; i < 4; i++) p[i] = s_alloc(sizes[i], &h[i]);
+    zf_host_memory_stats_t before = s_stats();
+    for (int i = 0; i < 3; i++) zf_host_memory_free(h[i]); /* 960 KiB */
+    /* 512 KiB more: the cache must come down to 512 KiB; without the
+     * first (704 KiB) it has not, without the second too (384 KiB) it has */
+    zf_host_memory_free(h[3]);
+    zf_host_memory_stats_t st = s_stats();
+    assert_int_equal(st.cached_blocks, 2);
+    assert_int_equal(st.cached_bytes, sizes[2] + sizes[3]);
+    assert_int_equal(st.mapped_bytes, sizes[2] + sizes[3]);
+    assert_int_equal(st.evictions, before.evictions + 2);
+    void *h2 = NULL, *h3 = NULL;
+    assert_ptr_equal(s_alloc(sizes[2], &h2), p[2]);
+    assert_ptr_equal(s_alloc(sizes[3], &h3), p[3]);
+    zf_host_memory_free(h2);
+    zf_host_memory_free(h3);
+}
+
+/* A block larger than the whole limit is unmapped and evicts nothing; one
+ * of exactly the limit evicts everything else and is cached. */
+static void test_a_block_larger_than_the_limit_evicts_nothing(void **state)
+{
+    (void)state;
+    zf_host_memory_set_cache_limit(MiB);
+    void *ha = NULL, *hbig = NULL, *hfit = NULL;
+    void *pa = s_alloc(256 * KiB, &ha);
+    zf_host_memory_free(ha);
+    zf_host_memory_stats_t before = s_stats();
+    assert_non_null(s_alloc(MiB + 1, &hbig)); /* a class of 1280 KiB */
+    assert_int_equal(s_stats().mapped_bytes, before.mapped_bytes + MiB + 256 * KiB);
+    zf_host_memory_free(hbig);
+    zf_host_memory_stats_t st = s_stats();
+    assert_int_equal(st.cached_blocks, 1);
+    assert_int_equal(st.cached_bytes, 256 * KiB);
+    assert_int_equal(st.mapped_bytes, 256 * KiB);
+    assert_int_equal(st.evictions, before.evictions);
+    void *again = NULL;
+    assert_ptr_equal(s_alloc(256 * KiB, &again), pa);
+    zf_host_memory_free(again);
+    void *pfit = s_alloc(MiB, &hfit);
+    zf_host_memory_free(hfit);
+    st = s_stats();
+    assert_int_equal(st.cached_blocks, 1);
+    assert_int_equal(st.cached_bytes, MiB);
+    assert_int_equal(st.mapped_bytes, MiB);
+    assert_int_equal(st.evictions, before.evictions + 1);
+    assert_ptr_equal(s_alloc(MiB, &hfit), pfit);
+    zf_host_memory_free(hfit);
+}
+
+/* Blocks of a class are handed out most recently freed first even with
+ * blocks of other classes freed between them, and a block taken from the
+ * middle of the recency order leaves the order of the rest as it was: a
+ * lower limit evicts the least recently freed of those that stay. */
+static void test_a_class_is_lifo_and_a_lower_limit_evicts_the_oldest(void **state)
+{
+    (void)state;
+    const size_t a = 256 * KiB, b = 512 * KiB, c = 320 * KiB, d = 384 * KiB;
+    void *ha1 = NULL, *ha2 = NULL, *hb = NULL, *hc = NULL, *hd = NULL;
+    void *pa1 = s_alloc(a, &ha1), *pa2 = s_alloc(a, &ha2);
+    void *pb = s_alloc(b, &hb), *pc = s_alloc(c, &hc), *pd = s_alloc(d, &hd);
+    /* freed: A1, B, A2, C, D */
+    zf_host_memory_free(ha1);
+    zf_host_memory_free(hb);
+    zf_host_memory_free(ha2);
+    zf_host_memory_free(hc);
+    zf_host_memory_free(hd);
+    assert_int_equal(s_stats().cached_bytes, 2 * a + b + c + d);
+    void *h = NULL;
+    assert_ptr_equal(s_alloc(a, &h), pa2); /* the last A freed, not the first */
+    assert_ptr_equal(s_alloc(c, &hc), pc); /* C, from the middle of the order */
+    zf_host_memory_stats_t before = s_stats();
+    assert_int_equal(before.cached_bytes, a + b + d); /* A1, B, D, oldest first */
+    zf_host_memory_set_cache_limit(b + d);
+    zf_host_memory_stats_t st = s_stats();
+    assert_int_equal(st.cached_blocks, 2);
+    assert_int_equal(st.cached_bytes, b + d);
+    assert_int_equal(st.mapped_bytes, a + c + b + d); /* A2 and C in use */
+    assert_int_equal(st.evictions, before.evictions + 1);
+    zf_host_memory_set_cache_limit(d);
+    st = s_stats();
+    assert_int_equal(st.cached_bytes, d);
+    assert_int_equal(st.evictions, before.evictions + 2);
+    void *hd2 = NULL;
+    assert_ptr_equal(s_alloc(d, &hd2), pd);
+    zf_host_memory_free(hd2);
+    /* C fits alone under the limit, not beside D: D goes */
+    zf_host_memory_free(hc);
+    st = s_stats();
+    assert_int_equal(st.cached_blocks, 1);
+    assert_int_equal(st.cached_bytes, c);
+    assert_int_equal(st.mapped_bytes, a + c);
+    assert_int_equal(st.evictions, before.evictions + 3);
+    /* A2 does not fit beside C: C goes */
+    zf_host_memory_free(h);
+    st = s_stats();
+    assert_int_equal(st.cached_bytes, a);
+    assert_int_equal(st.mapped_bytes, a);
+    assert_int_equal(st.evictions, before.evictions + 4);
+    (void)pa1, (void)pb;
 }
 
 /* Threads allocating and freeing blocks of many classes at once: each
@@ -258,6 +453,10 @@ static void test_threads_share_the_cache(void **state)
     assert_true(st.cached_bytes <= 32 * MiB);
     assert_int_equal(st.mapped_bytes, st.cached_bytes);
     assert_true(st.hits > 0);
+    assert_int_equal(zf_host_memory_trim(), st.cached_bytes);
+    st = s_stats();
+    assert_int_equal(st.cached_blocks, 0);
+    assert_int_equal(st.mapped_bytes, 0);
 }
 
 /* A tensor from zf_tensor_new is zeros even when its block was an
@@ -334,6 +533,10 @@ int main(void)
         cmocka_unit_test_setup(test_the_last_block_freed_is_the_first_reused, s_setup),
         cmocka_unit_test_setup(test_the_cache_keeps_to_its_limit, s_setup),
         cmocka_unit_test_setup(test_trim_releases_every_cached_block, s_setup),
+        cmocka_unit_test_setup(test_the_blocks_freed_longest_ago_make_room, s_setup),
+        cmocka_unit_test_setup(test_a_block_evicts_as_many_old_blocks_as_it_needs, s_setup),
+        cmocka_unit_test_setup(test_a_block_larger_than_the_limit_evicts_nothing, s_setup),
+        cmocka_unit_test_setup(test_a_class_is_lifo_and_a_lower_limit_evicts_the_oldest, s_setup),
         cmocka_unit_test_setup(test_threads_share_the_cache, s_setup),
         cmocka_unit_test_setup(test_a_new_tensor_is_zero_in_a_reused_block, s_setup),
         cmocka_unit_test_setup(test_an_uninitialised_string_tensor_holds_empty_strings, s_setup),
