@@ -39,6 +39,7 @@ typedef struct {
     int *send_feed;          /* per partition feed endpoint: index into feeds */
     const char **send_key;   /* ... and its key (borrowed from set) */
     int n_sends;
+    zf_partial_run_t *prun; /* a partial run's needs, nothing given: NULL until a setup; under mu */
 } s_callable_t;
 
 struct zf_local_session {
@@ -152,6 +153,7 @@ static void s_callable_destroy(s_callable_t **p_p)
     free(p->fetch_keys);
     free(p->send_feed);
     free(p->send_key);
+    zf_partial_run_free(&p->prun);
     free(p);
 }
 
@@ -592,10 +594,18 @@ zf_status_t zf_local_session_partial_run_setup(zf_local_session_t *s, const char
         st = zf_partial_run_table_room(s->pruns);
         pthread_mutex_unlock(&s->mu);
     }
-    if (zf_ok(st)) {
+    if (zf_ok(st)) { /* the signature's needs, walked once */
         pr->p = p;
+        pthread_mutex_lock(&s->mu);
+        if (p->prun) st = zf_partial_run_clone(p->prun, &pr->given);
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (zf_ok(st) && !pr->given) {
         st = zf_partial_run_new(s->graph, (const char *const *)p->feeds, p->n_feeds,
                                 (const char *const *)p->fetches, p->n_fetches, &pr->given);
+        pthread_mutex_lock(&s->mu);
+        if (zf_ok(st)) zf_partial_run_keep(&p->prun, pr->given);
+        pthread_mutex_unlock(&s->mu);
     }
     int64_t step = atomic_fetch_add(&s->next_step, 1);
     if (zf_ok(st)) st = zf_rendezvous_new(step, &pr->r);

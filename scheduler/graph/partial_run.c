@@ -191,6 +191,41 @@ zf_status_t zf_partial_run_new(const zf_graph_t *g, const char *const *feeds, in
     return ZF_STATUS_OK;
 }
 
+zf_status_t zf_partial_run_clone(const zf_partial_run_t *pr, zf_partial_run_t **out)
+{
+    *out = NULL;
+    zf_partial_run_t *c = calloc(1, sizeof *c);
+    if (!c) return zf_out_of_memory("a partial run");
+    size_t n_needs = (size_t)pr->needs_at[pr->n_fetches];
+    c->n_feeds = pr->n_feeds;
+    c->n_fetches = pr->n_fetches;
+    c->feeds = s_copy((const char *const *)pr->feeds, pr->n_feeds);
+    c->fetches = s_copy((const char *const *)pr->fetches, pr->n_fetches);
+    c->fed = calloc((size_t)pr->n_feeds + 1, sizeof *c->fed);
+    c->fetched = calloc((size_t)pr->n_fetches + 1, sizeof *c->fetched);
+    c->needs = malloc((n_needs + 1) * sizeof *c->needs);
+    c->needs_at = malloc(((size_t)pr->n_fetches + 1) * sizeof *c->needs_at);
+    c->pending = pr->n_feeds + pr->n_fetches;
+    if (!c->feeds) c->n_feeds = 0;
+    if (!c->fetches) c->n_fetches = 0;
+    if (!c->feeds || !c->fetches || !c->fed || !c->fetched || !c->needs || !c->needs_at) {
+        zf_partial_run_free(&c);
+        return zf_out_of_memory("a partial run");
+    }
+    memcpy(c->needs, pr->needs, n_needs * sizeof *c->needs);
+    memcpy(c->needs_at, pr->needs_at, ((size_t)pr->n_fetches + 1) * sizeof *c->needs_at);
+    *out = c;
+    return ZF_STATUS_OK;
+}
+
+void zf_partial_run_keep(zf_partial_run_t **cache, const zf_partial_run_t *pr)
+{
+    if (*cache) return;
+    zf_status_t st = zf_partial_run_clone(pr, cache);
+    zf_status_clear(&st);
+    /* the copy is taken before any call marks pr: nothing given in it */
+}
+
 /* Whether feed k is given by an earlier call or by this one's feeds (now[k]). */
 static bool s_given(const zf_partial_run_t *pr, const bool *now, int k)
 {

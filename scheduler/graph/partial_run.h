@@ -43,6 +43,19 @@ zf_status_t zf_partial_run_new(const zf_graph_t *g, const char *const *feeds, in
 
 void zf_partial_run_free(zf_partial_run_t **pr);
 
+/* A new partial run with pr's feeds, fetches and needs, nothing given
+ * yet: for a setup of a signature seen before, without walking the graph
+ * again (a session keeps one untouched per signature; the needs of a
+ * signature's fetches do not change when the graph grows, as an extension
+ * adds nodes, never inputs to the nodes there). Errors:
+ * RESOURCE_EXHAUSTED. */
+zf_status_t zf_partial_run_clone(const zf_partial_run_t *pr, zf_partial_run_t **out);
+
+/* Keeps a copy of pr, nothing given yet, in *cache for later setups of its
+ * signature (zf_partial_run_clone()), unless *cache holds one already.
+ * Without memory for it nothing is kept: the next setup walks again. */
+void zf_partial_run_keep(zf_partial_run_t **cache, const zf_partial_run_t *pr);
+
 /* Checks a call's feeds (no name twice) and fetches (a name may repeat),
  * canonical names in the caller's order, against the setup and what was
  * given before, as TensorFlow does: INVALID_ARGUMENT "The feed x:0 was not

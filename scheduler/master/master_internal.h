@@ -270,6 +270,8 @@ struct zf__master_plan {
     bool dropped;
     zf__master_cost_t *cost; /* its traced steps' costs (NULL: none yet); under m->mu */
     int64_t cost_steps;      /* its steps traced for the session's cost_every; under m->mu */
+    zf_partial_run_t
+        *prun; /* a partial run's needs, nothing given (NULL: no setup yet); under m->mu */
 };
 
 /* The session's plan for nm's signature, built (placed, partitioned,

@@ -28,6 +28,7 @@ static void s_plan_free(zf__master_plan_t *p)
     free(p->nodes);
     free(p->fetch_key);
     zf__master_cost_free(&p->cost);
+    zf_partial_run_free(&p->prun);
     zf_partition_set_destroy(&p->set);
     zf__master_free_strv(p->feeds, p->n_feeds);
     zf__master_free_strv(p->fetches, p->n_fetches);

@@ -332,6 +332,55 @@ static void test_table_drain(void **state)
 
 /* ---- tests ------------------------------------------------------------------- */
 
+/* A copy of a partial run (for a later setup of its signature) has its
+ * needs and none of its progress, and the two go on apart; a session's
+ * cache keeps its first copy. */
+static void test_a_partial_run_copy_shares_needs_not_progress(void **state)
+{
+    (void)state;
+    Tensorflow__GraphDef *gd = NULL;
+    ASSERT_OK(zf_graphdef_read_file(GRAPH, ZF_FORMAT_AUTO, &gd));
+    zf_graph_t *g = NULL;
+    ASSERT_OK(zf_graph_new_from_graphdef(gd, &g));
+    const char *feeds[3] = {"a:0", "b:0", "c:0"}, *fetches[2] = {"r1:0", "r2:0"};
+    zf_partial_run_t *pr = NULL, *copy = NULL, *cache = NULL;
+    ASSERT_OK(zf_partial_run_new(g, feeds, 3, fetches, 2, &pr));
+    zf_partial_run_keep(&cache, pr);
+    assert_non_null(cache);
+    const zf_partial_run_t *first = cache;
+    zf_partial_run_keep(&cache, pr); /* kept already: unchanged */
+    assert_ptr_equal(cache, first);
+    /* a and b given to the original only */
+    const char *ab[2] = {"a:0", "b:0"}, *r1[1] = {"r1:0"}, *r2[1] = {"r2:0"};
+    ASSERT_OK(zf_partial_run_check(pr, ab, 2, r1, 1));
+    assert_false(zf_partial_run_mark(pr, ab, 2, r1, 1));
+    ASSERT_OK(zf_partial_run_clone(cache, &copy));
+    /* the copy needs a and b for r1, as the original did */
+    zf_test_expect_error(zf_partial_run_check(copy, NULL, 0, r1, 1), ZF_INVALID_ARGUMENT,
+                         "Fetch r1:0 can't be computed from the feeds that have been fed so far: "
+                         "it needs feed a:0");
+    ASSERT_OK(zf_partial_run_check(copy, ab, 2, r1, 1));
+    /* the original has them, and r1 taken; r2 needs c in both */
+    zf_test_expect_error(zf_partial_run_check(pr, ab, 1, NULL, 0), ZF_INVALID_ARGUMENT,
+                         "The feed a:0 has already been fed.");
+    zf_test_expect_error(zf_partial_run_check(pr, NULL, 0, r2, 1), ZF_INVALID_ARGUMENT,
+                         "it needs feed c:0");
+    zf_test_expect_error(zf_partial_run_check(copy, ab, 2, r2, 1), ZF_INVALID_ARGUMENT,
+                         "it needs feed c:0");
+    /* the copy completes on its own; the cache still needs everything */
+    const char *abc[3] = {"a:0", "b:0", "c:0"};
+    const char *both[2] = {"r1:0", "r2:0"};
+    ASSERT_OK(zf_partial_run_check(copy, abc, 3, both, 2));
+    assert_true(zf_partial_run_mark(copy, abc, 3, both, 2));
+    zf_test_expect_error(zf_partial_run_check(cache, NULL, 0, r1, 1), ZF_INVALID_ARGUMENT,
+                         "it needs feed a:0");
+    zf_partial_run_free(&copy);
+    zf_partial_run_free(&cache);
+    zf_partial_run_free(&pr);
+    zf_graph_destroy(&g);
+    tensorflow__graph_def__free_unpacked(gd, NULL);
+}
+
 /* TensorFlow's testPartialRun: r1 from a and b in the first call; the
  * client computes c from it and the second call gives r2 = r1 * c, the
  * partition on CPU:1 having waited for c. Twice, so the first step's
@@ -527,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_table_take_and_release),
         cmocka_unit_test(test_table_remove_and_ring),
         cmocka_unit_test(test_table_drain),
+        cmocka_unit_test(test_a_partial_run_copy_shares_needs_not_progress),
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_calls_across_executors),
