@@ -104,6 +104,20 @@ static int s_fail(int code, const char *what, const char *arg)
     return code;
 }
 
+/* The numeric flags that take 0 too, and what their number counts (the
+ * others take a positive number); NULL for any other flag. */
+static const char *s_zero_ok(const char *flag)
+{
+    static const char *const flags[][2] = {
+        {"--task", "a number"},
+        {"--shm-mib", "a number"},
+        {"--host-cache-idle-s", "a number of seconds"},
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (strcmp(flag, flags[i][0]) == 0) return flags[i][1];
+    return NULL;
+}
+
 static bool s_parse_int(const char *text, int min, int *out)
 {
     long v = 0;
@@ -163,21 +177,15 @@ static int s_parse(int argc, char **argv, s_flags_t *f)
         if (i + 1 >= argc) return s_fail(2, "a value is missing after", a);
         const char *v = argv[++i];
         if (str) *str = v;
-        if (strcmp(a, "--task") == 0) {
-            if (!s_parse_int(v, 0, &f->task))
-                return s_fail(2, "--task takes a number >= 0, not", v);
-            f->task_set = true;
-            continue;
-        }
-        if (strcmp(a, "--shm-mib") == 0) {
-            if (!s_parse_int(v, 0, &f->shm_mib))
-                return s_fail(2, "--shm-mib takes a number >= 0, not", v);
-            f->shm_mib_set = true;
-            continue;
-        }
-        if (strcmp(a, "--host-cache-idle-s") == 0) {
-            if (!s_parse_int(v, 0, &f->host_cache_idle_s))
-                return s_fail(2, "--host-cache-idle-s takes a number of seconds >= 0, not", v);
+        const char *zero_ok = s_zero_ok(a);
+        if (zero_ok) {
+            if (!s_parse_int(v, 0, num)) {
+                char what[96];
+                snprintf(what, sizeof what, "%s takes %s >= 0, not", a, zero_ok);
+                return s_fail(2, what, v);
+            }
+            f->task_set |= num == &f->task;
+            f->shm_mib_set |= num == &f->shm_mib;
             continue;
         }
         if (num && !s_parse_int(v, 1, num)) return s_fail(2, "a positive number must follow", a);
