@@ -596,16 +596,9 @@ zf_status_t zf_local_session_partial_run_setup(zf_local_session_t *s, const char
     }
     if (zf_ok(st)) { /* the signature's needs, walked once */
         pr->p = p;
-        pthread_mutex_lock(&s->mu);
-        if (p->prun) st = zf_partial_run_clone(p->prun, &pr->given);
-        pthread_mutex_unlock(&s->mu);
-    }
-    if (zf_ok(st) && !pr->given) {
-        st = zf_partial_run_new(s->graph, (const char *const *)p->feeds, p->n_feeds,
-                                (const char *const *)p->fetches, p->n_fetches, &pr->given);
-        pthread_mutex_lock(&s->mu);
-        if (zf_ok(st)) zf_partial_run_keep(&p->prun, pr->given);
-        pthread_mutex_unlock(&s->mu);
+        st = zf_partial_run_for(&p->prun, &s->mu, NULL, s->graph, (const char *const *)p->feeds,
+                                p->n_feeds, (const char *const *)p->fetches, p->n_fetches,
+                                &pr->given);
     }
     int64_t step = atomic_fetch_add(&s->next_step, 1);
     if (zf_ok(st)) st = zf_rendezvous_new(step, &pr->r);

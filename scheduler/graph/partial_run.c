@@ -218,12 +218,29 @@ zf_status_t zf_partial_run_clone(const zf_partial_run_t *pr, zf_partial_run_t **
     return ZF_STATUS_OK;
 }
 
-void zf_partial_run_keep(zf_partial_run_t **cache, const zf_partial_run_t *pr)
+zf_status_t zf_partial_run_for(zf_partial_run_t **cache, pthread_mutex_t *mu,
+                               pthread_mutex_t *walk_mu, const zf_graph_t *g,
+                               const char *const *feeds, int n_feeds, const char *const *fetches,
+                               int n_fetches, zf_partial_run_t **out)
 {
-    if (*cache) return;
-    zf_status_t st = zf_partial_run_clone(pr, cache);
-    zf_status_clear(&st);
-    /* the copy is taken before any call marks pr: nothing given in it */
+    pthread_mutex_lock(mu);
+    const zf_partial_run_t *kept = *cache;
+    pthread_mutex_unlock(mu);
+    if (kept) return zf_partial_run_clone(kept, out);
+    if (walk_mu) pthread_mutex_lock(walk_mu);
+    zf_status_t st = zf_partial_run_new(g, feeds, n_feeds, fetches, n_fetches, out);
+    if (walk_mu) pthread_mutex_unlock(walk_mu);
+    zf_partial_run_t *copy = NULL; /* nothing given in it yet */
+    zf_status_t cs = zf_ok(st) ? zf_partial_run_clone(*out, &copy) : ZF_STATUS_OK;
+    zf_status_clear(&cs);
+    pthread_mutex_lock(mu);
+    if (copy && !*cache) {
+        *cache = copy;
+        copy = NULL;
+    }
+    pthread_mutex_unlock(mu);
+    zf_partial_run_free(&copy); /* another setup kept its own first */
+    return st;
 }
 
 /* Whether feed k is given by an earlier call or by this one's feeds (now[k]). */

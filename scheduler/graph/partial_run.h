@@ -19,6 +19,7 @@
 #ifndef ZF_SCHEDULER_GRAPH_PARTIAL_RUN_H
 #define ZF_SCHEDULER_GRAPH_PARTIAL_RUN_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -51,10 +52,17 @@ void zf_partial_run_free(zf_partial_run_t **pr);
  * RESOURCE_EXHAUSTED. */
 zf_status_t zf_partial_run_clone(const zf_partial_run_t *pr, zf_partial_run_t **out);
 
-/* Keeps a copy of pr, nothing given yet, in *cache for later setups of its
- * signature (zf_partial_run_clone()), unless *cache holds one already.
- * Without memory for it nothing is kept: the next setup walks again. */
-void zf_partial_run_keep(zf_partial_run_t **cache, const zf_partial_run_t *pr);
+/* A setup's partial run for a signature whose needs *cache keeps (NULL
+ * until the first setup; set once, read and set under mu, then never
+ * changed, so it is copied after mu is let go, for as long as the cache's
+ * owner lives): a copy of them, else zf_partial_run_new() (under walk_mu
+ * when not NULL) with a copy kept in *cache for the next setup (none
+ * without memory for it: that setup walks again). Errors: those of
+ * zf_partial_run_new(), RESOURCE_EXHAUSTED. */
+zf_status_t zf_partial_run_for(zf_partial_run_t **cache, pthread_mutex_t *mu,
+                               pthread_mutex_t *walk_mu, const zf_graph_t *g,
+                               const char *const *feeds, int n_feeds, const char *const *fetches,
+                               int n_fetches, zf_partial_run_t **out);
 
 /* Checks a call's feeds (no name twice) and fetches (a name may repeat),
  * canonical names in the caller's order, against the setup and what was

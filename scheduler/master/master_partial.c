@@ -100,22 +100,13 @@ static zf_status_t s_setup(zf_master_t *m, zf__master_session_t *s, const Zflow_
         st = zf_partial_run_table_room(s->pruns);
         pthread_mutex_unlock(&m->mu);
     }
-    if (zf_ok(st)) { /* the signature's needs, walked once (an extension changes none) */
-        pthread_mutex_lock(&m->mu);
-        if (pr->p->prun) st = zf_partial_run_clone(pr->p->prun, &pr->given);
-        pthread_mutex_unlock(&m->mu);
-    }
-    if (zf_ok(st) && !pr->given) { /* a walk of the graph: under the session's build lock,
-                                      which an extension holds to change it, not the master's */
-        pthread_mutex_lock(&s->build);
-        st = zf_partial_run_new(s->graph, (const char *const *)pr->nm.s_feeds, pr->nm.ns_feeds,
-                                (const char *const *)pr->nm.s_fetches, pr->nm.ns_fetches,
-                                &pr->given);
-        pthread_mutex_unlock(&s->build);
-        pthread_mutex_lock(&m->mu);
-        if (zf_ok(st)) zf_partial_run_keep(&pr->p->prun, pr->given);
-        pthread_mutex_unlock(&m->mu);
-    }
+    /* the signature's needs, walked once (an extension changes none): the
+     * walk under the session's build lock, which an extension holds to
+     * change the graph, not the master's */
+    if (zf_ok(st))
+        st = zf_partial_run_for(
+            &pr->p->prun, &m->mu, &s->build, s->graph, (const char *const *)pr->nm.s_feeds,
+            pr->nm.ns_feeds, (const char *const *)pr->nm.s_fetches, pr->nm.ns_fetches, &pr->given);
     if (zf_ok(st)) {
         pthread_mutex_lock(&m->mu);
         if (s->closed) {

@@ -334,7 +334,7 @@ static void test_table_drain(void **state)
 
 /* A copy of a partial run (for a later setup of its signature) has its
  * needs and none of its progress, and the two go on apart; a session's
- * cache keeps its first copy. */
+ * cache keeps its first copy, and a setup that finds it does not walk. */
 static void test_a_partial_run_copy_shares_needs_not_progress(void **state)
 {
     (void)state;
@@ -343,13 +343,19 @@ static void test_a_partial_run_copy_shares_needs_not_progress(void **state)
     zf_graph_t *g = NULL;
     ASSERT_OK(zf_graph_new_from_graphdef(gd, &g));
     const char *feeds[3] = {"a:0", "b:0", "c:0"}, *fetches[2] = {"r1:0", "r2:0"};
-    zf_partial_run_t *pr = NULL, *copy = NULL, *cache = NULL;
-    ASSERT_OK(zf_partial_run_new(g, feeds, 3, fetches, 2, &pr));
-    zf_partial_run_keep(&cache, pr);
+    zf_partial_run_t *pr = NULL, *copy = NULL, *cache = NULL, *again = NULL;
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    ASSERT_OK(zf_partial_run_for(&cache, &mu, NULL, g, feeds, 3, fetches, 2, &pr));
     assert_non_null(cache);
+    assert_ptr_not_equal(cache, pr);
     const zf_partial_run_t *first = cache;
-    zf_partial_run_keep(&cache, pr); /* kept already: unchanged */
+    /* kept: the next setup copies it, handed no graph to walk */
+    ASSERT_OK(zf_partial_run_for(&cache, &mu, NULL, NULL, feeds, 3, fetches, 2, &again));
     assert_ptr_equal(cache, first);
+    assert_ptr_not_equal(again, cache);
+    zf_test_expect_error(zf_partial_run_check(again, NULL, 0, fetches, 1), ZF_INVALID_ARGUMENT,
+                         "it needs feed a:0");
+    zf_partial_run_free(&again);
     /* a and b given to the original only */
     const char *ab[2] = {"a:0", "b:0"}, *r1[1] = {"r1:0"}, *r2[1] = {"r2:0"};
     ASSERT_OK(zf_partial_run_check(pr, ab, 2, r1, 1));
