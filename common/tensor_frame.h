@@ -285,9 +285,9 @@ typedef struct zf_tensor_frame_batch_out {
 
 /* Appends t (borrowed: its bytes are copied now; may be NULL when is_dead)
  * under key for step_id when its payload is at most max_payload bytes and
- * the batch stays within what a receiver takes (its payload frame within
- * ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD, frame 1 and the keys once read within
- * ZF_TENSOR_FRAME_MAX_BATCH_HEADER each); *added says whether it was (if
+ * the batch stays within what a receiver takes (its payloads within
+ * ZF_TENSOR_FRAME_MAX_BATCH_PAYLOAD, its entries and the keys once read
+ * within ZF_TENSOR_FRAME_MAX_BATCH_HEADER each); *added says whether it was (if
  * not, send it alone, or send the batch and add it again). Errors: those
  * of zf_tensor_frame_send (for a bad key, a device tensor, VARIANT),
  * RESOURCE_EXHAUSTED past ZF_TENSOR_FRAME_MAX_BATCH entries (the caller
@@ -296,8 +296,10 @@ zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const 
                                           int64_t step_id, const zf_tensor_t *t, bool is_dead,
                                           uint64_t max_payload, bool *added);
 
-/* Sends b's entries (at least one) as one batch message, without copying
- * them again, and empties b, sent or not. Blocks as zf_tensor_frame_send.
+/* Sends b's entries (at least one) as one batch message, and empties b,
+ * sent or not: the entries go on where they are, the payloads are copied
+ * after them once, into the one frame (zf__tensor_frame_batch_out_seal()).
+ * Blocks as zf_tensor_frame_send.
  * Errors: INVALID_ARGUMENT for an empty batch, those of zf_tensor_frame_send
  * (nothing was sent then). */
 zf_status_t zf_tensor_frame_batch_out_send(zf_socket_t *s, zf_tensor_frame_batch_out_t *b);

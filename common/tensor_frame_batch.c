@@ -263,7 +263,7 @@ typedef struct {
 } s_prefixes_t;
 
 /* Locates the entry at head[*at] into *e and moves *at past it; false
- * when it runs past the end of the frame. */
+ * when it runs past the end of the entries (head_len). */
 static bool s_locate(const uint8_t *head, size_t head_len, size_t *at, s_raw_t *e)
 {
     if (head_len - *at < S_ENTRY_FIXED) return false;

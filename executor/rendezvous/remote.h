@@ -120,16 +120,15 @@
  * leave at once, batch or not (a tensor's order is kept per key only). Without an open batch
  * nothing is held back, so a lone tensor never waits. A batch that cannot be pushed aborts the
  * steps of its tensors here with the reason. The receiver hands each entry to its step as if it had
- * come alone; its fixed-size tensors view the received payload frame (no copy; a tensor kept for
- * long keeps the frame's at most 256 KiB alive). An entry that fails its checks is counted
- * (malformed, batch_refused), logged, and its step, when its step id could be read, is aborted here
- * with INVALID_ARGUMENT "step N: tensor '<key>' arrived malformed in a
- * batch on <endpoint>: entry I of M: <reason>", so the _Recv waiting for
- * it fails at once rather than at the step's timeout; the other entries
- * are delivered. A batch whose framing is unsound (its payloads do not add
- * up to the payload frame, an entry or the payload frame is over its
- * limit) is dropped whole, logged with the reason and counted as one
- * malformed message, like any other.
+ * come alone; its fixed-size tensors view the received frame (no copy; a tensor kept for
+ * long keeps the frame's at most 256 KiB of payloads, and the batch's block of views, alive). An
+ * entry that fails its checks is counted (malformed, batch_refused), logged, and its step, when its
+ * step id could be read, is aborted here with INVALID_ARGUMENT "step N: tensor '<key>' arrived
+ * malformed in a batch on <endpoint>: entry I of M: <reason>", so the _Recv waiting for it fails at
+ * once rather than at the step's timeout; the other entries are delivered. A batch whose framing is
+ * unsound (its payloads do not add up to the payload frame, an entry or the payload frame is over
+ * its limit) is dropped whole, logged with the reason and counted as one malformed message, like
+ * any other.
  *
  * Thread-safety: every function may be called from any thread, except that
  * zf_remote_destroy() must not race with other calls, nor come while a
