@@ -138,11 +138,11 @@ static void s_refuse_entry(zf_remote_t *r, const zf_tensor_frame_entry_t *e)
  * how many were put; the first refusal is logged. */
 static size_t s_put_run(zf_rendezvous_t *rv, zf_tensor_frame_entry_t *e, size_t n)
 {
-    zf_rendezvous_value_t v[64];
+    zf_rendezvous_value_t v[ZF_RENDEZVOUS_PUT_CHUNK]; /* a chunk put_all takes at once */
     size_t put = 0;
     zf_status_t s = ZF_STATUS_OK;
     while (put < n && zf_ok(s)) {
-        size_t chunk = n - put < 64 ? n - put : 64;
+        size_t chunk = n - put < ZF_RENDEZVOUS_PUT_CHUNK ? n - put : ZF_RENDEZVOUS_PUT_CHUNK;
         for (size_t k = 0; k < chunk; k++) {
             zf_tensor_frame_entry_t *x = &e[put + k];
             v[k] = (zf_rendezvous_value_t){x->key, x->key_len, x->tensor, x->is_dead};
@@ -660,8 +660,8 @@ static bool s_outbox_step(s_outbox_t *o, int64_t step_id)
 /* A batch leaves once it holds this many tensors, or this many bytes of
  * payloads or of headers: well within what a receiver takes
  * (ZF_TENSOR_FRAME_MAX_BATCH, ZF_TENSOR_FRAME_MAX_BATCH_HEADER), and the
- * received tensors view the payload frame, so one kept for long keeps at
- * most this much (plus one tensor) alive. A long run of sends leaves in
+ * received tensors view the batch's frame, so one kept for long keeps at
+ * most this much (plus its block of views) alive. A long run of sends leaves in
  * pieces, so the receiver unpacks and delivers one while the sender
  * writes the next: the first pieces small (32 tensors, then 64, 128),
  * so that the receiver starts early, then 256 each. */

@@ -400,9 +400,7 @@ static zf_status_t s_put(zf_rendezvous_t *r, const char *key, zf_tensor_t *tenso
     return ZF_STATUS_OK;
 }
 
-enum { S_PUT_CHUNK = 64 };
-
-/* Puts v[0..n) (n <= S_PUT_CHUNK, hashed as hashes) under the lock; the
+/* Puts v[0..n) (n <= ZF_RENDEZVOUS_PUT_CHUNK, hashed as hashes) under the lock; the
  * recvs they satisfy go to fire[*n_fire...], in order. Returns how many
  * were put (all, unless aborted or out of memory: *status). */
 static size_t s_put_chunk_locked(zf_rendezvous_t *r, zf_rendezvous_value_t *v, size_t n,
@@ -444,11 +442,11 @@ size_t zf_rendezvous_put_all(zf_rendezvous_t *r, zf_rendezvous_value_t *v, size_
     while (put < n && zf_ok(*status)) {
         /* a chunk at a time: its keys hashed outside the lock, and the
          * recvs it satisfies called before the next is taken */
-        size_t chunk = n - put < S_PUT_CHUNK ? n - put : S_PUT_CHUNK;
-        uint64_t hashes[S_PUT_CHUNK];
+        size_t chunk = n - put < ZF_RENDEZVOUS_PUT_CHUNK ? n - put : ZF_RENDEZVOUS_PUT_CHUNK;
+        uint64_t hashes[ZF_RENDEZVOUS_PUT_CHUNK];
         for (size_t i = 0; i < chunk; i++)
             hashes[i] = zf_strmap_hash(v[put + i].key, v[put + i].key_len);
-        s_taken_t fire[S_PUT_CHUNK];
+        s_taken_t fire[ZF_RENDEZVOUS_PUT_CHUNK];
         size_t n_fire = 0;
         pthread_mutex_lock(&r->mu);
         put += s_put_chunk_locked(r, v + put, chunk, hashes, fire, &n_fire, status);

@@ -71,6 +71,9 @@ zf_status_t zf_rendezvous_send(zf_rendezvous_t *r, const char *key, zf_tensor_t 
 zf_status_t zf_rendezvous_put(zf_rendezvous_t *r, const char *key, zf_tensor_t *tensor,
                               bool is_dead);
 
+/* zf_rendezvous_put_all() takes the lock once for this many values. */
+#define ZF_RENDEZVOUS_PUT_CHUNK 64
+
 /* A value for zf_rendezvous_put_all(). */
 typedef struct zf_rendezvous_value {
     const char *key; /* key_len bytes, NUL-terminated */
