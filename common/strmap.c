@@ -50,18 +50,6 @@ static inline uint32_t s_load32(const char *p)
     return w;
 }
 
-static inline uint64_t s_rotl(uint64_t x, int r)
-{
-    return (x << r) | (x >> (64 - r));
-}
-
-static inline uint64_t s_mix_word(uint64_t w)
-{
-    w *= 0x87c37b91114253d5ULL;
-    w = s_rotl(w, 31);
-    return w * 0x4cf5ad432745937fULL;
-}
-
 /* The last 1..7 bytes as one word, without a variable-length copy: two
  * overlapping 4-byte loads, or three single bytes. */
 static inline uint64_t s_tail(const char *p, size_t n)
@@ -71,48 +59,72 @@ static inline uint64_t s_tail(const char *p, size_t n)
            (unsigned char)p[n - 1];
 }
 
-/* A per-process random seed, so nobody can prepare a set of keys that all
- * collide (which would make every operation linear). */
-static uint64_t s_seed;
+/* The 128-bit product of a and b folded to 64 bits. */
+static inline uint64_t s_fold(uint64_t a, uint64_t b)
+{
+    unsigned __int128 r = (unsigned __int128)a * b;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+/* Per-process random secrets, so nobody can prepare a set of keys that all
+ * collide (which would make every operation linear): the seed and two
+ * words drawn from it that the key's words are mixed with before each
+ * product (a word that made a factor zero would otherwise wipe the state,
+ * and a known constant would let a key choose to). */
+static uint64_t s_secret[3];
 static atomic_bool s_seeded;
 static pthread_once_t s_seed_once = PTHREAD_ONCE_INIT;
 
 static void s_seed_init(void)
 {
-    uint64_t seed = 0;
-    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed) {
+    uint64_t seed[3] = {0, 0, 0};
+    if (getrandom(seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        seed = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 32 ^ (uint64_t)(uintptr_t)&s_seed;
+        uint64_t t =
+            (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 32 ^ (uint64_t)(uintptr_t)&s_secret;
+        for (int i = 0; i < 3; i++) seed[i] = s_fold(t + (uint64_t)i, 0x9e3779b97f4a7c15ULL);
     }
-    s_seed = seed;
+    /* odd and with set high bits, so that no secret is a weak factor */
+    for (int i = 0; i < 3; i++) s_secret[i] = seed[i] | 0x8000000000000001ULL;
     atomic_store_explicit(&s_seeded, true, memory_order_release);
 }
 
-static inline uint64_t s_get_seed(void)
+static inline const uint64_t *s_get_secret(void)
 {
     if (!atomic_load_explicit(&s_seeded, memory_order_acquire))
         pthread_once(&s_seed_once, s_seed_init);
-    return s_seed;
+    return s_secret;
 }
 
 uint64_t zf_strmap_hash(const char *key, size_t len)
 {
-    uint64_t h = s_get_seed() ^ ((uint64_t)len * 0xc2b2ae3d27d4eb4fULL);
+    /* Two independent lanes take 16 bytes each a round, each folding a
+     * product of two words mixed with a secret and the lane's state, so
+     * a long key costs about half the rounds of one lane. */
+    const uint64_t *k = s_get_secret();
+    uint64_t a = k[0] ^ (uint64_t)len * 0xa0761d6478bd642fULL, b = k[0] ^ k[2];
     size_t n = len;
     const char *p = key;
-    for (; n >= 8; p += 8, n -= 8) {
-        h ^= s_mix_word(s_load64(p));
-        h = s_rotl(h, 27) * 5 + 0x52dce729;
+    for (; n >= 32; p += 32, n -= 32) {
+        a = s_fold(s_load64(p) ^ k[1], s_load64(p + 8) ^ a);
+        b = s_fold(s_load64(p + 16) ^ k[2], s_load64(p + 24) ^ b);
     }
-    if (n > 0) h ^= s_mix_word(s_tail(p, n));
-    /* Final avalanche so the low bits used for the slot index are mixed. */
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
+    a ^= b;
+    if (n >= 16) {
+        a = s_fold(s_load64(p) ^ k[1], s_load64(p + 8) ^ a);
+        p += 16;
+        n -= 16;
+    }
+    uint64_t x = 0, y = 0;
+    if (n >= 8) { /* 8 to 15 bytes: two overlapping words */
+        x = s_load64(p);
+        y = s_load64(p + n - 8);
+    } else if (n > 0) {
+        x = s_tail(p, n);
+    }
+    a = s_fold(x ^ k[1], y ^ a);
+    return s_fold(a ^ k[2], (uint64_t)len ^ k[1]);
 }
 
 /* Smallest power-of-two capacity holding expected keys at load <= 3/4. */

@@ -249,6 +249,41 @@ static void test_strmap_hash_spreads_similar_keys(void **state)
     assert_true(zf_strmap_hash("a", 1) != zf_strmap_hash("a\0", 2));
 }
 
+/* Every byte of a key counts, at every length (each length takes its own
+ * path through the rounds and the tail): changing any one bit changes the
+ * hash. Long keys that differ only near their end, as a step's
+ * rendezvous keys do, spread as short ones do. */
+static void test_strmap_hash_reads_every_byte_of_keys_of_every_length(void **state)
+{
+    (void)state;
+    char key[160];
+    for (size_t len = 1; len <= sizeof key; len++) {
+        for (size_t i = 0; i < len; i++) key[i] = (char)('a' + (len * 7 + i * 13) % 26);
+        uint64_t h = zf_strmap_hash(key, len);
+        for (size_t i = 0; i < len; i++) {
+            key[i] ^= 0x20;
+            assert_true(zf_strmap_hash(key, len) != h);
+            key[i] ^= 0x20;
+        }
+        assert_true(zf_strmap_hash(key, len) == h);
+        if (len > 1) assert_true(zf_strmap_hash(key, len - 1) != h);
+    }
+    enum { N = 4096, BUCKETS = 1024 };
+    static int hits[BUCKETS];
+    char buf[200];
+    for (int i = 0; i < N; i++) {
+        snprintf(buf, sizeof buf,
+                 "/job:localhost/replica:0/task:0/device:CPU:0;0000000000000001;"
+                 "/job:localhost/replica:0/task:0/device:CPU:1;edge_%d_x:0;0:0",
+                 i);
+        hits[zf_strmap_hash(buf, strlen(buf)) & (BUCKETS - 1)]++;
+    }
+    int max = 0;
+    for (int b = 0; b < BUCKETS; b++)
+        if (hits[b] > max) max = hits[b];
+    assert_true(max <= 20); /* Poisson(4), as above */
+}
+
 /* Each owned key is freed with its entry: churning 100,000 keys through
  * the map leaves exactly the live ones (LeakSanitizer checks the rest). */
 static void test_strmap_frees_owned_keys_as_entries_go(void **state)
@@ -288,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_strmap_copies_keys_when_asked),
         cmocka_unit_test(test_strmap_reserve_keeps_contents),
         cmocka_unit_test(test_strmap_hash_spreads_similar_keys),
+        cmocka_unit_test(test_strmap_hash_reads_every_byte_of_keys_of_every_length),
         cmocka_unit_test(test_strmap_frees_owned_keys_as_entries_go),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
