@@ -347,11 +347,14 @@ struct zf_tensor {
     zf_tensor_views_t *block; /* the block it was made in; NULL: allocated alone */
 };
 
-/* Holds one count for the maker until released, and one for each view
- * made in it still alive. */
+/* Holds one count for the maker and one for each view it may make until
+ * the maker releases it, when the counts of the views not made go too;
+ * then one for each view made in it still alive. (No count is taken per
+ * view: one made and dropped at once leaves the others.) */
 struct zf_tensor_views {
     atomic_size_t holds;
     size_t n, used;
+    zf_buffer_t *buf; /* the first view's buffer: one reference for every view of it */
     zf_tensor_t views[];
 };
 
@@ -513,11 +516,30 @@ zf_status_t zf_tensor_views_new(size_t n, zf_tensor_views_t **out)
         return zf_invalid_argument("a block of %zu tensor views", n);
     zf_tensor_views_t *v = malloc(sizeof *v + n * sizeof(zf_tensor_t));
     if (!v) return zf_out_of_memory("a block of tensor views");
-    atomic_init(&v->holds, 1);
+    atomic_init(&v->holds, n + 1);
     v->n = n;
     v->used = 0;
+    v->buf = NULL;
     *out = v;
     return ZF_STATUS_OK;
+}
+
+/* The next view of v (room checked), on buf at offset: a view of the
+ * block's buffer takes no reference of its own. */
+static zf_tensor_t *s_view_make(zf_tensor_views_t *v, zf_dtype_t dtype, const zf_shape_t *shape,
+                                int64_t n, size_t nbytes, zf_buffer_t *buf, size_t offset)
+{
+    zf_tensor_t *t = &v->views[v->used++];
+    if (!v->buf) v->buf = zf_buffer_ref(buf);
+    atomic_init(&t->refs, 1);
+    t->dtype = dtype;
+    t->shape = *shape;
+    t->num_elements = n;
+    t->nbytes = nbytes;
+    t->buf = buf == v->buf ? buf : zf_buffer_ref(buf);
+    t->offset = offset;
+    t->block = v;
+    return t;
 }
 
 zf_status_t zf_tensor_views_add(zf_tensor_views_t *v, zf_dtype_t dtype, const zf_shape_t *shape,
@@ -529,24 +551,43 @@ zf_status_t zf_tensor_views_add(zf_tensor_views_t *v, zf_dtype_t dtype, const zf
     int64_t n = 0;
     size_t nbytes = 0;
     ZF_TRY(s_view_check(dtype, shape, buf, offset, &n, &nbytes));
-    zf_tensor_t *t = &v->views[v->used++];
-    s_tensor_init(t, dtype, shape, n, nbytes, buf, offset);
-    t->block = v;
-    atomic_fetch_add_explicit(&v->holds, 1, memory_order_relaxed);
-    *out = t;
+    *out = s_view_make(v, dtype, shape, n, nbytes, buf, offset);
     return ZF_STATUS_OK;
 }
 
-static void s_views_drop(zf_tensor_views_t *v)
+zf_status_t zf_tensor_views_add_like(zf_tensor_views_t *v, const zf_tensor_t *like, size_t offset,
+                                     zf_tensor_t **out)
 {
-    if (atomic_fetch_sub_explicit(&v->holds, 1, memory_order_acq_rel) == 1) free(v);
+    if (v->used == v->n)
+        return zf_status_new(ZF_RESOURCE_EXHAUSTED, "all %zu tensor views of the block are made",
+                             v->n);
+    const zf_buffer_t *buf = like->buf;
+    if (offset > buf->size || buf->size - offset < like->nbytes)
+        return zf_invalid_argument("a view of %zu bytes at offset %zu runs past the buffer's %zu",
+                                   like->nbytes, offset, buf->size);
+    if (buf->kind != ZF_MEMORY_DEVICE &&
+        ((uintptr_t)buf->data + offset) % s_alignment(like->dtype) != 0)
+        return zf_invalid_argument("%s tensor data at offset %zu is not %zu-byte aligned",
+                                   zf_dtype_name(like->dtype), offset, s_alignment(like->dtype));
+    *out = s_view_make(v, like->dtype, &like->shape, like->num_elements, like->nbytes, like->buf,
+                       offset);
+    return ZF_STATUS_OK;
+}
+
+/* Drops count holds of v, freeing it with the last. */
+static void s_views_drop(zf_tensor_views_t *v, size_t count)
+{
+    if (atomic_fetch_sub_explicit(&v->holds, count, memory_order_acq_rel) != count) return;
+    zf_buffer_unref(&v->buf);
+    free(v);
 }
 
 void zf_tensor_views_release(zf_tensor_views_t **v_p)
 {
     if (!v_p || !*v_p) return;
-    s_views_drop(*v_p);
+    zf_tensor_views_t *v = *v_p;
     *v_p = NULL;
+    s_views_drop(v, v->n - v->used + 1); /* the maker's and the views' never made */
 }
 
 zf_status_t zf_tensor_reshape(const zf_tensor_t *t, const zf_shape_t *shape, zf_tensor_t **out)
@@ -654,11 +695,13 @@ void zf_tensor_unref(zf_tensor_t **t_p)
     int before = atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel);
     assert(before > 0);
     if (before != 1) return;
-    zf_buffer_unref(&t->buf);
-    if (t->block)
-        s_views_drop(t->block);
-    else
+    if (t->block) {
+        if (t->buf != t->block->buf) zf_buffer_unref(&t->buf); /* else the block's */
+        s_views_drop(t->block, 1);
+    } else {
+        zf_buffer_unref(&t->buf);
         free(t);
+    }
 }
 
 void *zf_tensor_data(const zf_tensor_t *t)

@@ -184,7 +184,9 @@ zf_status_t zf_tensor_from_buffer(zf_dtype_t dtype, const zf_shape_t *shape, zf_
 /* Views of one buffer made together: up to n tensors in one allocation,
  * for a reader that makes many at once (a received batch of small
  * tensors). Each view is a tensor like any other; the block goes when the
- * maker has released it and every view made in it is gone. */
+ * maker has released it and every view made in it is gone, and holds one
+ * reference to the buffer of its first view for every view of that
+ * buffer. */
 typedef struct zf_tensor_views zf_tensor_views_t;
 
 /* A block for up to n views (n >= 1). Errors: RESOURCE_EXHAUSTED. */
@@ -194,6 +196,12 @@ zf_status_t zf_tensor_views_new(size_t n, zf_tensor_views_t **out);
  * v holds n views (nothing is made then). */
 zf_status_t zf_tensor_views_add(zf_tensor_views_t *v, zf_dtype_t dtype, const zf_shape_t *shape,
                                 zf_buffer_t *buf, size_t offset, zf_tensor_t **out);
+
+/* Another view of like's buffer with like's dtype and shape (checked when
+ * like was made), at offset: only the bounds and the alignment are
+ * checked. Errors: INVALID_ARGUMENT, RESOURCE_EXHAUSTED as above. */
+zf_status_t zf_tensor_views_add_like(zf_tensor_views_t *v, const zf_tensor_t *like, size_t offset,
+                                     zf_tensor_t **out);
 
 /* Drops the maker's hold on *v and sets it to NULL. NULL-safe. */
 void zf_tensor_views_release(zf_tensor_views_t **v);

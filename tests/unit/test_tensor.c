@@ -436,6 +436,57 @@ static void test_tensor_views_share_a_block_and_outlive_its_maker(void **state)
     free(mem);
 }
 
+/* A view made like another: its dtype and shape, at its own offset, with
+ * only the bounds and alignment checked. A block's views of a second
+ * buffer keep that buffer themselves; a view dropped before the maker
+ * lets the block go leaves the others. */
+static void test_tensor_views_made_like_another_and_of_two_buffers(void **state)
+{
+    (void)state;
+    s_free_record_t rec1 = {0, NULL}, rec2 = {0, NULL};
+    float *m1 = malloc(8 * sizeof(float)), *m2 = malloc(4 * sizeof(float));
+    for (int i = 0; i < 8; i++) m1[i] = (float)i;
+    for (int i = 0; i < 4; i++) m2[i] = (float)(100 + i);
+    zf_buffer_t *b1 = NULL, *b2 = NULL;
+    ASSERT_OK(zf_buffer_wrap(m1, 8 * sizeof(float), s_record_free, &rec1, &b1));
+    ASSERT_OK(zf_buffer_wrap(m2, 4 * sizeof(float), s_record_free, &rec2, &b2));
+    zf_tensor_views_t *v = NULL;
+    ASSERT_OK(zf_tensor_views_new(5, &v));
+    zf_shape_t two = ZF_SHAPE(1, 2);
+    zf_tensor_t *a = NULL, *like = NULL, *other = NULL, *gone = NULL, *extra = NULL;
+    ASSERT_OK(zf_tensor_views_add(v, ZF_FLOAT, &two, b1, 0, &a));
+    ASSERT_OK(zf_tensor_views_add_like(v, a, 6 * sizeof(float), &like));
+    zf_test_expect_error(zf_tensor_views_add_like(v, a, 7 * sizeof(float), &extra),
+                         ZF_INVALID_ARGUMENT,
+                         "a view of 8 bytes at offset 28 runs past the buffer's 32");
+    zf_test_expect_error(zf_tensor_views_add_like(v, a, 2, &extra), ZF_INVALID_ARGUMENT,
+                         "float32 tensor data at offset 2 is not 4-byte aligned");
+    assert_null(extra);
+    ASSERT_OK(zf_tensor_views_add(v, ZF_FLOAT, &two, b2, 2 * sizeof(float), &other));
+    ASSERT_OK(zf_tensor_views_add_like(v, a, 2 * sizeof(float), &gone));
+    zf_tensor_unref(&gone); /* before the maker lets go */
+    zf_tensor_views_release(&v);
+    zf_buffer_unref(&b1);
+    zf_buffer_unref(&b2);
+    assert_int_equal(zf_tensor_dtype(like), ZF_FLOAT);
+    assert_int_equal(zf_tensor_shape(like)->rank, 2);
+    assert_int_equal(zf_tensor_shape(like)->dims[1], 2);
+    assert_int_equal(zf_tensor_num_elements(like), 2);
+    assert_ptr_equal(zf_tensor_data(like), m1 + 6);
+    assert_true(((float *)zf_tensor_data(other))[1] == 103.0f);
+    /* the second buffer goes with its last view, the block stays for the rest */
+    zf_tensor_unref(&other);
+    assert_int_equal(rec2.calls, 1);
+    assert_int_equal(rec1.calls, 0);
+    zf_tensor_unref(&a);
+    assert_true(((float *)zf_tensor_data(like))[1] == 7.0f);
+    assert_int_equal(rec1.calls, 0);
+    zf_tensor_unref(&like);
+    assert_int_equal(rec1.calls, 1);
+    free(m1);
+    free(m2);
+}
+
 static void test_tensor_reshape_checks_element_count(void **state)
 {
     (void)state;
@@ -636,6 +687,7 @@ int main(void)
         cmocka_unit_test(test_tensor_from_buffer_shares_and_frees_once),
         cmocka_unit_test(test_tensor_from_buffer_rejects_short_misaligned_and_string_views),
         cmocka_unit_test(test_tensor_views_share_a_block_and_outlive_its_maker),
+        cmocka_unit_test(test_tensor_views_made_like_another_and_of_two_buffers),
         cmocka_unit_test(test_tensor_reshape_checks_element_count),
         cmocka_unit_test(test_tensor_equal_is_bitwise),
         cmocka_unit_test(test_tensor_scalars_hold_their_value),
