@@ -367,11 +367,15 @@ zf_status_t zf__tensor_frame_header_fill(const char *key, int64_t step_id, const
 
 /* For the codec's own files: whether dtype's payload is the string
  * encoding; the key check (INVALID_ARGUMENT when len is 0, or more than
- * ZF_TENSOR_FRAME_MAX_KEY, key then not read, or key holds a zero byte);
+ * ZF_TENSOR_FRAME_MAX_KEY, key then not read, or key holds a zero byte),
+ * its length part alone, and a C string key's length checked alike (and
+ * missing when NULL);
  * the checks of zf_tensor_frame_check_header() but the key's; writes the
  * string encoding of t into out (the header's "len" bytes). */
 bool zf__tensor_frame_holds_strings(zf_dtype_t dtype);
 zf_status_t zf__tensor_frame_check_key(const char *key, size_t len);
+zf_status_t zf__tensor_frame_check_key_len(size_t len);
+zf_status_t zf__tensor_frame_key_len(const char *key, size_t *len);
 zf_status_t zf__tensor_frame_check_fields(const zf_tensor_frame_header_t *h);
 void zf__tensor_frame_write_strings(const zf_tensor_t *t, uint8_t *out);
 /* As zf__tensor_frame_header_fill() without the key (named in errors

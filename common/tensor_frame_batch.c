@@ -189,9 +189,8 @@ zf_status_t zf_tensor_frame_batch_out_add(zf_tensor_frame_batch_out_t *b, const 
                                           uint64_t max_payload, bool *added)
 {
     *added = false;
-    if (!key) return zf_invalid_argument("field 'key' is missing");
-    size_t key_len = strnlen(key, ZF_TENSOR_FRAME_MAX_KEY + 1);
-    ZF_TRY(zf__tensor_frame_check_key(key, key_len));
+    size_t key_len = 0;
+    ZF_TRY(zf__tensor_frame_key_len(key, &key_len));
     zf_tensor_frame_header_t h; /* filled in part: clearing it all would cost more than the rest */
     ZF_TRY(zf__tensor_frame_fill_fields(key, step_id, t, is_dead, &h));
     if (h.len > max_payload) return ZF_STATUS_OK;
@@ -238,8 +237,9 @@ void zf_tensor_frame_batch_clear(zf_tensor_frame_batch_t *b)
     if (!b) return;
     for (size_t i = 0; i < b->n && b->entries; i++) {
         zf_tensor_frame_entry_t *e = &b->entries[i];
-        zf_tensor_unref(&e->tensor);
-        zf_status_clear(&e->error);
+        /* most were handed on: nothing to drop, and no call to learn that */
+        if (e->tensor) zf_tensor_unref(&e->tensor);
+        if (!zf_ok(e->error)) zf_status_clear(&e->error);
     }
     free(b->entries);
     free(b->keys);
@@ -294,6 +294,8 @@ static zf_status_t s_prefix(const s_raw_t *e, s_prefixes_t *px, const char **pre
                                        e->klen);
         if (px->n == ZF_TENSOR_FRAME_BATCH_PREFIXES)
             return zf_invalid_argument("more than %d key prefixes", ZF_TENSOR_FRAME_BATCH_PREFIXES);
+        if (memchr(e->own, '\0', e->plen))
+            return zf_invalid_argument("a key prefix contains a zero byte");
         px->at[px->n] = e->own;
         px->len[px->n++] = e->plen;
         return ZF_STATUS_OK;
@@ -353,15 +355,28 @@ static zf_status_t s_fields(const s_raw_t *e, zf_tensor_frame_header_t *h)
     return zf__tensor_frame_check_fields(h);
 }
 
+/* Whether entry e has the fields of entry like (a live tensor of the same
+ * dtype and shape, as many bytes) and no unknown flags: the checks like
+ * passed hold for it too. */
+static bool s_same_fields(const s_raw_t *e, const s_raw_t *like)
+{
+    return (e->fixed[0] & ~(unsigned)S_NEW_PREFIX) == 0 && (like->fixed[0] & S_DEAD) == 0 &&
+           e->fixed[1] == like->fixed[1] && e->rank == like->rank &&
+           memcmp(e->fixed + 16, like->fixed + 16, 8) == 0 &&
+           memcmp(e->dims, like->dims, 8 * (size_t)e->rank) == 0;
+}
+
 /* Entry i of n (e; its key's prefix pre, or pre_s saying why it has
  * none): payload len bytes at offset off of payload (which fixed-size
  * tensors view; NULL when the frame is empty), within the frame already;
  * decoded into *out, or refused with the reason. A readable key goes to
- * b->keys + *used. h is scratch. */
-static void s_entry(const s_raw_t *e, const char *pre, size_t pre_len, zf_status_t pre_s, size_t i,
+ * b->keys + *used. h is scratch. like: a view made for an earlier entry
+ * (like_raw), whose checks e skips when it has the same fields. Returns
+ * whether *out's tensor is a view made here. */
+static bool s_entry(const s_raw_t *e, const char *pre, size_t pre_len, zf_status_t pre_s, size_t i,
                     size_t n, zf_buffer_t *payload, size_t off, zf_tensor_frame_header_t *h,
-                    zf_tensor_views_t *views, zf_tensor_frame_batch_t *b, size_t *used,
-                    zf_tensor_frame_entry_t *out)
+                    zf_tensor_views_t *views, const s_raw_t *like_raw, const zf_tensor_t *like,
+                    zf_tensor_frame_batch_t *b, size_t *used, zf_tensor_frame_entry_t *out)
 {
     zf_status_t s = pre_s;
     size_t key_len = pre_len + e->klen;
@@ -371,29 +386,43 @@ static void s_entry(const s_raw_t *e, const char *pre, size_t pre_len, zf_status
         memcpy(k + pre_len, e->own, e->klen);
         k[key_len] = '\0';
     }
-    /* not read when too long */
-    if (zf_ok(s)) s = zf__tensor_frame_check_key(k, key_len);
+    /* the length (the bytes not read when too long), then the entry's own
+     * bytes: its prefix's were checked when the prefix was defined */
+    if (zf_ok(s)) s = zf__tensor_frame_check_key_len(key_len);
+    if (zf_ok(s) && memchr(e->own, '\0', e->klen))
+        s = zf_invalid_argument("field 'key' contains a zero byte");
+    bool view = false, made = false;
     if (zf_ok(s)) {
         out->key = k;
         out->key_len = key_len;
         *used += key_len + 1;
-        s = s_fields(e, h);
+        made = like && s_same_fields(e, like_raw);
+        if (made) {
+            s = zf_tensor_views_add_like(views, like, off, &out->tensor);
+            view = zf_ok(s);
+        } else {
+            s = s_fields(e, h);
+        }
     }
-    if (zf_ok(s) && h->is_dead) {
+    if (!zf_ok(s) || made) {
+        /* refused, or made like the last view */
+    } else if (h->is_dead) {
         /* no bytes */
-    } else if (zf_ok(s) && (zf__tensor_frame_holds_strings(h->dtype) || !payload || h->len == 0)) {
+    } else if (zf__tensor_frame_holds_strings(h->dtype) || !payload || h->len == 0) {
         static const uint8_t none[1];
         const uint8_t *bytes = payload ? (const uint8_t *)zf_buffer_data(payload) + off : none;
         s = zf_tensor_frame_decode_payload(h, bytes, (size_t)h->len, &out->tensor);
-    } else if (zf_ok(s)) { /* a view of the received payloads: no copy */
+    } else { /* a view of the received payloads: no copy */
         s = zf_tensor_views_add(views, h->dtype, &h->shape, payload, off, &out->tensor);
+        view = zf_ok(s);
     }
     out->step_id = (int64_t)zf_le64(e->fixed + 8);
     out->has_step = true;
     out->is_dead = e->fixed[0] & S_DEAD;
-    if (zf_ok(s)) return;
+    if (zf_ok(s)) return view;
     zf_tensor_unref(&out->tensor);
     out->error = zf_status_prefix(s, "entry %zu of %zu", i, n);
+    return false;
 }
 
 /* Walks the n entries (head, head_len bytes): every one located, the
@@ -449,13 +478,20 @@ static zf_status_t s_read(const uint8_t *head, size_t head_len, size_t n, zf_buf
     out->n = n;
     s_walk_t w = {.at = ZF_TENSOR_FRAME_BATCH_PREFIX};
     size_t used = 0;
+    s_raw_t like_raw = {0};
+    const zf_tensor_t *like = NULL; /* the last view made, of entry like_raw */
     for (size_t i = 0; i < n; i++) {
         s_raw_t e = {0};
         const char *pre = NULL;
         size_t pre_len = 0, off = 0;
         zf_status_t ps = ZF_STATUS_OK;
         (void)s_next(head, head_len, &w, &e, &pre, &pre_len, &ps, &off); /* measured */
-        s_entry(&e, pre, pre_len, ps, i, n, payload, off, h, views, out, &used, &out->entries[i]);
+        zf_tensor_frame_entry_t *x = &out->entries[i];
+        if (s_entry(&e, pre, pre_len, ps, i, n, payload, off, h, views, &like_raw, like, out, &used,
+                    x)) {
+            like_raw = e;
+            like = x->tensor;
+        }
     }
     zf_tensor_views_release(&views); /* what is left of it goes with the views made */
     free(h);

@@ -135,14 +135,28 @@ bool zf__tensor_frame_holds_strings(zf_dtype_t dtype)
     return dtype == ZF_STRING || dtype == ZF_RESOURCE;
 }
 
-zf_status_t zf__tensor_frame_check_key(const char *key, size_t len)
+zf_status_t zf__tensor_frame_check_key_len(size_t len)
 {
     if (len == 0) return zf_invalid_argument("field 'key' is empty");
     if (len > ZF_TENSOR_FRAME_MAX_KEY)
         return zf_invalid_argument("field 'key' is %zu bytes; at most %d are allowed", len,
                                    ZF_TENSOR_FRAME_MAX_KEY);
+    return ZF_STATUS_OK;
+}
+
+zf_status_t zf__tensor_frame_check_key(const char *key, size_t len)
+{
+    ZF_TRY(zf__tensor_frame_check_key_len(len));
     if (memchr(key, '\0', len)) return zf_invalid_argument("field 'key' contains a zero byte");
     return ZF_STATUS_OK;
+}
+
+zf_status_t zf__tensor_frame_key_len(const char *key, size_t *len)
+{
+    *len = 0;
+    if (!key) return zf_invalid_argument("field 'key' is missing");
+    *len = strnlen(key, ZF_TENSOR_FRAME_MAX_KEY + 1);
+    return zf__tensor_frame_check_key_len(*len);
 }
 
 static zf_status_t s_check_dtype(const zf_tensor_frame_header_t *h)
@@ -275,7 +289,7 @@ zf_status_t zf_tensor_frame_check_header(const zf_tensor_frame_header_t *h)
     size_t key_len = strnlen(h->key, sizeof h->key);
     if (key_len == sizeof h->key)
         return zf_invalid_argument("field 'key' is longer than %d bytes", ZF_TENSOR_FRAME_MAX_KEY);
-    ZF_TRY(zf__tensor_frame_check_key(h->key, key_len));
+    ZF_TRY(zf__tensor_frame_check_key_len(key_len)); /* a C string: no zero byte within */
     return zf__tensor_frame_check_fields(h);
 }
 
@@ -435,9 +449,8 @@ zf_status_t zf_tensor_frame_encode_reply(const zf_tensor_frame_reply_t *r, uint8
 static zf_status_t s_header_start(const char *key, int64_t step_id, zf_tensor_frame_header_t *out)
 {
     memset(out, 0, sizeof *out);
-    if (!key) return zf_invalid_argument("field 'key' is missing");
-    size_t key_len = strnlen(key, ZF_TENSOR_FRAME_MAX_KEY + 1);
-    ZF_TRY(zf__tensor_frame_check_key(key, key_len));
+    size_t key_len = 0;
+    ZF_TRY(zf__tensor_frame_key_len(key, &key_len));
     memcpy(out->key, key, key_len + 1);
     out->step_id = step_id;
     return ZF_STATUS_OK;
@@ -500,9 +513,8 @@ zf_status_t zf__tensor_frame_header_fill(const char *key, int64_t step_id, const
 {
     /* What encoding and the checks read, and nothing more: the key's tail,
      * "ipc" and "shm" stay as they were. */
-    if (!key) return zf_invalid_argument("field 'key' is missing");
-    size_t key_len = strnlen(key, ZF_TENSOR_FRAME_MAX_KEY + 1);
-    ZF_TRY(zf__tensor_frame_check_key(key, key_len));
+    size_t key_len = 0;
+    ZF_TRY(zf__tensor_frame_key_len(key, &key_len));
     memcpy(out->key, key, key_len + 1);
     return zf__tensor_frame_fill_fields(key, step_id, t, is_dead, out);
 }

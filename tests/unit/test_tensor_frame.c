@@ -1462,6 +1462,114 @@ static void test_a_bad_batch_entry_is_refused_alone_with_its_key_and_step(void *
     zf_test_batch_free(&hb);
 }
 
+/* An entry with the fields of the last view made (dtype, shape, length,
+ * live) is made like it, without its checks; any other entry is checked
+ * whole, and one with unknown flags or another shape is refused however
+ * like the last it looks otherwise. */
+static void test_batch_entries_like_the_last_view_are_views_at_their_own_offsets(void **state)
+{
+    (void)state;
+    zf_test_batch_t hb;
+    zf_test_batch_begin(&hb, 8);
+    zf_test_batch_vec(&hb, "a", 1, ZF_FLOAT, 3, 12); /* at 0 */
+    zf_test_batch_vec(&hb, "b", 1, ZF_FLOAT, 3, 12); /* at 16: like a */
+    zf_test_batch_add(&hb, &(zf_test_batch_entry_t){.flags = 0x80,
+                                                    .dtype = ZF_FLOAT,
+                                                    .rank = 1,
+                                                    .dims = (const int64_t[]){3},
+                                                    .key = "c",
+                                                    .step = 1,
+                                                    .len = 12}); /* at 32, refused */
+    zf_test_batch_vec(&hb, "d", 2, ZF_FLOAT, 4, 12);             /* at 48: float [4] is 16 */
+    zf_test_batch_vec(&hb, "e", 1, ZF_INT32, 3, 12);             /* at 64: another dtype */
+    zf_test_batch_add(&hb, &(zf_test_batch_entry_t){.flags = ZF_TEST_BATCH_DEAD,
+                                                    .dtype = ZF_INT32,
+                                                    .rank = 1,
+                                                    .dims = (const int64_t[]){3},
+                                                    .key = "f",
+                                                    .step = 1}); /* dead, no bytes */
+    zf_test_batch_vec(&hb, "g", 1, ZF_INT32, 3, 12);             /* at 80: like e */
+    zf_test_batch_vec(&hb, "h", 3, ZF_FLOAT, 3, 12);             /* at 96: checked whole */
+    int32_t w[28];
+    for (int i = 0; i < 28; i++) w[i] = 1000 + i;
+    zf_buffer_t *payload = s_payload(w, 108);
+    zf_tensor_frame_batch_t bt;
+    ASSERT_OK(zf_tensor_frame_decode_batch(hb.bytes, hb.len, payload, &bt));
+    assert_int_equal(bt.n, 8);
+    static const char *const keys[8] = {"a", "b", "c", "d", "e", "f", "g", "h"};
+    static const int at[8] = {0, 16, -1, -1, 64, -1, 80, 96}; /* byte offsets; -1: none */
+    static const zf_dtype_t dtypes[8] = {ZF_FLOAT, ZF_FLOAT, 0, 0, ZF_INT32, 0, ZF_INT32, ZF_FLOAT};
+    for (int i = 0; i < 8; i++) {
+        zf_tensor_frame_entry_t *e = &bt.entries[i];
+        assert_string_equal(e->key, keys[i]);
+        if (at[i] < 0) {
+            assert_null(e->tensor);
+            continue;
+        }
+        ASSERT_OK(e->error);
+        assert_int_equal(zf_tensor_dtype(e->tensor), dtypes[i]);
+        assert_int_equal(zf_tensor_shape(e->tensor)->rank, 1);
+        assert_int_equal(zf_tensor_shape(e->tensor)->dims[0], 3);
+        assert_int_equal(zf_tensor_nbytes(e->tensor), 12);
+        /* a view of the payloads, at the entry's own offset */
+        assert_ptr_equal(zf_tensor_data(e->tensor), (uint8_t *)zf_buffer_data(payload) + at[i]);
+        assert_memory_equal(zf_tensor_data(e->tensor), w + at[i] / 4, 12);
+    }
+    zf_test_expect_error(bt.entries[2].error, ZF_INVALID_ARGUMENT,
+                         "entry 2 of 8: flags 0x80 are unknown");
+    zf_test_expect_error(bt.entries[3].error, ZF_INVALID_ARGUMENT,
+                         "entry 3 of 8: field 'len': 12 bytes declared but float32 [4] needs 16");
+    bt.entries[2].error = bt.entries[3].error = ZF_STATUS_OK;
+    ASSERT_OK(bt.entries[5].error);
+    assert_true(bt.entries[5].is_dead);
+    zf_buffer_unref(&payload);
+    /* the views outlive the batch and the caller's reference */
+    zf_tensor_t *h = bt.entries[7].tensor;
+    bt.entries[7].tensor = NULL;
+    zf_tensor_frame_batch_clear(&bt);
+    assert_memory_equal(zf_tensor_data(h), w + 24, 12);
+    zf_tensor_unref(&h);
+    zf_test_batch_free(&hb);
+}
+
+/* A prefix's bytes are checked once, when it is defined: one holding a
+ * zero byte is refused with its entry, and the entries using it after. */
+static void test_a_batch_key_prefix_holding_a_zero_byte_is_refused(void **state)
+{
+    (void)state;
+    zf_test_batch_t hb;
+    zf_test_batch_begin(&hb, 3);
+    zf_test_batch_add(&hb, &(zf_test_batch_entry_t){.flags = ZF_TEST_BATCH_NEW_PREFIX,
+                                                    .dtype = ZF_FLOAT,
+                                                    .key = "p\0;a",
+                                                    .key_len = 4,
+                                                    .plen = 3,
+                                                    .step = 1,
+                                                    .len = 4});
+    zf_test_batch_add(&hb, &(zf_test_batch_entry_t){
+                               .dtype = ZF_FLOAT, .prefix = 1, .key = "b", .step = 1, .len = 4});
+    zf_test_batch_add(&hb,
+                      &(zf_test_batch_entry_t){.dtype = ZF_FLOAT, .key = "c", .step = 1, .len = 4});
+    float v[5] = {1, 0, 2, 0, 3};
+    zf_buffer_t *payload = s_payload(v, sizeof v);
+    zf_tensor_frame_batch_t bt;
+    ASSERT_OK(zf_tensor_frame_decode_batch(hb.bytes, hb.len, payload, &bt));
+    zf_buffer_unref(&payload);
+    assert_int_equal(bt.n, 3);
+    zf_test_expect_error(bt.entries[0].error, ZF_INVALID_ARGUMENT,
+                         "entry 0 of 3: a key prefix contains a zero byte");
+    zf_test_expect_error(bt.entries[1].error, ZF_INVALID_ARGUMENT,
+                         "entry 1 of 3: key prefix 1 is used before it is defined (0 so far)");
+    bt.entries[0].error = bt.entries[1].error = ZF_STATUS_OK;
+    assert_null(bt.entries[0].tensor);
+    assert_null(bt.entries[1].tensor);
+    ASSERT_OK(bt.entries[2].error);
+    assert_string_equal(bt.entries[2].key, "c");
+    assert_true(*(const float *)zf_tensor_data(bt.entries[2].tensor) == 3);
+    zf_tensor_frame_batch_clear(&bt);
+    zf_test_batch_free(&hb);
+}
+
 /* Prefixes that would make keys larger than a batch may hold, or a key
  * longer than any may be. */
 static void test_batch_keys_are_bounded_however_they_are_made(void **state)
@@ -1973,6 +2081,8 @@ int main(void)
         cmocka_unit_test(test_batch_payloads_are_laid_out_aligned_and_copied_when_they_are_not),
         cmocka_unit_test(test_batch_keys_are_bounded_however_they_are_made),
         cmocka_unit_test(test_a_bad_batch_entry_is_refused_alone_with_its_key_and_step),
+        cmocka_unit_test(test_batch_entries_like_the_last_view_are_views_at_their_own_offsets),
+        cmocka_unit_test(test_a_batch_key_prefix_holding_a_zero_byte_is_refused),
         cmocka_unit_test(test_every_whole_batch_violation_is_named),
         cmocka_unit_test(test_a_batch_frame_splits_at_its_aligned_payloads),
         cmocka_unit_test(test_a_bad_batch_is_drained_and_the_socket_keeps_working),
