@@ -26,15 +26,21 @@ typedef struct s_item {
 
 /* A key's queue; the table's key is the queue's own copy. Most keys hold
  * one item at a time (a loop makes a key per iteration), so the queue
- * carries room for one: a key's first item costs no allocation. */
-typedef struct {
-    s_item_t *head, *tail;
+ * carries room for one: a key's first item costs no allocation. A queue
+ * emptied is kept for a later key that fits its room (cap bytes of key),
+ * up to S_KEPT_QUEUES of them, until the rendezvous goes: so the thread
+ * that delivers a step's values frees nothing, and a loop reuses one
+ * iteration's queues for the next. */
+typedef struct s_queue {
+    s_item_t *head, *tail; /* kept: head links the kept queues */
     s_item_t spare;
     bool spare_used;
-    size_t len;
+    size_t len, cap;
     uint64_t hash; /* zf_strmap_hash(key, len) */
     char key[];
 } s_queue_t;
+
+#define S_KEPT_QUEUES 4096
 
 /* A new zeroed item for q: its spare when free. NULL when out of memory. */
 static s_item_t *s_item_new(s_queue_t *q)
@@ -61,6 +67,9 @@ static void s_item_free_detached(s_item_t *it)
     if (!it->spare) free(it);
 }
 
+/* Longer device names are no device's: keys naming one stay local. */
+#define S_DEVICE_MAX 512
+
 /* A remote-send hook as set; a later one replaces it but it stays until
  * the rendezvous goes, so that a send reads it without the lock. */
 typedef struct s_hook {
@@ -81,6 +90,8 @@ struct zf_rendezvous {
     uint64_t next_token;
     size_t values, recvs;
     _Atomic(s_hook_t *) hook; /* NULL when none was set */
+    s_queue_t *kept;          /* emptied queues for reuse, linked by head */
+    size_t n_kept;
 };
 
 zf_status_t zf_rendezvous_new(int64_t step_id, zf_rendezvous_t **out)
@@ -171,6 +182,10 @@ void zf_rendezvous_unref(zf_rendezvous_t **r_p)
     uintptr_t v;
     while (zf_strmap_next(r->queues, &iter, NULL, NULL, &v)) free((void *)v);
     zf_strmap_destroy(&r->queues);
+    for (s_queue_t *q = r->kept, *next; q; q = next) {
+        next = (s_queue_t *)(void *)q->head;
+        free(q);
+    }
     zf_status_clear(&r->abort);
     for (s_hook_t *h = atomic_load(&r->hook), *prev; h; h = prev) {
         prev = h->prev;
@@ -186,10 +201,18 @@ static s_queue_t *s_queue_locked(zf_rendezvous_t *r, const char *key, size_t len
 {
     uintptr_t v;
     if (zf_strmap_get_hashed(r->queues, key, len, hash, &v)) return (s_queue_t *)v;
-    s_queue_t *q = malloc(sizeof *q + len + 1);
-    if (!q) return NULL;
-    *q = (s_queue_t){.len = len, .hash = hash, .spare_used = false};
-    memcpy(q->key, key, len + 1);
+    s_queue_t *q = r->kept;
+    size_t cap = (len + 32) & ~(size_t)31; /* room for the NUL, rounded */
+    if (q && q->cap > len) {
+        r->kept = (s_queue_t *)(void *)q->head;
+        r->n_kept--;
+        cap = q->cap;
+    } else if (!(q = malloc(sizeof *q + cap))) {
+        return NULL;
+    }
+    *q = (s_queue_t){.len = len, .cap = cap, .hash = hash, .spare_used = false};
+    memcpy(q->key, key, len);
+    q->key[len] = '\0';
     if (zf_strmap_insert_hashed(r->queues, q->key, len, hash, (uintptr_t)q, NULL) != 0) {
         free(q);
         return NULL;
@@ -214,7 +237,13 @@ static void s_drop_if_empty(zf_rendezvous_t *r, s_queue_t *q)
 {
     if (q->head) return;
     zf_strmap_remove_hashed(r->queues, q->key, q->len, q->hash, NULL);
-    free(q);
+    if (r->n_kept == S_KEPT_QUEUES) {
+        free(q);
+        return;
+    }
+    q->head = (s_item_t *)(void *)r->kept;
+    r->kept = q;
+    r->n_kept++;
 }
 
 static s_item_t *s_pop(s_queue_t *q)
@@ -273,6 +302,41 @@ static zf_status_t s_abort_status(zf_rendezvous_t *r)
     return zf_status_copy(&r->abort); /* never changes once set */
 }
 
+/* The destination device of the last key this thread sent that had one:
+ * a partition's sends to one device share their keys' start
+ * ("src;incarnation;dst;"), and a key that starts the same is not parsed
+ * again. */
+typedef struct {
+    size_t start_len; /* the start's bytes, through the ';' after dst; 0: none */
+    size_t dst_len;
+    char start[S_DEVICE_MAX + 64]; /* the incarnation and separators take the rest */
+    char device[S_DEVICE_MAX];     /* dst, NUL-terminated */
+} s_last_dst_t;
+
+static _Thread_local s_last_dst_t s_last_dst;
+
+/* Key's destination device (NUL-terminated, valid until this thread's
+ * next call) and its length; NULL when key names none or one longer than
+ * any device name. */
+static const char *s_dst_device(const char *key, size_t *len)
+{
+    s_last_dst_t *c = &s_last_dst;
+    if (c->start_len && strncmp(key, c->start, c->start_len) == 0) {
+        *len = c->dst_len;
+        return c->device;
+    }
+    const char *dst = NULL;
+    if (!zf_rendezvous_key_dst_device(key, &dst, len) || *len >= S_DEVICE_MAX) return NULL;
+    size_t start = (size_t)(dst - key) + *len + 1; /* through the ';' after dst, if any */
+    bool keep = dst[*len] == ';' && start <= sizeof c->start;
+    c->start_len = keep ? start : 0;
+    if (keep) memcpy(c->start, key, start);
+    c->dst_len = *len;
+    memcpy(c->device, dst, *len);
+    c->device[*len] = '\0';
+    return c->device;
+}
+
 /* Sends through the remote hook when key's destination is another device
  * that the hook knows; *handled says whether it did. Takes no lock. */
 static zf_status_t s_send_remote(zf_rendezvous_t *r, const char *key, zf_tensor_t *tensor,
@@ -281,19 +345,17 @@ static zf_status_t s_send_remote(zf_rendezvous_t *r, const char *key, zf_tensor_
     *handled = false;
     const s_hook_t *h = atomic_load_explicit(&r->hook, memory_order_acquire);
     if (!h || !h->fn) return ZF_STATUS_OK;
-    const char *dst = NULL;
     size_t len = 0;
-    if (!zf_rendezvous_key_dst_device(key, &dst, &len)) return ZF_STATUS_OK;
-    char device[512];
-    if (len >= sizeof device) return ZF_STATUS_OK; /* no such device: stays local */
+    const char *dst = s_dst_device(key, &len);
+    if (!dst) return ZF_STATUS_OK; /* no such device: stays local */
     if (h->len == len && memcmp(dst, h->local_device, len) == 0) return ZF_STATUS_OK;
     zf_status_t s = s_abort_status(r);
     if (!zf_ok(s)) {
         *handled = true;
         return s;
     }
-    memcpy(device, dst, len);
-    device[len] = '\0';
+    char device[S_DEVICE_MAX]; /* the hook may send again, from a callback */
+    memcpy(device, dst, len + 1);
     return h->fn(h->arg, r->step_id, key, device, tensor, is_dead, handled);
 }
 
@@ -403,6 +465,8 @@ static zf_status_t s_put(zf_rendezvous_t *r, const char *key, zf_tensor_t *tenso
 /* Puts v[0..n) (n <= ZF_RENDEZVOUS_PUT_CHUNK, hashed as hashes) under the lock; the
  * recvs they satisfy go to fire[*n_fire...], in order. Returns how many
  * were put (all, unless aborted or out of memory: *status). */
+#define S_PREFETCH_AHEAD 4
+
 static size_t s_put_chunk_locked(zf_rendezvous_t *r, zf_rendezvous_value_t *v, size_t n,
                                  const uint64_t *hashes, s_taken_t *fire, size_t *n_fire,
                                  zf_status_t *status)
@@ -411,7 +475,12 @@ static size_t s_put_chunk_locked(zf_rendezvous_t *r, zf_rendezvous_value_t *v, s
         *status = zf_status_copy(&r->abort);
         return 0;
     }
+    /* the slots, then the queues they point at, asked for ahead: their
+     * cache lines come in together rather than one miss after another */
+    for (size_t i = 0; i < n; i++) zf_strmap_prefetch(r->queues, hashes[i]);
     for (size_t i = 0; i < n; i++) {
+        if (i + S_PREFETCH_AHEAD < n)
+            zf_strmap_prefetch_key(r->queues, hashes[i + S_PREFETCH_AHEAD]);
         s_queue_t *q = s_queue_locked(r, v[i].key, v[i].key_len, hashes[i]);
         s_item_t *it = NULL;
         if (q && q->head && q->head->done) { /* a recv is waiting: it gets the value */

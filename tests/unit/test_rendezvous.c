@@ -350,6 +350,137 @@ static void test_rendezvous_forgets_keys_once_used(void **state)
     zf_rendezvous_unref(&r);
 }
 
+/* Key i of a run: of 2 to 400 bytes as i goes, so that emptied queues of
+ * every size come back to keys longer and shorter than theirs. */
+static void s_varied_key(char *key, size_t cap, int i)
+{
+    int len = 2 + (i * 37) % 399;
+    snprintf(key, cap, "k%d;", i);
+    size_t at = strlen(key);
+    for (; (int)at < len && at + 1 < cap; at++) key[at] = (char)('a' + (i + (int)at) % 26);
+    key[at] = '\0';
+}
+
+/* Queues emptied (more of them than are kept) are made again for keys of
+ * every length; each key meets only its own value. */
+static void test_rendezvous_keys_of_every_length_meet_their_own_values_again(void **state)
+{
+    (void)state;
+    enum { N = 5000 };
+    zf_rendezvous_t *r = NULL;
+    assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
+    static zf_test_got_t got[N];
+    static char keys[N][512];
+    zf_tensor_t *vals[N];
+    for (int round = 0; round < 3; round++) {
+        memset(got, 0, sizeof got);
+        for (int i = 0; i < N; i++) {
+            s_varied_key(keys[i], sizeof keys[i], i + round * 7);
+            vals[i] = zf_test_scalar((float)(i + round * N));
+            assert_int_equal(
+                zf_rendezvous_recv_async(r, keys[i], zf_test_record_recv, &got[i], NULL).code,
+                ZF_OK);
+        }
+        assert_int_equal(zf_rendezvous_num_keys(r), N);
+        /* a key that differs from a waiting one in its last byte meets nobody */
+        char near[512];
+        snprintf(near, sizeof near, "%s", keys[N - 1]);
+        near[strlen(near) - 1] ^= 1;
+        assert_int_equal(zf_rendezvous_send(r, near, vals[0], false).code, ZF_OK);
+        for (int i = N - 1; i >= 0; i--) {
+            assert_int_equal(zf_rendezvous_send(r, keys[i], vals[i], false).code, ZF_OK);
+            assert_int_equal(got[i].fired, 1);
+            assert_true(s_value(got[i].tensor) == (float)(i + round * N));
+            zf_test_got_clear(&got[i]);
+            zf_tensor_unref(&vals[i]);
+        }
+        assert_int_equal(zf_rendezvous_num_keys(r), 1); /* near's value waits */
+        zf_test_got_t g = {0};
+        assert_int_equal(zf_rendezvous_recv_async(r, near, zf_test_record_recv, &g, NULL).code,
+                         ZF_OK);
+        assert_int_equal(g.fired, 1);
+        assert_true(s_value(g.tensor) == (float)(round * N));
+        zf_test_got_clear(&g);
+        assert_int_equal(zf_rendezvous_num_keys(r), 0);
+    }
+    zf_rendezvous_unref(&r);
+}
+
+/* What the remote hook was handed. */
+typedef struct {
+    int calls;
+    char device[8][128];
+    char key[8][256];
+} s_hooked_t;
+
+static zf_status_t s_record_hook(void *arg, int64_t step_id, const char *key,
+                                 const char *dst_device, zf_tensor_t *tensor, bool is_dead,
+                                 bool *handled)
+{
+    (void)step_id;
+    (void)tensor;
+    (void)is_dead;
+    s_hooked_t *h = arg;
+    if (h->calls < 8) {
+        snprintf(h->device[h->calls], sizeof h->device[0], "%s", dst_device);
+        snprintf(h->key[h->calls], sizeof h->key[0], "%s", key);
+    }
+    h->calls++;
+    *handled = true;
+    return ZF_STATUS_OK;
+}
+
+#define SRC "/job:l/replica:0/task:0/device:CPU:0;0000000000000001;"
+
+/* The hook gets each key's own destination, however the keys before it
+ * started: a device whose name extends another's, a key with no fields
+ * after its destination, the local device (which stays here). */
+static void test_rendezvous_hands_the_remote_hook_each_keys_own_device(void **state)
+{
+    (void)state;
+    zf_rendezvous_t *r = NULL;
+    assert_int_equal(zf_rendezvous_new(1, &r).code, ZF_OK);
+    s_hooked_t h = {0};
+    assert_int_equal(
+        zf_rendezvous_set_remote(r, "/job:l/replica:0/task:0/device:CPU:0", s_record_hook, &h).code,
+        ZF_OK);
+    static const char *const keys[] = {
+        SRC "/job:l/replica:0/task:0/device:CPU:1;a:0;0:0",
+        SRC "/job:l/replica:0/task:0/device:CPU:1;b:0;0:0",
+        SRC "/job:l/replica:0/task:0/device:CPU:10;c:0;0:0",
+        SRC "/job:l/replica:0/task:0/device:CPU:1",
+        SRC "/job:l/replica:0/task:0/device:CPU:1;d:0;0:0",
+        SRC "/job:l/replica:0/task:0/device:CPU:0;local:0;0:0",
+        SRC "/job:l/replica:0/task:0/device:CPU:2;e:0;0:0",
+    };
+    static const char *const devices[] = {
+        "/job:l/replica:0/task:0/device:CPU:1",  "/job:l/replica:0/task:0/device:CPU:1",
+        "/job:l/replica:0/task:0/device:CPU:10", "/job:l/replica:0/task:0/device:CPU:1",
+        "/job:l/replica:0/task:0/device:CPU:1",  NULL,
+        "/job:l/replica:0/task:0/device:CPU:2",
+    };
+    zf_tensor_t *t = zf_test_scalar(2.0f);
+    int want = 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        assert_int_equal(zf_rendezvous_send(r, keys[i], t, false).code, ZF_OK);
+        if (!devices[i]) continue;
+        assert_int_equal(h.calls, want + 1);
+        assert_string_equal(h.device[want], devices[i]);
+        assert_string_equal(h.key[want], keys[i]);
+        want++;
+    }
+    assert_int_equal(h.calls, 6);
+    /* the local one waits here */
+    zf_test_got_t g = {0};
+    assert_int_equal(zf_rendezvous_recv_async(r, keys[5], zf_test_record_recv, &g, NULL).code,
+                     ZF_OK);
+    assert_int_equal(g.fired, 1);
+    assert_true(s_value(g.tensor) == 2.0f);
+    zf_test_got_clear(&g);
+    zf_tensor_unref(&t);
+    zf_rendezvous_unref(&r);
+}
+
 static void test_rendezvous_abort_is_sticky_and_fails_pending_and_later_calls(void **state)
 {
     (void)state;
@@ -545,6 +676,8 @@ int main(void)
         cmocka_unit_test(test_rendezvous_cancelled_recv_fires_with_cancelled_and_skips_the_queue),
         cmocka_unit_test(test_rendezvous_keeps_fifo_order_as_a_key_reuses_its_first_place),
         cmocka_unit_test(test_rendezvous_forgets_keys_once_used),
+        cmocka_unit_test(test_rendezvous_keys_of_every_length_meet_their_own_values_again),
+        cmocka_unit_test(test_rendezvous_hands_the_remote_hook_each_keys_own_device),
         cmocka_unit_test(test_rendezvous_abort_is_sticky_and_fails_pending_and_later_calls),
         cmocka_unit_test(test_rendezvous_frees_unclaimed_values_when_the_step_ends),
         cmocka_unit_test(test_rendezvous_blocking_recv_keeps_order_across_threads),
