@@ -28,9 +28,9 @@ typedef struct s_item {
  * one item at a time (a loop makes a key per iteration), so the queue
  * carries room for one: a key's first item costs no allocation. A queue
  * emptied is kept for a later key that fits its room (cap bytes of key),
- * up to S_KEPT_QUEUES of them, until the rendezvous goes: so the thread
- * that delivers a step's values frees nothing, and a loop reuses one
- * iteration's queues for the next. */
+ * up to S_KEPT_QUEUES of them and S_KEPT_BYTES of keys' room, until the
+ * rendezvous goes: so the thread that delivers a step's values frees
+ * nothing, and a loop reuses one iteration's queues for the next. */
 typedef struct s_queue {
     s_item_t *head, *tail; /* kept: head links the kept queues */
     s_item_t spare;
@@ -41,6 +41,7 @@ typedef struct s_queue {
 } s_queue_t;
 
 #define S_KEPT_QUEUES 4096
+#define S_KEPT_BYTES  ((size_t)1 << 20)
 
 /* A new zeroed item for q: its spare when free. NULL when out of memory. */
 static s_item_t *s_item_new(s_queue_t *q)
@@ -91,7 +92,7 @@ struct zf_rendezvous {
     size_t values, recvs;
     _Atomic(s_hook_t *) hook; /* NULL when none was set */
     s_queue_t *kept;          /* emptied queues for reuse, linked by head */
-    size_t n_kept;
+    size_t n_kept, kept_bytes;
 };
 
 zf_status_t zf_rendezvous_new(int64_t step_id, zf_rendezvous_t **out)
@@ -206,6 +207,7 @@ static s_queue_t *s_queue_locked(zf_rendezvous_t *r, const char *key, size_t len
     if (q && q->cap > len) {
         r->kept = (s_queue_t *)(void *)q->head;
         r->n_kept--;
+        r->kept_bytes -= q->cap;
         cap = q->cap;
     } else if (!(q = malloc(sizeof *q + cap))) {
         return NULL;
@@ -237,13 +239,14 @@ static void s_drop_if_empty(zf_rendezvous_t *r, s_queue_t *q)
 {
     if (q->head) return;
     zf_strmap_remove_hashed(r->queues, q->key, q->len, q->hash, NULL);
-    if (r->n_kept == S_KEPT_QUEUES) {
+    if (r->n_kept == S_KEPT_QUEUES || q->cap > S_KEPT_BYTES - r->kept_bytes) {
         free(q);
         return;
     }
     q->head = (s_item_t *)(void *)r->kept;
     r->kept = q;
     r->n_kept++;
+    r->kept_bytes += q->cap;
 }
 
 static s_item_t *s_pop(s_queue_t *q)

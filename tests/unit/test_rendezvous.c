@@ -361,8 +361,9 @@ static void s_varied_key(char *key, size_t cap, int i)
     key[at] = '\0';
 }
 
-/* Queues emptied (more of them than are kept) are made again for keys of
- * every length; each key meets only its own value. */
+/* Queues emptied (more of them, and more bytes of them, than are kept)
+ * are made again for keys of every length; each key meets only its own
+ * value. */
 static void test_rendezvous_keys_of_every_length_meet_their_own_values_again(void **state)
 {
     (void)state;
@@ -403,6 +404,26 @@ static void test_rendezvous_keys_of_every_length_meet_their_own_values_again(voi
         zf_test_got_clear(&g);
         assert_int_equal(zf_rendezvous_num_keys(r), 0);
     }
+    /* keys of 3000 bytes, more of them than the room kept holds: each
+     * still meets its own value, the first of a key's bytes to differ
+     * being its last */
+    static char big[600][3001];
+    for (int i = 0; i < 600; i++) {
+        memset(big[i], 'k', 3000);
+        snprintf(big[i] + 2990, 11, "%010d", i);
+        vals[i] = zf_test_scalar((float)i);
+        assert_int_equal(zf_rendezvous_send(r, big[i], vals[i], false).code, ZF_OK);
+    }
+    for (int i = 0; i < 600; i++) {
+        zf_test_got_t g = {0};
+        assert_int_equal(zf_rendezvous_recv_async(r, big[i], zf_test_record_recv, &g, NULL).code,
+                         ZF_OK);
+        assert_int_equal(g.fired, 1);
+        assert_true(s_value(g.tensor) == (float)i);
+        zf_test_got_clear(&g);
+        zf_tensor_unref(&vals[i]);
+    }
+    assert_int_equal(zf_rendezvous_num_keys(r), 0);
     zf_rendezvous_unref(&r);
 }
 
