@@ -465,11 +465,12 @@ static zf_status_t s_put(zf_rendezvous_t *r, const char *key, zf_tensor_t *tenso
     return ZF_STATUS_OK;
 }
 
+/* How many keys ahead a chunk's walk asks for the queue a slot points at. */
+#define S_PREFETCH_AHEAD 4
+
 /* Puts v[0..n) (n <= ZF_RENDEZVOUS_PUT_CHUNK, hashed as hashes) under the lock; the
  * recvs they satisfy go to fire[*n_fire...], in order. Returns how many
  * were put (all, unless aborted or out of memory: *status). */
-#define S_PREFETCH_AHEAD 4
-
 static size_t s_put_chunk_locked(zf_rendezvous_t *r, zf_rendezvous_value_t *v, size_t n,
                                  const uint64_t *hashes, s_taken_t *fire, size_t *n_fire,
                                  zf_status_t *status)
