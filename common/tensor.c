@@ -394,18 +394,19 @@ static zf_status_t s_tensor_size(zf_dtype_t dtype, const zf_shape_t *shape, int6
     return ZF_STATUS_OK;
 }
 
-/* Fills t, a new tensor of one reference over buf (which gets its own). */
+/* Fills t, a new tensor of one reference over buf (made in block, or
+ * NULL), whose reference for t the caller has taken (or the block holds). */
 static void s_tensor_init(zf_tensor_t *t, zf_dtype_t dtype, const zf_shape_t *shape, int64_t n,
-                          size_t nbytes, zf_buffer_t *buf, size_t offset)
+                          size_t nbytes, zf_buffer_t *buf, size_t offset, zf_tensor_views_t *block)
 {
     atomic_init(&t->refs, 1);
     t->dtype = dtype;
     t->shape = *shape;
     t->num_elements = n;
     t->nbytes = nbytes;
-    t->buf = zf_buffer_ref(buf);
+    t->buf = buf;
     t->offset = offset;
-    t->block = NULL;
+    t->block = block;
 }
 
 static zf_status_t s_tensor_wrap(zf_dtype_t dtype, const zf_shape_t *shape, int64_t n,
@@ -413,7 +414,7 @@ static zf_status_t s_tensor_wrap(zf_dtype_t dtype, const zf_shape_t *shape, int6
 {
     zf_tensor_t *t = malloc(sizeof *t);
     if (!t) return zf_out_of_memory("a tensor");
-    s_tensor_init(t, dtype, shape, n, nbytes, buf, offset);
+    s_tensor_init(t, dtype, shape, n, nbytes, zf_buffer_ref(buf), offset, NULL);
     *out = t;
     return ZF_STATUS_OK;
 }
@@ -473,6 +474,16 @@ static size_t s_alignment(zf_dtype_t dtype)
     return size ? size : 1;
 }
 
+/* INVALID_ARGUMENT unless dtype's data at offset of buf is aligned as
+ * dtype needs (device memory is not checked). */
+static zf_status_t s_check_aligned(zf_dtype_t dtype, const zf_buffer_t *buf, size_t offset)
+{
+    if (buf->kind == ZF_MEMORY_DEVICE || ((uintptr_t)buf->data + offset) % s_alignment(dtype) == 0)
+        return ZF_STATUS_OK;
+    return zf_invalid_argument("%s tensor data at offset %zu is not %zu-byte aligned",
+                               zf_dtype_name(dtype), offset, s_alignment(dtype));
+}
+
 /* What zf_tensor_from_buffer checks: a view of buf from offset as dtype
  * and shape, of n elements and nbytes bytes. */
 static zf_status_t s_view_check(zf_dtype_t dtype, const zf_shape_t *shape, const zf_buffer_t *buf,
@@ -492,9 +503,7 @@ static zf_status_t s_view_check(zf_dtype_t dtype, const zf_shape_t *shape, const
                                        ? "a string tensor needs a string tensor's buffer"
                                        : "a %s tensor cannot view a string tensor's buffer",
                                    name);
-    if (buf->kind != ZF_MEMORY_DEVICE && ((uintptr_t)buf->data + offset) % s_alignment(dtype) != 0)
-        return zf_invalid_argument("%s tensor data at offset %zu is not %zu-byte aligned", name,
-                                   offset, s_alignment(dtype));
+    ZF_TRY(s_check_aligned(dtype, buf, offset));
     *n_out = n;
     *nbytes_out = nbytes;
     return ZF_STATUS_OK;
@@ -531,14 +540,7 @@ static zf_tensor_t *s_view_make(zf_tensor_views_t *v, zf_dtype_t dtype, const zf
 {
     zf_tensor_t *t = &v->views[v->used++];
     if (!v->buf) v->buf = zf_buffer_ref(buf);
-    atomic_init(&t->refs, 1);
-    t->dtype = dtype;
-    t->shape = *shape;
-    t->num_elements = n;
-    t->nbytes = nbytes;
-    t->buf = buf == v->buf ? buf : zf_buffer_ref(buf);
-    t->offset = offset;
-    t->block = v;
+    s_tensor_init(t, dtype, shape, n, nbytes, buf == v->buf ? buf : zf_buffer_ref(buf), offset, v);
     return t;
 }
 
@@ -565,10 +567,7 @@ zf_status_t zf_tensor_views_add_like(zf_tensor_views_t *v, const zf_tensor_t *li
     if (offset > buf->size || buf->size - offset < like->nbytes)
         return zf_invalid_argument("a view of %zu bytes at offset %zu runs past the buffer's %zu",
                                    like->nbytes, offset, buf->size);
-    if (buf->kind != ZF_MEMORY_DEVICE &&
-        ((uintptr_t)buf->data + offset) % s_alignment(like->dtype) != 0)
-        return zf_invalid_argument("%s tensor data at offset %zu is not %zu-byte aligned",
-                                   zf_dtype_name(like->dtype), offset, s_alignment(like->dtype));
+    ZF_TRY(s_check_aligned(like->dtype, buf, offset));
     *out = s_view_make(v, like->dtype, &like->shape, like->num_elements, like->nbytes, like->buf,
                        offset);
     return ZF_STATUS_OK;
