@@ -711,8 +711,8 @@ zf_status_t zf__remote_peer_send(zf_remote_t *r, zf__remote_peer_t *p, const cha
         return zf__remote_send_device_tensor(r, p, device, key, step_id, tensor);
     bool held = false;
     zf_status_t s = s_hold_back(r, p, device, key, step_id, tensor, is_dead, &held);
-    if (zf_ok(s) && held) return s; /* the common case, without formatting a prefix */
     if (!zf_ok(s)) return zf_status_prefix(s, "sending '%s' to %s", key, device);
+    if (held) return s;
     if (tensor && !is_dead) {
         bool sent = false;
         s = zf__remote_shm_send(r, p, device, key, step_id, tensor, &sent);
