@@ -355,6 +355,12 @@ static zf_status_t s_fields(const s_raw_t *e, zf_tensor_frame_header_t *h)
     return zf__tensor_frame_check_fields(h);
 }
 
+/* The last view a batch's decoding made and the entry it was made for. */
+typedef struct {
+    s_raw_t raw;
+    const zf_tensor_t *view; /* NULL: none yet */
+} s_like_t;
+
 /* Whether entry e has the fields of entry like (a live tensor of the same
  * dtype and shape, as many bytes) and no unknown flags: the checks like
  * passed hold for it too. */
@@ -370,13 +376,12 @@ static bool s_same_fields(const s_raw_t *e, const s_raw_t *like)
  * none): payload len bytes at offset off of payload (which fixed-size
  * tensors view; NULL when the frame is empty), within the frame already;
  * decoded into *out, or refused with the reason. A readable key goes to
- * b->keys + *used. h is scratch. like: a view made for an earlier entry
- * (like_raw), whose checks e skips when it has the same fields. Returns
- * whether *out's tensor is a view made here. */
-static bool s_entry(const s_raw_t *e, const char *pre, size_t pre_len, zf_status_t pre_s, size_t i,
+ * b->keys + *used. h is scratch. like: the last view made, whose checks e
+ * skips when it has the same fields; a view made here becomes it. */
+static void s_entry(const s_raw_t *e, const char *pre, size_t pre_len, zf_status_t pre_s, size_t i,
                     size_t n, zf_buffer_t *payload, size_t off, zf_tensor_frame_header_t *h,
-                    zf_tensor_views_t *views, const s_raw_t *like_raw, const zf_tensor_t *like,
-                    zf_tensor_frame_batch_t *b, size_t *used, zf_tensor_frame_entry_t *out)
+                    zf_tensor_views_t *views, s_like_t *like, zf_tensor_frame_batch_t *b,
+                    size_t *used, zf_tensor_frame_entry_t *out)
 {
     zf_status_t s = pre_s;
     size_t key_len = pre_len + e->klen;
@@ -391,15 +396,14 @@ static bool s_entry(const s_raw_t *e, const char *pre, size_t pre_len, zf_status
     if (zf_ok(s)) s = zf__tensor_frame_check_key_len(key_len);
     if (zf_ok(s) && memchr(e->own, '\0', e->klen))
         s = zf_invalid_argument("field 'key' contains a zero byte");
-    bool view = false, made = false;
+    bool made = false;
     if (zf_ok(s)) {
         out->key = k;
         out->key_len = key_len;
         *used += key_len + 1;
-        made = like && s_same_fields(e, like_raw);
+        made = like->view && s_same_fields(e, &like->raw);
         if (made) {
-            s = zf_tensor_views_add_like(views, like, off, &out->tensor);
-            view = zf_ok(s);
+            s = zf_tensor_views_add_like(views, like->view, off, &out->tensor);
         } else {
             s = s_fields(e, h);
         }
@@ -414,15 +418,14 @@ static bool s_entry(const s_raw_t *e, const char *pre, size_t pre_len, zf_status
         s = zf_tensor_frame_decode_payload(h, bytes, (size_t)h->len, &out->tensor);
     } else { /* a view of the received payloads: no copy */
         s = zf_tensor_views_add(views, h->dtype, &h->shape, payload, off, &out->tensor);
-        view = zf_ok(s);
+        if (zf_ok(s)) *like = (s_like_t){*e, out->tensor};
     }
     out->step_id = (int64_t)zf_le64(e->fixed + 8);
     out->has_step = true;
     out->is_dead = e->fixed[0] & S_DEAD;
-    if (zf_ok(s)) return view;
+    if (zf_ok(s)) return;
     zf_tensor_unref(&out->tensor);
     out->error = zf_status_prefix(s, "entry %zu of %zu", i, n);
-    return false;
 }
 
 /* Walks the n entries (head, head_len bytes): every one located, the
@@ -478,20 +481,15 @@ static zf_status_t s_read(const uint8_t *head, size_t head_len, size_t n, zf_buf
     out->n = n;
     s_walk_t w = {.at = ZF_TENSOR_FRAME_BATCH_PREFIX};
     size_t used = 0;
-    s_raw_t like_raw = {0};
-    const zf_tensor_t *like = NULL; /* the last view made, of entry like_raw */
+    s_like_t like = {.view = NULL};
     for (size_t i = 0; i < n; i++) {
         s_raw_t e = {0};
         const char *pre = NULL;
         size_t pre_len = 0, off = 0;
         zf_status_t ps = ZF_STATUS_OK;
         (void)s_next(head, head_len, &w, &e, &pre, &pre_len, &ps, &off); /* measured */
-        zf_tensor_frame_entry_t *x = &out->entries[i];
-        if (s_entry(&e, pre, pre_len, ps, i, n, payload, off, h, views, &like_raw, like, out, &used,
-                    x)) {
-            like_raw = e;
-            like = x->tensor;
-        }
+        s_entry(&e, pre, pre_len, ps, i, n, payload, off, h, views, &like, out, &used,
+                &out->entries[i]);
     }
     zf_tensor_views_release(&views); /* what is left of it goes with the views made */
     free(h);
